@@ -1,0 +1,95 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Targets holds, for N predictions over Classes classes, the integer targets
+// and per-token weights of a cross-entropy loss, as one (N, Classes) input:
+// row i is weight_i / sum(weights) at column target_i and 0 elsewhere. Weight 0
+// drops a position (padding, prompt) from the loss.
+type Targets struct {
+	Node       *G.Node
+	N, Classes int
+}
+
+// NewTargets returns a targets input for N predictions over classes classes.
+func NewTargets(g *G.ExprGraph, dt tensor.Dtype, n, classes int, name string) (*Targets, error) {
+	if err := CheckFloat(dt); err != nil {
+		return nil, fmt.Errorf("graph: targets %q: %w", name, err)
+	}
+	if n <= 0 || classes <= 0 {
+		return nil, fmt.Errorf("graph: targets %q: sizes must be positive, got N=%d classes=%d", name, n, classes)
+	}
+	return &Targets{Node: G.NewMatrix(g, dt, G.WithShape(n, classes), G.WithName(name)), N: n, Classes: classes}, nil
+}
+
+// Set binds targets and weights for the next run. Every target must be in
+// [0, Classes), every weight finite and >= 0, and at least one weight > 0.
+// Targets at weight-0 positions are not checked, so padding may hold anything.
+func (t *Targets) Set(targets []int, weights []float64) error {
+	name := t.Node.Name()
+	if len(targets) != t.N || len(weights) != t.N {
+		return fmt.Errorf("graph: targets %q: got %d targets and %d weights, want %d of each", name, len(targets), len(weights), t.N)
+	}
+	var total float64
+	for i, w := range weights {
+		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+			return fmt.Errorf("graph: targets %q: weight %v at %d is not a finite non-negative number", name, w, i)
+		}
+		if w > 0 && (targets[i] < 0 || targets[i] >= t.Classes) {
+			return fmt.Errorf("graph: targets %q: target %d at %d is outside [0, %d)", name, targets[i], i, t.Classes)
+		}
+		total += w
+	}
+	if total == 0 {
+		return fmt.Errorf("graph: targets %q: every weight is 0, the loss would be 0/0", name)
+	}
+	vals := make([]float64, t.N*t.Classes)
+	for i, w := range weights {
+		if w > 0 {
+			vals[i*t.Classes+targets[i]] = w / total
+		}
+	}
+	if err := G.Let(t.Node, NewDense(t.Node.Dtype(), tensor.Shape{t.N, t.Classes}, vals)); err != nil {
+		return fmt.Errorf("graph: targets %q: %w", name, err)
+	}
+	return nil
+}
+
+// CrossEntropy returns the weighted mean negative log-likelihood of the
+// targets under softmax(logits), a scalar. logits are (N, Classes) or
+// (B, S, Classes) with B*S = N. It goes through LogSoftmax, so it is stable for
+// large float32 logits.
+func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
+	s := logits.Shape()
+	if s.TotalSize() != t.N*t.Classes || s[len(s)-1] != t.Classes {
+		return nil, fmt.Errorf("graph: cross-entropy: logits shape %v does not match targets %q of (N, classes) = (%d, %d)", s, t.Node.Name(), t.N, t.Classes)
+	}
+	if logits.Dtype() != t.Node.Dtype() {
+		return nil, fmt.Errorf("graph: cross-entropy: logits are %v but targets are %v", logits.Dtype(), t.Node.Dtype())
+	}
+	if len(s) != 2 {
+		var err error
+		if logits, err = G.Reshape(logits, tensor.Shape{t.N, t.Classes}); err != nil {
+			return nil, fmt.Errorf("graph: cross-entropy: %w", err)
+		}
+	}
+	logp, err := LogSoftmax(logits)
+	if err != nil {
+		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
+	}
+	picked, err := G.HadamardProd(logp, t.Node)
+	if err != nil {
+		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
+	}
+	sum, err := G.Sum(picked)
+	if err != nil {
+		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
+	}
+	return G.Neg(sum)
+}

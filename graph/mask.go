@@ -1,0 +1,193 @@
+package graph
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// maskedBias is the additive bias of a hidden attention entry. It is finite on
+// purpose: -Inf would make a fully hidden row compute -Inf - (-Inf) = NaN.
+// exp(-1e9) is exactly 0 in float32 and float64, so hidden entries get weight 0.
+const maskedBias = -1e9
+
+// Mask says which keys each query may attend to, for a batch of B sequences of
+// Sq queries and Sk keys. The one convention of qkv: true means "may attend".
+// Allow is laid out row-major as (B, Sq, Sk).
+type Mask struct {
+	B, Sq, Sk int
+	Allow     []bool
+}
+
+// NewMask returns a (B, Sq, Sk) mask that allows everything.
+func NewMask(b, sq, sk int) (Mask, error) {
+	if b <= 0 || sq <= 0 || sk <= 0 {
+		return Mask{}, fmt.Errorf("graph: mask: sizes must be positive, got (B, Sq, Sk) = (%d, %d, %d)", b, sq, sk)
+	}
+	allow := make([]bool, b*sq*sk)
+	for i := range allow {
+		allow[i] = true
+	}
+	return Mask{B: b, Sq: sq, Sk: sk, Allow: allow}, nil
+}
+
+// Causal returns the (B, S, S) mask that lets query i see key j only when
+// j <= i, so that no position can read the future.
+func Causal(b, s int) (Mask, error) {
+	m, err := NewMask(b, s, s)
+	if err != nil {
+		return Mask{}, err
+	}
+	for n := 0; n < b; n++ {
+		for i := 0; i < s; i++ {
+			for j := i + 1; j < s; j++ {
+				m.Allow[(n*s+i)*s+j] = false
+			}
+		}
+	}
+	return m, nil
+}
+
+// KeyPadding returns the (len(lengths), Sq, Sk) mask that hides, in sequence b,
+// every key at position j >= lengths[b]: the keys that are padding.
+func KeyPadding(lengths []int, sq, sk int) (Mask, error) {
+	m, err := NewMask(len(lengths), sq, sk)
+	if err != nil {
+		return Mask{}, err
+	}
+	for n, l := range lengths {
+		if l < 0 || l > sk {
+			return Mask{}, fmt.Errorf("graph: key padding mask: length %d of sequence %d is outside [0, %d]", l, n, sk)
+		}
+		for i := 0; i < sq; i++ {
+			for j := l; j < sk; j++ {
+				m.Allow[(n*sq+i)*sk+j] = false
+			}
+		}
+	}
+	return m, nil
+}
+
+// At reports whether query i of sequence b may attend to key j.
+func (m Mask) At(b, i, j int) bool { return m.Allow[(b*m.Sq+i)*m.Sk+j] }
+
+// And returns the mask that allows what both m and o allow.
+func (m Mask) And(o Mask) (Mask, error) {
+	if m.B != o.B || m.Sq != o.Sq || m.Sk != o.Sk {
+		return Mask{}, fmt.Errorf("graph: mask: cannot combine (B, Sq, Sk) = (%d, %d, %d) with (%d, %d, %d)", m.B, m.Sq, m.Sk, o.B, o.Sq, o.Sk)
+	}
+	out := Mask{B: m.B, Sq: m.Sq, Sk: m.Sk, Allow: make([]bool, len(m.Allow))}
+	for i := range out.Allow {
+		out.Allow[i] = m.Allow[i] && o.Allow[i]
+	}
+	return out, nil
+}
+
+func (m Mask) check() error {
+	if m.B <= 0 || m.Sq <= 0 || m.Sk <= 0 || len(m.Allow) != m.B*m.Sq*m.Sk {
+		return fmt.Errorf("graph: mask: (B, Sq, Sk) = (%d, %d, %d) needs %d entries, has %d", m.B, m.Sq, m.Sk, m.B*m.Sq*m.Sk, len(m.Allow))
+	}
+	return nil
+}
+
+// MaskNode is a Mask in a graph, as two (B, Sq, Sk) nodes of the graph's dtype:
+// Bias, added to attention scores (0 where allowed, -1e9 where hidden), and
+// Keep, multiplied into the exponentials (1 where allowed, 0 where hidden) so
+// that a query with nothing to attend to gets zero weights rather than NaN.
+// Neither node is learnable.
+type MaskNode struct {
+	Bias, Keep *G.Node
+	B, Sq, Sk  int
+	// Causal records that the mask hides every j > i, so that a causal
+	// attention layer need not add a causal mask again.
+	Causal bool
+}
+
+// NewMaskInput returns a mask placeholder of shape (B, Sq, Sk) whose value is
+// given each batch with Set. The graph is built once; masks change per batch.
+func NewMaskInput(g *G.ExprGraph, dt tensor.Dtype, b, sq, sk int, name string) (*MaskNode, error) {
+	if err := CheckFloat(dt); err != nil {
+		return nil, fmt.Errorf("graph: mask %q: %w", name, err)
+	}
+	if b <= 0 || sq <= 0 || sk <= 0 {
+		return nil, fmt.Errorf("graph: mask %q: sizes must be positive, got (B, Sq, Sk) = (%d, %d, %d)", name, b, sq, sk)
+	}
+	return &MaskNode{
+		Bias: G.NewTensor(g, dt, 3, G.WithShape(b, sq, sk), G.WithName(name+".bias")),
+		Keep: G.NewTensor(g, dt, 3, G.WithShape(b, sq, sk), G.WithName(name+".keep")),
+		B:    b, Sq: sq, Sk: sk,
+	}, nil
+}
+
+// NewMaskConst returns m as constant nodes. A causal mask built this way is
+// marked Causal only when m hides every j > i.
+func NewMaskConst(g *G.ExprGraph, dt tensor.Dtype, m Mask, name string) (*MaskNode, error) {
+	n, err := NewMaskInput(g, dt, m.B, m.Sq, m.Sk, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.Set(m); err != nil {
+		return nil, err
+	}
+	n.Causal = m.hidesFuture()
+	return n, nil
+}
+
+// Set binds the mask's value for the next run. It checks the shape against the
+// node's and returns an error rather than letting the engine fail later.
+func (n *MaskNode) Set(m Mask) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if m.B != n.B || m.Sq != n.Sq || m.Sk != n.Sk {
+		return fmt.Errorf("graph: mask %q: got (B, Sq, Sk) = (%d, %d, %d), want (%d, %d, %d)", n.Bias.Name(), m.B, m.Sq, m.Sk, n.B, n.Sq, n.Sk)
+	}
+	bias := make([]float64, len(m.Allow))
+	keep := make([]float64, len(m.Allow))
+	for i, ok := range m.Allow {
+		if ok {
+			keep[i] = 1
+		} else {
+			bias[i] = maskedBias
+		}
+	}
+	shape := tensor.Shape{n.B, n.Sq, n.Sk}
+	if err := G.Let(n.Bias, NewDense(n.Bias.Dtype(), shape, bias)); err != nil {
+		return fmt.Errorf("graph: mask %q: %w", n.Bias.Name(), err)
+	}
+	if err := G.Let(n.Keep, NewDense(n.Keep.Dtype(), shape, keep)); err != nil {
+		return fmt.Errorf("graph: mask %q: %w", n.Keep.Name(), err)
+	}
+	return nil
+}
+
+// CombineMasks returns, in the graph, the mask that allows what both a and b
+// allow. Use it to join a constant causal mask with a per-batch padding mask.
+func CombineMasks(a, b *MaskNode) (*MaskNode, error) {
+	if a.B != b.B || a.Sq != b.Sq || a.Sk != b.Sk {
+		return nil, fmt.Errorf("graph: combine masks: (B, Sq, Sk) = (%d, %d, %d) and (%d, %d, %d) differ", a.B, a.Sq, a.Sk, b.B, b.Sq, b.Sk)
+	}
+	bias, err := G.Add(a.Bias, b.Bias)
+	if err != nil {
+		return nil, fmt.Errorf("graph: combine masks: %w", err)
+	}
+	keep, err := G.HadamardProd(a.Keep, b.Keep)
+	if err != nil {
+		return nil, fmt.Errorf("graph: combine masks: %w", err)
+	}
+	return &MaskNode{Bias: bias, Keep: keep, B: a.B, Sq: a.Sq, Sk: a.Sk, Causal: a.Causal || b.Causal}, nil
+}
+
+func (m Mask) hidesFuture() bool {
+	for b := 0; b < m.B; b++ {
+		for i := 0; i < m.Sq; i++ {
+			for j := i + 1; j < m.Sk; j++ {
+				if m.At(b, i, j) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,14 @@
+// Package layers builds Transformer layers as gorgonia graphs: Linear,
+// Embedding, positional encodings, LayerNorm, FeedForward, MultiHeadAttention,
+// Block, and the decoder-only and encoder stacks made of them.
+//
+// Every layer is made by a validating constructor from a Config, builds its
+// part of the graph in Forward, and lists its learnable nodes in Params with
+// stable hierarchical names ("blocks.0.attn.wq"). Layers are built once; the
+// inputs (graph.IDs, graph.MaskNode, graph.Targets) are re-bound every batch,
+// so a trainer compiles one machine and feeds it batch after batch.
+//
+// Activations are (B, S, D) nodes; internally layers flatten them to
+// (B*S, D) because gorgonia's Mul is 2-D only. Weights are stored (in, out):
+// y = x W + b.
+package layers

@@ -1,0 +1,3 @@
+// Package train trains qkv models: optimizers, the training loop, evaluation,
+// checkpoints and metrics.
+package train
