@@ -1,3 +1,48 @@
 // Package data generates the toy sequence tasks qkv trains on, their
-// vocabularies, and padded batches with per-sequence lengths.
+// vocabularies, held-out test sets, training streams and padded batches.
+//
+// Every task is posed to a decoder-only model as one token sequence
+//
+//	prompt | answer
+//
+// where | is the separator token SEP. The model reads the prompt and the
+// separator and must then produce the answer; the loss is taken on answer
+// positions only, because the prompt is random and cannot be predicted. At
+// inference the answer is decoded greedily, Task.AnswerLen tokens after the
+// separator, and checked against Task.Solve.
+//
+// The tasks, made by New from a TaskConfig (DefaultConfig gives working
+// values), are:
+//
+//	copy     n symbols over an alphabet of k; the answer is the same sequence
+//	reverse  the answer is the prompt reversed
+//	sort     the answer is the prompt sorted ascending (minGPT's demo: n=6, k=3)
+//	recall   p key-value pairs and a query key; the answer is the key's value
+//	add      two a-digit numbers; the answer is their a+1-digit sum, reversed
+//
+// copy, reverse and sort accept a length range and recall a pairs range, so
+// that batches mix sequence lengths and padding masks are exercised.
+//
+// Held-out evaluation needs a test set the model never trains on. NewStream
+// draws nTest distinct examples from the seed, then yields training examples
+// that skip every test prompt; it refuses when the task has too few prompts
+// for that. The stream's state can be saved and restored, so a resumed run
+// sees the same examples as one that never stopped.
+//
+// MakeBatch lays examples out as (B, S) next-token inputs and targets with
+// per-position loss weights and per-row lengths, the form that graph.IDs,
+// graph.Targets and graph.KeyPadding take. For the sort example 2 0 1 → 0 1 2
+// with S = 6 (shown as symbols; the slices hold their ids):
+//
+//	seq      2 0 1 | 0 1 2
+//	Inputs   2 0 1 | 0 1
+//	Targets  0 1 | 0 1 2
+//	Weights  0 0 0 1 1 1
+//	Lengths  6
+//
+// Token ids are small ints: PAD is always 0, so zero-filled buffers are
+// padded buffers, and SEP is 1.
+//
+// The package uses only the standard library, and math/rand/v2's PCG for all
+// randomness, so the same seed gives the same data on every platform.
 package data

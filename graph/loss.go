@@ -75,7 +75,7 @@ func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
 	}
 	if len(s) != 2 {
 		var err error
-		if logits, err = G.Reshape(logits, tensor.Shape{t.N, t.Classes}); err != nil {
+		if logits, err = Reshape(logits, tensor.Shape{t.N, t.Classes}); err != nil {
 			return nil, fmt.Errorf("graph: cross-entropy: %w", err)
 		}
 	}

@@ -37,7 +37,7 @@ func reduce(op func(*G.Node, ...int) (*G.Node, error), what string, x *G.Node, a
 	for _, d := range s[axis+1:] {
 		after *= d
 	}
-	v, err := G.Reshape(x, tensor.Shape{before, s[axis], after})
+	v, err := Reshape(x, tensor.Shape{before, s[axis], after})
 	if err != nil {
 		return nil, fmt.Errorf("graph: %s: %w", what, err)
 	}
@@ -45,7 +45,7 @@ func reduce(op func(*G.Node, ...int) (*G.Node, error), what string, x *G.Node, a
 		return nil, fmt.Errorf("graph: %s: %w", what, err)
 	}
 	out := append(append(tensor.Shape{}, s[:axis]...), s[axis+1:]...)
-	return G.Reshape(v, out)
+	return Reshape(v, out)
 }
 
 // InvSqrt returns 1/sqrt(x + eps) element-wise, as Pow(x+eps, -0.5): gorgonia's

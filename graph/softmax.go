@@ -82,13 +82,13 @@ func softmax(x *G.Node, keep func(*G.Node) (*G.Node, error)) (*G.Node, error) {
 		return nil, fmt.Errorf("graph: softmax: %w", err)
 	}
 	if keep != nil {
-		if e, err = G.Reshape(e, shape); err != nil {
+		if e, err = Reshape(e, shape); err != nil {
 			return nil, fmt.Errorf("graph: softmax: %w", err)
 		}
 		if e, err = keep(e); err != nil {
 			return nil, fmt.Errorf("graph: softmax: apply mask: %w", err)
 		}
-		if e, err = G.Reshape(e, z.Shape()); err != nil {
+		if e, err = Reshape(e, z.Shape()); err != nil {
 			return nil, fmt.Errorf("graph: softmax: %w", err)
 		}
 	}
@@ -164,7 +164,7 @@ func asRows(x *G.Node) (*G.Node, tensor.Shape, error) {
 		return x, shape, nil
 	}
 	last := shape[len(shape)-1]
-	rows, err := G.Reshape(x, tensor.Shape{shape.TotalSize() / last, last})
+	rows, err := Reshape(x, tensor.Shape{shape.TotalSize() / last, last})
 	return rows, shape, err
 }
 
@@ -172,5 +172,5 @@ func reshapeBack(x *G.Node, shape tensor.Shape) (*G.Node, error) {
 	if x.Shape().Eq(shape) {
 		return x, nil
 	}
-	return G.Reshape(x, shape)
+	return Reshape(x, shape)
 }

@@ -1,0 +1,161 @@
+package data
+
+import "fmt"
+
+// Batch is B examples laid out for next-token training of a decoder-only
+// model, every slice row-major (B, S). Row b holds seq = prompt + SEP + answer
+// as Inputs = seq[:len(seq)-1] and Targets = seq[1:], both padded with PAD to
+// S. Weights is 1 exactly where the target is an answer token, so the loss
+// ignores the random prompt, the separator and the padding. Lengths holds
+// each row's unpadded input length, for key-padding masks.
+type Batch struct {
+	B, S    int
+	Inputs  []int
+	Targets []int
+	Weights []float64
+	Lengths []int
+}
+
+// MakeBatch lays examples out in rows of S positions; S is normally
+// task.MaxLen()-1. It fails if there are no examples, if an example has an
+// empty answer (it would carry no loss) or holds a PAD, SEP or negative id, or
+// if prompt + SEP + answer needs more than S+1 tokens.
+func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
+	switch {
+	case len(examples) == 0:
+		return Batch{}, fmt.Errorf("data: batch: no examples")
+	case S <= 0:
+		return Batch{}, fmt.Errorf("data: batch: S must be positive, got %d", S)
+	case sepID < 0 || padID < 0 || sepID == padID:
+		return Batch{}, fmt.Errorf("data: batch: separator id %d and padding id %d must be distinct and non-negative", sepID, padID)
+	}
+	B := len(examples)
+	b := Batch{
+		B: B, S: S,
+		Inputs:  make([]int, B*S),
+		Targets: make([]int, B*S),
+		Weights: make([]float64, B*S),
+		Lengths: make([]int, B),
+	}
+	for i, ex := range examples {
+		if len(ex.Answer) == 0 {
+			return Batch{}, fmt.Errorf("data: batch: example %d has an empty answer, so no position would carry loss", i)
+		}
+		for _, part := range []struct {
+			name string
+			ids  []int
+		}{{"prompt", ex.Prompt}, {"answer", ex.Answer}} {
+			for j, id := range part.ids {
+				if id < 0 || id == sepID || id == padID {
+					return Batch{}, fmt.Errorf("data: batch: example %d: %s position %d holds id %d, which is negative, the separator (%d) or padding (%d)", i, part.name, j, id, sepID, padID)
+				}
+			}
+		}
+		n := len(ex.Prompt) + len(ex.Answer) // input length: seq minus its last token
+		if n > S {
+			return Batch{}, fmt.Errorf("data: batch: example %d: prompt (%d) + separator + answer (%d) is %d tokens, needs S >= %d, got S = %d", i, len(ex.Prompt), len(ex.Answer), n+1, n, S)
+		}
+		seq := make([]int, 0, n+1)
+		seq = append(seq, ex.Prompt...)
+		seq = append(seq, sepID)
+		seq = append(seq, ex.Answer...)
+		row := i * S
+		for j := 0; j < S; j++ {
+			b.Inputs[row+j], b.Targets[row+j] = padID, padID
+		}
+		copy(b.Inputs[row:], seq[:n])
+		copy(b.Targets[row:], seq[1:])
+		// Target j is seq[j+1]; the answer occupies seq[len(prompt)+1:], so
+		// the weighted positions are len(prompt) .. n-1.
+		for j := len(ex.Prompt); j < n; j++ {
+			b.Weights[row+j] = 1
+		}
+		b.Lengths[i] = n
+	}
+	return b, nil
+}
+
+// BatchFor is MakeBatch with t's separator, padding and S = t.MaxLen()-1. It
+// also checks every id against t's vocabulary, and names the task in errors.
+func BatchFor(t Task, examples []Example) (Batch, error) {
+	if t == nil {
+		return Batch{}, fmt.Errorf("data: batch: nil task")
+	}
+	v := t.Vocab()
+	for i, ex := range examples {
+		for _, ids := range [][]int{ex.Prompt, ex.Answer} {
+			for _, id := range ids {
+				if id >= v.Size() {
+					return Batch{}, fmt.Errorf("data: task %q: batch: example %d holds id %d, outside the vocabulary [0, %d)", t.Name(), i, id, v.Size())
+				}
+			}
+		}
+	}
+	b, err := MakeBatch(examples, v.SEP(), v.PAD(), t.MaxLen()-1)
+	if err != nil {
+		return Batch{}, fmt.Errorf("data: task %q: %w", t.Name(), err)
+	}
+	return b, nil
+}
+
+// Example recovers row i's prompt and answer: the prompt is the inputs before
+// the first weighted position (which holds SEP), the answer the weighted
+// targets. It lets evaluation and logging work from a batch alone.
+func (b Batch) Example(i int) (Example, error) {
+	if i < 0 || i >= b.B {
+		return Example{}, fmt.Errorf("data: batch: row %d is outside [0, %d)", i, b.B)
+	}
+	if err := b.check(); err != nil {
+		return Example{}, err
+	}
+	row := i * b.S
+	n := b.Lengths[i]
+	if n < 0 || n > b.S {
+		return Example{}, fmt.Errorf("data: batch: row %d has length %d, outside [0, %d]", i, n, b.S)
+	}
+	p := 0
+	for p < n && b.Weights[row+p] == 0 {
+		p++
+	}
+	if p == n {
+		return Example{}, fmt.Errorf("data: batch: row %d has no answer positions", i)
+	}
+	return Example{
+		Prompt: append([]int(nil), b.Inputs[row:row+p]...),
+		Answer: append([]int(nil), b.Targets[row+p:row+n]...),
+	}, nil
+}
+
+// PadRows returns b grown to rows rows by appending filler rows of padding
+// with weight 0 and length 0, for a graph compiled for a fixed batch size that
+// is fed a smaller final batch. The filler changes neither the loss nor its
+// gradient, because the loss is a weighted mean.
+func (b Batch) PadRows(rows int, padID int) (Batch, error) {
+	if err := b.check(); err != nil {
+		return Batch{}, err
+	}
+	if rows < b.B {
+		return Batch{}, fmt.Errorf("data: batch: cannot pad %d rows down to %d", b.B, rows)
+	}
+	extra := (rows - b.B) * b.S
+	out := Batch{
+		B: rows, S: b.S,
+		Inputs:  append(append(make([]int, 0, rows*b.S), b.Inputs...), make([]int, extra)...),
+		Targets: append(append(make([]int, 0, rows*b.S), b.Targets...), make([]int, extra)...),
+		Weights: append(append(make([]float64, 0, rows*b.S), b.Weights...), make([]float64, extra)...),
+		Lengths: append(append(make([]int, 0, rows), b.Lengths...), make([]int, rows-b.B)...),
+	}
+	for j := b.B * b.S; j < rows*b.S; j++ {
+		out.Inputs[j], out.Targets[j] = padID, padID
+	}
+	return out, nil
+}
+
+// check reports a Batch whose slices do not have the sizes B and S promise,
+// e.g. one assembled by hand.
+func (b Batch) check() error {
+	if b.B < 0 || b.S < 0 || len(b.Inputs) != b.B*b.S || len(b.Targets) != b.B*b.S || len(b.Weights) != b.B*b.S || len(b.Lengths) != b.B {
+		return fmt.Errorf("data: batch: slice lengths %d, %d, %d, %d do not match B=%d, S=%d", len(b.Inputs), len(b.Targets), len(b.Weights), len(b.Lengths), b.B, b.S)
+	}
+	return nil
+}

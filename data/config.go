@@ -1,0 +1,150 @@
+package data
+
+import (
+	"fmt"
+	"strings"
+)
+
+// TaskConfig holds the parameters of every task in one flat struct, so that a
+// CLI can fill it from flags and a run can write it to JSON. A zero field is
+// unset. Each task reads only its own fields and rejects the others, so a
+// parameter meant for another task is reported instead of silently ignored.
+//
+// Sequence lengths (copy, reverse, sort) and pair counts (recall) are given
+// either as one fixed value (Length, Pairs) or as an inclusive range
+// (MinLength and MaxLength, MinPairs and MaxPairs) drawn uniformly per example.
+type TaskConfig struct {
+	// Length is the fixed number of prompt symbols of copy, reverse and sort.
+	Length int `json:"length,omitempty"`
+	// MinLength and MaxLength give a range of prompt lengths instead.
+	MinLength int `json:"min_length,omitempty"`
+	MaxLength int `json:"max_length,omitempty"`
+	// Alphabet is the number k of distinct symbols of copy, reverse and sort:
+	// the digits 0-9 first, then the letters a-z.
+	Alphabet int `json:"alphabet,omitempty"`
+	// Digits is the number of digits of each operand of add.
+	Digits int `json:"digits,omitempty"`
+	// Pairs is the fixed number of key-value pairs of recall.
+	Pairs int `json:"pairs,omitempty"`
+	// MinPairs and MaxPairs give a range of pair counts instead.
+	MinPairs int `json:"min_pairs,omitempty"`
+	MaxPairs int `json:"max_pairs,omitempty"`
+	// Keys is the number of key symbols of recall (letters a, b, ...); the keys
+	// of one prompt are distinct, so Keys bounds the pair count.
+	Keys int `json:"keys,omitempty"`
+	// Values is the number of value symbols of recall (digits 0, 1, ...).
+	Values int `json:"values,omitempty"`
+}
+
+// Upper bounds on the parameters. They keep MaxLen, and so the attention cost,
+// in the range a CPU trains in minutes, and within the symbols available.
+const (
+	MaxSeqLength = 64 // copy, reverse, sort: prompt symbols
+	MaxAlphabet  = 36 // copy, reverse, sort: digits and lower-case letters
+	MaxDigits    = 32 // add: digits per operand
+	MaxKeys      = 26 // recall: letters
+	MaxValues    = 10 // recall: digits
+)
+
+// alphabetSymbols are the symbols of copy, reverse and sort, in order.
+const alphabetSymbols = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+// DefaultConfig returns parameters that train in minutes on a CPU, the
+// configuration a CLI starts from before applying flags. sort is minGPT's
+// demo (n=6, k=3); add is minGPT's adder (2 digits). copy and reverse use a
+// length range so that batches are padded. An unknown name gives the zero
+// TaskConfig, which New rejects with the list of known tasks.
+func DefaultConfig(name string) TaskConfig {
+	switch name {
+	case "copy", "reverse":
+		return TaskConfig{MinLength: 3, MaxLength: 8, Alphabet: 10}
+	case "sort":
+		return TaskConfig{Length: 6, Alphabet: 3}
+	case "recall":
+		return TaskConfig{Pairs: 4, Keys: 8, Values: 10}
+	case "add":
+		return TaskConfig{Digits: 2}
+	}
+	return TaskConfig{}
+}
+
+// field is one named parameter of a TaskConfig, for generic checks.
+type field struct {
+	name string
+	val  int
+}
+
+func (c TaskConfig) fields() []field {
+	return []field{
+		{"length", c.Length}, {"min_length", c.MinLength}, {"max_length", c.MaxLength},
+		{"alphabet", c.Alphabet}, {"digits", c.Digits},
+		{"pairs", c.Pairs}, {"min_pairs", c.MinPairs}, {"max_pairs", c.MaxPairs},
+		{"keys", c.Keys}, {"values", c.Values},
+	}
+}
+
+// onlyFields rejects every set field of c that task does not take.
+func onlyFields(task string, c TaskConfig, allowed ...string) error {
+	for _, f := range c.fields() {
+		if f.val == 0 {
+			continue
+		}
+		ok := false
+		for _, a := range allowed {
+			ok = ok || a == f.name
+		}
+		if !ok {
+			return fmt.Errorf("data: task %q: %s is not a parameter of %s (it takes %s)", task, f.name, task, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+// inRange checks that a required size parameter lies in [1, limit].
+func inRange(task, name string, v, limit int) error {
+	if v <= 0 {
+		return fmt.Errorf("data: task %q: %s must be positive, got %d", task, name, v)
+	}
+	if v > limit {
+		return fmt.Errorf("data: task %q: %s %d is too large (at most %d)", task, name, v, limit)
+	}
+	return nil
+}
+
+// resolveRange turns a fixed value or a min/max pair into an inclusive range
+// [lo, hi] within [1, limit]. what is the parameter's name ("length"); its
+// range fields are "min_"+what and "max_"+what.
+func resolveRange(task, what string, fixed, lo, hi, limit int) (int, int, error) {
+	minName, maxName := "min_"+what, "max_"+what
+	switch {
+	case fixed != 0 && (lo != 0 || hi != 0):
+		return 0, 0, fmt.Errorf("data: task %q: set either %s or %s and %s, not both", task, what, minName, maxName)
+	case fixed != 0:
+		if err := inRange(task, what, fixed, limit); err != nil {
+			return 0, 0, err
+		}
+		return fixed, fixed, nil
+	case lo == 0 && hi == 0:
+		return 0, 0, fmt.Errorf("data: task %q: %s must be positive, got 0 (set %s, or %s and %s)", task, what, what, minName, maxName)
+	}
+	if err := inRange(task, minName, lo, limit); err != nil {
+		return 0, 0, err
+	}
+	if err := inRange(task, maxName, hi, limit); err != nil {
+		return 0, 0, err
+	}
+	if lo > hi {
+		return 0, 0, fmt.Errorf("data: task %q: %s %d is greater than %s %d", task, minName, lo, maxName, hi)
+	}
+	return lo, hi, nil
+}
+
+// rangeConfig writes [lo, hi] back in the canonical form: a fixed value when
+// lo == hi, a range otherwise. Params uses it so that equal tasks have equal
+// configs.
+func rangeConfig(lo, hi int) (fixed, from, to int) {
+	if lo == hi {
+		return lo, 0, 0
+	}
+	return 0, lo, hi
+}

@@ -1,0 +1,129 @@
+package data
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// sequence is the copy, reverse and sort tasks: a prompt of n symbols over an
+// alphabet of k, n fixed or drawn from [minLen, maxLen], and an answer of the
+// same length computed from it. The three differ only in that computation.
+type sequence struct {
+	name           string
+	minLen, maxLen int
+	k              int
+	vocab          *Vocab
+}
+
+// firstSymbol is the id of the first task symbol in every vocabulary: the
+// task symbols follow PAD and SEP.
+const firstSymbol = 2
+
+func newSequence(name string, c TaskConfig) (*sequence, error) {
+	if err := onlyFields(name, c, "length", "min_length", "max_length", "alphabet"); err != nil {
+		return nil, err
+	}
+	lo, hi, err := resolveRange(name, "length", c.Length, c.MinLength, c.MaxLength, MaxSeqLength)
+	if err != nil {
+		return nil, err
+	}
+	if err := inRange(name, "alphabet", c.Alphabet, MaxAlphabet); err != nil {
+		return nil, err
+	}
+	syms := make([]string, c.Alphabet)
+	for i := range syms {
+		syms[i] = alphabetSymbols[i : i+1]
+	}
+	v, err := newVocab(name, syms)
+	if err != nil {
+		return nil, err
+	}
+	return &sequence{name: name, minLen: lo, maxLen: hi, k: c.Alphabet, vocab: v}, nil
+}
+
+// Name returns "copy", "reverse" or "sort".
+func (s *sequence) Name() string { return s.name }
+
+// Params returns the length (or length range) and alphabet.
+func (s *sequence) Params() TaskConfig {
+	var c TaskConfig
+	c.Length, c.MinLength, c.MaxLength = rangeConfig(s.minLen, s.maxLen)
+	c.Alphabet = s.k
+	return c
+}
+
+// Vocab returns PAD, SEP and the k symbols.
+func (s *sequence) Vocab() *Vocab { return s.vocab }
+
+// MaxLen is the longest prompt, SEP, and an answer as long as the prompt.
+func (s *sequence) MaxLen() int { return 2*s.maxLen + 1 }
+
+// AnswerLen is the prompt's length: every answer is a rearrangement.
+func (s *sequence) AnswerLen(prompt []int) int { return len(prompt) }
+
+// Generate draws a length uniformly from the range, then each symbol
+// uniformly from the alphabet.
+func (s *sequence) Generate(rng *rand.Rand) Example {
+	rng = orDefault(rng)
+	n := s.minLen
+	if s.maxLen > s.minLen {
+		n += rng.IntN(s.maxLen - s.minLen + 1)
+	}
+	p := make([]int, n)
+	for i := range p {
+		p[i] = firstSymbol + rng.IntN(s.k)
+	}
+	return Example{Prompt: p, Answer: s.answer(p)}
+}
+
+// answer computes the answer of a valid prompt. Symbol ids increase with the
+// symbols' order, so sorting ids sorts symbols.
+func (s *sequence) answer(p []int) []int {
+	a := slices.Clone(p)
+	switch s.name {
+	case "reverse":
+		slices.Reverse(a)
+	case "sort":
+		slices.Sort(a)
+	}
+	return a
+}
+
+// Solve returns the copied, reversed or sorted prompt.
+func (s *sequence) Solve(prompt []int) ([]int, error) {
+	if err := s.ValidatePrompt(prompt); err != nil {
+		return nil, err
+	}
+	return s.answer(prompt), nil
+}
+
+// ValidatePrompt checks the length against the range and that every token is
+// one of the k symbols.
+func (s *sequence) ValidatePrompt(prompt []int) error {
+	if n := len(prompt); n < s.minLen || n > s.maxLen {
+		if s.minLen == s.maxLen {
+			return fmt.Errorf("data: task %q: prompt has %d symbols, want %d", s.name, n, s.minLen)
+		}
+		return fmt.Errorf("data: task %q: prompt has %d symbols, want %d to %d", s.name, n, s.minLen, s.maxLen)
+	}
+	return checkSymbols(s, prompt, firstSymbol, firstSymbol+s.k, fmt.Sprintf("one of the %d symbols %s", s.k, s.vocab.Decode(s.symbolIDs())))
+}
+
+func (s *sequence) symbolIDs() []int {
+	ids := make([]int, s.k)
+	for i := range ids {
+		ids[i] = firstSymbol + i
+	}
+	return ids
+}
+
+// NumPrompts is the sum over allowed lengths n of k^n.
+func (s *sequence) NumPrompts() float64 {
+	var total float64
+	for n := s.minLen; n <= s.maxLen; n++ {
+		total += math.Pow(float64(s.k), float64(n))
+	}
+	return total
+}

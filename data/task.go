@@ -1,0 +1,120 @@
+package data
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+)
+
+// Example is one instance of a task as token ids: the prompt the model reads
+// and the answer it must produce. Neither holds PAD or SEP; MakeBatch adds
+// them.
+type Example struct {
+	Prompt []int `json:"prompt"`
+	Answer []int `json:"answer"`
+}
+
+// Task is a toy sequence task: a generator of examples, the vocabulary they
+// are written in, and an exact solver that evaluation checks predictions
+// against.
+type Task interface {
+	// Name returns the name New knows the task by, e.g. "sort".
+	Name() string
+	// Params returns the task's parameters in canonical form; New(Name(),
+	// Params()) makes an equal task. It marshals to JSON for config files.
+	Params() TaskConfig
+	// Vocab returns the vocabulary of prompts and answers.
+	Vocab() *Vocab
+	// MaxLen returns the length of the longest prompt + SEP + answer, so a
+	// model needs MaxLen()-1 positions (the last token is never an input).
+	MaxLen() int
+	// AnswerLen returns how many answer tokens to decode greedily after
+	// prompt and SEP. It assumes a valid prompt (see ValidatePrompt).
+	AnswerLen(prompt []int) int
+	// Generate draws one example from rng. A nil rng is replaced by a fixed
+	// seed-0 generator rather than panicking.
+	Generate(rng *rand.Rand) Example
+	// Solve returns the correct answer for prompt, or an error if the prompt
+	// is not one the task could have generated.
+	Solve(prompt []int) ([]int, error)
+	// ValidatePrompt reports, with an error naming the task and the offending
+	// position, whether prompt is one the task could have generated.
+	ValidatePrompt(prompt []int) error
+	// NumPrompts returns the number of distinct valid prompts, which bounds
+	// the size of a held-out test set. It is exact up to 2^53.
+	NumPrompts() float64
+}
+
+// Names returns the names New accepts, sorted.
+func Names() []string {
+	return []string{"add", "copy", "recall", "reverse", "sort"}
+}
+
+// New returns the task called name with parameters cfg, or an error naming
+// the task and the parameter at fault. Start from DefaultConfig(name).
+func New(name string, cfg TaskConfig) (Task, error) {
+	switch name {
+	case "copy", "reverse", "sort":
+		return newSequence(name, cfg)
+	case "recall":
+		return newRecall(cfg)
+	case "add":
+		return newAdd(cfg)
+	}
+	return nil, fmt.Errorf("data: unknown task %q (known tasks: %s)", name, strings.Join(Names(), ", "))
+}
+
+// ParsePrompt encodes text in t's vocabulary and validates it as a prompt, the
+// check a CLI makes before asking a model for the answer.
+func ParsePrompt(t Task, text string) ([]int, error) {
+	if t == nil {
+		return nil, fmt.Errorf("data: parse prompt: nil task")
+	}
+	ids, err := t.Vocab().Encode(text)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.ValidatePrompt(ids); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// orDefault returns rng, or a seed-0 generator if rng is nil, so that
+// Generate has no panic path.
+func orDefault(rng *rand.Rand) *rand.Rand {
+	if rng == nil {
+		return rand.New(rand.NewPCG(0, 0))
+	}
+	return rng
+}
+
+// promptKey returns a map key identifying prompt: its ids as uvarints, which
+// no two different id slices share.
+func promptKey(prompt []int) string {
+	b := make([]byte, 0, len(prompt)+1)
+	for _, id := range prompt {
+		b = binary.AppendUvarint(b, uint64(id))
+	}
+	return string(b)
+}
+
+// checkSymbols reports the first id of prompt outside [lo, hi), naming it in
+// the vocabulary's words.
+func checkSymbols(t Task, prompt []int, lo, hi int, what string) error {
+	for i, id := range prompt {
+		if id < lo || id >= hi {
+			return fmt.Errorf("data: task %q: prompt position %d holds %s, want %s", t.Name(), i, describe(t.Vocab(), id), what)
+		}
+	}
+	return nil
+}
+
+// describe names a token id for an error message.
+func describe(v *Vocab, id int) string {
+	if s, err := v.Symbol(id); err == nil {
+		return fmt.Sprintf("%q (id %d)", s, id)
+	}
+	return fmt.Sprintf("id %d, outside the vocabulary", id)
+}

@@ -1,0 +1,125 @@
+package data
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// The symbols of the two special tokens. They are single characters that no
+// task uses, so that a decoded row such as "2 0 1 | 0 1 2 _ _" stays readable.
+const (
+	PADSymbol = "_"
+	SEPSymbol = "|"
+)
+
+// The ids of the special tokens in every Vocab. PAD is 0 so that a zeroed
+// buffer is already padding.
+const (
+	PADID = 0
+	SEPID = 1
+)
+
+// Vocab maps the tokens of a task between ids 0..Size()-1 and their string
+// symbols. Ids 0 and 1 are PAD and SEP; the task's symbols follow in order.
+// A Vocab is immutable once made and safe for concurrent use.
+type Vocab struct {
+	task    string // owner named in errors; "" for a free-standing vocab
+	symbols []string
+	ids     map[string]int
+}
+
+// NewVocab returns the vocabulary PAD, SEP, symbols... . Symbols must be
+// non-empty, free of white space (Encode splits on it), distinct, and differ
+// from PADSymbol and SEPSymbol.
+func NewVocab(symbols []string) (*Vocab, error) {
+	return newVocab("", symbols)
+}
+
+func newVocab(task string, symbols []string) (*Vocab, error) {
+	v := &Vocab{task: task, symbols: make([]string, 0, 2+len(symbols)), ids: make(map[string]int, 2+len(symbols))}
+	v.symbols = append(v.symbols, PADSymbol, SEPSymbol)
+	v.ids[PADSymbol] = PADID
+	v.ids[SEPSymbol] = SEPID
+	for i, s := range symbols {
+		if s == "" || strings.IndexFunc(s, unicode.IsSpace) >= 0 {
+			return nil, v.errorf("symbol %d %q is empty or contains white space", i, s)
+		}
+		if id, dup := v.ids[s]; dup {
+			return nil, v.errorf("symbol %d %q already has id %d", i, s, id)
+		}
+		v.ids[s] = len(v.symbols)
+		v.symbols = append(v.symbols, s)
+	}
+	return v, nil
+}
+
+// errorf prefixes errors with the owning task, so that a CLI user who typed a
+// bad prompt learns which task's vocabulary rejected it.
+func (v *Vocab) errorf(format string, args ...any) error {
+	if v.task != "" {
+		return fmt.Errorf("data: task %q: vocab: "+format, append([]any{v.task}, args...)...)
+	}
+	return fmt.Errorf("data: vocab: "+format, args...)
+}
+
+// Size returns the number of tokens, the row count of an embedding table.
+func (v *Vocab) Size() int { return len(v.symbols) }
+
+// PAD returns the id of the padding token, which fills rows past their length.
+func (v *Vocab) PAD() int { return PADID }
+
+// SEP returns the id of the separator between prompt and answer.
+func (v *Vocab) SEP() int { return SEPID }
+
+// Symbols returns every symbol in id order, for writing the vocabulary into a
+// run's config or summary.
+func (v *Vocab) Symbols() []string { return append([]string(nil), v.symbols...) }
+
+// ID returns the id of sym, or an error listing the known symbols.
+func (v *Vocab) ID(sym string) (int, error) {
+	id, ok := v.ids[sym]
+	if !ok {
+		return 0, v.errorf("unknown symbol %q (known: %s)", sym, strings.Join(v.symbols, " "))
+	}
+	return id, nil
+}
+
+// Symbol returns the symbol of id, or an error if id is outside the vocabulary.
+func (v *Vocab) Symbol(id int) (string, error) {
+	if id < 0 || id >= len(v.symbols) {
+		return "", v.errorf("id %d is outside [0, %d)", id, len(v.symbols))
+	}
+	return v.symbols[id], nil
+}
+
+// Encode returns the ids of the white-space separated symbols in text, e.g.
+// "2 0 1 1 0 2". Empty text gives an empty slice. The error names the first
+// unknown symbol and its position.
+func (v *Vocab) Encode(text string) ([]int, error) {
+	fields := strings.Fields(text)
+	ids := make([]int, len(fields))
+	for i, f := range fields {
+		id, ok := v.ids[f]
+		if !ok {
+			return nil, v.errorf("unknown symbol %q at position %d of %q (known: %s)", f, i, text, strings.Join(v.symbols, " "))
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// Decode returns the symbols of ids joined by single spaces, the inverse of
+// Encode. It never fails, because it is used to print whatever a model
+// produced: an id outside the vocabulary is shown as <?id>.
+func (v *Vocab) Decode(ids []int) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		if id >= 0 && id < len(v.symbols) {
+			parts[i] = v.symbols[id]
+		} else {
+			parts[i] = fmt.Sprintf("<?%d>", id)
+		}
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,29 @@
+package graph
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Embed returns the rows of table (Vocab, D) picked by ids, shaped (B, S, D).
+//
+// It uses ByIndices along axis 0 only (its gradient along other axes is
+// wrong), and requires the table to have a row for every id the input may
+// hold; IDs.Set has already rejected ids outside [0, ids.Vocab), so no id ever
+// reaches the engine out of range.
+func Embed(table *G.Node, ids *IDs) (*G.Node, error) {
+	s := table.Shape()
+	if len(s) != 2 {
+		return nil, fmt.Errorf("graph: embed: table %q must be (vocab, dim), got shape %v", table.Name(), s)
+	}
+	if ids.Vocab > s[0] {
+		return nil, fmt.Errorf("graph: embed: ids %q range over %d tokens but table %q has %d rows", ids.Node.Name(), ids.Vocab, table.Name(), s[0])
+	}
+	rows, err := G.ByIndices(table, ids.Node, 0)
+	if err != nil {
+		return nil, fmt.Errorf("graph: embed: %w", err)
+	}
+	return Reshape(rows, tensor.Shape{ids.B, ids.S, s[1]})
+}

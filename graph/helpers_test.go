@@ -1,0 +1,237 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// The helpers in this file compute every expected value in plain Go, so that
+// the tests never compare the package against itself.
+
+// newRand returns a deterministic generator for test inputs.
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)) }
+
+// uniform returns n values drawn uniformly from [lo, hi).
+func uniform(rng *rand.Rand, n int, lo, hi float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = lo + (hi-lo)*rng.Float64()
+	}
+	return v
+}
+
+// roundTo rounds vals to the precision of dt, so that a float64 reference
+// sees exactly the inputs a float32 graph sees.
+func roundTo(dt tensor.Dtype, vals []float64) []float64 {
+	out := append([]float64(nil), vals...)
+	if dt == tensor.Float32 {
+		for i, v := range out {
+			out[i] = float64(float32(v))
+		}
+	}
+	return out
+}
+
+// input returns a placeholder of dtype dt and the given shape.
+func input(g *G.ExprGraph, dt tensor.Dtype, shape tensor.Shape, name string) *G.Node {
+	return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name))
+}
+
+// param returns a float64 node holding vals, usable as a GradCheck parameter.
+func param(g *G.ExprGraph, shape tensor.Shape, vals []float64, name string) Param {
+	n := G.NewTensor(g, tensor.Float64, len(shape), G.WithShape(shape...), G.WithName(name),
+		G.WithValue(NewDense(tensor.Float64, shape, vals)))
+	return Param{Name: name, Node: n}
+}
+
+// eval binds lets, runs the graph of the first node once and returns copies of
+// the values of nodes, read through G.Read so that reused buffers cannot alias
+// them.
+func eval(t *testing.T, lets map[*G.Node]G.Value, nodes ...*G.Node) [][]float64 {
+	t.Helper()
+	if len(nodes) == 0 {
+		t.Fatal("eval: no nodes")
+	}
+	vals := make([]G.Value, len(nodes))
+	for i, n := range nodes {
+		G.Read(n, &vals[i])
+	}
+	vm, err := NewMachine(nodes[0].Graph())
+	if err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	defer vm.Close()
+	for n, v := range lets {
+		if err := G.Let(n, v); err != nil {
+			t.Fatalf("eval: let %s: %v", n.Name(), err)
+		}
+	}
+	if err := vm.RunAll(); err != nil {
+		t.Fatalf("eval: run: %v", err)
+	}
+	out := make([][]float64, len(nodes))
+	for i, v := range vals {
+		if v == nil {
+			t.Fatalf("eval: node %s was not read", nodes[i].Name())
+		}
+		if out[i], err = Float64s(v); err != nil {
+			t.Fatalf("eval: %v", err)
+		}
+	}
+	return out
+}
+
+// weightedSum returns sum(x ⊙ W) for a random constant W, a scalar cost whose
+// gradient with respect to x is W pulled back through x: unlike sum(x) it does
+// not vanish for softmax outputs, whose rows always sum to 1.
+func weightedSum(t *testing.T, x *G.Node, rng *rand.Rand) *G.Node {
+	t.Helper()
+	shape := x.Shape().Clone()
+	w := G.NewTensor(x.Graph(), x.Dtype(), len(shape), G.WithShape(shape...), G.WithName(fmt.Sprintf("w%d", rng.Uint32())),
+		G.WithValue(NewDense(x.Dtype(), shape, uniform(rng, shape.TotalSize(), -1, 1))))
+	p, err := G.HadamardProd(x, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := G.Sum(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// softmaxRef is the softmax of each row of length n of x, computed stably in
+// float64.
+func softmaxRef(x []float64, n int) []float64 {
+	out := make([]float64, len(x))
+	for r := 0; r < len(x); r += n {
+		row := x[r : r+n]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, v)
+		}
+		var s float64
+		for j, v := range row {
+			out[r+j] = math.Exp(v - m)
+			s += out[r+j]
+		}
+		for j := range row {
+			out[r+j] /= s
+		}
+	}
+	return out
+}
+
+// logSoftmaxRef is the log-softmax of each row of length n of x.
+func logSoftmaxRef(x []float64, n int) []float64 {
+	out := make([]float64, len(x))
+	for r := 0; r < len(x); r += n {
+		row := x[r : r+n]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, v)
+		}
+		var s float64
+		for _, v := range row {
+			s += math.Exp(v - m)
+		}
+		for j, v := range row {
+			out[r+j] = v - m - math.Log(s)
+		}
+	}
+	return out
+}
+
+// maskedSoftmaxRef is the softmax of each row of length n over the entries
+// allow[i] permits; hidden entries and rows with nothing allowed are 0.
+func maskedSoftmaxRef(x []float64, allow []bool, n int) []float64 {
+	out := make([]float64, len(x))
+	for r := 0; r < len(x); r += n {
+		m := math.Inf(-1)
+		for j := 0; j < n; j++ {
+			if allow[r+j] {
+				m = math.Max(m, x[r+j])
+			}
+		}
+		var s float64
+		for j := 0; j < n; j++ {
+			if allow[r+j] {
+				out[r+j] = math.Exp(x[r+j] - m)
+				s += out[r+j]
+			}
+		}
+		for j := 0; j < n; j++ {
+			if s > 0 {
+				out[r+j] /= s
+			}
+		}
+	}
+	return out
+}
+
+// tolFor is the relative tolerance of a value computed in dtype dt.
+func tolFor(dt tensor.Dtype) float64 {
+	if dt == tensor.Float32 {
+		return 1e-5
+	}
+	return 1e-12
+}
+
+// closeTo reports whether got is within tol of want, relative to max(1, |want|).
+func closeTo(got, want, tol float64) bool {
+	if math.IsNaN(got) || math.IsNaN(want) {
+		return false
+	}
+	return math.Abs(got-want) <= tol*math.Max(1, math.Abs(want))
+}
+
+// checkClose reports every entry of got that is not within tol of want.
+func checkClose(t *testing.T, what string, got, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: got %d values, want %d", what, len(got), len(want))
+		return
+	}
+	bad := 0
+	for i := range got {
+		if !closeTo(got[i], want[i], tol) {
+			if bad < 5 {
+				t.Errorf("%s: [%d] = %v, want %v (tol %g)", what, i, got[i], want[i], tol)
+			}
+			bad++
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d more mismatches", what, bad-5)
+	}
+}
+
+// allFinite reports whether no value is NaN or infinite.
+func allFinite(v []float64) bool {
+	for _, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// noPanic runs f and turns a panic into a test error, for functions whose
+// contract is to return an error instead.
+func noPanic(t *testing.T, what string, f func() error) (err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s panicked instead of returning an error: %v", what, r)
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return f()
+}
+
+var floatTypes = []tensor.Dtype{tensor.Float64, tensor.Float32}

@@ -1,0 +1,257 @@
+package layers
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/qkv-dev/qkv/graph"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// AttentionConfig configures multi-head scaled dot-product attention.
+type AttentionConfig struct {
+	// Dim is the model width D; queries come in and outputs go out at D.
+	Dim int
+	// Heads is H; each head attends in dk = D/H dimensions, so D % H == 0.
+	Heads int
+	// KeyDim and ValueDim are the widths of the key and value inputs when
+	// they differ from Dim (cross-attention to an encoder of another width);
+	// 0 means Dim.
+	KeyDim, ValueDim int
+	// Causal hides every key j > i from query i.
+	Causal bool
+	// Bias adds bq, bk, bv, bo to the projections.
+	Bias bool
+	// Dropout is the rate at which attention weights are dropped in training.
+	Dropout float64
+}
+
+// MultiHeadAttention computes
+//
+//	Q = query Wq, K = key Wk, V = value Wv
+//	head_h = softmax(Q_h K_h^T / sqrt(dk) + mask) V_h
+//	out = Concat(head_1..head_H) Wo
+//
+// Self-attention passes one X as query, key and value; cross-attention takes
+// the query from one sequence and key and value from another, possibly of a
+// different length and width.
+type MultiHeadAttention struct {
+	Config         AttentionConfig
+	wq, wk, wv, wo *Linear
+	dk             int
+	s              *Scope
+	dropouts       []*graph.Dropout
+}
+
+// NewMultiHeadAttention returns an attention layer whose parameters are wq
+// (D, D), wk (KeyDim, D), wv (ValueDim, D), wo (D, D) and, with Bias, bq, bk,
+// bv, bo (D) in scope s.
+func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, error) {
+	if cfg.KeyDim == 0 {
+		cfg.KeyDim = cfg.Dim
+	}
+	if cfg.ValueDim == 0 {
+		cfg.ValueDim = cfg.Dim
+	}
+	if err := checkPositive(size{"Dim", cfg.Dim}, size{"Heads", cfg.Heads}, size{"KeyDim", cfg.KeyDim}, size{"ValueDim", cfg.ValueDim}); err != nil {
+		return nil, fmt.Errorf("layers: attention %q: %w", s.prefix, err)
+	}
+	if cfg.Dim%cfg.Heads != 0 {
+		return nil, fmt.Errorf("layers: attention %q: Dim %d is not divisible by Heads %d", s.prefix, cfg.Dim, cfg.Heads)
+	}
+	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
+		return nil, fmt.Errorf("layers: attention %q: Dropout %v is outside [0, 1)", s.prefix, cfg.Dropout)
+	}
+	a := &MultiHeadAttention{Config: cfg, dk: cfg.Dim / cfg.Heads, s: s}
+	var err error
+	proj := func(in int, w, b string) *Linear {
+		if err != nil {
+			return nil
+		}
+		var l *Linear
+		l, err = NewLinear(s, LinearConfig{In: in, Out: cfg.Dim, Bias: cfg.Bias, WeightName: w, BiasName: b})
+		return l
+	}
+	a.wq = proj(cfg.Dim, "wq", "bq")
+	a.wk = proj(cfg.KeyDim, "wk", "bk")
+	a.wv = proj(cfg.ValueDim, "wv", "bv")
+	a.wo = proj(cfg.Dim, "wo", "bo")
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Forward attends from query (B, Sq, D) to key (B, Sk, KeyDim) and value
+// (B, Sk, ValueDim). mask, if not nil, is (B, Sq, Sk) and says which keys each
+// query may see; with Causal the layer also hides the future itself. It
+// returns the output (B, Sq, D) and the attention weights (B, H, Sq, Sk).
+// Shape mismatches are found here, while the graph is built.
+func (a *MultiHeadAttention) Forward(query, key, value *G.Node, mask *graph.MaskNode) (out, weights *G.Node, err error) {
+	name := a.s.prefix
+	b, sq, sk, err := a.checkShapes(query, key, value, mask)
+	if err != nil {
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	if a.Config.Causal && (mask == nil || !mask.Causal) {
+		if mask, err = a.withCausal(mask, b, sq); err != nil {
+			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+		}
+	}
+	h, dk := a.Config.Heads, a.dk
+
+	q, err := a.wq.Forward(query) // (B, Sq, D)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := a.wk.Forward(key) // (B, Sk, D)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := a.wv.Forward(value) // (B, Sk, D)
+	if err != nil {
+		return nil, nil, err
+	}
+	if q, err = splitHeads(q, h); err != nil { // (B*H, Sq, dk)
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	if k, err = splitHeads(k, h); err != nil { // (B*H, Sk, dk)
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	if v, err = splitHeads(v, h); err != nil { // (B*H, Sk, dk)
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+
+	scores, err := G.BatchedMatMul(q, k, false, true) // (B*H, Sq, Sk) = Q K^T
+	if err != nil {
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	// Scale by 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps the
+	// dot products of dk unit-variance terms at unit variance.
+	if scores, err = G.Mul(scores, graph.Scalar(a.s.dt, 1/math.Sqrt(float64(dk)))); err != nil {
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	if scores, err = graph.Reshape(scores, tensor.Shape{b, h, sq, sk}); err != nil { // (B, H, Sq, Sk)
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	if weights, err = graph.MaskedSoftmax(scores, mask); err != nil { // (B, H, Sq, Sk)
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	attended := weights
+	if drop, err := a.s.dropout(fmt.Sprintf("drop%d", len(a.dropouts)), a.Config.Dropout, weights.Shape()); err != nil {
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	} else if drop != nil {
+		a.dropouts = append(a.dropouts, drop)
+		if attended, err = drop.Apply(weights); err != nil {
+			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+		}
+	}
+	if attended, err = graph.Reshape(attended, tensor.Shape{b * h, sq, sk}); err != nil { // (B*H, Sq, Sk)
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	y, err := G.BatchedMatMul(attended, v) // (B*H, Sq, dk)
+	if err != nil {
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	if y, err = mergeHeads(y, b, h); err != nil { // (B, Sq, D)
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	if out, err = a.wo.Forward(y); err != nil { // (B, Sq, D)
+		return nil, nil, err
+	}
+	return out, weights, nil
+}
+
+// checkShapes returns B, Sq, Sk after checking that the inputs and mask agree
+// with each other and with the configuration.
+func (a *MultiHeadAttention) checkShapes(query, key, value *G.Node, mask *graph.MaskNode) (b, sq, sk int, err error) {
+	qs, ks, vs := query.Shape(), key.Shape(), value.Shape()
+	c := a.Config
+	if len(qs) != 3 || qs[2] != c.Dim {
+		return 0, 0, 0, fmt.Errorf("query shape %v, want (B, Sq, %d)", qs, c.Dim)
+	}
+	if len(ks) != 3 || ks[0] != qs[0] || ks[2] != c.KeyDim {
+		return 0, 0, 0, fmt.Errorf("key shape %v, want (%d, Sk, %d) to match query %v", ks, qs[0], c.KeyDim, qs)
+	}
+	if len(vs) != 3 || vs[0] != qs[0] || vs[1] != ks[1] || vs[2] != c.ValueDim {
+		return 0, 0, 0, fmt.Errorf("value shape %v, want (%d, %d, %d) to match key %v", vs, ks[0], ks[1], c.ValueDim, ks)
+	}
+	for _, n := range []*G.Node{query, key, value} {
+		if n.Dtype() != a.s.dt {
+			return 0, 0, 0, fmt.Errorf("input %q is %v, the layer is %v", n.Name(), n.Dtype(), a.s.dt)
+		}
+	}
+	b, sq, sk = qs[0], qs[1], ks[1]
+	if mask != nil && (mask.B != b || mask.Sq != sq || mask.Sk != sk) {
+		return 0, 0, 0, fmt.Errorf("mask is (B, Sq, Sk) = (%d, %d, %d), inputs need (%d, %d, %d)", mask.B, mask.Sq, mask.Sk, b, sq, sk)
+	}
+	if c.Causal && sq != sk {
+		return 0, 0, 0, fmt.Errorf("causal attention needs as many queries as keys, got Sq=%d Sk=%d", sq, sk)
+	}
+	return b, sq, sk, nil
+}
+
+// withCausal returns mask joined with a constant causal mask.
+func (a *MultiHeadAttention) withCausal(mask *graph.MaskNode, b, s int) (*graph.MaskNode, error) {
+	causal, err := CausalMask(a.s, b, s)
+	if err != nil {
+		return nil, err
+	}
+	if mask == nil {
+		return causal, nil
+	}
+	return graph.CombineMasks(causal, mask)
+}
+
+// CausalMask returns a constant (B, S, S) mask hiding every key j > i.
+func CausalMask(s *Scope, b, n int) (*graph.MaskNode, error) {
+	m, err := graph.Causal(b, n)
+	if err != nil {
+		return nil, err
+	}
+	return graph.NewMaskConst(s.g, s.dt, m, s.Name("causal"))
+}
+
+// splitHeads turns (B, S, H*dk) into (B*H, S, dk): each head becomes its own
+// batch entry for BatchedMatMul.
+func splitHeads(x *G.Node, h int) (*G.Node, error) {
+	s := x.Shape()
+	b, n, d := s[0], s[1], s[2]
+	x, err := graph.Reshape(x, tensor.Shape{b, n, h, d / h}) // (B, S, H, dk)
+	if err != nil {
+		return nil, err
+	}
+	if x, err = G.Transpose(x, 0, 2, 1, 3); err != nil { // (B, H, S, dk)
+		return nil, err
+	}
+	return graph.Reshape(x, tensor.Shape{b * h, n, d / h}) // (B*H, S, dk)
+}
+
+// mergeHeads turns (B*H, S, dk) back into (B, S, H*dk), the concatenation of
+// the heads along the last axis.
+func mergeHeads(x *G.Node, b, h int) (*G.Node, error) {
+	s := x.Shape()
+	n, dk := s[1], s[2]
+	x, err := graph.Reshape(x, tensor.Shape{b, h, n, dk}) // (B, H, S, dk)
+	if err != nil {
+		return nil, err
+	}
+	if x, err = G.Transpose(x, 0, 2, 1, 3); err != nil { // (B, S, H, dk)
+		return nil, err
+	}
+	return graph.Reshape(x, tensor.Shape{b, n, h * dk}) // (B, S, D)
+}
+
+// Params returns wq, bq, wk, bk, wv, bv, wo, bo (no biases without Bias).
+func (a *MultiHeadAttention) Params() []graph.Param {
+	var ps []graph.Param
+	for _, l := range []*Linear{a.wq, a.wk, a.wv, a.wo} {
+		ps = append(ps, l.Params()...)
+	}
+	return ps
+}
+
+// Dropouts returns the dropout masks Forward created, to be redrawn each
+// training step.
+func (a *MultiHeadAttention) Dropouts() []*graph.Dropout { return a.dropouts }

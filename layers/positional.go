@@ -1,0 +1,90 @@
+package layers
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/qkv-dev/qkv/graph"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Positional encodings: attention alone is permutation-equivariant, so the
+// order of tokens reaches the model only through a vector added at each
+// position.
+const (
+	// PositionsLearned is a learned (MaxLen, D) table.
+	PositionsLearned = "learned"
+	// PositionsSinusoidal is the fixed table of "Attention Is All You Need":
+	// PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)).
+	PositionsSinusoidal = "sinusoidal"
+	// PositionsNone adds nothing; the model then cannot tell positions apart.
+	PositionsNone = "none"
+)
+
+// Positions adds a positional encoding to (B, S, D) activations, S <= MaxLen.
+type Positions struct {
+	Kind   string
+	MaxLen int
+	Dim    int
+	table  *G.Node     // (MaxLen, D)
+	param  graph.Param // the table, when learned
+}
+
+// NewPositions returns the encoding of the given kind for sequences of up to
+// maxLen positions of width dim. Learned tables start at N(0, 0.02^2).
+func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
+	if err := checkPositive(size{"MaxLen", maxLen}, size{"Dim", dim}); err != nil {
+		return nil, fmt.Errorf("layers: positions %q: %w", s.prefix, err)
+	}
+	p := &Positions{Kind: kind, MaxLen: maxLen, Dim: dim}
+	switch kind {
+	case PositionsLearned:
+		p.param = s.param("table", normal(0.02), maxLen, dim)
+		p.table = p.param.Node
+	case PositionsSinusoidal:
+		vals := make([]float64, maxLen*dim)
+		for pos := 0; pos < maxLen; pos++ {
+			for i := 0; i < dim; i++ {
+				angle := float64(pos) / math.Pow(10000, float64(i-i%2)/float64(dim))
+				if i%2 == 0 {
+					vals[pos*dim+i] = math.Sin(angle)
+				} else {
+					vals[pos*dim+i] = math.Cos(angle)
+				}
+			}
+		}
+		p.table = G.NewConstant(graph.NewDense(s.dt, tensor.Shape{maxLen, dim}, vals), G.WithName(s.Name("sinusoid")))
+	case PositionsNone:
+	default:
+		return nil, fmt.Errorf("layers: positions %q: unknown kind %q, want %q, %q or %q", s.prefix, kind, PositionsLearned, PositionsSinusoidal, PositionsNone)
+	}
+	return p, nil
+}
+
+// Forward returns x + PE[:S] for x of shape (B, S, D).
+func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
+	s := x.Shape()
+	if len(s) != 3 || s[1] > p.MaxLen || s[2] != p.Dim {
+		return nil, fmt.Errorf("layers: positions %s: input shape %v, want (B, S<=%d, %d)", p.Kind, s, p.MaxLen, p.Dim)
+	}
+	if p.table == nil {
+		return x, nil
+	}
+	pe := p.table // (MaxLen, D)
+	var err error
+	if s[1] < p.MaxLen {
+		if pe, err = G.Slice(pe, G.S(0, s[1])); err != nil { // (S, D)
+			return nil, fmt.Errorf("layers: positions %s: %w", p.Kind, err)
+		}
+	}
+	return G.BroadcastAdd(x, pe, nil, []byte{0}) // (B, S, D)
+}
+
+// Params returns the learned table, or nothing for fixed encodings.
+func (p *Positions) Params() []graph.Param {
+	if p.param.Node == nil {
+		return nil
+	}
+	return []graph.Param{p.param}
+}

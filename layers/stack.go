@@ -1,0 +1,215 @@
+package layers
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/qkv-dev/qkv/graph"
+	G "gorgonia.org/gorgonia"
+)
+
+// StackConfig configures a stack of Transformer blocks over token and
+// position embeddings: the decoder-only model and the encoder share it.
+type StackConfig struct {
+	// Vocab is the number of token ids; MaxLen the longest sequence.
+	Vocab, MaxLen int
+	// Dim is the model width D, Heads the number of heads (D % Heads == 0),
+	// Layers the number of blocks, Hidden the feed-forward width.
+	Dim, Heads, Layers, Hidden int
+	// Activation of the feed-forward layers; "" means ReLU.
+	Activation string
+	// Positions is PositionsLearned (the default for ""), PositionsSinusoidal
+	// or PositionsNone.
+	Positions string
+	// PostLN selects post-LN blocks; the default is pre-LN with a final norm.
+	PostLN bool
+	// Bias adds biases to attention and feed-forward projections.
+	Bias bool
+	// Dropout on embeddings and sublayer outputs; AttnDropout on weights.
+	Dropout, AttnDropout float64
+}
+
+// stack is what Decoder and Encoder share: embeddings, blocks, final norm.
+type stack struct {
+	Config   StackConfig
+	tok      *Embedding
+	pos      *Positions
+	blocks   []*Block
+	lnf      *LayerNorm // nil for post-LN, whose blocks end normalised
+	s        *Scope
+	dropouts []*graph.Dropout
+	causal   bool
+}
+
+func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, error) {
+	if cfg.Positions == "" {
+		cfg.Positions = PositionsLearned
+	}
+	if err := checkPositive(size{"Vocab", cfg.Vocab}, size{"MaxLen", cfg.MaxLen}, size{"Layers", cfg.Layers}); err != nil {
+		return nil, fmt.Errorf("layers: %s: %w", kind, err)
+	}
+	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
+		return nil, fmt.Errorf("layers: %s: Dropout %v is outside [0, 1)", kind, cfg.Dropout)
+	}
+	st := &stack{Config: cfg, s: s, causal: causal}
+	var err error
+	if st.tok, err = NewEmbedding(s.Sub("tok_emb"), EmbeddingConfig{Vocab: cfg.Vocab, Dim: cfg.Dim}); err != nil {
+		return nil, err
+	}
+	if st.pos, err = NewPositions(s.Sub("pos_emb"), cfg.Positions, cfg.MaxLen, cfg.Dim); err != nil {
+		return nil, err
+	}
+	for i := 0; i < cfg.Layers; i++ {
+		b, err := NewBlock(s.Sub("blocks").Sub(strconv.Itoa(i)), BlockConfig{
+			Dim: cfg.Dim, Heads: cfg.Heads, Hidden: cfg.Hidden, Activation: cfg.Activation,
+			Causal: causal, PostLN: cfg.PostLN, Bias: cfg.Bias,
+			Dropout: cfg.Dropout, AttnDropout: cfg.AttnDropout,
+		})
+		if err != nil {
+			return nil, err
+		}
+		st.blocks = append(st.blocks, b)
+	}
+	if !cfg.PostLN {
+		if st.lnf, err = NewLayerNorm(s.Sub("ln_f"), LayerNormConfig{Dim: cfg.Dim}); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// forward embeds ids (B, S), runs the blocks and the final norm, and returns
+// the hidden states (B, S, D) and every block's attention weights.
+func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Node, error) {
+	if ids.S > st.Config.MaxLen {
+		return nil, nil, fmt.Errorf("layers: %q: sequence length %d exceeds MaxLen %d", st.s.prefix, ids.S, st.Config.MaxLen)
+	}
+	mask := pad
+	if st.causal {
+		// One causal mask for all blocks, so that no block adds its own.
+		causal, err := CausalMask(st.s, ids.B, ids.S)
+		if err != nil {
+			return nil, nil, err
+		}
+		mask = causal
+		if pad != nil {
+			if mask, err = graph.CombineMasks(causal, pad); err != nil {
+				return nil, nil, fmt.Errorf("layers: %q: padding mask: %w", st.s.prefix, err)
+			}
+		}
+	}
+	x, err := st.tok.Forward(ids) // (B, S, D)
+	if err != nil {
+		return nil, nil, err
+	}
+	if x, err = st.pos.Forward(x); err != nil { // (B, S, D)
+		return nil, nil, err
+	}
+	drop, err := st.s.dropout("drop_emb", st.Config.Dropout, x.Shape())
+	if err != nil {
+		return nil, nil, err
+	}
+	if drop != nil {
+		st.dropouts = append(st.dropouts, drop)
+		if x, err = drop.Apply(x); err != nil {
+			return nil, nil, err
+		}
+	}
+	weights := make([]*G.Node, len(st.blocks))
+	for i, b := range st.blocks {
+		if x, weights[i], err = b.Forward(x, mask); err != nil { // (B, S, D), (B, H, S, S)
+			return nil, nil, err
+		}
+	}
+	if st.lnf != nil {
+		if x, err = st.lnf.Forward(x); err != nil {
+			return nil, nil, err
+		}
+	}
+	return x, weights, nil
+}
+
+func (st *stack) params() []graph.Param {
+	ps := concatParams(st.tok.Params(), st.pos.Params())
+	for _, b := range st.blocks {
+		ps = append(ps, b.Params()...)
+	}
+	if st.lnf != nil {
+		ps = append(ps, st.lnf.Params()...)
+	}
+	return ps
+}
+
+func (st *stack) dropoutList() []*graph.Dropout {
+	out := append([]*graph.Dropout(nil), st.dropouts...)
+	for _, b := range st.blocks {
+		out = append(out, b.Dropouts()...)
+	}
+	return out
+}
+
+// Decoder is the decoder-only language model: token and position embeddings,
+// Layers causal blocks, a final norm and a projection to vocabulary logits.
+type Decoder struct {
+	*stack
+	head *Linear
+}
+
+// NewDecoder returns a decoder-only model in scope s.
+func NewDecoder(s *Scope, cfg StackConfig) (*Decoder, error) {
+	st, err := newStack(s, "decoder", cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	head, err := NewLinear(s.Sub("head"), LinearConfig{In: cfg.Dim, Out: cfg.Vocab, Bias: true})
+	if err != nil {
+		return nil, err
+	}
+	return &Decoder{stack: st, head: head}, nil
+}
+
+// Forward returns next-token logits (B, S, Vocab) for ids (B, S) and every
+// block's attention weights (B, H, S, S). pad, if not nil, is a (B, S, S)
+// key-padding mask joined with the causal mask.
+func (d *Decoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (logits *G.Node, weights []*G.Node, err error) {
+	h, weights, err := d.forward(ids, pad)
+	if err != nil {
+		return nil, nil, err
+	}
+	if logits, err = d.head.Forward(h); err != nil { // (B, S, Vocab)
+		return nil, nil, err
+	}
+	return logits, weights, nil
+}
+
+// Params returns every learnable of the model with its hierarchical name:
+// tok_emb.table, pos_emb.table, blocks.<i>.{ln1,attn,ln2,ff}.*, ln_f.*, head.*.
+func (d *Decoder) Params() []graph.Param { return append(d.params(), d.head.Params()...) }
+
+// Dropouts returns every dropout mask, to be redrawn each training step.
+func (d *Decoder) Dropouts() []*graph.Dropout { return d.dropoutList() }
+
+// Encoder is a bidirectional stack: every position attends to every key that
+// the padding mask allows.
+type Encoder struct{ *stack }
+
+// NewEncoder returns an encoder in scope s.
+func NewEncoder(s *Scope, cfg StackConfig) (*Encoder, error) {
+	st, err := newStack(s, "encoder", cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Encoder{st}, nil
+}
+
+// Forward returns hidden states (B, S, D) for ids (B, S) and every block's
+// attention weights. pad, if not nil, is a (B, S, S) key-padding mask.
+func (e *Encoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Node, error) {
+	return e.forward(ids, pad)
+}
+
+// Params returns every learnable with its hierarchical name.
+func (e *Encoder) Params() []graph.Param { return e.params() }
+
+// Dropouts returns every dropout mask, to be redrawn each training step.
+func (e *Encoder) Dropouts() []*graph.Dropout { return e.dropoutList() }
