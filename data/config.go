@@ -68,6 +68,21 @@ func DefaultConfig(name string) TaskConfig {
 	return TaskConfig{}
 }
 
+// String lists the set parameters as name=value in field order, e.g.
+// "length=6 alphabet=3", for error messages and logs.
+func (c TaskConfig) String() string {
+	var parts []string
+	for _, f := range c.fields() {
+		if f.val != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", f.name, f.val))
+		}
+	}
+	if parts == nil {
+		return "(no parameters)"
+	}
+	return strings.Join(parts, " ")
+}
+
 // field is one named parameter of a TaskConfig, for generic checks.
 type field struct {
 	name string

@@ -108,6 +108,9 @@ func TestParamsRoundTrip(t *testing.T) {
 			t.Errorf("%s: task rebuilt from %s differs", tt.name, b)
 		}
 	}
+	if s := (data.TaskConfig{MinPairs: 2, MaxPairs: 5, Keys: 8}).String(); s != "min_pairs=2 max_pairs=5 keys=8" {
+		t.Errorf("String() = %q", s)
+	}
 	b, _ := json.Marshal(data.TaskConfig{Length: 6, Alphabet: 3})
 	if string(b) != `{"length":6,"alphabet":3}` {
 		t.Errorf("JSON of sort config = %s", b)

@@ -48,7 +48,7 @@ func NewStream(t Task, seed uint64, nTest int) (*Stream, error) {
 		return nil, fmt.Errorf("data: task %q: test set size must not be negative, got %d", t.Name(), nTest)
 	}
 	if space := t.NumPrompts(); float64(nTest) >= space {
-		return nil, fmt.Errorf("data: task %q: a test set of %d distinct prompts leaves none for training: the task has only %.0f distinct prompts (params %+v); lower the test size or enlarge the task", t.Name(), nTest, space, t.Params())
+		return nil, fmt.Errorf("data: task %q: a test set of %d distinct prompts leaves none for training: the task has only %.0f distinct prompts (%v); lower the test size or enlarge the task", t.Name(), nTest, space, t.Params())
 	}
 	s := &Stream{task: t, seed: seed, held: make(map[string]struct{}, nTest)}
 	testRNG := rand.New(rand.NewPCG(seed, testPCGStream))
@@ -157,7 +157,7 @@ func (s *Stream) Restore(state []byte) error {
 	case st.Task != name:
 		return fmt.Errorf("data: task %q: restore stream: state is for task %q", name, st.Task)
 	case st.Params != s.task.Params():
-		return fmt.Errorf("data: task %q: restore stream: state has params %+v, stream has %+v", name, st.Params, s.task.Params())
+		return fmt.Errorf("data: task %q: restore stream: state has params %v, stream has %v", name, st.Params, s.task.Params())
 	case st.Seed != s.seed:
 		return fmt.Errorf("data: task %q: restore stream: state has seed %d, stream has %d", name, st.Seed, s.seed)
 	case st.NTest != len(s.test):
