@@ -12,21 +12,26 @@ import (
 // position embeddings: the decoder-only model and the encoder share it.
 type StackConfig struct {
 	// Vocab is the number of token ids; MaxLen the longest sequence.
-	Vocab, MaxLen int
+	Vocab  int `json:"vocab"`
+	MaxLen int `json:"max_len"`
 	// Dim is the model width D, Heads the number of heads (D % Heads == 0),
 	// Layers the number of blocks, Hidden the feed-forward width.
-	Dim, Heads, Layers, Hidden int
+	Dim    int `json:"dim"`
+	Heads  int `json:"heads"`
+	Layers int `json:"layers"`
+	Hidden int `json:"hidden"`
 	// Activation of the feed-forward layers; "" means ReLU.
-	Activation string
+	Activation string `json:"activation"`
 	// Positions is PositionsLearned (the default for ""), PositionsSinusoidal
 	// or PositionsNone.
-	Positions string
+	Positions string `json:"positions"`
 	// PostLN selects post-LN blocks; the default is pre-LN with a final norm.
-	PostLN bool
+	PostLN bool `json:"post_ln"`
 	// Bias adds biases to attention and feed-forward projections.
-	Bias bool
+	Bias bool `json:"bias"`
 	// Dropout on embeddings and sublayer outputs; AttnDropout on weights.
-	Dropout, AttnDropout float64
+	Dropout     float64 `json:"dropout"`
+	AttnDropout float64 `json:"attn_dropout"`
 }
 
 // stack is what Decoder and Encoder share: embeddings, blocks, final norm.

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train"
+)
+
+func runEval(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("eval", "--checkpoint DIR", stderr)
+	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("%w: --checkpoint is required", errUsage)
+	}
+	m, cfg, task, err := train.LoadModel(*dir, 128)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	stream, err := data.NewStream(task, cfg.Seed, cfg.TestSize)
+	if err != nil {
+		return err
+	}
+	res, err := train.Evaluate(m, task, stream.Test())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "task %s (%s), %d held-out examples: exact match %.3f, token accuracy %.3f\n",
+		cfg.Task.Name, cfg.Task.Params, res.N, res.ExactMatch, res.TokenAccuracy)
+	return nil
+}
+
+// promptArg returns the single prompt argument or --input, parsed in the
+// task's vocabulary.
+func promptArg(task data.Task, text string) ([]int, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, fmt.Errorf("%w: no input: give a prompt such as %q", errUsage, example(task))
+	}
+	p, err := data.ParsePrompt(task, text)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v (a valid prompt looks like %q)", errUsage, err, example(task))
+	}
+	return p, nil
+}
+
+// example returns a valid prompt of the task, for error messages.
+func example(task data.Task) string {
+	return task.Vocab().Decode(task.Generate(nil).Prompt)
+}
+
+func runPredict(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("predict", `--checkpoint DIR "PROMPT"`, stderr)
+	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	if err := parse(fs, args, 1); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("%w: --checkpoint is required", errUsage)
+	}
+	m, _, task, err := train.LoadModel(*dir, 1)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	prompt, err := promptArg(task, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	got, err := train.Greedy(m, task, [][]int{prompt})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, task.Vocab().Decode(got[0]))
+	return nil
+}
+
+func runAttend(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("attend", `--checkpoint DIR --input "PROMPT" --out attn.png`, stderr)
+	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	input := fs.String("input", "", "prompt to attend over (required)")
+	out := fs.String("out", "attn.png", "PNG file to write")
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("%w: --checkpoint is required", errUsage)
+	}
+	m, _, task, err := train.LoadModel(*dir, 1)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	prompt, err := promptArg(task, *input)
+	if err != nil {
+		return err
+	}
+	answer, err := train.Greedy(m, task, [][]int{prompt})
+	if err != nil {
+		return err
+	}
+	// The model reads prompt, SEP and its own answer but the last token,
+	// which it only ever predicts.
+	vocab := task.Vocab()
+	seq := append(append(append([]int(nil), prompt...), vocab.SEP()), answer[0]...)
+	seq = seq[:min(len(seq)-1, m.S)]
+	maps, err := attention(m, seq)
+	if err != nil {
+		return err
+	}
+	tokens := make([]string, len(seq))
+	for i, id := range seq {
+		tokens[i], _ = vocab.Symbol(id)
+	}
+	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
+	if err := train.PlotAttention(*out, title, tokens, maps); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", vocab.Decode(answer[0]), len(maps)/max(1, m.Decoder.Config.Heads), *out)
+	return nil
+}
+
+// attention runs m (batch 1) on seq and returns every layer's and head's
+// attention weights over the real tokens.
+func attention(m *train.Model, seq []int) ([]train.AttentionMap, error) {
+	ids := make([]int, m.S)
+	copy(ids, seq)
+	if err := m.SetBatch(ids, []int{len(seq)}); err != nil {
+		return nil, err
+	}
+	var maps []train.AttentionMap
+	err := m.Run(func() error {
+		for layer, w := range m.Weights {
+			vals, err := graph.Float64s(w.Value()) // (1, H, S, S)
+			if err != nil {
+				return err
+			}
+			h := w.Shape()[1]
+			for head := 0; head < h; head++ {
+				rows := make([][]float64, len(seq))
+				for i := range rows {
+					off := (head*m.S + i) * m.S
+					rows[i] = vals[off : off+len(seq)]
+				}
+				maps = append(maps, train.AttentionMap{Layer: layer, Head: head, Weights: rows})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(maps) == 0 {
+		return nil, errors.New("model has no attention layers")
+	}
+	return maps, nil
+}

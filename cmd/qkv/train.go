@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/train"
+	"golang.org/x/term"
+)
+
+// taskFlags are the task parameters as flags; 0 keeps the task's default.
+type taskFlags struct {
+	name string
+	cfg  data.TaskConfig
+}
+
+func (tf *taskFlags) register(fs *flag.FlagSet, def string) {
+	fs.StringVar(&tf.name, "task", def, "task: one of "+fmt.Sprint(data.Names()))
+	fs.IntVar(&tf.cfg.Length, "length", 0, "sequence length (copy, reverse, sort); 0 = task default")
+	fs.IntVar(&tf.cfg.MinLength, "min-length", 0, "shortest sequence, with --max-length, for variable lengths")
+	fs.IntVar(&tf.cfg.MaxLength, "max-length", 0, "longest sequence, with --min-length")
+	fs.IntVar(&tf.cfg.Alphabet, "alphabet", 0, "number of distinct symbols (copy, reverse, sort)")
+	fs.IntVar(&tf.cfg.Digits, "digits", 0, "digits per operand (add)")
+	fs.IntVar(&tf.cfg.Pairs, "pairs", 0, "key-value pairs (recall)")
+	fs.IntVar(&tf.cfg.MinPairs, "min-pairs", 0, "fewest pairs, with --max-pairs (recall)")
+	fs.IntVar(&tf.cfg.MaxPairs, "max-pairs", 0, "most pairs, with --min-pairs (recall)")
+	fs.IntVar(&tf.cfg.Keys, "keys", 0, "distinct keys (recall)")
+	fs.IntVar(&tf.cfg.Values, "values", 0, "distinct values (recall)")
+}
+
+// resolve returns the task's default parameters overridden by the flags
+// given. Giving a fixed length (pairs) replaces a default range, and the other
+// way round.
+func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
+	cfg := data.DefaultConfig(tf.name)
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "length":
+			cfg.Length, cfg.MinLength, cfg.MaxLength = tf.cfg.Length, 0, 0
+		case "min-length", "max-length":
+			cfg.Length, cfg.MinLength, cfg.MaxLength = 0, tf.cfg.MinLength, tf.cfg.MaxLength
+		case "alphabet":
+			cfg.Alphabet = tf.cfg.Alphabet
+		case "digits":
+			cfg.Digits = tf.cfg.Digits
+		case "pairs":
+			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = tf.cfg.Pairs, 0, 0
+		case "min-pairs", "max-pairs":
+			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = 0, tf.cfg.MinPairs, tf.cfg.MaxPairs
+		case "keys":
+			cfg.Keys = tf.cfg.Keys
+		case "values":
+			cfg.Values = tf.cfg.Values
+		}
+	})
+	return cfg
+}
+
+// configFlags registers every training flag on fs, defaulting to cfg, and
+// returns a function that resolves the task flags into cfg after parsing.
+func configFlags(fs *flag.FlagSet, cfg *train.Config) func() {
+	var tf taskFlags
+	tf.register(fs, cfg.Task.Name)
+	m := &cfg.Model
+	fs.IntVar(&m.Layers, "layers", m.Layers, "number of Transformer blocks")
+	fs.IntVar(&m.Heads, "heads", m.Heads, "attention heads per block (must divide --dim)")
+	fs.IntVar(&m.Dim, "dim", m.Dim, "model width d_model")
+	fs.IntVar(&m.Hidden, "hidden", m.Hidden, "feed-forward width")
+	fs.StringVar(&m.Activation, "activation", m.Activation, "feed-forward activation: relu or gelu")
+	fs.StringVar(&m.Positions, "positions", m.Positions, "positional encoding: learned, sinusoidal or none")
+	fs.BoolVar(&m.PostLN, "post-ln", m.PostLN, "post-LN blocks instead of pre-LN")
+	fs.Float64Var(&m.Dropout, "dropout", m.Dropout, "dropout on embeddings and sublayer outputs")
+	fs.Float64Var(&m.AttnDropout, "attn-dropout", m.AttnDropout, "dropout on attention weights")
+	fs.StringVar(&cfg.DType, "dtype", cfg.DType, "float32 or float64")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of weights, data and dropout")
+	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "sequences per step")
+	fs.IntVar(&cfg.Steps, "steps", cfg.Steps, "training steps at most")
+	fs.Float64Var(&cfg.LR, "lr", cfg.LR, "peak learning rate")
+	fs.Float64Var(&cfg.MinLR, "min-lr", cfg.MinLR, "learning rate at the end of the cosine decay")
+	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "linear warm-up steps")
+	fs.StringVar(&cfg.Optimizer, "optimizer", cfg.Optimizer, "adam or adamw")
+	fs.Float64Var(&cfg.WeightDecay, "weight-decay", cfg.WeightDecay, "AdamW weight decay")
+	fs.Float64Var(&cfg.ClipNorm, "clip", cfg.ClipNorm, "global gradient-norm clip (0: off)")
+	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "steps between held-out evaluations")
+	fs.IntVar(&cfg.TestSize, "test-size", cfg.TestSize, "held-out examples, never trained on")
+	fs.Float64Var(&cfg.TargetExact, "target-exact", cfg.TargetExact, "stop once held-out exact match reaches this (0: never)")
+	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "steps between checkpoints")
+	return func() {
+		cfg.Task = train.TaskSpec{Name: tf.name, Params: tf.resolve(fs)}
+	}
+}
+
+func runTrain(args []string, stdout, stderr io.Writer) error {
+	cfg := train.DefaultConfig()
+	fs := newFlags("train", "[flags]", stderr)
+	resolveTask := configFlags(fs, &cfg)
+	out := fs.String("out", "", "run directory for checkpoint, metrics and plots (default runs/<task>)")
+	resume := fs.String("resume", "", "continue the run in this directory (its config.json wins over flags)")
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	resolveTask()
+	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr)}
+	switch {
+	case *resume != "":
+		if *out != "" && *out != *resume {
+			return fmt.Errorf("%w: --out and --resume name different directories", errUsage)
+		}
+		b, err := os.ReadFile(filepath.Join(*resume, "config.json"))
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		if cfg, err = train.UnmarshalConfig(b); err != nil {
+			return err
+		}
+		opts.Out, opts.Resume = *resume, true
+	case *out != "":
+		opts.Out = *out
+	default:
+		opts.Out = filepath.Join("runs", cfg.Task.Name)
+	}
+	if _, err := cfg.Resolve(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := train.Run(ctx, cfg, opts)
+	if errors.Is(err, train.ErrInterrupted) {
+		fmt.Fprintf(stderr, "resume with: qkv train --resume %s\n", opts.Out)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "task %s (%s): %d steps in %.1f s (%.1f ms/step), %d params\n",
+		sum.Task.Name, sum.Task.Params, sum.Steps, sum.WallSeconds, sum.MsPerStep, sum.Params)
+	fmt.Fprintf(stdout, "held-out exact match %.3f, token accuracy %.3f\n", sum.ExactMatch, sum.TokenAccuracy)
+	fmt.Fprintf(stdout, "run directory %s (model.safetensors, config.json, metrics.jsonl, summary.json, curves.png)\n", opts.Out)
+	return nil
+}
+
+// isTerminal reports whether w is a terminal, where a progress bar redraws
+// in place; elsewhere plain lines are easier to read.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

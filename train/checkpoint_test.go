@@ -1,0 +1,728 @@
+package train
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nlpodyssey/safetensors"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+)
+
+// ckParam returns a learnable matrix or vector named name holding vals,
+// stored in dtype dt.
+func ckParam(t testing.TB, g *G.ExprGraph, dt tensor.Dtype, name string, shape []int, vals []float64) graph.Param {
+	t.Helper()
+	val := graph.NewDense(dt, tensor.Shape(shape), vals)
+	opts := []G.NodeConsOpt{G.WithShape(shape...), G.WithName(name), G.WithValue(val)}
+	var n *G.Node
+	switch len(shape) {
+	case 1:
+		n = G.NewVector(g, dt, opts...)
+	case 2:
+		n = G.NewMatrix(g, dt, opts...)
+	default:
+		t.Fatalf("ckParam: unsupported rank %d", len(shape))
+	}
+	return graph.Param{Name: name, Node: n}
+}
+
+// specials are values whose bits a lossy conversion would change; all are
+// exactly representable as float32.
+var specials = []float64{
+	math.Copysign(0, -1), math.Inf(1), math.Inf(-1),
+	float64(math.SmallestNonzeroFloat32), -float64(math.MaxFloat32),
+	float64(float32(1.0 / 3)), float64(float32(math.Pi)),
+}
+
+// ckModel returns the params of a small model of width dim in dtype dt,
+// with values drawn from seed and rounded to dt.
+func ckModel(t testing.TB, dt tensor.Dtype, dim int, seed uint64) []graph.Param {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	vals := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = rng.NormFloat64()
+			if dt == tensor.Float32 {
+				v[i] = float64(float32(v[i]))
+			}
+		}
+		copy(v, specials)
+		return v
+	}
+	g := G.NewGraph()
+	return []graph.Param{
+		ckParam(t, g, dt, "embed", []int{5, dim}, vals(5*dim)),
+		ckParam(t, g, dt, "blocks.0.attn.wq", []int{dim, dim}, vals(dim*dim)),
+		ckParam(t, g, dt, "blocks.0.ln.gain", []int{dim}, vals(dim)),
+		ckParam(t, g, dt, "blocks.10.attn.wq", []int{dim, dim}, vals(dim*dim)),
+	}
+}
+
+// ckOptimizer returns optimizer state tensors, including a scalar, an empty
+// tensor and float64 values no float32 can hold.
+func ckOptimizer() []NamedTensor {
+	return []NamedTensor{
+		{Name: "adam.m.embed", Shape: []int{2, 3}, DType: tensor.Float64,
+			Data: []float64{1e-300, 5e-324, math.Float64frombits(0x7ff8000000000001), -0.0, 0.1, math.Nextafter(1, 2)}},
+		{Name: "adam.t", Shape: []int{}, DType: tensor.Float64, Data: []float64{42}},
+		{Name: "adam.empty", Shape: []int{0, 4}, DType: tensor.Float64, Data: []float64{}},
+	}
+}
+
+// saveTest saves a checkpoint of the float32 test model at step into a new
+// directory and returns the directory and the checkpoint.
+func saveTest(t *testing.T, step int) (string, *Checkpoint) {
+	t.Helper()
+	w, err := ParamTensors(ckModel(t, tensor.Float32, 4, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := &Checkpoint{
+		Step:      step,
+		Config:    json.RawMessage(`{"model": {"dim": 4}, "task": "copy"}`),
+		State:     json.RawMessage(fmt.Sprintf(`{"step":%d,"rng":[1,2,3]}`, step)),
+		Weights:   w,
+		Optimizer: ckOptimizer(),
+	}
+	dir := filepath.Join(t.TempDir(), "run", "ckpt")
+	if err := SaveCheckpoint(dir, ck); err != nil {
+		t.Fatal(err)
+	}
+	return dir, ck
+}
+
+// sameBits reports whether a and b hold the same float64 bit patterns.
+func sameBits(a, b []float64) bool {
+	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
+}
+
+// checkTensors fails unless got equals want bit for bit, ignoring order.
+func checkTensors(t *testing.T, what string, got, want []NamedTensor) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d tensors, want %d", what, len(got), len(want))
+	}
+	for _, w := range want {
+		i := slices.IndexFunc(got, func(g NamedTensor) bool { return g.Name == w.Name })
+		if i < 0 {
+			t.Errorf("%s: tensor %q missing", what, w.Name)
+			continue
+		}
+		g := got[i]
+		if !slices.Equal(g.Shape, w.Shape) || g.DType != w.DType || !sameBits(g.Data, w.Data) {
+			t.Errorf("%s: tensor %q = %v %v %v, want %v %v %v", what, w.Name, g.Shape, g.DType, g.Data, w.Shape, w.DType, w.Data)
+		}
+	}
+}
+
+// paramBits returns the bits of every param value, as uint64.
+func paramBits(t *testing.T, params []graph.Param) [][]uint64 {
+	t.Helper()
+	var out [][]uint64
+	for _, p := range params {
+		var bits []uint64
+		switch d := p.Node.Value().(*tensor.Dense); d.Dtype() {
+		case tensor.Float32:
+			for _, v := range d.Float32s() {
+				bits = append(bits, uint64(math.Float32bits(v)))
+			}
+		case tensor.Float64:
+			for _, v := range d.Float64s() {
+				bits = append(bits, math.Float64bits(v))
+			}
+		}
+		out = append(out, bits)
+	}
+	return out
+}
+
+// wantErr fails unless err is non-nil and its message contains every part.
+func wantErr(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not contain %q", err, p)
+		}
+	}
+}
+
+// dirNames returns the sorted names of the entries of dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// ckFiles are the files of a checkpoint, in the order os.ReadDir lists them.
+var ckFiles = []string{ConfigFile, ModelFile, OptimizerFile, StateFile}
+
+// named returns the tensor of ts called name.
+func named(t *testing.T, ts []NamedTensor, name string) *NamedTensor {
+	t.Helper()
+	for i := range ts {
+		if ts[i].Name == name {
+			return &ts[i]
+		}
+	}
+	t.Fatalf("no tensor %q", name)
+	return nil
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		t.Run(dt.String(), func(t *testing.T) {
+			params := ckModel(t, dt, 4, 1)
+			before := paramBits(t, params)
+			w, err := ParamTensors(params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range params {
+				if w[i].Name != p.Name || w[i].DType != dt || !slices.Equal(w[i].Shape, []int(p.Node.Shape())) {
+					t.Fatalf("ParamTensors[%d] = %q %v %v, want %q %v %v", i, w[i].Name, w[i].Shape, w[i].DType, p.Name, p.Node.Shape(), dt)
+				}
+			}
+			// The snapshot is a copy: changing the params does not change it.
+			snapshot := slices.Clone(w[1].Data)
+			if dt == tensor.Float32 {
+				params[1].Node.Value().(*tensor.Dense).Float32s()[0] = 99
+			} else {
+				params[1].Node.Value().(*tensor.Dense).Float64s()[0] = 99
+			}
+			if !sameBits(w[1].Data, snapshot) {
+				t.Fatal("ParamTensors shares memory with the param values")
+			}
+
+			ck := &Checkpoint{
+				Step:      1234,
+				Config:    json.RawMessage("{\n  \"dim\": 4,\n  \"heads\": [1, 2]\n}\n"),
+				State:     json.RawMessage(`{"rng":{"pcg":[1,2]},"epoch":3}`),
+				Weights:   w,
+				Optimizer: ckOptimizer(),
+			}
+			dir := filepath.Join(t.TempDir(), "ck")
+			if err := SaveCheckpoint(dir, ck); err != nil {
+				t.Fatal(err)
+			}
+			if got := dirNames(t, dir); !slices.Equal(got, ckFiles) {
+				t.Fatalf("checkpoint dir holds %q", got)
+			}
+			got, err := LoadCheckpoint(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Step != 1234 {
+				t.Errorf("Step = %d, want 1234", got.Step)
+			}
+			if !bytes.Equal(got.Config, ck.Config) {
+				t.Errorf("Config = %q, want %q", got.Config, ck.Config)
+			}
+			if !bytes.Equal(got.State, ck.State) {
+				t.Errorf("State = %q, want %q", got.State, ck.State)
+			}
+			checkTensors(t, "weights", got.Weights, ck.Weights)
+			checkTensors(t, "optimizer", got.Optimizer, ck.Optimizer)
+
+			// The files are what other tools expect.
+			b, err := os.ReadFile(filepath.Join(dir, ModelFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := safetensors.Deserialize(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, md, _ := safetensors.ReadMetadata(b)
+			if m := md.Metadata(); m["format"] != "qkv" || m["step"] != "1234" || len(m) != 2 {
+				t.Errorf("model metadata = %v", m)
+			}
+			wantDT := safetensors.F64
+			if dt == tensor.Float32 {
+				wantDT = safetensors.F32
+			}
+			v, ok := st.Tensor("blocks.0.attn.wq")
+			if !ok || v.DType() != wantDT || !slices.Equal(v.Shape(), []uint64{4, 4}) || v.DataLen() != 16*wantDT.Size() {
+				t.Errorf("blocks.0.attn.wq stored as %v %v, %d bytes", v.DType(), v.Shape(), v.DataLen())
+			}
+			b, err = os.ReadFile(filepath.Join(dir, OptimizerFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, md, err = safetensors.ReadMetadata(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := md.Metadata(); m["step"] != "1234" || len(m) != 1 {
+				t.Errorf("optimizer metadata = %v", m)
+			}
+			for name, info := range md.Tensors() {
+				if info.DType != safetensors.F64 {
+					t.Errorf("optimizer tensor %q stored as %v", name, info.DType)
+				}
+			}
+			var state struct {
+				Step  int
+				State json.RawMessage
+			}
+			if b, err = os.ReadFile(filepath.Join(dir, StateFile)); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &state); err != nil || state.Step != 1234 || !bytes.Equal(state.State, ck.State) {
+				t.Errorf("state.json = %s", b)
+			}
+
+			// Loading restores the saved values bit for bit into a model
+			// holding other values.
+			fresh := ckModel(t, dt, 4, 2)
+			if slices.EqualFunc(paramBits(t, fresh), before, slices.Equal) {
+				t.Fatal("fresh model already holds the saved values")
+			}
+			if err := LoadParams(fresh, got.Weights, filepath.Join(dir, ModelFile)); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(paramBits(t, fresh), before, slices.Equal) {
+				t.Errorf("loaded params differ from the saved ones:\n got %x\nwant %x", paramBits(t, fresh), before)
+			}
+		})
+	}
+}
+
+func TestCheckpointNullJSON(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ck")
+	if err := SaveCheckpoint(dir, &Checkpoint{Step: 0}); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Step != 0 || ck.Config != nil || ck.State != nil || len(ck.Weights) != 0 || len(ck.Optimizer) != 0 {
+		t.Errorf("empty checkpoint loaded as %+v", ck)
+	}
+}
+
+func TestCheckpointOverwrite(t *testing.T) {
+	dir, ck := saveTest(t, 10)
+	ck.Step = 20
+	ck.Weights[0].Data[0] = 7
+	if err := SaveCheckpoint(dir, ck); err != nil {
+		t.Fatal(err)
+	}
+	if got := dirNames(t, dir); !slices.Equal(got, ckFiles) {
+		t.Fatalf("after two saves the dir holds %q", got)
+	}
+	got, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Step != 20 {
+		t.Errorf("Step = %d, want 20", got.Step)
+	}
+	checkTensors(t, "weights", got.Weights, ck.Weights)
+}
+
+// rewrite replaces the file name of the checkpoint dir by the result of f.
+func rewrite(t *testing.T, dir, name string, f func([]byte) []byte) {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, f(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCheckpointRejectsTruncated(t *testing.T) {
+	dir, _ := saveTest(t, 3)
+	valid, err := os.ReadFile(filepath.Join(dir, ModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := int(binary.LittleEndian.Uint64(valid))
+	for _, n := range []int{0, 5, 8, 8 + hdr/2, 8 + hdr, 8 + hdr + 3, len(valid) - 1} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			rewrite(t, dir, ModelFile, func([]byte) []byte { return valid[:n] })
+			_, err := LoadCheckpoint(dir)
+			wantErr(t, err, filepath.Join(dir, ModelFile)+": truncated")
+		})
+	}
+	for _, name := range []string{OptimizerFile} {
+		rewrite(t, dir, ModelFile, func([]byte) []byte { return valid })
+		rewrite(t, dir, name, func(b []byte) []byte { return b[:len(b)-8] })
+		_, err := LoadCheckpoint(dir)
+		wantErr(t, err, filepath.Join(dir, name)+": truncated")
+	}
+}
+
+// modelFile returns a model file with the given header and data.
+func modelFile(header string, data []byte) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	return append(append(b, header...), data...)
+}
+
+func TestCheckpointRejectsCorrupt(t *testing.T) {
+	const meta = `"__metadata__":{"format":"qkv","step":"3"}`
+	rng := rand.New(rand.NewPCG(3, 3))
+	garbage := make([]byte, 200)
+	for i := range garbage {
+		garbage[i] = byte(rng.Uint32())
+	}
+	for _, c := range []struct {
+		name string
+		file []byte
+		want string
+	}{
+		{"garbage", garbage, "truncated: header length"},
+		{"garbage header", modelFile(string(garbage[:64]), nil), "corrupt header"},
+		{"invalid JSON", modelFile(`{"w":{"dtype":"F32",`, nil), "corrupt header"},
+		{"not an object", modelFile(`[1,2,3]`, nil), "corrupt header"},
+		{"bad dtype name", modelFile(`{"w":{"dtype":"F99","shape":[1],"data_offsets":[0,4]},`+meta+`}`, make([]byte, 4)), "corrupt header"},
+		{"unsupported dtype", modelFile(`{"w":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},`+meta+`}`, make([]byte, 8)),
+			`tensor "w": unsupported dtype I32`},
+		{"data length", modelFile(`{"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]},`+meta+`}`, make([]byte, 12)),
+			`tensor "w": data length 12 bytes, want 16`},
+		{"reversed offsets", modelFile(`{"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]},`+meta+`}`, make([]byte, 8)),
+			`tensor "w": data offsets [8 0] are reversed`},
+		{"huge shape", modelFile(`{"w":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]},`+meta+`}`, nil),
+			`tensor "w": shape [4294967296 4294967296] is too large`},
+		{"gap between tensors", modelFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},`+meta+`}`, make([]byte, 8)),
+			"corrupt safetensors file"},
+		{"trailing bytes", modelFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},`+meta+`}`, make([]byte, 9)),
+			"corrupt safetensors file"},
+		{"no format", modelFile(`{"__metadata__":{"step":"3"}}`, nil), `metadata format "", want "qkv"`},
+		{"no step", modelFile(`{"__metadata__":{"format":"qkv"}}`, nil), `no "step" in the metadata`},
+		{"bad step", modelFile(`{"__metadata__":{"format":"qkv","step":"-1"}}`, nil), `metadata step "-1"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, _ := saveTest(t, 3)
+			rewrite(t, dir, ModelFile, func([]byte) []byte { return c.file })
+			_, err := LoadCheckpoint(dir)
+			wantErr(t, err, "train: checkpoint "+filepath.Join(dir, ModelFile)+": ", c.want)
+		})
+	}
+	// A hand-made valid file loads, so the cases above fail for their own
+	// reason.
+	dir, _ := saveTest(t, 3)
+	rewrite(t, dir, ModelFile, func([]byte) []byte {
+		return modelFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},`+meta+`}`, []byte{0, 0, 0x80, 0x3f})
+	})
+	ck, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTensors(t, "weights", ck.Weights, []NamedTensor{{Name: "a", Shape: []int{1}, DType: tensor.Float32, Data: []float64{1}}})
+
+	for _, name := range []string{ConfigFile, StateFile} {
+		for _, content := range []string{`{"step": 3,`, `{"state": {}}`, `{"step": -3}`, "\x00\x01"} {
+			dir, _ := saveTest(t, 3)
+			rewrite(t, dir, name, func([]byte) []byte { return []byte(content) })
+			_, err := LoadCheckpoint(dir)
+			if name == ConfigFile && json.Valid([]byte(content)) {
+				if err != nil {
+					t.Errorf("config.json %q: %v", content, err)
+				}
+				continue
+			}
+			wantErr(t, err, filepath.Join(dir, name)+": ")
+		}
+	}
+}
+
+func TestCheckpointRejectsMissingFile(t *testing.T) {
+	for _, name := range ckFiles {
+		t.Run(name, func(t *testing.T) {
+			dir, _ := saveTest(t, 3)
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadCheckpoint(dir)
+			wantErr(t, err, dir, "missing file "+name)
+		})
+	}
+	_, err := LoadCheckpoint(filepath.Join(t.TempDir(), "nowhere"))
+	wantErr(t, err, "missing file")
+}
+
+func TestCheckpointRejectsStepMismatch(t *testing.T) {
+	dir10, _ := saveTest(t, 10)
+	for _, name := range []string{ModelFile, OptimizerFile} {
+		t.Run(name, func(t *testing.T) {
+			dir20, _ := saveTest(t, 20)
+			b, err := os.ReadFile(filepath.Join(dir10, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir20, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = LoadCheckpoint(dir20)
+			wantErr(t, err, dir20, "incomplete checkpoint: "+name+" is step 10, state.json step 20")
+		})
+	}
+}
+
+func TestCheckpointLoadParamsMismatch(t *testing.T) {
+	dir, ck := saveTest(t, 3) // a float32 model of width 4
+	file := filepath.Join(dir, ModelFile)
+	loaded, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		params  []graph.Param
+		tensors []NamedTensor
+		want    []string
+	}{
+		{"wrong shape", ckModel(t, tensor.Float32, 8, 5), loaded.Weights,
+			[]string{file + `: tensor "blocks.0.attn.wq": shape [4 4], want [8 8]`, `tensor "embed": shape [5 4], want [5 8]`}},
+		{"dtype", ckModel(t, tensor.Float64, 4, 5), loaded.Weights,
+			[]string{file + `: tensor "blocks.0.attn.wq": dtype float32, want float64`}},
+		{"missing tensor", ckModel(t, tensor.Float32, 4, 5),
+			slices.DeleteFunc(slices.Clone(loaded.Weights), func(t NamedTensor) bool { return t.Name == "blocks.0.ln.gain" }),
+			[]string{file + `: tensor "blocks.0.ln.gain": missing, want shape [4] float32`}},
+		{"extra tensor", ckModel(t, tensor.Float32, 4, 5),
+			append(slices.Clone(loaded.Weights), NamedTensor{Name: "blocks.1.attn.wq", Shape: []int{1}, DType: tensor.Float32, Data: []float64{1}}),
+			[]string{file + `: tensor "blocks.1.attn.wq": unknown to the model (shape [1] float32)`}},
+		{"short data", ckModel(t, tensor.Float32, 4, 5),
+			[]NamedTensor{ck.Weights[0], ck.Weights[1], ck.Weights[2], {Name: ck.Weights[3].Name, Shape: ck.Weights[3].Shape, DType: tensor.Float32, Data: []float64{1}}},
+			[]string{file + `: tensor "blocks.10.attn.wq": 1 values, want 16 for shape [4 4]`}},
+		{"duplicate tensor", ckModel(t, tensor.Float32, 4, 5), append(slices.Clone(loaded.Weights), loaded.Weights[0]),
+			[]string{file + `: tensor "` + loaded.Weights[0].Name + `": duplicate name`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := paramBits(t, c.params)
+			err := LoadParams(c.params, c.tensors, file)
+			wantErr(t, err, c.want...)
+			if !slices.EqualFunc(paramBits(t, c.params), before, slices.Equal) {
+				t.Error("a failed LoadParams modified the params")
+			}
+		})
+	}
+}
+
+func TestCheckpointParamTensorsErrors(t *testing.T) {
+	g := G.NewGraph()
+	p := ckParam(t, g, tensor.Float32, "w", []int{2}, []float64{1, 2})
+	if _, err := ParamTensors([]graph.Param{p, p}); err == nil || !strings.Contains(err.Error(), `"w": duplicate`) {
+		t.Errorf("duplicate params: err = %v", err)
+	}
+	noValue := graph.Param{Name: "nv", Node: G.NewMatrix(g, tensor.Float64, G.WithShape(2, 2), G.WithName("nv"))}
+	if _, err := ParamTensors([]graph.Param{noValue}); err == nil || !strings.Contains(err.Error(), `"nv": no value`) {
+		t.Errorf("param without value: err = %v", err)
+	}
+}
+
+// noTemps fails if dir holds anything but checkpoint files.
+func noTemps(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range dirNames(t, dir) {
+		if !slices.Contains(ckFiles, name) {
+			t.Errorf("%s left behind in %s", name, dir)
+		}
+	}
+}
+
+// loadsStep fails unless dir holds a valid checkpoint equal to ck.
+func loadsStep(t *testing.T, dir string, ck *Checkpoint) {
+	t.Helper()
+	got, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatalf("the previous checkpoint no longer loads: %v", err)
+	}
+	if got.Step != ck.Step {
+		t.Errorf("Step = %d, want the previous %d", got.Step, ck.Step)
+	}
+	checkTensors(t, "weights", got.Weights, ck.Weights)
+	checkTensors(t, "optimizer", got.Optimizer, ck.Optimizer)
+}
+
+func TestCheckpointFailedSave(t *testing.T) {
+	// Invalid checkpoints are refused before anything is written.
+	for _, c := range []struct {
+		name   string
+		modify func(*Checkpoint)
+		want   string
+	}{
+		{"config JSON", func(ck *Checkpoint) { ck.Config = json.RawMessage(`{"dim":`) }, ConfigFile + ": Config: invalid JSON"},
+		{"state JSON", func(ck *Checkpoint) { ck.State = json.RawMessage(`nope`) }, StateFile + ": State: invalid JSON"},
+		{"negative step", func(ck *Checkpoint) { ck.Step = -1 }, "negative step -1"},
+		{"data length", func(ck *Checkpoint) { w := named(t, ck.Weights, "blocks.0.ln.gain"); w.Data = w.Data[1:] },
+			ModelFile + `: tensor "blocks.0.ln.gain": 3 values, want 4 for shape [4]`},
+		{"dtype", func(ck *Checkpoint) { named(t, ck.Weights, "embed").DType = tensor.Int },
+			ModelFile + `: tensor "embed": dtype int is not supported`},
+		{"duplicate", func(ck *Checkpoint) { ck.Optimizer = append(ck.Optimizer, *named(t, ck.Optimizer, "adam.t")) },
+			OptimizerFile + `: tensor "adam.t": duplicate name`},
+		{"reserved name", func(ck *Checkpoint) { named(t, ck.Optimizer, "adam.t").Name = "__metadata__" },
+			OptimizerFile + `: tensor "__metadata__": the name is reserved`},
+		{"negative dim", func(ck *Checkpoint) { named(t, ck.Optimizer, "adam.empty").Shape = []int{-1, 0} },
+			OptimizerFile + `: tensor "adam.empty": negative dimension`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, prev := saveTest(t, 10)
+			ck, err := LoadCheckpoint(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ck.Step = 20
+			c.modify(ck)
+			wantErr(t, SaveCheckpoint(dir, ck), c.want)
+			noTemps(t, dir)
+			loadsStep(t, dir, prev)
+		})
+	}
+
+	t.Run("dir is a file", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, SaveCheckpoint(file, &Checkpoint{Step: 1}), "train: checkpoint "+file)
+		wantErr(t, SaveCheckpoint(filepath.Join(file, "sub"), &Checkpoint{Step: 1}), "train: checkpoint "+file)
+	})
+
+	t.Run("unwritable dir", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			t.Skip("root ignores file permissions")
+		}
+		dir, prev := saveTest(t, 10)
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(dir, 0o755)
+		next := *prev
+		next.Step = 20
+		wantErr(t, SaveCheckpoint(dir, &next), "train: checkpoint "+filepath.Join(dir, ConfigFile))
+		noTemps(t, dir)
+		loadsStep(t, dir, prev)
+	})
+
+	// Failures while writing: the hook makes the rename of one file fail,
+	// standing in for a full disk or a crash.
+	errInjected := errors.New("injected failure")
+	failAt := func(t *testing.T, name string) {
+		testHookBeforeRename = func(n string) error {
+			if n == name {
+				return errInjected
+			}
+			return nil
+		}
+		t.Cleanup(func() { testHookBeforeRename = nil })
+	}
+	t.Run("first file fails", func(t *testing.T) {
+		dir, prev := saveTest(t, 10)
+		failAt(t, ConfigFile)
+		next := *prev
+		next.Step = 20
+		next.Config = json.RawMessage(`{"other": true}`)
+		err := SaveCheckpoint(dir, &next)
+		if !errors.Is(err, errInjected) {
+			t.Fatalf("err = %v, want the injected failure", err)
+		}
+		wantErr(t, err, filepath.Join(dir, ConfigFile))
+		noTemps(t, dir)
+		loadsStep(t, dir, prev)
+		got, _ := LoadCheckpoint(dir)
+		if !bytes.Equal(got.Config, prev.Config) {
+			t.Errorf("Config = %s, want the previous %s", got.Config, prev.Config)
+		}
+	})
+	for _, name := range []string{OptimizerFile, StateFile} {
+		t.Run(name+" fails", func(t *testing.T) {
+			dir, prev := saveTest(t, 10)
+			failAt(t, name)
+			next := *prev
+			next.Step = 20
+			if err := SaveCheckpoint(dir, &next); !errors.Is(err, errInjected) {
+				t.Fatalf("err = %v, want the injected failure", err)
+			}
+			noTemps(t, dir)
+			// The model file is at step 20, state.json still at 10.
+			_, err := LoadCheckpoint(dir)
+			wantErr(t, err, "incomplete checkpoint: model.safetensors is step 20, state.json step 10")
+		})
+	}
+}
+
+// FuzzLoadModel checks that LoadCheckpoint never panics, whatever the model
+// file holds, and that what it accepts is consistent.
+func FuzzLoadModel(f *testing.F) {
+	g := G.NewGraph()
+	params := []graph.Param{
+		ckParam(f, g, tensor.Float32, "a", []int{2, 3}, []float64{1, 2, 3, 4, 5, 6}),
+		ckParam(f, g, tensor.Float64, "b", []int{2}, []float64{-1, 0.5}),
+	}
+	w, err := ParamTensors(params)
+	if err != nil {
+		f.Fatal(err)
+	}
+	dir := filepath.Join(f.TempDir(), "ck")
+	if err := SaveCheckpoint(dir, &Checkpoint{Step: 3, Weights: w, Optimizer: ckOptimizer()}); err != nil {
+		f.Fatal(err)
+	}
+	path := filepath.Join(dir, ModelFile)
+	valid, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(valid)
+	f.Add(valid[:len(valid)-1])
+	f.Add(valid[:20])
+	f.Add(modelFile(`{"__metadata__":{"format":"qkv","step":"3"}}`, nil))
+	f.Add(modelFile(`{"s":{"dtype":"F64","shape":[],"data_offsets":[0,8]},"__metadata__":{"format":"qkv","step":"3"}}`, make([]byte, 8)))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := LoadCheckpoint(dir)
+		if err != nil {
+			if !strings.Contains(err.Error(), "train: checkpoint "+dir) {
+				t.Fatalf("error %q does not name the checkpoint", err)
+			}
+			return
+		}
+		for _, w := range ck.Weights {
+			n, err := numElements(w.Shape)
+			if err != nil || n != len(w.Data) || (w.DType != tensor.Float32 && w.DType != tensor.Float64) {
+				t.Fatalf("accepted tensor %q: shape %v, %d values, dtype %v", w.Name, w.Shape, len(w.Data), w.DType)
+			}
+		}
+		// What loads saves again and loads back the same.
+		dir2 := filepath.Join(t.TempDir(), "again")
+		if err := SaveCheckpoint(dir2, ck); err != nil {
+			t.Fatalf("saving a loaded checkpoint: %v", err)
+		}
+		ck2, err := LoadCheckpoint(dir2)
+		if err != nil {
+			t.Fatalf("reloading a loaded checkpoint: %v", err)
+		}
+		checkTensors(t, "weights", ck2.Weights, ck.Weights)
+	})
+}

@@ -1,0 +1,36 @@
+package train
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/qkv-dev/qkv/data"
+)
+
+// LoadModel rebuilds the model and task of the checkpoint in dir from its
+// config.json and loads its weights, compiled for inference on batches of b
+// sequences. A checkpoint whose weights do not fit its config (another shape,
+// a missing or extra tensor) gives an error naming the file and tensor.
+func LoadModel(dir string, b int) (*Model, Config, data.Task, error) {
+	ck, err := LoadCheckpoint(dir)
+	if err != nil {
+		return nil, Config{}, nil, err
+	}
+	cfg, err := UnmarshalConfig(ck.Config)
+	if err != nil {
+		return nil, Config{}, nil, fmt.Errorf("train: checkpoint %s: %w", dir, err)
+	}
+	task, err := cfg.Resolve()
+	if err != nil {
+		return nil, Config{}, nil, fmt.Errorf("train: checkpoint %s: config.json: %w", dir, err)
+	}
+	m, err := BuildModel(cfg, b, task.MaxLen()-1, false)
+	if err != nil {
+		return nil, Config{}, nil, err
+	}
+	if err := LoadParams(m.Params, ck.Weights, filepath.Join(dir, "model.safetensors")); err != nil {
+		m.Close()
+		return nil, Config{}, nil, err
+	}
+	return m, cfg, task, nil
+}

@@ -1,0 +1,401 @@
+package train
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/schollz/progressbar/v3"
+)
+
+// ErrInterrupted is returned by Run when its context was cancelled (SIGINT or
+// SIGTERM in the CLI) after it saved a checkpoint.
+var ErrInterrupted = errors.New("train: interrupted")
+
+// Files of a run directory besides the checkpoint's own.
+const (
+	MetricsFile = "metrics.jsonl"
+	SummaryFile = "summary.json"
+	CurvesFile  = "curves.png"
+)
+
+// Metric is one line of metrics.jsonl.
+type Metric struct {
+	Step         int         `json:"step"`
+	Loss         float64     `json:"loss"`
+	LR           float64     `json:"lr"`
+	GradNorm     float64     `json:"grad_norm"`
+	TokensPerSec float64     `json:"tokens_per_s"`
+	Eval         *EvalResult `json:"eval,omitempty"`
+}
+
+// Summary is summary.json: what a run did and how well it ended.
+type Summary struct {
+	Task          TaskSpec `json:"task"`
+	Steps         int      `json:"steps"`
+	WallSeconds   float64  `json:"wall_seconds"`
+	Params        int      `json:"params"`
+	ExactMatch    float64  `json:"exact_match"`
+	TokenAccuracy float64  `json:"token_accuracy"`
+	StoppedEarly  bool     `json:"stopped_early"`
+	MsPerStep     float64  `json:"ms_per_step"`
+	Config        Config   `json:"config"`
+}
+
+// Options says where a run writes and how it reports.
+type Options struct {
+	// Out is the run directory: checkpoint, metrics, summary and plots.
+	Out string
+	// Resume continues the checkpoint in Out instead of starting afresh.
+	Resume bool
+	// Progress receives progress; nil discards it.
+	Progress io.Writer
+	// Bar draws a progress bar (for terminals) instead of plain lines.
+	Bar bool
+}
+
+// runState is state.json: what besides weights and optimizer moments a
+// resumed run needs to continue bit for bit.
+type runState struct {
+	Step        int             `json:"step"`
+	Stream      json.RawMessage `json:"stream"`
+	WallSeconds float64         `json:"wall_seconds"`
+}
+
+// trainer holds one run's pieces.
+type trainer struct {
+	cfg    Config
+	opt    Options
+	task   data.Task
+	stream *data.Stream
+	model  *Model
+	eval   *Model
+	optim  *Optimizer
+	sched  Schedule
+	step   int
+	wall   float64 // seconds spent before this process, from a resumed run
+	log    io.Writer
+}
+
+// Run trains cfg's model on cfg's task, writing everything to opt.Out, and
+// returns the summary. It stops at cfg.Steps, at the target exact match, on
+// a non-finite loss or gradient (with an error naming the step, keeping the
+// last good checkpoint), or when ctx is cancelled (after saving a checkpoint,
+// returning ErrInterrupted).
+func Run(ctx context.Context, cfg Config, opt Options) (Summary, error) {
+	t, err := newTrainer(cfg, opt)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer t.model.Close()
+	defer t.eval.Close()
+	return t.run(ctx)
+}
+
+func newTrainer(cfg Config, opt Options) (*trainer, error) {
+	task, err := cfg.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	if opt.Out == "" {
+		return nil, errors.New("train: no output directory")
+	}
+	t := &trainer{cfg: cfg, opt: opt, task: task, log: opt.Progress}
+	if t.log == nil {
+		t.log = io.Discard
+	}
+	if t.stream, err = data.NewStream(task, cfg.Seed, cfg.TestSize); err != nil {
+		return nil, err
+	}
+	s := task.MaxLen() - 1
+	if t.model, err = BuildModel(cfg, cfg.Batch, s, true); err != nil {
+		return nil, err
+	}
+	if t.eval, err = BuildModel(cfg, min(cfg.TestSize, 128), s, false); err != nil {
+		return nil, err
+	}
+	if t.optim, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, t.model.Params); err != nil {
+		return nil, err
+	}
+	t.sched = Schedule{Peak: cfg.LR, Min: cfg.MinLR, Warmup: cfg.Warmup, Total: cfg.Steps}
+	if err := t.sched.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opt.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if opt.Resume {
+		if err := t.restore(); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func (t *trainer) run(ctx context.Context) (Summary, error) {
+	metrics, history, err := t.openMetrics()
+	if err != nil {
+		return Summary{}, err
+	}
+	defer metrics.Close()
+	enc := json.NewEncoder(metrics)
+
+	bar := t.newBar()
+	start := time.Now()
+	wall := func() float64 { return t.wall + time.Since(start).Seconds() }
+	startStep := t.step
+	last := EvalResult{}
+	stoppedEarly := false
+	for t.step < t.cfg.Steps {
+		if ctx.Err() != nil {
+			if err := t.save(wall()); err != nil {
+				return Summary{}, err
+			}
+			fmt.Fprintf(t.log, "\ninterrupted at step %d; checkpoint saved in %s\n", t.step, t.opt.Out)
+			return Summary{}, ErrInterrupted
+		}
+		stepStart := time.Now()
+		m, err := t.trainStep()
+		if err != nil {
+			return Summary{}, err
+		}
+		t.step++
+		m.Step = t.step
+		m.TokensPerSec = float64(t.cfg.Batch*t.model.S) / time.Since(stepStart).Seconds()
+		if t.step%t.cfg.EvalEvery == 0 || t.step == t.cfg.Steps {
+			if last, err = t.evaluate(); err != nil {
+				return Summary{}, err
+			}
+			m.Eval = &last
+			stoppedEarly = t.cfg.TargetExact > 0 && last.ExactMatch >= t.cfg.TargetExact
+		}
+		if err := enc.Encode(m); err != nil {
+			return Summary{}, fmt.Errorf("train: %s: %w", MetricsFile, err)
+		}
+		history = append(history, m)
+		t.report(bar, m)
+		if t.step%t.cfg.CheckpointEvery == 0 || t.step == t.cfg.Steps || stoppedEarly {
+			if err := t.save(wall()); err != nil {
+				return Summary{}, err
+			}
+		}
+		if stoppedEarly {
+			break
+		}
+	}
+	if bar != nil {
+		bar.Finish()
+		fmt.Fprintln(t.log)
+	}
+	if last.N == 0 { // resumed at the end: score the weights as they are
+		if last, err = t.evaluate(); err != nil {
+			return Summary{}, err
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	sum := Summary{
+		Task: t.cfg.Task, Steps: t.step, WallSeconds: wall(), Params: t.model.NumParams(),
+		ExactMatch: last.ExactMatch, TokenAccuracy: last.TokenAccuracy, StoppedEarly: stoppedEarly, Config: t.cfg,
+	}
+	if n := t.step - startStep; n > 0 {
+		sum.MsPerStep = 1000 * elapsed / float64(n)
+	}
+	return sum, t.finish(sum, history)
+}
+
+// trainStep runs one optimisation step on the next batch of the stream.
+func (t *trainer) trainStep() (Metric, error) {
+	batch, err := data.BatchFor(t.task, t.stream.Take(t.cfg.Batch))
+	if err != nil {
+		return Metric{}, err
+	}
+	m := t.model
+	if err := m.SetBatch(batch.Inputs, batch.Lengths); err != nil {
+		return Metric{}, err
+	}
+	if err := m.Targets.Set(batch.Targets, batch.Weights); err != nil {
+		return Metric{}, err
+	}
+	for _, d := range m.Decoder.Dropouts() {
+		if err := d.Resample(uint64(t.step)); err != nil {
+			return Metric{}, err
+		}
+	}
+	metric := Metric{LR: t.sched.LR(t.step)}
+	err = m.Run(func() error {
+		loss, err := graph.Float64s(m.Cost.Value())
+		if err != nil {
+			return err
+		}
+		metric.Loss = loss[0]
+		if metric.GradNorm, err = ClipGradNorm(m.Params, t.clip()); err != nil {
+			return err
+		}
+		if !isFinite(metric.Loss) || !isFinite(metric.GradNorm) {
+			return fmt.Errorf("train: step %d: non-finite loss %v or gradient norm %v; the last good checkpoint is in %s", t.step+1, metric.Loss, metric.GradNorm, t.opt.Out)
+		}
+		return t.optim.Step(metric.LR)
+	})
+	return metric, err
+}
+
+func (t *trainer) clip() float64 {
+	if t.cfg.ClipNorm == 0 {
+		return math.Inf(1)
+	}
+	return t.cfg.ClipNorm
+}
+
+func (t *trainer) evaluate() (EvalResult, error) {
+	if err := t.eval.CopyParamsFrom(t.model); err != nil {
+		return EvalResult{}, err
+	}
+	return Evaluate(t.eval, t.task, t.stream.Test())
+}
+
+// save writes the checkpoint of the current step.
+func (t *trainer) save(wall float64) error {
+	cfgJSON, err := MarshalConfig(t.cfg)
+	if err != nil {
+		return err
+	}
+	stream, err := t.stream.State()
+	if err != nil {
+		return err
+	}
+	state, err := json.Marshal(runState{Step: t.step, Stream: stream, WallSeconds: wall})
+	if err != nil {
+		return err
+	}
+	weights, err := ParamTensors(t.model.Params)
+	if err != nil {
+		return err
+	}
+	return SaveCheckpoint(t.opt.Out, &Checkpoint{
+		Step: t.step, Config: cfgJSON, State: state, Weights: weights, Optimizer: t.optim.State(),
+	})
+}
+
+// restore loads the checkpoint in Out into the freshly built trainer.
+func (t *trainer) restore() error {
+	ck, err := LoadCheckpoint(t.opt.Out)
+	if err != nil {
+		return err
+	}
+	var st runState
+	if err := json.Unmarshal(ck.State, &st); err != nil {
+		return fmt.Errorf("train: checkpoint %s: state.json: %w", t.opt.Out, err)
+	}
+	if err := LoadParams(t.model.Params, ck.Weights, filepath.Join(t.opt.Out, "model.safetensors")); err != nil {
+		return err
+	}
+	if err := t.optim.Restore(st.Step, ck.Optimizer); err != nil {
+		return fmt.Errorf("train: checkpoint %s: optimizer: %w", t.opt.Out, err)
+	}
+	if err := t.stream.Restore(st.Stream); err != nil {
+		return fmt.Errorf("train: checkpoint %s: data stream: %w", t.opt.Out, err)
+	}
+	t.step, t.wall = st.Step, st.WallSeconds
+	return nil
+}
+
+// openMetrics opens metrics.jsonl for appending. A fresh run truncates it; a
+// resumed run keeps the lines up to its step, dropping any written after the
+// checkpoint, and returns them as history for the plots.
+func (t *trainer) openMetrics() (*os.File, []Metric, error) {
+	path := filepath.Join(t.opt.Out, MetricsFile)
+	var history []Metric
+	if t.opt.Resume {
+		if f, err := os.Open(path); err == nil {
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				var m Metric
+				if json.Unmarshal(sc.Bytes(), &m) == nil && m.Step <= t.step {
+					history = append(history, m)
+				}
+			}
+			f.Close()
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("train: %w", err)
+	}
+	enc := json.NewEncoder(f)
+	for _, m := range history {
+		if err := enc.Encode(m); err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("train: %s: %w", path, err)
+		}
+	}
+	return f, history, nil
+}
+
+func (t *trainer) newBar() *progressbar.ProgressBar {
+	if !t.opt.Bar {
+		return nil
+	}
+	bar := progressbar.NewOptions(t.cfg.Steps,
+		progressbar.OptionSetWriter(t.log),
+		progressbar.OptionSetDescription("train "+t.cfg.Task.Name),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetPredictTime(true),
+	)
+	_ = bar.Set(t.step)
+	return bar
+}
+
+// report shows progress: the bar's description carries the latest loss and
+// eval; plain output prints a line per evaluation.
+func (t *trainer) report(bar *progressbar.ProgressBar, m Metric) {
+	line := fmt.Sprintf("step %d/%d loss %.4f lr %.2e", m.Step, t.cfg.Steps, m.Loss, m.LR)
+	if m.Eval != nil {
+		line += fmt.Sprintf(" | held-out exact %.3f token %.3f", m.Eval.ExactMatch, m.Eval.TokenAccuracy)
+	}
+	if bar != nil {
+		bar.Describe(line)
+		_ = bar.Set(m.Step)
+		return
+	}
+	if m.Eval != nil {
+		fmt.Fprintln(t.log, line)
+	}
+}
+
+// finish writes summary.json and the curves plot.
+func (t *trainer) finish(sum Summary, history []Metric) error {
+	b, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return err
+	}
+	err = writeFileAtomic(t.opt.Out, SummaryFile, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("train: %s: %w", SummaryFile, err)
+	}
+	var loss []CurvePoint
+	var eval []EvalPoint
+	for _, m := range history {
+		loss = append(loss, CurvePoint{Step: m.Step, Loss: m.Loss})
+		if m.Eval != nil {
+			eval = append(eval, EvalPoint{Step: m.Step, TokenAccuracy: m.Eval.TokenAccuracy, ExactMatch: m.Eval.ExactMatch})
+		}
+	}
+	title := fmt.Sprintf("%s (%s): %d steps", t.cfg.Task.Name, t.cfg.Task.Params, sum.Steps)
+	return PlotCurves(filepath.Join(t.opt.Out, CurvesFile), title, loss, eval)
+}
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

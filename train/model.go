@@ -1,0 +1,131 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Model is a decoder-only model compiled once for batches of B sequences of S
+// tokens. Every batch re-binds IDs, Pad (and, when training, Targets) and runs
+// the same machine.
+type Model struct {
+	B, S    int
+	DType   tensor.Dtype
+	Decoder *layers.Decoder
+	Params  []graph.Param
+	IDs     *graph.IDs
+	Pad     *graph.MaskNode
+	Logits  *G.Node   // (B, S, Vocab)
+	Weights []*G.Node // per layer (B, H, S, S)
+	// Targets and Cost exist in training models only.
+	Targets *graph.Targets
+	Cost    *G.Node
+	VM      G.VM
+}
+
+// BuildModel builds and compiles the decoder of cfg (resolved) for batches of
+// b sequences of s tokens. A training model also has the cross-entropy cost
+// and its gradients; an inference model runs forward only.
+func BuildModel(cfg Config, b, s int, training bool) (*Model, error) {
+	dt, err := cfg.Dtype()
+	if err != nil {
+		return nil, err
+	}
+	g := G.NewGraph()
+	scope, err := layers.NewScope(g, dt, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := layers.NewDecoder(scope, cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{B: b, S: s, DType: dt, Decoder: dec, Params: dec.Params()}
+	if m.IDs, err = graph.NewIDs(g, b, s, cfg.Model.Vocab, "ids"); err != nil {
+		return nil, err
+	}
+	if m.Pad, err = graph.NewMaskInput(g, dt, b, s, s, "pad"); err != nil {
+		return nil, err
+	}
+	if m.Logits, m.Weights, err = dec.Forward(m.IDs, m.Pad); err != nil {
+		return nil, err
+	}
+	var opts []G.VMOpt
+	if training {
+		if m.Targets, err = graph.NewTargets(g, dt, b*s, cfg.Model.Vocab, "targets"); err != nil {
+			return nil, err
+		}
+		if m.Cost, err = graph.CrossEntropy(m.Logits, m.Targets); err != nil {
+			return nil, err
+		}
+		nodes := graph.Nodes(m.Params)
+		if _, err = G.Grad(m.Cost, nodes...); err != nil {
+			return nil, fmt.Errorf("train: gradient: %w", err)
+		}
+		opts = append(opts, G.BindDualValues(nodes...))
+	}
+	if m.VM, err = graph.NewMachine(g, opts...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// SetBatch binds token ids (B*S, row-major) and the key-padding mask made
+// from per-row lengths for the next run.
+func (m *Model) SetBatch(ids []int, lengths []int) error {
+	if err := m.IDs.Set(ids); err != nil {
+		return err
+	}
+	pad, err := graph.KeyPadding(lengths, m.S, m.S)
+	if err != nil {
+		return err
+	}
+	return m.Pad.Set(pad)
+}
+
+// Run executes the machine once and calls read before the machine is reset,
+// since values may alias buffers the next run reuses.
+func (m *Model) Run(read func() error) error {
+	defer m.VM.Reset()
+	if err := m.VM.RunAll(); err != nil {
+		return fmt.Errorf("train: run: %w", err)
+	}
+	if read == nil {
+		return nil
+	}
+	return read()
+}
+
+// CopyParamsFrom copies every parameter value of src into m: the evaluation
+// model reads the training model's current weights this way.
+func (m *Model) CopyParamsFrom(src *Model) error {
+	if len(src.Params) != len(m.Params) {
+		return fmt.Errorf("train: copy params: %d params, want %d", len(src.Params), len(m.Params))
+	}
+	for i, p := range m.Params {
+		from, to := src.Params[i].Node.Value().(*tensor.Dense), p.Node.Value().(*tensor.Dense)
+		if src.Params[i].Name != p.Name || !from.Shape().Eq(to.Shape()) {
+			return fmt.Errorf("train: copy params: %q %v vs %q %v", src.Params[i].Name, from.Shape(), p.Name, to.Shape())
+		}
+		if err := tensor.Copy(to, from); err != nil {
+			return fmt.Errorf("train: copy params %q: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// Close releases the machine.
+func (m *Model) Close() error { return m.VM.Close() }
+
+// NumParams returns the number of scalar parameters.
+func (m *Model) NumParams() int {
+	n := 0
+	for _, p := range m.Params {
+		n += p.Node.Shape().TotalSize()
+	}
+	return n
+}

@@ -1,0 +1,443 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/qkv-dev/qkv/graph"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Optimizer kinds accepted in OptimizerConfig.Kind.
+const (
+	// OptimizerAdam is Adam without weight decay.
+	OptimizerAdam = "adam"
+	// OptimizerAdamW is Adam with decoupled weight decay (Loshchilov &
+	// Hutter), applied to weight matrices only.
+	OptimizerAdamW = "adamw"
+)
+
+// Defaults used for zero fields of OptimizerConfig: PyTorch's Adam and AdamW
+// defaults, so that runs compare with a PyTorch reference out of the box.
+const (
+	// DefaultBeta1 is the default decay rate of the first moment.
+	DefaultBeta1 = 0.9
+	// DefaultBeta2 is the default decay rate of the second moment.
+	DefaultBeta2 = 0.999
+	// DefaultEps is the default denominator term.
+	DefaultEps = 1e-8
+	// DefaultWeightDecay is the default decay of "adamw" (PyTorch's; minGPT
+	// trains with 0.1).
+	DefaultWeightDecay = 0.01
+)
+
+// Names of the optimizer state tensors: "adam.m.<param>" and
+// "adam.v.<param>". They share one prefix so that a checkpoint can tell
+// optimizer state from parameters by name.
+const (
+	stateFirstMoment  = "adam.m."
+	stateSecondMoment = "adam.v."
+)
+
+// OptimizerConfig selects and tunes the optimizer. A zero field takes its
+// default, so the zero value of every field but Kind is usable. Because zero
+// means "default", Beta1 or Beta2 cannot be set to exactly 0, and "adamw"
+// cannot run with zero decay: use "adam" for that.
+type OptimizerConfig struct {
+	// Kind is "adam" or "adamw".
+	Kind string
+	// Beta1 and Beta2 are the decay rates of the first and second moment
+	// estimates, in [0, 1); defaults 0.9 and 0.999.
+	Beta1, Beta2 float64
+	// Eps is added to the denominator for numerical stability; default 1e-8.
+	Eps float64
+	// WeightDecay is the decoupled decay rate of "adamw" (default 0.01).
+	// "adam" has no decay and ignores it (WithDefaults sets it to 0), so that
+	// one training configuration can switch kinds without editing the decay.
+	WeightDecay float64
+}
+
+// WithDefaults returns c with every zero field replaced by its default and,
+// for "adam", the weight decay it ignores set to 0, so that the result shows
+// the update actually applied.
+func (c OptimizerConfig) WithDefaults() OptimizerConfig {
+	if c.Beta1 == 0 {
+		c.Beta1 = DefaultBeta1
+	}
+	if c.Beta2 == 0 {
+		c.Beta2 = DefaultBeta2
+	}
+	if c.Eps == 0 {
+		c.Eps = DefaultEps
+	}
+	switch c.Kind {
+	case OptimizerAdamW:
+		if c.WeightDecay == 0 {
+			c.WeightDecay = DefaultWeightDecay
+		}
+	case OptimizerAdam:
+		c.WeightDecay = 0
+	}
+	return c
+}
+
+// Validate reports whether c, after defaults, describes a usable optimizer,
+// so that a training configuration can be rejected before a graph is built.
+// A negative or non-finite weight decay is an error for "adam" too: it is a
+// broken configuration even where it is ignored.
+func (c OptimizerConfig) Validate() error {
+	if !(c.WeightDecay >= 0) || math.IsInf(c.WeightDecay, 1) {
+		return fmt.Errorf("train: optimizer: weight decay %v must be finite and non-negative", c.WeightDecay)
+	}
+	c = c.WithDefaults()
+	switch c.Kind {
+	case OptimizerAdam, OptimizerAdamW:
+	case "":
+		return fmt.Errorf("train: optimizer: kind is empty: want %q or %q", OptimizerAdam, OptimizerAdamW)
+	default:
+		return fmt.Errorf("train: optimizer: unknown kind %q: want %q or %q", c.Kind, OptimizerAdam, OptimizerAdamW)
+	}
+	if !(c.Beta1 >= 0 && c.Beta1 < 1) {
+		return fmt.Errorf("train: optimizer: beta1 %v is outside [0, 1)", c.Beta1)
+	}
+	if !(c.Beta2 >= 0 && c.Beta2 < 1) {
+		return fmt.Errorf("train: optimizer: beta2 %v is outside [0, 1)", c.Beta2)
+	}
+	if !(c.Eps >= 0) || math.IsInf(c.Eps, 1) {
+		return fmt.Errorf("train: optimizer: eps %v must be finite and non-negative", c.Eps)
+	}
+	return nil
+}
+
+// Optimizer is Adam or AdamW over a fixed list of parameters, written here
+// because gorgonia v0.9.18's NewAdamW never changes the weights. The update
+// is computed in float64 for float32 and float64 parameters alike, and the
+// moments are kept in float64 so that State and Restore round-trip exactly.
+type Optimizer struct {
+	cfg    OptimizerConfig
+	params []graph.Param
+	shapes []tensor.Shape
+	decay  []bool      // whether AdamW decays params[i]
+	m, v   [][]float64 // first and second moment estimates
+	step   int         // updates applied so far
+	bufs   []stepBufs  // reused by Step
+}
+
+// stepBufs are the backing slices of one parameter and its gradient, of
+// which exactly one pair (32 or 64) is set.
+type stepBufs struct {
+	p32, g32 []float32
+	p64, g64 []float64
+}
+
+// NewOptimizer returns an optimizer for params with zero moments and step
+// count 0. Every parameter must have a unique non-empty name and a float32
+// or float64 *tensor.Dense value. Gradients are read from p.Node.Grad() at
+// each Step, so the training machine must be made with
+// G.BindDualValues(params...).
+func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(params) == 0 {
+		return nil, errors.New("train: optimizer: no parameters to optimize")
+	}
+	o := &Optimizer{
+		cfg:    cfg.WithDefaults(),
+		params: slices.Clone(params),
+		shapes: make([]tensor.Shape, len(params)),
+		decay:  make([]bool, len(params)),
+		m:      make([][]float64, len(params)),
+		v:      make([][]float64, len(params)),
+		bufs:   make([]stepBufs, len(params)),
+	}
+	seen := make(map[string]bool, len(params))
+	for i, p := range params {
+		if p.Name == "" {
+			return nil, fmt.Errorf("train: optimizer: parameter %d has no name", i)
+		}
+		if seen[p.Name] {
+			return nil, fmt.Errorf("train: optimizer: parameter name %q is used twice", p.Name)
+		}
+		seen[p.Name] = true
+		if p.Node == nil {
+			return nil, fmt.Errorf("train: optimizer: parameter %q has no node", p.Name)
+		}
+		d, ok := p.Node.Value().(*tensor.Dense)
+		if !ok {
+			return nil, fmt.Errorf("train: optimizer: parameter %q: value is %T, want a *tensor.Dense", p.Name, p.Node.Value())
+		}
+		if _, _, err := floatData(d); err != nil {
+			return nil, fmt.Errorf("train: optimizer: parameter %q: %w", p.Name, err)
+		}
+		o.shapes[i] = d.Shape().Clone()
+		o.decay[i] = o.cfg.Kind == OptimizerAdamW && decays(p.Name, d.Dims())
+		n := o.shapes[i].TotalSize()
+		o.m[i] = make([]float64, n)
+		o.v[i] = make([]float64, n)
+	}
+	return o, nil
+}
+
+// decays reports whether AdamW applies weight decay to a parameter: only to
+// weight matrices and higher, never to biases or LayerNorm gains and biases
+// (vectors) nor to embeddings, whose rows are pulled to zero when their token
+// is rare. This is minGPT's split.
+func decays(name string, dims int) bool {
+	return dims >= 2 && !strings.Contains(name, "emb")
+}
+
+// Config returns the configuration in use, defaults filled in, for logs and
+// checkpoint metadata.
+func (o *Optimizer) Config() OptimizerConfig { return o.cfg }
+
+// StepCount returns the number of updates applied so far, which sets the bias
+// correction of the next one; checkpoints store it next to State.
+func (o *Optimizer) StepCount() int { return o.step }
+
+// DecayedParams returns the names of the parameters that receive weight
+// decay (none for "adam"), so that a training log can show the split and a
+// misnamed embedding is noticed.
+func (o *Optimizer) DecayedParams() []string {
+	var out []string
+	for i, p := range o.params {
+		if o.decay[i] {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// Step applies one Adam or AdamW update with learning rate lr to every
+// parameter, in place, from the gradients p.Node.Grad() hold now:
+//
+//	m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g²
+//	p = p (1 - lr wd) - lr/(1-b1^t) · m / (sqrt(v)/sqrt(1-b2^t) + eps)
+//
+// as PyTorch's AdamW computes it (wd = 0 for Adam and for parameters that
+// are not decayed).
+//
+// Step then zeroes the gradients, as gorgonia's own solvers do: a tape
+// machine made with G.BindDualValues adds each run's gradients to the dual
+// values instead of overwriting them, so without this every step would see
+// the sum of all gradients so far.
+//
+// All gradients are checked first: a missing or non-finite gradient returns
+// an error naming the parameter and changes nothing (parameters, gradients,
+// moments, step count). To skip such a batch and go on, call ZeroGrads.
+func (o *Optimizer) Step(lr float64) error {
+	if !(lr >= 0) || math.IsInf(lr, 1) {
+		return fmt.Errorf("train: optimizer: learning rate %v must be finite and non-negative", lr)
+	}
+	for i, p := range o.params {
+		b, err := o.buffers(i)
+		if err != nil {
+			return fmt.Errorf("train: optimizer: parameter %q: %w", p.Name, err)
+		}
+		if j, x, ok := firstNonFinite(b.g32, b.g64); !ok {
+			return fmt.Errorf("train: optimizer: gradient of %q is not finite: element %d is %v", p.Name, j, x)
+		}
+		o.bufs[i] = b
+	}
+	o.step++
+	t := float64(o.step)
+	c := adamCoef{
+		b1:       o.cfg.Beta1,
+		b2:       o.cfg.Beta2,
+		eps:      o.cfg.Eps,
+		stepSize: lr / (1 - math.Pow(o.cfg.Beta1, t)),
+		sqrtBC2:  math.Sqrt(1 - math.Pow(o.cfg.Beta2, t)),
+	}
+	for i, b := range o.bufs {
+		c.keep = 1
+		if o.decay[i] {
+			c.keep = 1 - lr*o.cfg.WeightDecay
+		}
+		if b.p64 != nil {
+			adamUpdate(b.p64, b.g64, o.m[i], o.v[i], c)
+		} else {
+			adamUpdate(b.p32, b.g32, o.m[i], o.v[i], c)
+		}
+		clear(b.g32)
+		clear(b.g64)
+		o.bufs[i] = stepBufs{} // drop references to the graph's buffers
+	}
+	return nil
+}
+
+// buffers returns the current backing slices of parameter i and of its
+// gradient. They are looked up at every step because the machine owns them.
+func (o *Optimizer) buffers(i int) (stepBufs, error) {
+	p := o.params[i]
+	n := o.shapes[i].TotalSize()
+	var b stepBufs
+	var err error
+	if b.p32, b.p64, err = floatData(p.Node.Value()); err != nil {
+		return b, fmt.Errorf("value: %w", err)
+	}
+	if l := len(b.p32) + len(b.p64); l != n {
+		return b, fmt.Errorf("value has %d elements, the optimizer was made for shape %v (%d)", l, o.shapes[i], n)
+	}
+	gv, err := p.Node.Grad()
+	if err != nil || gv == nil {
+		return b, errors.New("no gradient: make the machine with G.BindDualValues(params...) and run it before Step")
+	}
+	if b.g32, b.g64, err = floatData(gv); err != nil {
+		return b, fmt.Errorf("gradient: %w", err)
+	}
+	if (b.p32 == nil) != (b.g32 == nil) {
+		return b, fmt.Errorf("gradient dtype %v differs from the parameter's %v", gv.Dtype(), p.Node.Value().Dtype())
+	}
+	if l := len(b.g32) + len(b.g64); l != n {
+		return b, fmt.Errorf("gradient has %d elements, want %d", l, n)
+	}
+	return b, nil
+}
+
+// adamCoef holds the per-step constants of the update.
+type adamCoef struct {
+	b1, b2, eps       float64
+	stepSize, sqrtBC2 float64 // lr/(1-b1^t), sqrt(1-b2^t)
+	keep              float64 // 1 - lr*wd, or 1 without decay
+}
+
+// adamUpdate applies one update to p in float64 and stores it back in p's
+// dtype.
+func adamUpdate[T float32 | float64](p, g []T, m, v []float64, c adamCoef) {
+	for j := range p {
+		gj := float64(g[j])
+		m[j] = c.b1*m[j] + (1-c.b1)*gj
+		v[j] = c.b2*v[j] + (1-c.b2)*gj*gj
+		x := float64(p[j])
+		if c.keep != 1 {
+			x *= c.keep
+		}
+		p[j] = T(x - c.stepSize*m[j]/(math.Sqrt(v[j])/c.sqrtBC2+c.eps))
+	}
+}
+
+// State returns copies of the moment estimates, two tensors per parameter in
+// parameter order: "adam.m.<name>" then "adam.v.<name>", each of the
+// parameter's shape and DType tensor.Float64, so that a checkpoint stores
+// them without rounding. Save StepCount with them.
+func (o *Optimizer) State() []NamedTensor {
+	out := make([]NamedTensor, 0, 2*len(o.params))
+	for i, p := range o.params {
+		out = append(out,
+			NamedTensor{Name: stateFirstMoment + p.Name, Shape: slices.Clone([]int(o.shapes[i])), DType: tensor.Float64, Data: slices.Clone(o.m[i])},
+			NamedTensor{Name: stateSecondMoment + p.Name, Shape: slices.Clone([]int(o.shapes[i])), DType: tensor.Float64, Data: slices.Clone(o.v[i])},
+		)
+	}
+	return out
+}
+
+// Restore replaces the moments and the step count with a state saved by
+// State and StepCount, so that training continues bit for bit as if it had
+// never stopped (the parameters themselves are restored separately). state
+// must hold exactly the tensors State returns, in any order. Nothing changes
+// unless all of them are present, known, of the right shape and length, and
+// finite (second moments non-negative): a mismatched checkpoint is an error
+// naming the tensor, not a silently reset optimizer. DType is not checked;
+// Data is float64 in any case.
+func (o *Optimizer) Restore(step int, state []NamedTensor) error {
+	if step < 0 {
+		return fmt.Errorf("train: optimizer: restore: step count %d is negative", step)
+	}
+	type slot struct {
+		param  int
+		second bool
+	}
+	slots := make(map[string]slot, 2*len(o.params))
+	for i, p := range o.params {
+		slots[stateFirstMoment+p.Name] = slot{i, false}
+		slots[stateSecondMoment+p.Name] = slot{i, true}
+	}
+	m := make([][]float64, len(o.params))
+	v := make([][]float64, len(o.params))
+	for _, nt := range state {
+		s, ok := slots[nt.Name]
+		if !ok {
+			return fmt.Errorf("train: optimizer: restore: unknown state tensor %q", nt.Name)
+		}
+		dst := &m[s.param]
+		if s.second {
+			dst = &v[s.param]
+		}
+		if *dst != nil {
+			return fmt.Errorf("train: optimizer: restore: state tensor %q appears twice", nt.Name)
+		}
+		want := o.shapes[s.param]
+		if !slices.Equal(nt.Shape, []int(want)) {
+			return fmt.Errorf("train: optimizer: restore: state tensor %q has shape %v, want %v", nt.Name, nt.Shape, want)
+		}
+		if len(nt.Data) != want.TotalSize() {
+			return fmt.Errorf("train: optimizer: restore: state tensor %q has %d values, want %d for shape %v", nt.Name, len(nt.Data), want.TotalSize(), want)
+		}
+		for j, x := range nt.Data {
+			if math.IsNaN(x) || math.IsInf(x, 0) || (s.second && x < 0) {
+				return fmt.Errorf("train: optimizer: restore: state tensor %q: element %d is %v", nt.Name, j, x)
+			}
+		}
+		*dst = slices.Clone(nt.Data)
+	}
+	for i, p := range o.params {
+		if m[i] == nil {
+			return fmt.Errorf("train: optimizer: restore: state tensor %q is missing", stateFirstMoment+p.Name)
+		}
+		if v[i] == nil {
+			return fmt.Errorf("train: optimizer: restore: state tensor %q is missing", stateSecondMoment+p.Name)
+		}
+	}
+	o.m, o.v, o.step = m, v, step
+	return nil
+}
+
+// floatData returns the backing slice of a float32 or float64 dense value
+// (exactly one of the two results is non-nil), without copying, so that
+// parameters and gradients can be updated in place. Dense.Data would return
+// a scalar for a 0-d tensor; the typed accessors always return the slice.
+func floatData(v G.Value) ([]float32, []float64, error) {
+	d, ok := v.(*tensor.Dense)
+	if !ok {
+		return nil, nil, fmt.Errorf("value is %T, want a *tensor.Dense", v)
+	}
+	if d.IsView() {
+		return nil, nil, errors.New("value is a view; its backing array is not the tensor")
+	}
+	switch d.Dtype() {
+	case tensor.Float32:
+		return nonNil(d.Float32s()), nil, nil
+	case tensor.Float64:
+		return nil, nonNil(d.Float64s()), nil
+	default:
+		return nil, nil, fmt.Errorf("dtype %v is not float32 or float64", d.Dtype())
+	}
+}
+
+// nonNil keeps an empty slice distinguishable from "not this dtype".
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// firstNonFinite returns the index and value of the first NaN or infinite
+// element of whichever slice is set, and ok = false if there is one.
+func firstNonFinite(f32 []float32, f64 []float64) (int, float64, bool) {
+	for j, x := range f32 {
+		if y := float64(x); math.IsNaN(y) || math.IsInf(y, 0) {
+			return j, y, false
+		}
+	}
+	for j, x := range f64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return j, x, false
+		}
+	}
+	return 0, 0, true
+}

@@ -1,0 +1,816 @@
+package train
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/palette"
+	"gonum.org/v1/plot/palette/moreland"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// CurvePoint is one training-loss measurement: the loss observed at a
+// training step. Points whose Loss is NaN or infinite are skipped when
+// plotting.
+type CurvePoint struct {
+	Step int
+	Loss float64
+}
+
+// EvalPoint is one evaluation measurement taken at a training step.
+// TokenAccuracy is the fraction of target tokens predicted correctly and
+// ExactMatch the fraction of examples whose whole target was correct; both
+// are expected to lie in [0, 1]. Points with a NaN or infinite metric are
+// skipped for that metric.
+type EvalPoint struct {
+	Step          int
+	TokenAccuracy float64
+	ExactMatch    float64
+}
+
+// AttentionMap is the attention pattern of one head of one layer for a single
+// input sequence. Weights is Sq x Sk: Weights[q][k] is how much query
+// position q attends to key position k (rows are queries, and each row of a
+// softmax attention map sums to 1). Values are drawn on a fixed 0..1 colour
+// scale; values outside it are clamped and NaN cells are drawn grey.
+type AttentionMap struct {
+	Layer, Head int
+	Weights     [][]float64
+}
+
+// plotDPI is the resolution of the PNG files written by this package; sizes
+// below are given in pixels and converted to points with px.
+const plotDPI = 96
+
+// px converts a size in pixels at plotDPI to a vg.Length (points).
+func px(n float64) vg.Length { return vg.Length(n * 72 / plotDPI) }
+
+// Curve-plot sizes in pixels.
+const (
+	curvesWidthPx       = 900
+	curvesOnePanelPx    = 450 // height with a single panel (loss or eval only)
+	curvesTwoPanelsPx   = 750 // height with loss and eval panels stacked
+	curvesTitleBandPx   = 36
+	curvesEMAMinPoints  = 30 // add a smoothed loss line from this many points on
+	curvesMaxGlyphs     = 60 // draw point markers on eval lines up to this many points
+	attnMaxImageSidePx  = 4096
+	attnPanelMarginPx   = 95 // room for panel title, tick labels and padding
+	attnColorBarBandPx  = 100
+	attnTitleBandPx     = 40
+	attnDataTargetPx    = 320 // preferred side of one heatmap's data area
+	attnMinLabelPitchPx = 11  // minimum distance between two token labels
+	attnMinDataPx       = 160 // minimum side of one heatmap's data area
+)
+
+var (
+	colLossRaw    = color.NRGBA{R: 31, G: 119, B: 180, A: 255}
+	colLossFaint  = color.NRGBA{R: 31, G: 119, B: 180, A: 90}
+	colLossSmooth = color.NRGBA{R: 8, G: 48, B: 107, A: 255}
+	colTokenAcc   = color.NRGBA{R: 230, G: 120, B: 20, A: 255}
+	colExactMatch = color.NRGBA{R: 44, G: 160, B: 44, A: 255}
+	colGrid       = color.Gray{Y: 225}
+	colNaN        = color.Gray{Y: 128}
+)
+
+// PlotCurves writes a PNG line chart of a training run to path.
+//
+// The upper panel shows the training loss over steps, on a logarithmic
+// y axis when every plotted loss is positive (linear otherwise); with
+// many points a smoothed (exponential moving average) loss is drawn over the
+// faint raw curve. The lower panel shows token accuracy and exact match over
+// steps on a 0..1 axis. A panel whose series is empty is left out, so the
+// image is 900x750 pixels with both panels and 900x450 with one (e.g. before
+// the first evaluation). Points are sorted by step; non-finite values are
+// skipped. title is drawn above the panels and may be empty.
+//
+// The file is written atomically: the PNG goes to a temporary file in the
+// same directory, which is then renamed over path. The directory must exist.
+// It is an error if there is nothing to plot.
+func PlotCurves(path string, title string, loss []CurvePoint, eval []EvalPoint) error {
+	lossXY := make(plotter.XYs, 0, len(loss))
+	for _, p := range slices.SortedStableFunc(slices.Values(loss), func(a, b CurvePoint) int { return cmp.Compare(a.Step, b.Step) }) {
+		if plotFinite(p.Loss) {
+			lossXY = append(lossXY, plotter.XY{X: float64(p.Step), Y: p.Loss})
+		}
+	}
+	var accXY, emXY plotter.XYs
+	for _, p := range slices.SortedStableFunc(slices.Values(eval), func(a, b EvalPoint) int { return cmp.Compare(a.Step, b.Step) }) {
+		if plotFinite(p.TokenAccuracy) {
+			accXY = append(accXY, plotter.XY{X: float64(p.Step), Y: p.TokenAccuracy})
+		}
+		if plotFinite(p.ExactMatch) {
+			emXY = append(emXY, plotter.XY{X: float64(p.Step), Y: p.ExactMatch})
+		}
+	}
+	if len(lossXY) == 0 && len(accXY) == 0 && len(emXY) == 0 {
+		if len(loss) == 0 && len(eval) == 0 {
+			return plotErr(path, errors.New("no loss or eval points"))
+		}
+		return plotErr(path, errors.New("no finite loss or eval values"))
+	}
+
+	// A shared x range so that stacked panels line up step for step.
+	xmin, xmax := math.Inf(1), math.Inf(-1)
+	for _, s := range []plotter.XYs{lossXY, accXY, emXY} {
+		for _, p := range s {
+			xmin, xmax = math.Min(xmin, p.X), math.Max(xmax, p.X)
+		}
+	}
+	if xmin == xmax {
+		xmin, xmax = xmin-1, xmax+1
+	}
+
+	var panels []*plot.Plot
+	var series [][]plotter.XYs // the data of each panel, for placing legends
+	// Legend corners in order of preference: loss falls, so the top right is
+	// usually empty; accuracies rise, so the bottom right is.
+	var prefs [][]legendCorner
+	if len(lossXY) > 0 {
+		p, err := lossPanel(lossXY)
+		if err != nil {
+			return plotErr(path, err)
+		}
+		panels = append(panels, p)
+		series = append(series, []plotter.XYs{lossXY})
+		prefs = append(prefs, []legendCorner{topRight, bottomLeft, topLeft, bottomRight})
+	}
+	if len(accXY) > 0 || len(emXY) > 0 {
+		p, err := evalPanel(accXY, emXY)
+		if err != nil {
+			return plotErr(path, err)
+		}
+		panels = append(panels, p)
+		series = append(series, []plotter.XYs{accXY, emXY})
+		prefs = append(prefs, []legendCorner{bottomRight, topLeft, bottomLeft, topRight})
+	}
+	for i, p := range panels {
+		p.X.Min, p.X.Max = xmin, xmax
+		p.X.Tick.Marker = linearTicker{}
+		if i == len(panels)-1 {
+			p.X.Label.Text = "step"
+		}
+		placeLegend(p, prefs[i], series[i]...)
+	}
+
+	heightPx := float64(curvesOnePanelPx)
+	if len(panels) == 2 {
+		heightPx = curvesTwoPanelsPx
+	}
+	return renderPNG(path, px(curvesWidthPx), px(heightPx), func(dc draw.Canvas) {
+		dc = drawTitle(dc, title, 15, titleBandHeight(title, px(curvesTitleBandPx)))
+		grid := make([][]*plot.Plot, len(panels))
+		for i, p := range panels {
+			grid[i] = []*plot.Plot{p}
+		}
+		tiles := draw.Tiles{
+			Rows: len(panels), Cols: 1,
+			PadY:   px(18),
+			PadTop: px(6), PadBottom: px(8), PadLeft: px(10), PadRight: px(20),
+		}
+		canvases := plot.Align(grid, tiles, dc)
+		for i, p := range panels {
+			p.Draw(canvases[i][0])
+		}
+	})
+}
+
+// lossPanel builds the training-loss panel.
+func lossPanel(xy plotter.XYs) (*plot.Plot, error) {
+	p := newStyledPlot()
+	p.Y.Label.Text = "training loss"
+
+	positive := true
+	ymin, ymax := math.Inf(1), math.Inf(-1)
+	for _, q := range xy {
+		positive = positive && q.Y > 0
+		ymin, ymax = math.Min(ymin, q.Y), math.Max(ymax, q.Y)
+	}
+
+	raw, err := plotter.NewLine(xy)
+	if err != nil {
+		return nil, err
+	}
+	raw.Width = vg.Points(1)
+	raw.Color = colLossRaw
+	p.Add(raw)
+	if len(xy) >= curvesEMAMinPoints {
+		raw.Color = colLossFaint
+		smooth, err := plotter.NewLine(emaSmooth(xy, positive))
+		if err != nil {
+			return nil, err
+		}
+		smooth.Width = vg.Points(1.8)
+		smooth.Color = colLossSmooth
+		p.Add(smooth)
+		p.Legend.Add("loss", raw)
+		p.Legend.Add("loss (EMA)", smooth)
+	} else {
+		raw.Width = vg.Points(1.5)
+		if len(xy) <= curvesMaxGlyphs {
+			pts, err := plotter.NewScatter(xy)
+			if err != nil {
+				return nil, err
+			}
+			pts.GlyphStyle = draw.GlyphStyle{Color: colLossRaw, Radius: px(2.5), Shape: draw.CircleGlyph{}}
+			p.Add(pts)
+		}
+		p.Legend.Add("training loss", raw)
+	}
+
+	if positive {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = logTicker{}
+		if ymin == ymax {
+			ymin, ymax = ymin/2, ymax*2
+		} else {
+			// A little headroom (in log space) so the curve does not touch
+			// the frame.
+			r := math.Log10(ymax) - math.Log10(ymin)
+			ymin, ymax = ymin/math.Pow(10, 0.03*r), ymax*math.Pow(10, 0.03*r)
+		}
+		p.Y.Min, p.Y.Max = ymin, ymax
+	}
+	return p, nil
+}
+
+// evalPanel builds the token-accuracy / exact-match panel.
+func evalPanel(acc, em plotter.XYs) (*plot.Plot, error) {
+	p := newStyledPlot()
+	p.Y.Label.Text = "accuracy"
+	add := func(xy plotter.XYs, name string, c color.Color, shape draw.GlyphDrawer, dashes []vg.Length) error {
+		if len(xy) == 0 {
+			return nil
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color, l.Width, l.Dashes = c, vg.Points(1.6), dashes
+		p.Add(l)
+		if len(xy) <= curvesMaxGlyphs {
+			s, err := plotter.NewScatter(xy)
+			if err != nil {
+				return err
+			}
+			s.GlyphStyle = draw.GlyphStyle{Color: c, Radius: px(3), Shape: shape}
+			p.Add(s)
+			p.Legend.Add(name, l, s)
+		} else {
+			p.Legend.Add(name, l)
+		}
+		return nil
+	}
+	if err := add(acc, "token accuracy", colTokenAcc, draw.CircleGlyph{}, nil); err != nil {
+		return nil, err
+	}
+	if err := add(em, "exact match", colExactMatch, draw.BoxGlyph{}, []vg.Length{vg.Points(5), vg.Points(2)}); err != nil {
+		return nil, err
+	}
+	ymin, ymax := 0.0, 1.0
+	for _, s := range []plotter.XYs{acc, em} {
+		for _, q := range s {
+			ymin, ymax = math.Min(ymin, q.Y), math.Max(ymax, q.Y)
+		}
+	}
+	p.Y.Min, p.Y.Max = ymin, ymax
+	p.Y.Tick.Marker = plot.ConstantTicks(unitTicks())
+	return p, nil
+}
+
+// legendCorner is a corner of a plot's data area.
+type legendCorner struct{ top, left bool }
+
+var (
+	topRight    = legendCorner{top: true}
+	topLeft     = legendCorner{top: true, left: true}
+	bottomRight = legendCorner{}
+	bottomLeft  = legendCorner{left: true}
+)
+
+// placeLegend puts p's legend in the corner of the data area that the data
+// in series crosses least, preferring corners in the order of prefs. The
+// axis ranges of p must be set.
+func placeLegend(p *plot.Plot, prefs []legendCorner, series ...plotter.XYs) {
+	// The legend covers roughly this fraction of the data area.
+	const fx, fy = 0.3, 0.25
+	hits := func(c legendCorner) int {
+		in := func(x, y float64) bool {
+			nx, ny := p.X.Norm(x), p.Y.Norm(y)
+			okX := (c.left && nx <= fx) || (!c.left && nx >= 1-fx)
+			okY := (c.top && ny >= 1-fy) || (!c.top && ny <= fy)
+			return okX && okY
+		}
+		n := 0
+		for _, xy := range series {
+			for i, q := range xy {
+				if in(q.X, q.Y) {
+					n++
+				}
+				if i == 0 {
+					continue
+				}
+				// Samples along the segment from the previous point, so
+				// that a line crossing the corner counts too.
+				prev := xy[i-1]
+				for k := 1; k < 8; k++ {
+					t := float64(k) / 8
+					if in(prev.X+t*(q.X-prev.X), prev.Y+t*(q.Y-prev.Y)) {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	best, bestHits := prefs[0], math.MaxInt
+	for _, c := range prefs {
+		if h := hits(c); h < bestHits {
+			best, bestHits = c, h
+		}
+	}
+	p.Legend.Top, p.Legend.Left = best.top, best.left
+	p.Legend.XOffs, p.Legend.YOffs = -px(6), -px(6)
+	if best.left {
+		p.Legend.XOffs = px(6)
+	}
+	if !best.top {
+		p.Legend.YOffs = px(6)
+	}
+}
+
+// unitTicks returns ticks for a 0..1 axis: labelled every 0.2, minor every 0.1.
+func unitTicks() []plot.Tick {
+	var ts []plot.Tick
+	for i := 0; i <= 10; i++ {
+		v := float64(i) / 10
+		t := plot.Tick{Value: v}
+		if i%2 == 0 {
+			t.Label = strconv.FormatFloat(v, 'f', 1, 64)
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// emaSmooth returns the bias-corrected exponential moving average of xy's Y
+// values (in log space when logSpace is set), with a span of about 5% of the
+// points.
+func emaSmooth(xy plotter.XYs, logSpace bool) plotter.XYs {
+	span := math.Min(math.Max(float64(len(xy))/20, 5), 200)
+	beta := 1 - 2/(span+1)
+	out := make(plotter.XYs, len(xy))
+	s, corr := 0.0, 1.0
+	for i, q := range xy {
+		v := q.Y
+		if logSpace {
+			v = math.Log(v)
+		}
+		s = beta*s + (1-beta)*v
+		corr *= beta
+		m := s / (1 - corr)
+		if logSpace {
+			m = math.Exp(m)
+		}
+		out[i] = plotter.XY{X: q.X, Y: m}
+	}
+	return out
+}
+
+// newStyledPlot returns a plot with light grid lines and the fonts and legend
+// layout used by PlotCurves.
+func newStyledPlot() *plot.Plot {
+	p := plot.New()
+	g := plotter.NewGrid()
+	g.Vertical.Color, g.Horizontal.Color = colGrid, colGrid
+	g.Vertical.Width, g.Horizontal.Width = vg.Points(0.6), vg.Points(0.6)
+	p.Add(g)
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
+	p.Legend.ThumbnailWidth = px(28)
+	p.Legend.Padding = px(3)
+	p.X.Tick.Label.Font.Size = vg.Points(10)
+	p.Y.Tick.Label.Font.Size = vg.Points(10)
+	p.X.Label.TextStyle.Font.Size = vg.Points(11)
+	p.Y.Label.TextStyle.Font.Size = vg.Points(11)
+	return p
+}
+
+// linearTicker places labelled ticks for training steps on a 1-2-5 sequence
+// (4 to 10 labels, but never closer than one step) with an unlabelled minor
+// tick between neighbours.
+type linearTicker struct{}
+
+// Ticks implements plot.Ticker.
+func (linearTicker) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || math.IsInf(hi-lo, 0) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	mag := math.Pow(10, math.Floor(math.Log10((hi-lo)/4)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if (hi-lo)/(m*mag) <= 10 {
+			step = m * mag
+			break
+		}
+	}
+	step = math.Max(step, 1)
+	var ts []plot.Tick
+	for i := math.Floor(lo / step); i*step <= hi+step/2; i++ {
+		v := i * step
+		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
+		if step > 1 {
+			ts = append(ts, plot.Tick{Value: v + step/2})
+		}
+	}
+	return ts
+}
+
+// logTicker places ticks on a log-scale axis: labels on 1-2-5 (or denser)
+// mantissas so that even a range of less than one decade gets at least two
+// labels, and unlabelled minor ticks on the other integer mantissas.
+type logTicker struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicker) Ticks(min, max float64) []plot.Tick {
+	if !(min > 0) || !(max > min) || math.IsInf(max, 0) {
+		return plot.DefaultTicks{}.Ticks(min, max)
+	}
+	lo := int(math.Floor(math.Log10(min)))
+	hi := int(math.Ceil(math.Log10(max)))
+	if hi-lo > 60 {
+		return plot.DefaultTicks{}.Ticks(min, max)
+	}
+	value := func(m, e int) float64 {
+		// Parse the decimal text rather than multiply so that 3e-1 is the
+		// float nearest 0.3, giving clean labels.
+		v, _ := strconv.ParseFloat(strconv.Itoa(m)+"e"+strconv.Itoa(e), 64)
+		return v
+	}
+	count := func(ms []int) int {
+		n := 0
+		for e := lo; e <= hi; e++ {
+			for _, m := range ms {
+				if v := value(m, e); v >= min && v <= max {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	sets := [][]int{{1}, {1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}
+	// Fewer than ~10 decades: prefer at least 3 labels; many decades: powers
+	// of ten only, thinned below.
+	chosen := -1
+	for i, ms := range sets {
+		if count(ms) >= 3 {
+			chosen = i
+			break
+		}
+	}
+	if chosen < 0 {
+		if count(sets[2]) < 2 {
+			return plot.DefaultTicks{}.Ticks(min, max)
+		}
+		chosen = 2
+	}
+	labelled := map[int]bool{}
+	for _, m := range sets[chosen] {
+		labelled[m] = true
+	}
+	every := 1
+	if chosen == 0 {
+		every = (hi-lo)/8 + 1
+	}
+	minors := 9 // over many decades, minor ticks on powers of ten only
+	if hi-lo > 6 {
+		minors = 1
+	}
+	var ts []plot.Tick
+	for e := lo; e <= hi; e++ {
+		for m := 1; m <= minors; m++ {
+			v := value(m, e)
+			t := plot.Tick{Value: v}
+			if labelled[m] && (chosen != 0 || (e-lo)%every == 0) {
+				t.Label = strconv.FormatFloat(v, 'g', 6, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// PlotAttention writes a PNG grid of attention heatmaps to path: one panel per
+// map, rows are layers and columns heads (both in increasing order; a missing
+// layer×head combination leaves its cell empty). Each panel, titled
+// "layer L head H", shows Weights with the key tokens along the x axis and the
+// query tokens down the y axis, query 0 at the top. All panels share one
+// 0..1 colour scale, shown by a colour bar on the right. title is drawn above
+// the grid and may be empty.
+//
+// tokens labels the sequence positions: every map must be
+// len(tokens) x len(tokens). It is an error if tokens or maps is empty, if a
+// matrix is ragged or does not match the token count, or if a layer/head
+// pair occurs twice. The file is written atomically like PlotCurves.
+func PlotAttention(path string, title string, tokens []string, maps []AttentionMap) error {
+	n := len(tokens)
+	if n == 0 {
+		return plotErr(path, errors.New("no tokens"))
+	}
+	if len(maps) == 0 {
+		return plotErr(path, errors.New("no attention maps"))
+	}
+	type key struct{ layer, head int }
+	seen := map[key]bool{}
+	var layers, heads []int
+	for i, m := range maps {
+		k := key{m.Layer, m.Head}
+		if seen[k] {
+			return plotErr(path, fmt.Errorf("map %d: duplicate layer %d head %d", i, m.Layer, m.Head))
+		}
+		seen[k] = true
+		if len(m.Weights) != n {
+			return plotErr(path, fmt.Errorf("layer %d head %d: %d query rows, want %d (one per token)", m.Layer, m.Head, len(m.Weights), n))
+		}
+		for q, row := range m.Weights {
+			if len(row) != n {
+				return plotErr(path, fmt.Errorf("layer %d head %d: query row %d has %d keys, want %d (one per token)", m.Layer, m.Head, q, len(row), n))
+			}
+		}
+		if !slices.Contains(layers, m.Layer) {
+			layers = append(layers, m.Layer)
+		}
+		if !slices.Contains(heads, m.Head) {
+			heads = append(heads, m.Head)
+		}
+	}
+	slices.Sort(layers)
+	slices.Sort(heads)
+	rows, cols := len(layers), len(heads)
+
+	// Size the cells: about attnDataTargetPx per heatmap (at least
+	// attnMinDataPx for very short sequences), 14 to 40 px per cell, but at
+	// least 4 px and small enough to keep the image within
+	// attnMaxImageSidePx.
+	cell := math.Min(math.Max(attnDataTargetPx/float64(n), 14), math.Max(40, attnMinDataPx/float64(n)))
+	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / float64(n)
+	maxCellH := (float64(attnMaxImageSidePx-attnTitleBandPx)/float64(rows) - attnPanelMarginPx) / float64(n)
+	cell = math.Max(math.Min(cell, math.Min(maxCellW, maxCellH)), 4)
+	// Token labels: the font follows the cell size; when cells are too small
+	// to label every token, label every labelEvery-th one. Key labels are
+	// turned vertical when they would not fit side by side.
+	fontPt := math.Min(math.Max(cell*0.55*72/plotDPI, 7), 11)
+	labelEvery := int(math.Ceil(attnMinLabelPitchPx / cell))
+	longest := 0
+	for _, t := range tokens {
+		longest = max(longest, utf8.RuneCountInString(t))
+	}
+	rotateX := float64(longest)*fontPt*0.62*plotDPI/72 > cell*float64(labelEvery)*0.9
+
+	cm := attentionColorMap()
+	pal := cm.Palette(256)
+	colors := pal.Colors()
+
+	var xTicks, yTicks []plot.Tick
+	for i, t := range tokens {
+		label := ""
+		if i%labelEvery == 0 {
+			label = t
+		}
+		xTicks = append(xTicks, plot.Tick{Value: float64(i), Label: label})
+		yTicks = append(yTicks, plot.Tick{Value: float64(n - 1 - i), Label: label})
+	}
+
+	grid := make([][]*plot.Plot, rows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, cols)
+	}
+	for _, m := range maps {
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("layer %d head %d", m.Layer, m.Head)
+		p.Title.TextStyle.Font.Size = vg.Points(11)
+		p.Title.Padding = px(6)
+		hm := plotter.NewHeatMap(attnGrid{w: m.Weights}, pal)
+		hm.Min, hm.Max = 0, 1
+		hm.Underflow, hm.Overflow, hm.NaN = colors[0], colors[len(colors)-1], colNaN
+		p.Add(hm)
+		p.X.Padding, p.Y.Padding = 0, 0
+		p.X.Min, p.X.Max = -0.5, float64(n)-0.5
+		p.Y.Min, p.Y.Max = -0.5, float64(n)-0.5
+		p.X.Tick.Marker = plot.ConstantTicks(xTicks)
+		p.Y.Tick.Marker = plot.ConstantTicks(yTicks)
+		p.X.Tick.Label.Font.Size = vg.Points(fontPt)
+		p.Y.Tick.Label.Font.Size = vg.Points(fontPt)
+		if rotateX {
+			p.X.Tick.Label.Rotation = math.Pi / 2
+			p.X.Tick.Label.XAlign = draw.XRight
+			p.X.Tick.Label.YAlign = draw.YCenter
+		}
+		p.X.Label.Text = "key"
+		p.Y.Label.Text = "query"
+		p.X.Label.TextStyle.Font.Size = vg.Points(9)
+		p.Y.Label.TextStyle.Font.Size = vg.Points(9)
+		p.X.Label.Padding = px(2)
+		p.Y.Label.Padding = px(2)
+		grid[slices.Index(layers, m.Layer)][slices.Index(heads, m.Head)] = p
+	}
+
+	bar := plot.New()
+	bar.Add(&plotter.ColorBar{ColorMap: cm, Vertical: true, Colors: 256})
+	bar.HideX()
+	bar.Y.Padding = 0
+	bar.Y.Min, bar.Y.Max = 0, 1
+	bar.Y.Tick.Marker = plot.ConstantTicks(unitTicks())
+	bar.Y.Tick.Label.Font.Size = vg.Points(9)
+	bar.Title.Text = "weight"
+	bar.Title.TextStyle.Font.Size = vg.Points(10)
+	bar.Title.Padding = px(6)
+
+	tiles := draw.Tiles{
+		Rows: rows, Cols: cols,
+		PadX: px(18), PadY: px(14),
+		PadTop: px(4), PadBottom: px(6), PadLeft: px(8), PadRight: px(4),
+	}
+	// Size the image so that every heatmap's data area is n*cell pixels
+	// square: measure the room the panels need around their data areas
+	// (title, tick labels, axis labels) on a probe canvas.
+	var marginW, marginH vg.Length
+	probe := draw.Canvas{Rectangle: vg.Rectangle{Max: vg.Point{X: 10000, Y: 10000}}}
+	for _, row := range grid {
+		for _, p := range row {
+			if p != nil {
+				d := p.DataCanvas(probe)
+				marginW = max(marginW, probe.Max.X-(d.Max.X-d.Min.X))
+				marginH = max(marginH, probe.Max.Y-(d.Max.Y-d.Min.Y))
+			}
+		}
+	}
+	side := px(float64(n) * cell)
+	titleBand := titleBandHeight(title, px(attnTitleBandPx))
+	width := vg.Length(cols)*(side+marginW) + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
+	height := vg.Length(rows)*(side+marginH) + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
+	// Whole pixels, rounding up; the fraction is spread over the panels.
+	width = px(math.Ceil(float64(width) * plotDPI / 72))
+	height = px(math.Ceil(float64(height) * plotDPI / 72))
+
+	return renderPNG(path, width, height, func(dc draw.Canvas) {
+		dc = drawTitle(dc, title, 14, titleBand)
+		gridC := draw.Crop(dc, 0, -px(attnColorBarBandPx), 0, 0)
+		canvases := plot.Align(grid, tiles, gridC)
+		for r := range grid {
+			for c, p := range grid[r] {
+				if p != nil {
+					p.Draw(canvases[r][c])
+				}
+			}
+		}
+		// The colour bar: a narrow strip right of the grid, vertically
+		// centred, at most 340 px tall.
+		barC := draw.Crop(dc, dc.Max.X-dc.Min.X-px(attnColorBarBandPx), 0, 0, 0)
+		h := barC.Max.Y - barC.Min.Y
+		want := min(h-px(20), px(340))
+		pad := (h - want) / 2
+		barC = draw.Crop(barC, px(22), -px(40), pad, -pad)
+		bar.Draw(barC)
+	})
+}
+
+// viridisControls are control colours of matplotlib's viridis colour map
+// (dark purple at 0, yellow at 1); its luminance increases monotonically.
+var viridisControls = []color.Color{
+	color.NRGBA{0x44, 0x01, 0x54, 0xff},
+	color.NRGBA{0x47, 0x2d, 0x7b, 0xff},
+	color.NRGBA{0x3b, 0x52, 0x8b, 0xff},
+	color.NRGBA{0x2c, 0x72, 0x8e, 0xff},
+	color.NRGBA{0x21, 0x91, 0x8c, 0xff},
+	color.NRGBA{0x28, 0xae, 0x80, 0xff},
+	color.NRGBA{0x5e, 0xc9, 0x62, 0xff},
+	color.NRGBA{0xad, 0xdc, 0x30, 0xff},
+	color.NRGBA{0xfd, 0xe7, 0x25, 0xff},
+}
+
+// attentionColorMap returns the 0..1 colour map of attention heatmaps: a
+// viridis-like map (neither end is white, so a weight of 1 never looks like an
+// empty cell), or moreland's Kindlmann map should the controls be rejected.
+func attentionColorMap() palette.ColorMap {
+	cm, err := moreland.NewLuminance(viridisControls)
+	if err != nil {
+		cm = moreland.Kindlmann()
+	}
+	cm.SetMin(0)
+	cm.SetMax(1)
+	return cm
+}
+
+// attnGrid adapts an Sq x Sk attention matrix to plotter.GridXYZ. Column c is
+// key c at x = c; grid row r is query Sq-1-r at y = r, so that query 0 is
+// drawn at the top.
+type attnGrid struct{ w [][]float64 }
+
+func (g attnGrid) Dims() (c, r int)   { return len(g.w[0]), len(g.w) }
+func (g attnGrid) Z(c, r int) float64 { return g.w[len(g.w)-1-r][c] }
+func (g attnGrid) X(c int) float64    { return float64(c) }
+func (g attnGrid) Y(r int) float64    { return float64(r) }
+
+func plotFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// plotErr wraps err as "train: plot <path>: err".
+func plotErr(path string, err error) error {
+	return fmt.Errorf("train: plot %s: %w", path, err)
+}
+
+// titleBandHeight is the height drawTitle reserves at the top of a figure:
+// band for a title, a small margin without one.
+func titleBandHeight(title string, band vg.Length) vg.Length {
+	if title == "" {
+		return px(8)
+	}
+	return band
+}
+
+// drawTitle draws title centred in a band at the top of dc and returns the
+// canvas below the band; band is the title's height as returned by
+// titleBandHeight.
+func drawTitle(dc draw.Canvas, title string, sizePt float64, band vg.Length) draw.Canvas {
+	if title == "" {
+		return draw.Crop(dc, 0, 0, 0, -band)
+	}
+	sty := text.Style{
+		Color:   color.Black,
+		Font:    font.From(plot.DefaultFont, vg.Points(sizePt)),
+		XAlign:  draw.XCenter,
+		YAlign:  draw.YCenter,
+		Handler: plot.DefaultTextHandler,
+	}
+	sty.Font.Weight = 700 // font.WeightBold; falls back to regular if unavailable
+	dc.FillText(sty, vg.Point{X: dc.Center().X, Y: dc.Max.Y - band/2}, title)
+	return draw.Crop(dc, 0, 0, 0, -band)
+}
+
+// renderPNG draws onto a white w x h canvas with fn and writes it to path as
+// a PNG, atomically. gonum/plot reports some problems by panicking; those are
+// returned as errors.
+func renderPNG(path string, w, h vg.Length, fn func(draw.Canvas)) (err error) {
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = plotErr(path, fmt.Errorf("render: %v", r))
+			}
+		}()
+		fn(draw.New(img))
+	}()
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, vgimg.PngCanvas{Canvas: img})
+}
+
+// writeAtomic writes wt to a temporary file next to path and renames it over
+// path, so readers never see a partial image.
+func writeAtomic(path string, wt io.WriterTo) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return plotErr(path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = wt.WriteTo(f); err != nil {
+		return plotErr(path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return plotErr(path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return plotErr(path, err)
+	}
+	if err = f.Close(); err != nil {
+		return plotErr(path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return plotErr(path, err)
+	}
+	return nil
+}
