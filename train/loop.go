@@ -61,6 +61,9 @@ type Options struct {
 	Progress io.Writer
 	// Bar draws a progress bar (for terminals) instead of plain lines.
 	Bar bool
+	// StopAfter, if > 0, ends the run after that step as an interrupt would:
+	// checkpoint saved, ErrInterrupted returned. Tests use it to split a run.
+	StopAfter int
 }
 
 // runState is state.json: what besides weights and optimizer moments a
@@ -156,7 +159,7 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 	last := EvalResult{}
 	stoppedEarly := false
 	for t.step < t.cfg.Steps {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || (t.opt.StopAfter > 0 && t.step >= t.opt.StopAfter) {
 			if err := t.save(wall()); err != nil {
 				return Summary{}, err
 			}

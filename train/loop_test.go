@@ -1,0 +1,203 @@
+package train
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/layers"
+)
+
+// tinyConfig is a model and task small enough to train in a few seconds.
+func tinyConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Task = TaskSpec{Name: "copy", Params: data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 4}}
+	cfg.Model = layers.StackConfig{Dim: 16, Heads: 2, Layers: 1, Hidden: 32, Activation: layers.ActivationGELU, Bias: true}
+	cfg.Batch = 16
+	cfg.Steps = 150
+	cfg.Warmup = 5
+	cfg.EvalEvery = 50
+	cfg.TestSize = 16
+	cfg.TargetExact = 0
+	cfg.CheckpointEvery = 20
+	return cfg
+}
+
+func readMetrics(t *testing.T, dir string) []Metric {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ms []Metric
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m Metric
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v", MetricsFile, err)
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+func meanLoss(ms []Metric) float64 {
+	var s float64
+	for _, m := range ms {
+		s += m.Loss
+	}
+	return s / float64(len(ms))
+}
+
+func TestRunDrivesLossDown(t *testing.T) {
+	dir := t.TempDir()
+	sum, err := Run(context.Background(), tinyConfig(), Options{Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := readMetrics(t, dir)
+	if len(ms) != 150 || sum.Steps != 150 {
+		t.Fatalf("got %d metric lines and %d steps, want 150", len(ms), sum.Steps)
+	}
+	first, last := meanLoss(ms[:5]), meanLoss(ms[len(ms)-5:])
+	if !(last < first/2) {
+		t.Errorf("loss did not halve: first steps %.3f, last steps %.3f", first, last)
+	}
+	for _, name := range []string{"model.safetensors", "optimizer.safetensors", "config.json", "state.json", SummaryFile, CurvesFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("run directory lacks %s: %v", name, err)
+		}
+	}
+	var got Summary
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Task.Name != "copy" || got.Steps != 150 || got.Params <= 0 || got.WallSeconds <= 0 {
+		t.Errorf("summary.json = %+v", got)
+	}
+}
+
+func TestSameSeedSameLosses(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Steps = 15
+	a, b := t.TempDir(), t.TempDir()
+	for _, dir := range []string{a, b} {
+		if _, err := Run(context.Background(), cfg, Options{Out: dir}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ma, mb := readMetrics(t, a), readMetrics(t, b)
+	for i := range ma {
+		if ma[i].Loss != mb[i].Loss {
+			t.Fatalf("step %d: loss %v vs %v with the same seed", ma[i].Step, ma[i].Loss, mb[i].Loss)
+		}
+	}
+}
+
+// TestResumeBitForBit trains N steps straight, and N/2 steps, a checkpoint,
+// and N/2 more after resuming: weights and losses must be identical.
+func TestResumeBitForBit(t *testing.T) {
+	for _, dtype := range []string{"float32", "float64"} {
+		t.Run(dtype, func(t *testing.T) {
+			cfg := tinyConfig()
+			cfg.DType = dtype
+			cfg.Steps = 30
+			cfg.EvalEvery = 10
+			cfg.Model.Dropout = 0.1 // dropout masks must resume too
+			straight, split := t.TempDir(), t.TempDir()
+			if _, err := Run(context.Background(), cfg, Options{Out: straight}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Run(context.Background(), cfg, Options{Out: split, StopAfter: 15}); !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("stopped run: got %v, want ErrInterrupted", err)
+			}
+			if _, err := Run(context.Background(), cfg, Options{Out: split, Resume: true}); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"model.safetensors", "optimizer.safetensors"} {
+				x, err := os.ReadFile(filepath.Join(straight, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				y, err := os.ReadFile(filepath.Join(split, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(x, y) {
+					t.Errorf("%s differs between the straight and the resumed run", name)
+				}
+			}
+			ms, mr := readMetrics(t, straight), readMetrics(t, split)
+			if len(ms) != len(mr) {
+				t.Fatalf("%d metric lines straight, %d resumed", len(ms), len(mr))
+			}
+			for i := range ms {
+				if ms[i].Loss != mr[i].Loss {
+					t.Errorf("step %d: loss %v straight, %v resumed", ms[i].Step, ms[i].Loss, mr[i].Loss)
+				}
+			}
+		})
+	}
+}
+
+func TestNonFiniteLossStopsWithStep(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.LR, cfg.MinLR, cfg.Warmup = 1e30, 1e30, 0
+	cfg.ClipNorm = 0
+	cfg.CheckpointEvery = 1
+	dir := t.TempDir()
+	_, err := Run(context.Background(), cfg, Options{Out: dir})
+	if err == nil || !strings.Contains(err.Error(), "non-finite") || !strings.Contains(err.Error(), "step ") {
+		t.Fatalf("got %v, want a non-finite error naming the step", err)
+	}
+	if _, err := LoadCheckpoint(dir); err != nil {
+		t.Errorf("the last good checkpoint does not load: %v", err)
+	}
+}
+
+func TestInterruptSavesCheckpoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	if _, err := Run(ctx, tinyConfig(), Options{Out: dir}); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("got %v, want ErrInterrupted", err)
+	}
+	ck, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Step != 0 {
+		t.Errorf("checkpoint at step %d, want 0", ck.Step)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := map[string]func(*Config){
+		"batch must be positive": func(c *Config) { c.Batch = 0 },
+		"dtype":                  func(c *Config) { c.DType = "int8" },
+		"unknown task":           func(c *Config) { c.Task.Name = "juggle" },
+		"min_lr":                 func(c *Config) { c.MinLR = 1 },
+		"target_exact":           func(c *Config) { c.TargetExact = 2 },
+		"not divisible":          func(c *Config) { c.Model.Heads = 5 },
+	}
+	for want, mutate := range cases {
+		cfg := tinyConfig()
+		mutate(&cfg)
+		_, err := Run(context.Background(), cfg, Options{Out: t.TempDir()})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v", want, err)
+		}
+	}
+}
