@@ -73,9 +73,7 @@ func TestDefectSoftMaxRowMax(t *testing.T) {
 				t.Logf("G.SoftMax row 1 = %v, want %v", got[0][3:], want[3:])
 				noLongerReproduces(t, "SoftMax row max", "softmax.go")
 			}
-			if rawLogRow1OK && test.name != "float64 masked row" {
-				// In the masked case the log-probabilities happen to come out
-				// right (log(3) subtracted from z), so only the others pin it.
+			if rawLogRow1OK {
 				t.Logf("G.LogSoftMax row 1 = %v, want %v", got[1][3:], wantLog[3:])
 				noLongerReproduces(t, "LogSoftMax row max", "softmax.go")
 			}
@@ -172,6 +170,51 @@ func TestDefectMiddleAxisReduction(t *testing.T) {
 			noLongerReproduces(t, "G."+name+" along a middle axis", "reduce.go")
 		}
 		checkClose(t, "graph."+name, got[i+2], want, 1e-12)
+	}
+}
+
+// Not in the notes' table: G.Reshape's value shares its input's buffer, and
+// the tape machine does not know. When the input also feeds an op that may
+// overwrite it (here a HadamardDiv, run in place because the sum is dead
+// after it), a G.Read of the reshape scheduled after that op sees the
+// overwritten data. This is the forward-pass face of the alias that
+// TestDefectReshapeAlias (reshape_test.go) pins through a gradient. Before
+// graph.Reshape copied, graph.Sum and graph.Mean taken along the same middle
+// axis of one tensor hit exactly this (hash-consing made them share the inner
+// sum node); TestDefectMiddleAxisReduction and TestSumMean read both from one
+// graph to keep it fixed.
+func TestDefectReshapeAliasesInput(t *testing.T) {
+	shape := tensor.Shape{2, 3, 4, 5}
+	xs := uniform(newRand(11), shape.TotalSize(), -1, 1)
+	g := G.NewGraph()
+	x := input(g, tensor.Float64, shape, "x")
+	v, err := G.Reshape(x, tensor.Shape{6, 4, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := G.Sum(v, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := G.Reshape(s, tensor.Shape{2, 3, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := G.HadamardDiv(s, G.NewConstant(4.0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := eval(t, map[*G.Node]G.Value{x: NewDense(tensor.Float64, shape, xs)}, r, m)
+	wantSum, wantMean := reduceRef(xs, shape, 2)
+	checkClose(t, "sum / 4", got[1], wantMean, 1e-12)
+	sumOK, isMean := true, true
+	for i := range wantSum {
+		sumOK = sumOK && closeTo(got[0][i], wantSum[i], 1e-12)
+		isMean = isMean && closeTo(got[0][i], wantMean[i], 1e-12)
+	}
+	if sumOK || !isMean {
+		t.Logf("reshaped sum = %v, want (wrongly) the mean %v", got[0][:3], wantMean[:3])
+		noLongerReproduces(t, "Reshape aliases its input (forward, via G.Read)", "reshape.go")
 	}
 }
 

@@ -26,7 +26,7 @@ type Dropout struct {
 // NewDropout returns a dropout of rate p in [0, 1) for nodes of the given shape.
 // It starts in evaluation mode (keeps everything) until Resample is called.
 func NewDropout(g *G.ExprGraph, dt tensor.Dtype, shape tensor.Shape, p float64, seed uint64, name string) (*Dropout, error) {
-	if p < 0 || p >= 1 {
+	if !(p >= 0 && p < 1) { // also rejects NaN
 		return nil, fmt.Errorf("graph: dropout %q: rate %v is outside [0, 1)", name, p)
 	}
 	if err := CheckFloat(dt); err != nil {

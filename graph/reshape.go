@@ -16,7 +16,7 @@ import (
 // its compiler does not track that alias: an element-wise op after the
 // Reshape may then run in place and overwrite the input's value while the
 // backward pass still needs it (the output of Exp or Tanh, whose derivative is
-// computed from it), giving a wrong gradient (pinned in defects_test.go). This
+// computed from it), giving a wrong gradient (pinned in reshape_test.go). This
 // Reshape copies, so nothing downstream can write through it.
 func Reshape(x *G.Node, to tensor.Shape) (*G.Node, error) {
 	from := x.Shape().Clone()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
@@ -102,7 +103,8 @@ func (c *Config) Resolve() (data.Task, error) {
 	c.Task.Params = task.Params()
 	c.Model.Vocab = task.Vocab().Size()
 	c.Model.MaxLen = task.MaxLen() - 1
-	if _, err := c.Dtype(); err != nil {
+	dt, err := c.Dtype()
+	if err != nil {
 		return nil, err
 	}
 	for _, f := range []struct {
@@ -113,8 +115,8 @@ func (c *Config) Resolve() (data.Task, error) {
 			return nil, fmt.Errorf("train: %s must be positive, got %d", f.name, f.v)
 		}
 	}
-	if c.Warmup < 0 {
-		return nil, fmt.Errorf("train: warmup must be >= 0, got %d", c.Warmup)
+	if c.Warmup < 0 || c.Warmup > c.Steps {
+		return nil, fmt.Errorf("train: warmup must be in [0, steps=%d], got %d", c.Steps, c.Warmup)
 	}
 	if c.LR <= 0 || c.MinLR < 0 || c.MinLR > c.LR {
 		return nil, fmt.Errorf("train: want 0 <= min_lr <= lr and lr > 0, got lr=%v min_lr=%v", c.LR, c.MinLR)
@@ -124,6 +126,15 @@ func (c *Config) Resolve() (data.Task, error) {
 	}
 	if c.TargetExact < 0 || c.TargetExact > 1 {
 		return nil, fmt.Errorf("train: target_exact must be in [0, 1], got %v", c.TargetExact)
+	}
+	// The layers' validating constructors are the one statement of what a
+	// model configuration may be; building a throwaway model asks them.
+	scope, err := layers.NewScope(G.NewGraph(), dt, c.Seed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := layers.NewDecoder(scope, c.Model); err != nil {
+		return nil, err
 	}
 	return task, nil
 }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// qkv runs the command line in-process and returns exit status and output.
+func qkv(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Commands:"},
+		{[]string{"juggle"}, 2, `unknown command "juggle"`},
+		{[]string{"train", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"train", "--steps", "many"}, 2, "invalid value"},
+		{[]string{"train", "--heads", "5"}, 2, "not divisible by Heads 5"},
+		{[]string{"train", "--task", "juggle"}, 2, `unknown task "juggle"`},
+		{[]string{"train", "--dtype", "int8"}, 2, "float32 or float64"},
+		{[]string{"train", "--batch", "0"}, 2, "batch must be positive"},
+		{[]string{"train", "--task", "sort", "--digits", "3"}, 2, "digits is not a parameter of sort"},
+		{[]string{"train", "--activation", "swish"}, 2, `unknown activation "swish"`},
+		{[]string{"train", "extra"}, 2, `unexpected arguments "extra"`},
+		{[]string{"predict", "1 2"}, 2, "--checkpoint is required"},
+		{[]string{"eval"}, 2, "--checkpoint is required"},
+		{[]string{"eval", "--checkpoint", "/nonexistent/run"}, 1, "/nonexistent/run"},
+		{[]string{"train", "--help"}, 0, "-steps"},
+	}
+	for _, c := range cases {
+		code, _, stderr := qkv(c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("qkv %q: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+}
+
+func TestTrainPredictEvalAttend(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	code, out, stderr := qkv("train", "--task", "sort", "--length", "3", "--dim", "16", "--heads", "2", "--hidden", "32",
+		"--layers", "1", "--batch", "16", "--steps", "20", "--warmup", "2", "--eval-every", "10", "--test-size", "8", "--out", dir)
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "held-out exact match") || !strings.Contains(stderr, "step 10/20") {
+		t.Errorf("train output lacks its report:\nstdout %s\nstderr %s", out, stderr)
+	}
+
+	code, out, stderr = qkv("predict", "--checkpoint", dir, "2 0 1")
+	if code != 0 {
+		t.Fatalf("predict: exit %d: %s", code, stderr)
+	}
+	if got := strings.Fields(out); len(got) != 3 {
+		t.Errorf("predict printed %q, want 3 answer symbols", out)
+	}
+	code, _, stderr = qkv("predict", "--checkpoint", dir, "2 0 9")
+	if code != 2 || !strings.Contains(stderr, "9") {
+		t.Errorf("predict with an unknown symbol: exit %d, stderr %q", code, stderr)
+	}
+
+	code, out, stderr = qkv("eval", "--checkpoint", dir)
+	if code != 0 || !strings.Contains(out, "8 held-out examples") {
+		t.Errorf("eval: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+
+	png := filepath.Join(t.TempDir(), "attn.png")
+	code, _, stderr = qkv("attend", "--checkpoint", dir, "--input", "1 1 0", "--out", png)
+	if code != 0 {
+		t.Fatalf("attend: exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(png)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("attend did not write a PNG: %v", err)
+	}
+
+	// A checkpoint of another shape is refused, naming the file and tensor.
+	cfgPath := filepath.Join(dir, "config.json")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, bytes.Replace(cfg, []byte(`"dim": 16`), []byte(`"dim": 8`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = qkv("predict", "--checkpoint", dir, "2 0 1")
+	if code != 1 || !strings.Contains(stderr, "model.safetensors") || !strings.Contains(stderr, "tok_emb.table") {
+		t.Errorf("mismatched checkpoint: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestGradcheckCommand(t *testing.T) {
+	code, out, stderr := qkv("gradcheck", "--layers", "1")
+	if code != 0 {
+		t.Fatalf("gradcheck: exit %d: %s%s", code, out, stderr)
+	}
+	for _, name := range []string{"blocks.0.attn.wq", "blocks.0.attn.wk", "blocks.0.attn.wv", "blocks.0.attn.wo", "ok: every gradient"} {
+		if !strings.Contains(out, name) {
+			t.Errorf("gradcheck output lacks %q:\n%s", name, out)
+		}
+	}
+	if code, _, _ := qkv("gradcheck", "--tol", "1e-30"); code != 1 {
+		t.Errorf("gradcheck with an impossible tolerance: exit %d, want 1", code)
+	}
+}

@@ -1,0 +1,345 @@
+package graph
+
+import (
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+func TestCausal(t *testing.T) {
+	for _, test := range []struct{ b, s int }{{1, 1}, {1, 4}, {3, 5}} {
+		m, err := Causal(test.b, test.s)
+		if err != nil {
+			t.Fatalf("Causal(%d, %d): %v", test.b, test.s, err)
+		}
+		if m.B != test.b || m.Sq != test.s || m.Sk != test.s || len(m.Allow) != test.b*test.s*test.s {
+			t.Fatalf("Causal(%d, %d): got (B, Sq, Sk) = (%d, %d, %d) with %d entries", test.b, test.s, m.B, m.Sq, m.Sk, len(m.Allow))
+		}
+		for n := 0; n < test.b; n++ {
+			for i := 0; i < test.s; i++ {
+				for j := 0; j < test.s; j++ {
+					if got, want := m.At(n, i, j), j <= i; got != want {
+						t.Errorf("Causal(%d, %d).At(%d, %d, %d) = %v, want %v", test.b, test.s, n, i, j, got, want)
+					}
+				}
+			}
+		}
+	}
+	for _, bad := range [][2]int{{0, 3}, {2, 0}, {-1, 2}} {
+		if _, err := Causal(bad[0], bad[1]); err == nil {
+			t.Errorf("Causal(%d, %d): no error", bad[0], bad[1])
+		}
+	}
+}
+
+func TestKeyPadding(t *testing.T) {
+	lengths := []int{3, 0, 5, 1}
+	const sq, sk = 2, 5
+	m, err := KeyPadding(lengths, sq, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.B != len(lengths) || m.Sq != sq || m.Sk != sk {
+		t.Fatalf("shape (%d, %d, %d), want (%d, %d, %d)", m.B, m.Sq, m.Sk, len(lengths), sq, sk)
+	}
+	for n, l := range lengths {
+		for i := 0; i < sq; i++ {
+			for j := 0; j < sk; j++ {
+				if got, want := m.At(n, i, j), j < l; got != want {
+					t.Errorf("KeyPadding: At(%d, %d, %d) with length %d = %v, want %v", n, i, j, l, got, want)
+				}
+			}
+		}
+	}
+	for _, test := range []struct {
+		lengths []int
+		sq, sk  int
+	}{
+		{[]int{3, -1}, 2, 5},
+		{[]int{6}, 2, 5},
+		{nil, 2, 5},
+		{[]int{1}, 0, 5},
+		{[]int{1}, 2, 0},
+	} {
+		if _, err := KeyPadding(test.lengths, test.sq, test.sk); err == nil {
+			t.Errorf("KeyPadding(%v, %d, %d): no error", test.lengths, test.sq, test.sk)
+		}
+	}
+}
+
+func TestNewMask(t *testing.T) {
+	m, err := NewMask(2, 3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Allow) != 24 {
+		t.Fatalf("NewMask(2, 3, 4) has %d entries, want 24", len(m.Allow))
+	}
+	for i, a := range m.Allow {
+		if !a {
+			t.Errorf("NewMask entry %d hides", i)
+		}
+	}
+	for _, s := range [][3]int{{0, 1, 1}, {1, 0, 1}, {1, 1, 0}, {-2, 1, 1}} {
+		if _, err := NewMask(s[0], s[1], s[2]); err == nil {
+			t.Errorf("NewMask%v: no error", s)
+		}
+	}
+}
+
+func TestMaskAnd(t *testing.T) {
+	causal, err := Causal(2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad, err := KeyPadding([]int{2, 4}, 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := causal.And(pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < 2; n++ {
+		for i := 0; i < 4; i++ {
+			for j := 0; j < 4; j++ {
+				want := j <= i && j < []int{2, 4}[n]
+				if got := both.At(n, i, j); got != want {
+					t.Errorf("And: At(%d, %d, %d) = %v, want %v", n, i, j, got, want)
+				}
+			}
+		}
+	}
+	// And does not modify its operands.
+	if !causal.At(0, 3, 3) || !pad.At(1, 0, 3) {
+		t.Error("And modified an operand")
+	}
+	other, err := NewMask(2, 4, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := causal.And(other); err == nil {
+		t.Error("And of (2, 4, 4) and (2, 4, 5): no error")
+	}
+}
+
+// maskValues evaluates the Bias and Keep nodes of n.
+func maskValues(t *testing.T, n *MaskNode) (bias, keep []float64) {
+	t.Helper()
+	got := eval(t, nil, n.Bias, n.Keep)
+	return got[0], got[1]
+}
+
+func checkMaskValues(t *testing.T, what string, n *MaskNode, m Mask) {
+	t.Helper()
+	bias, keep := maskValues(t, n)
+	for i, ok := range m.Allow {
+		switch {
+		case ok && (bias[i] != 0 || keep[i] != 1):
+			t.Errorf("%s: allowed entry %d has bias %v keep %v, want 0 and 1", what, i, bias[i], keep[i])
+		case !ok && (bias[i] > -1e8 || keep[i] != 0):
+			t.Errorf("%s: hidden entry %d has bias %v keep %v, want <= -1e8 and 0", what, i, bias[i], keep[i])
+		}
+	}
+}
+
+func TestNewMaskConst(t *testing.T) {
+	causal, err := Causal(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := NewMask(2, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad, err := KeyPadding([]int{3, 1}, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	causalPad, err := causal.And(pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hides the future except one entry.
+	leaky := causal
+	leaky.Allow = append([]bool(nil), causal.Allow...)
+	leaky.Allow[(1*3+0)*3+2] = true
+	single, err := NewMask(1, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, test := range []struct {
+		name   string
+		m      Mask
+		causal bool
+	}{
+		{"causal", causal, true},
+		{"open", open, false},
+		{"padding", pad, false},
+		{"causal and padding", causalPad, true},
+		{"leaky", leaky, false},
+		{"single", single, true}, // nothing in the future to hide
+	} {
+		for _, dt := range floatTypes {
+			g := G.NewGraph()
+			n, err := NewMaskConst(g, dt, test.m, "mask")
+			if err != nil {
+				t.Fatalf("%s: %v", test.name, err)
+			}
+			if n.Causal != test.causal {
+				t.Errorf("%s: Causal = %v, want %v", test.name, n.Causal, test.causal)
+			}
+			if n.B != test.m.B || n.Sq != test.m.Sq || n.Sk != test.m.Sk {
+				t.Errorf("%s: node sizes (%d, %d, %d)", test.name, n.B, n.Sq, n.Sk)
+			}
+			if n.Bias.Dtype() != dt || n.Keep.Dtype() != dt {
+				t.Errorf("%s: dtypes %v %v, want %v", test.name, n.Bias.Dtype(), n.Keep.Dtype(), dt)
+			}
+			checkMaskValues(t, test.name, n, test.m)
+		}
+	}
+	g := G.NewGraph()
+	if _, err := NewMaskConst(g, tensor.Float64, Mask{B: 1, Sq: 2, Sk: 2, Allow: []bool{true}}, "bad"); err == nil {
+		t.Error("NewMaskConst of a mask with too few entries: no error")
+	}
+	if _, err := NewMaskConst(g, tensor.Int, causal, "ints"); err == nil {
+		t.Error("NewMaskConst of dtype int: no error")
+	}
+}
+
+func TestMaskNodeSet(t *testing.T) {
+	g := G.NewGraph()
+	n, err := NewMaskInput(g, tensor.Float32, 2, 3, 4, "mask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Causal {
+		t.Error("a mask input is marked Causal")
+	}
+	good := testMask()
+	if err := n.Set(good); err != nil {
+		t.Fatal(err)
+	}
+	checkMaskValues(t, "Set", n, good)
+
+	wrongSq, err := NewMask(2, 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongB, err := NewMask(1, 3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := good
+	short.Allow = good.Allow[:len(good.Allow)-1]
+	for _, test := range []struct {
+		name string
+		m    Mask
+		want string
+	}{
+		{"wrong Sq", wrongSq, "want (2, 3, 4)"},
+		{"wrong B", wrongB, "want (2, 3, 4)"},
+		{"too few entries", short, "needs 24 entries"},
+		{"zero", Mask{}, "needs"},
+	} {
+		err := noPanic(t, test.name, func() error { return n.Set(test.m) })
+		if err == nil {
+			t.Errorf("Set(%s): no error", test.name)
+		} else if !strings.Contains(err.Error(), test.want) {
+			t.Errorf("Set(%s): error %q does not mention %q", test.name, err, test.want)
+		}
+	}
+	// A rejected Set leaves the previous value bound.
+	checkMaskValues(t, "after rejected Set", n, good)
+
+	for _, test := range []struct {
+		dt        tensor.Dtype
+		b, sq, sk int
+	}{
+		{tensor.Int, 1, 1, 1},
+		{tensor.Float64, 0, 1, 1},
+		{tensor.Float64, 1, 0, 1},
+		{tensor.Float64, 1, 1, -1},
+	} {
+		if _, err := NewMaskInput(g, test.dt, test.b, test.sq, test.sk, "bad"); err == nil {
+			t.Errorf("NewMaskInput(%v, %d, %d, %d): no error", test.dt, test.b, test.sq, test.sk)
+		}
+	}
+}
+
+func TestCombineMasks(t *testing.T) {
+	const b, s = 2, 4
+	causal, err := Causal(b, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lengths := []int{4, 2}
+	pad, err := KeyPadding(lengths, s, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := causal.And(pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dt := range floatTypes {
+		g := G.NewGraph()
+		cn, err := NewMaskConst(g, dt, causal, "causal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pn, err := NewMaskInput(g, dt, b, s, s, "pad")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pn.Set(pad); err != nil {
+			t.Fatal(err)
+		}
+		both, err := CombineMasks(cn, pn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !both.Causal {
+			t.Error("CombineMasks(causal, padding) is not marked Causal")
+		}
+		if both.B != b || both.Sq != s || both.Sk != s {
+			t.Errorf("combined sizes (%d, %d, %d)", both.B, both.Sq, both.Sk)
+		}
+		scores := input(g, dt, tensor.Shape{b, s, s}, "scores")
+		out, err := MaskedSoftmax(scores, both)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs := roundTo(dt, uniform(newRand(9), b*s*s, -2, 2))
+		got := eval(t, map[*G.Node]G.Value{scores: NewDense(dt, tensor.Shape{b, s, s}, xs)}, out, both.Bias, both.Keep)
+		for i, ok := range want.Allow {
+			if ok != (got[2][i] == 1) || ok != (got[1][i] == 0) {
+				t.Errorf("%v: combined entry %d: bias %v keep %v, want allowed = %v", dt, i, got[1][i], got[2][i], ok)
+			}
+		}
+		checkClose(t, "softmax under combined mask", got[0], maskedSoftmaxRef(xs, want.Allow, s), tolFor(dt))
+		for i, ok := range want.Allow {
+			if !ok && got[0][i] != 0 {
+				t.Errorf("%v: hidden entry %d has weight %v", dt, i, got[0][i])
+			}
+		}
+
+		// Neither operand causal: the result is not either.
+		pn2, err := NewMaskInput(g, dt, b, s, s, "pad2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := CombineMasks(pn, pn2); err != nil || c.Causal {
+			t.Errorf("CombineMasks of two padding masks: Causal %v, err %v", c != nil && c.Causal, err)
+		}
+		other, err := NewMaskInput(g, dt, b, s, s+1, "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := CombineMasks(cn, other); err == nil {
+			t.Error("CombineMasks of (2, 4, 4) and (2, 4, 5): no error")
+		}
+	}
+}
