@@ -7,9 +7,10 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// maskedBias is the additive bias of a hidden attention entry. It is finite on
-// purpose: -Inf would make a fully hidden row compute -Inf - (-Inf) = NaN.
-// exp(-1e9) is exactly 0 in float32 and float64, so hidden entries get weight 0.
+// maskedBias is the additive bias of a hidden attention entry: any negative
+// bias hides its entry from MaskedSoftmax. It is finite so that adding two
+// masks never computes -Inf + Inf, and so that someone who adds it to scores
+// before a plain softmax still gets exp(-1e9) = 0 in float32 and float64.
 const maskedBias = -1e9
 
 // Mask says which keys each query may attend to, for a batch of B sequences of
@@ -91,14 +92,12 @@ func (m Mask) check() error {
 	return nil
 }
 
-// MaskNode is a Mask in a graph, as two (B, Sq, Sk) nodes of the graph's dtype:
-// Bias, added to attention scores (0 where allowed, -1e9 where hidden), and
-// Keep, multiplied into the exponentials (1 where allowed, 0 where hidden) so
-// that a query with nothing to attend to gets zero weights rather than NaN.
-// Neither node is learnable.
+// MaskNode is a Mask in a graph: Bias, a (B, Sq, Sk) node of the graph's
+// dtype that is 0 where attention is allowed and -1e9 where it is hidden, the
+// additive bias of the scores. It is not learnable.
 type MaskNode struct {
-	Bias, Keep *G.Node
-	B, Sq, Sk  int
+	Bias      *G.Node
+	B, Sq, Sk int
 	// Causal records that the mask hides every j > i, so that a causal
 	// attention layer need not add a causal mask again.
 	Causal bool
@@ -114,8 +113,7 @@ func NewMaskInput(g *G.ExprGraph, dt tensor.Dtype, b, sq, sk int, name string) (
 		return nil, fmt.Errorf("graph: mask %q: sizes must be positive, got (B, Sq, Sk) = (%d, %d, %d)", name, b, sq, sk)
 	}
 	return &MaskNode{
-		Bias: G.NewTensor(g, dt, 3, G.WithShape(b, sq, sk), G.WithName(name+".bias")),
-		Keep: G.NewTensor(g, dt, 3, G.WithShape(b, sq, sk), G.WithName(name+".keep")),
+		Bias: G.NewTensor(g, dt, 3, G.WithShape(b, sq, sk), G.WithName(name)),
 		B:    b, Sq: sq, Sk: sk,
 	}, nil
 }
@@ -144,20 +142,13 @@ func (n *MaskNode) Set(m Mask) error {
 		return fmt.Errorf("graph: mask %q: got (B, Sq, Sk) = (%d, %d, %d), want (%d, %d, %d)", n.Bias.Name(), m.B, m.Sq, m.Sk, n.B, n.Sq, n.Sk)
 	}
 	bias := make([]float64, len(m.Allow))
-	keep := make([]float64, len(m.Allow))
 	for i, ok := range m.Allow {
-		if ok {
-			keep[i] = 1
-		} else {
+		if !ok {
 			bias[i] = maskedBias
 		}
 	}
-	shape := tensor.Shape{n.B, n.Sq, n.Sk}
-	if err := G.Let(n.Bias, NewDense(n.Bias.Dtype(), shape, bias)); err != nil {
+	if err := G.Let(n.Bias, NewDense(n.Bias.Dtype(), tensor.Shape{n.B, n.Sq, n.Sk}, bias)); err != nil {
 		return fmt.Errorf("graph: mask %q: %w", n.Bias.Name(), err)
-	}
-	if err := G.Let(n.Keep, NewDense(n.Keep.Dtype(), shape, keep)); err != nil {
-		return fmt.Errorf("graph: mask %q: %w", n.Keep.Name(), err)
 	}
 	return nil
 }
@@ -168,15 +159,12 @@ func CombineMasks(a, b *MaskNode) (*MaskNode, error) {
 	if a.B != b.B || a.Sq != b.Sq || a.Sk != b.Sk {
 		return nil, fmt.Errorf("graph: combine masks: (B, Sq, Sk) = (%d, %d, %d) and (%d, %d, %d) differ", a.B, a.Sq, a.Sk, b.B, b.Sq, b.Sk)
 	}
+	// A sum of biases is negative wherever either mask hides.
 	bias, err := G.Add(a.Bias, b.Bias)
 	if err != nil {
 		return nil, fmt.Errorf("graph: combine masks: %w", err)
 	}
-	keep, err := G.HadamardProd(a.Keep, b.Keep)
-	if err != nil {
-		return nil, fmt.Errorf("graph: combine masks: %w", err)
-	}
-	return &MaskNode{Bias: bias, Keep: keep, B: a.B, Sq: a.Sq, Sk: a.Sk, Causal: a.Causal || b.Causal}, nil
+	return &MaskNode{Bias: bias, B: a.B, Sq: a.Sq, Sk: a.Sk, Causal: a.Causal || b.Causal}, nil
 }
 
 func (m Mask) hidesFuture() bool {

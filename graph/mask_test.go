@@ -125,22 +125,15 @@ func TestMaskAnd(t *testing.T) {
 	}
 }
 
-// maskValues evaluates the Bias and Keep nodes of n.
-func maskValues(t *testing.T, n *MaskNode) (bias, keep []float64) {
-	t.Helper()
-	got := eval(t, nil, n.Bias, n.Keep)
-	return got[0], got[1]
-}
-
 func checkMaskValues(t *testing.T, what string, n *MaskNode, m Mask) {
 	t.Helper()
-	bias, keep := maskValues(t, n)
+	bias := eval(t, nil, n.Bias)[0]
 	for i, ok := range m.Allow {
 		switch {
-		case ok && (bias[i] != 0 || keep[i] != 1):
-			t.Errorf("%s: allowed entry %d has bias %v keep %v, want 0 and 1", what, i, bias[i], keep[i])
-		case !ok && (bias[i] > -1e8 || keep[i] != 0):
-			t.Errorf("%s: hidden entry %d has bias %v keep %v, want <= -1e8 and 0", what, i, bias[i], keep[i])
+		case ok && bias[i] != 0:
+			t.Errorf("%s: allowed entry %d has bias %v, want 0", what, i, bias[i])
+		case !ok && bias[i] > -1e8:
+			t.Errorf("%s: hidden entry %d has bias %v, want <= -1e8", what, i, bias[i])
 		}
 	}
 }
@@ -194,8 +187,8 @@ func TestNewMaskConst(t *testing.T) {
 			if n.B != test.m.B || n.Sq != test.m.Sq || n.Sk != test.m.Sk {
 				t.Errorf("%s: node sizes (%d, %d, %d)", test.name, n.B, n.Sq, n.Sk)
 			}
-			if n.Bias.Dtype() != dt || n.Keep.Dtype() != dt {
-				t.Errorf("%s: dtypes %v %v, want %v", test.name, n.Bias.Dtype(), n.Keep.Dtype(), dt)
+			if n.Bias.Dtype() != dt {
+				t.Errorf("%s: dtype %v, want %v", test.name, n.Bias.Dtype(), dt)
 			}
 			checkMaskValues(t, test.name, n, test.m)
 		}
@@ -313,10 +306,10 @@ func TestCombineMasks(t *testing.T) {
 			t.Fatal(err)
 		}
 		xs := roundTo(dt, uniform(newRand(9), b*s*s, -2, 2))
-		got := eval(t, map[*G.Node]G.Value{scores: NewDense(dt, tensor.Shape{b, s, s}, xs)}, out, both.Bias, both.Keep)
+		got := eval(t, map[*G.Node]G.Value{scores: NewDense(dt, tensor.Shape{b, s, s}, xs)}, out, both.Bias)
 		for i, ok := range want.Allow {
-			if ok != (got[2][i] == 1) || ok != (got[1][i] == 0) {
-				t.Errorf("%v: combined entry %d: bias %v keep %v, want allowed = %v", dt, i, got[1][i], got[2][i], ok)
+			if ok != (got[1][i] == 0) {
+				t.Errorf("%v: combined entry %d: bias %v, want allowed = %v", dt, i, got[1][i], ok)
 			}
 		}
 		checkClose(t, "softmax under combined mask", got[0], maskedSoftmaxRef(xs, want.Allow, s), tolFor(dt))

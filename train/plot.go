@@ -60,7 +60,7 @@ const plotDPI = 96
 // px converts a size in pixels at plotDPI to a vg.Length (points).
 func px(n float64) vg.Length { return vg.Length(n * 72 / plotDPI) }
 
-// Curve-plot sizes in pixels.
+// Figure sizes and layout limits, in pixels.
 const (
 	curvesWidthPx       = 900
 	curvesOnePanelPx    = 450 // height with a single panel (loss or eval only)
@@ -69,7 +69,7 @@ const (
 	curvesEMAMinPoints  = 30 // add a smoothed loss line from this many points on
 	curvesMaxGlyphs     = 60 // draw point markers on eval lines up to this many points
 	attnMaxImageSidePx  = 4096
-	attnPanelMarginPx   = 95 // room for panel title, tick labels and padding
+	attnPanelMarginPx   = 95 // estimated room around a heatmap, for the size cap
 	attnColorBarBandPx  = 100
 	attnTitleBandPx     = 40
 	attnDataTargetPx    = 320 // preferred side of one heatmap's data area
@@ -141,12 +141,12 @@ func PlotCurves(path string, title string, loss []CurvePoint, eval []EvalPoint) 
 	// usually empty; accuracies rise, so the bottom right is.
 	var prefs [][]legendCorner
 	if len(lossXY) > 0 {
-		p, err := lossPanel(lossXY)
+		p, plotted, err := lossPanel(lossXY)
 		if err != nil {
 			return plotErr(path, err)
 		}
 		panels = append(panels, p)
-		series = append(series, []plotter.XYs{lossXY})
+		series = append(series, []plotter.XYs{plotted})
 		prefs = append(prefs, []legendCorner{topRight, bottomLeft, topLeft, bottomRight})
 	}
 	if len(accXY) > 0 || len(emXY) > 0 {
@@ -189,30 +189,43 @@ func PlotCurves(path string, title string, loss []CurvePoint, eval []EvalPoint) 
 	})
 }
 
-// lossPanel builds the training-loss panel.
-func lossPanel(xy plotter.XYs) (*plot.Plot, error) {
+// lossPanel builds the training-loss panel and returns it with the points
+// as plotted. When every loss is positive the panel plots log10(loss) on a
+// linear axis labelled with the losses themselves: a log scale that, unlike
+// plot.LogScale, keeps gonum/plot's layout (which centres the axis label at
+// the arithmetic mid-range) from padding the panel.
+func lossPanel(xy plotter.XYs) (*plot.Plot, plotter.XYs, error) {
 	p := newStyledPlot()
 	p.Y.Label.Text = "training loss"
 
 	positive := true
-	ymin, ymax := math.Inf(1), math.Inf(-1)
 	for _, q := range xy {
 		positive = positive && q.Y > 0
-		ymin, ymax = math.Min(ymin, q.Y), math.Max(ymax, q.Y)
+	}
+	smoothed := emaSmooth(xy, positive)
+	if positive {
+		toLog := func(in plotter.XYs) plotter.XYs {
+			out := make(plotter.XYs, len(in))
+			for i, q := range in {
+				out[i] = plotter.XY{X: q.X, Y: math.Log10(q.Y)}
+			}
+			return out
+		}
+		xy, smoothed = toLog(xy), toLog(smoothed)
 	}
 
 	raw, err := plotter.NewLine(xy)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	raw.Width = vg.Points(1)
 	raw.Color = colLossRaw
 	p.Add(raw)
 	if len(xy) >= curvesEMAMinPoints {
 		raw.Color = colLossFaint
-		smooth, err := plotter.NewLine(emaSmooth(xy, positive))
+		smooth, err := plotter.NewLine(smoothed)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		smooth.Width = vg.Points(1.8)
 		smooth.Color = colLossSmooth
@@ -224,7 +237,7 @@ func lossPanel(xy plotter.XYs) (*plot.Plot, error) {
 		if len(xy) <= curvesMaxGlyphs {
 			pts, err := plotter.NewScatter(xy)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			pts.GlyphStyle = draw.GlyphStyle{Color: colLossRaw, Radius: px(2.5), Shape: draw.CircleGlyph{}}
 			p.Add(pts)
@@ -233,19 +246,29 @@ func lossPanel(xy plotter.XYs) (*plot.Plot, error) {
 	}
 
 	if positive {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = logTicker{}
-		if ymin == ymax {
-			ymin, ymax = ymin/2, ymax*2
+		p.Y.Tick.Marker = log10Ticker{}
+		if p.Y.Min == p.Y.Max {
+			p.Y.Min, p.Y.Max = p.Y.Min-math.Log10(2), p.Y.Max+math.Log10(2)
 		} else {
-			// A little headroom (in log space) so the curve does not touch
-			// the frame.
-			r := math.Log10(ymax) - math.Log10(ymin)
-			ymin, ymax = ymin/math.Pow(10, 0.03*r), ymax*math.Pow(10, 0.03*r)
+			// A little headroom so the curve does not touch the frame.
+			r := p.Y.Max - p.Y.Min
+			p.Y.Min, p.Y.Max = p.Y.Min-0.03*r, p.Y.Max+0.03*r
 		}
-		p.Y.Min, p.Y.Max = ymin, ymax
 	}
-	return p, nil
+	return p, xy, nil
+}
+
+// log10Ticker labels an axis that shows log10 of the data with the data
+// values, placing the ticks as logTicker does.
+type log10Ticker struct{}
+
+// Ticks implements plot.Ticker.
+func (log10Ticker) Ticks(lo, hi float64) []plot.Tick {
+	ts := logTicker{}.Ticks(math.Pow(10, lo), math.Pow(10, hi))
+	for i := range ts {
+		ts[i].Value = math.Log10(ts[i].Value)
+	}
+	return ts
 }
 
 // evalPanel builds the token-accuracy / exact-match panel.
@@ -519,7 +542,10 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 // "layer L head H", shows Weights with the key tokens along the x axis and the
 // query tokens down the y axis, query 0 at the top. All panels share one
 // 0..1 colour scale, shown by a colour bar on the right. title is drawn above
-// the grid and may be empty.
+// the grid and may be empty. The image grows with the grid and the sequence
+// (about 320 px per heatmap, cells of 4 to 40 px, and with very long
+// sequences only every other or every k-th token labelled) and is kept within
+// about 4096 px a side.
 //
 // tokens labels the sequence positions: every map must be
 // len(tokens) x len(tokens). It is an error if tokens or maps is empty, if a
