@@ -27,6 +27,7 @@ type Positions struct {
 	Kind   string
 	MaxLen int
 	Dim    int
+	name   string      // the scope, for error messages
 	table  *G.Node     // (MaxLen, D)
 	param  graph.Param // the table, when learned
 }
@@ -37,7 +38,7 @@ func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
 	if err := checkPositive(size{"MaxLen", maxLen}, size{"Dim", dim}); err != nil {
 		return nil, fmt.Errorf("layers: positions %q: %w", s.prefix, err)
 	}
-	p := &Positions{Kind: kind, MaxLen: maxLen, Dim: dim}
+	p := &Positions{Kind: kind, MaxLen: maxLen, Dim: dim, name: s.prefix}
 	switch kind {
 	case PositionsLearned:
 		p.param = s.param("table", normal(0.02), maxLen, dim)
@@ -54,7 +55,9 @@ func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
 				}
 			}
 		}
-		p.table = G.NewConstant(graph.NewDense(s.dt, tensor.Shape{maxLen, dim}, vals), G.WithName(s.Name("sinusoid")))
+		// In(s.g): a constant outside the graph makes Slice and
+		// BroadcastAdd fail with "No Graph Supplied".
+		p.table = G.NewConstant(graph.NewDense(s.dt, tensor.Shape{maxLen, dim}, vals), G.WithName(s.Name("sinusoid")), G.In(s.g))
 	case PositionsNone:
 	default:
 		return nil, fmt.Errorf("layers: positions %q: unknown kind %q, want %q, %q or %q", s.prefix, kind, PositionsLearned, PositionsSinusoidal, PositionsNone)
@@ -66,7 +69,7 @@ func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
 func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
 	s := x.Shape()
 	if len(s) != 3 || s[1] > p.MaxLen || s[2] != p.Dim {
-		return nil, fmt.Errorf("layers: positions %s: input shape %v, want (B, S<=%d, %d)", p.Kind, s, p.MaxLen, p.Dim)
+		return nil, fmt.Errorf("layers: positions %q (%s): input shape %v, want (B, S<=%d, %d)", p.name, p.Kind, s, p.MaxLen, p.Dim)
 	}
 	if p.table == nil {
 		return x, nil
@@ -75,7 +78,7 @@ func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
 	var err error
 	if s[1] < p.MaxLen {
 		if pe, err = G.Slice(pe, G.S(0, s[1])); err != nil { // (S, D)
-			return nil, fmt.Errorf("layers: positions %s: %w", p.Kind, err)
+			return nil, fmt.Errorf("layers: positions %q (%s): %w", p.name, p.Kind, err)
 		}
 	}
 	return G.BroadcastAdd(x, pe, nil, []byte{0}) // (B, S, D)

@@ -44,6 +44,7 @@ type stack struct {
 	s        *Scope
 	dropouts []*graph.Dropout
 	causal   bool
+	kind     string // "decoder" or "encoder", for error messages
 }
 
 func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, error) {
@@ -56,7 +57,7 @@ func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, erro
 	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
 		return nil, fmt.Errorf("layers: %s: Dropout %v is outside [0, 1)", kind, cfg.Dropout)
 	}
-	st := &stack{Config: cfg, s: s, causal: causal}
+	st := &stack{Config: cfg, s: s, causal: causal, kind: kind}
 	var err error
 	if st.tok, err = NewEmbedding(s.Sub("tok_emb"), EmbeddingConfig{Vocab: cfg.Vocab, Dim: cfg.Dim}); err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, erro
 // the hidden states (B, S, D) and every block's attention weights.
 func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Node, error) {
 	if ids.S > st.Config.MaxLen {
-		return nil, nil, fmt.Errorf("layers: %q: sequence length %d exceeds MaxLen %d", st.s.prefix, ids.S, st.Config.MaxLen)
+		return nil, nil, fmt.Errorf("layers: %s %q: sequence length %d exceeds MaxLen %d", st.kind, st.s.prefix, ids.S, st.Config.MaxLen)
 	}
 	mask := pad
 	if st.causal {
@@ -99,7 +100,7 @@ func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Nod
 		mask = causal
 		if pad != nil {
 			if mask, err = graph.CombineMasks(causal, pad); err != nil {
-				return nil, nil, fmt.Errorf("layers: %q: padding mask: %w", st.s.prefix, err)
+				return nil, nil, fmt.Errorf("layers: %s %q: padding mask: %w", st.kind, st.s.prefix, err)
 			}
 		}
 	}
