@@ -49,6 +49,10 @@ func (d *Dropout) Apply(x *G.Node) (*G.Node, error) {
 	return G.HadamardProd(x, d.keep)
 }
 
+// Keep returns the keep-mask node (0 or 1/(1-P)), for ops that apply it
+// themselves, such as Attention.
+func (d *Dropout) Keep() *G.Node { return d.keep }
+
 // Resample draws the keep-mask of training step `step`.
 func (d *Dropout) Resample(step uint64) error {
 	rng := rand.New(rand.NewPCG(d.Seed, step))

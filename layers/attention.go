@@ -2,7 +2,6 @@ package layers
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
@@ -39,7 +38,6 @@ type AttentionConfig struct {
 type MultiHeadAttention struct {
 	Config         AttentionConfig
 	wq, wk, wv, wo *Linear
-	dk             int
 	s              *Scope
 	dropouts       []*graph.Dropout
 }
@@ -63,7 +61,7 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
 		return nil, fmt.Errorf("layers: attention %q: Dropout %v is outside [0, 1)", s.prefix, cfg.Dropout)
 	}
-	a := &MultiHeadAttention{Config: cfg, dk: cfg.Dim / cfg.Heads, s: s}
+	a := &MultiHeadAttention{Config: cfg, s: s}
 	var err error
 	proj := func(in int, w, b string) *Linear {
 		if err != nil {
@@ -99,65 +97,35 @@ func (a *MultiHeadAttention) Forward(query, key, value *G.Node, mask *graph.Mask
 			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 		}
 	}
-	h, dk := a.Config.Heads, a.dk
-
-	q, err := a.wq.Forward(query) // (B, Sq, D)
+	q, err := a.wq.Forward(query) // (B, Sq, D) = query Wq
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := a.wk.Forward(key) // (B, Sk, D)
+	k, err := a.wk.Forward(key) // (B, Sk, D) = key Wk
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := a.wv.Forward(value) // (B, Sk, D)
+	v, err := a.wv.Forward(value) // (B, Sk, D) = value Wv
 	if err != nil {
 		return nil, nil, err
 	}
-	if q, err = splitHeads(q, h); err != nil { // (B*H, Sq, dk)
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-	if k, err = splitHeads(k, h); err != nil { // (B*H, Sk, dk)
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-	if v, err = splitHeads(v, h); err != nil { // (B*H, Sk, dk)
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-
-	scores, err := G.BatchedMatMul(q, k, false, true) // (B*H, Sq, Sk) = Q K^T
-	if err != nil {
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-	// Scale by 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps the
-	// dot products of dk unit-variance terms at unit variance.
-	if scores, err = G.Mul(scores, graph.Scalar(a.s.dt, 1/math.Sqrt(float64(dk)))); err != nil {
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-	if scores, err = graph.Reshape(scores, tensor.Shape{b, h, sq, sk}); err != nil { // (B, H, Sq, Sk)
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-	if weights, err = graph.MaskedSoftmax(scores, mask); err != nil { // (B, H, Sq, Sk)
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-	attended := weights
-	if drop, err := a.s.dropout(fmt.Sprintf("drop%d", len(a.dropouts)), a.Config.Dropout, weights.Shape()); err != nil {
+	var keep *G.Node // attention dropout, in training only
+	if drop, err := a.s.dropout(fmt.Sprintf("drop%d", len(a.dropouts)), a.Config.Dropout, tensor.Shape{b, a.Config.Heads, sq, sk}); err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	} else if drop != nil {
 		a.dropouts = append(a.dropouts, drop)
-		if attended, err = drop.Apply(weights); err != nil {
-			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-		}
+		keep = drop.Keep()
 	}
-	if attended, err = graph.Reshape(attended, tensor.Shape{b * h, sq, sk}); err != nil { // (B*H, Sq, Sk)
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-	y, err := G.BatchedMatMul(attended, v) // (B*H, Sq, dk)
+	// Per head h, on columns [h*dk, (h+1)*dk) of q, k, v:
+	//   P_h = softmax(Q_h K_h^T / sqrt(dk) + mask)  (B, H, Sq, Sk)
+	//   y   = Concat(P_1 V_1, ..., P_H V_H)          (B, Sq, D)
+	// The scale is 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps
+	// the dot products of dk unit-variance terms at unit variance.
+	y, weights, err := graph.Attention(q, k, v, a.Config.Heads, mask, keep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
-	if y, err = mergeHeads(y, b, h); err != nil { // (B, Sq, D)
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-	}
-	if out, err = a.wo.Forward(y); err != nil { // (B, Sq, D)
+	if out, err = a.wo.Forward(y); err != nil { // (B, Sq, D) = y Wo
 		return nil, nil, err
 	}
 	return out, weights, nil
@@ -211,36 +179,6 @@ func CausalMask(s *Scope, b, n int) (*graph.MaskNode, error) {
 		return nil, err
 	}
 	return graph.NewMaskConst(s.g, s.dt, m, s.Name("causal"))
-}
-
-// splitHeads turns (B, S, H*dk) into (B*H, S, dk): each head becomes its own
-// batch entry for BatchedMatMul.
-func splitHeads(x *G.Node, h int) (*G.Node, error) {
-	s := x.Shape()
-	b, n, d := s[0], s[1], s[2]
-	x, err := graph.Reshape(x, tensor.Shape{b, n, h, d / h}) // (B, S, H, dk)
-	if err != nil {
-		return nil, err
-	}
-	if x, err = G.Transpose(x, 0, 2, 1, 3); err != nil { // (B, H, S, dk)
-		return nil, err
-	}
-	return graph.Reshape(x, tensor.Shape{b * h, n, d / h}) // (B*H, S, dk)
-}
-
-// mergeHeads turns (B*H, S, dk) back into (B, S, H*dk), the concatenation of
-// the heads along the last axis.
-func mergeHeads(x *G.Node, b, h int) (*G.Node, error) {
-	s := x.Shape()
-	n, dk := s[1], s[2]
-	x, err := graph.Reshape(x, tensor.Shape{b, h, n, dk}) // (B, H, S, dk)
-	if err != nil {
-		return nil, err
-	}
-	if x, err = G.Transpose(x, 0, 2, 1, 3); err != nil { // (B, S, H, dk)
-		return nil, err
-	}
-	return graph.Reshape(x, tensor.Shape{b, n, h * dk}) // (B, S, D)
 }
 
 // Params returns wq, bq, wk, bk, wv, bv, wo, bo (no biases without Bias).

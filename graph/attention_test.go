@@ -1,0 +1,176 @@
+package graph
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// attentionRef is Attention in plain loops: per sequence b and head h,
+// P = softmax(q_h k_h^T / sqrt(dk)) over the allowed keys (all 0 when none
+// is), out_h = (P * keep) v_h.
+func attentionRef(q, k, v []float64, allow []bool, keep []float64, b, sq, sk, d, heads int) (out, weights []float64) {
+	dk := d / heads
+	out = make([]float64, b*sq*d)
+	weights = make([]float64, b*heads*sq*sk)
+	for n := 0; n < b; n++ {
+		for h := 0; h < heads; h++ {
+			for i := 0; i < sq; i++ {
+				scores := make([]float64, sk)
+				visible := make([]bool, sk)
+				for j := 0; j < sk; j++ {
+					visible[j] = allow == nil || allow[(n*sq+i)*sk+j]
+					for c := 0; c < dk; c++ {
+						scores[j] += q[(n*sq+i)*d+h*dk+c] * k[(n*sk+j)*d+h*dk+c]
+					}
+					scores[j] /= math.Sqrt(float64(dk))
+				}
+				m, sum := math.Inf(-1), 0.0
+				for j, s := range scores {
+					if visible[j] {
+						m = math.Max(m, s)
+					}
+				}
+				for j, s := range scores {
+					if visible[j] {
+						sum += math.Exp(s - m)
+					}
+				}
+				for j, s := range scores {
+					w := 0.0
+					if visible[j] {
+						w = math.Exp(s-m) / sum
+					}
+					weights[((n*heads+h)*sq+i)*sk+j] = w
+					if keep != nil {
+						w *= keep[((n*heads+h)*sq+i)*sk+j]
+					}
+					for c := 0; c < dk; c++ {
+						out[(n*sq+i)*d+h*dk+c] += w * v[(n*sk+j)*d+h*dk+c]
+					}
+				}
+			}
+		}
+	}
+	return out, weights
+}
+
+func TestAttentionMatchesLoops(t *testing.T) {
+	const b, sq, sk, d, heads = 2, 3, 4, 6, 2
+	padded, err := KeyPadding([]int{4, 0}, sq, sk) // sequence 1 sees nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := newRand(3)
+	keepVals := uniform(rng, b*heads*sq*sk, 0, 2)
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		for _, tc := range []struct {
+			name    string
+			allow   []bool
+			dropout bool
+		}{{"no mask", nil, false}, {"padding, a sequence with no keys", padded.Allow, false}, {"dropout", padded.Allow, true}} {
+			g := G.NewGraph()
+			qv := roundTo(dt, uniform(rng, b*sq*d, -2, 2))
+			kv := roundTo(dt, uniform(rng, b*sk*d, -2, 2))
+			vv := roundTo(dt, uniform(rng, b*sk*d, -2, 2))
+			q := input(g, dt, tensor.Shape{b, sq, d}, "q")
+			k := input(g, dt, tensor.Shape{b, sk, d}, "k")
+			v := input(g, dt, tensor.Shape{b, sk, d}, "v")
+			lets := map[*G.Node]G.Value{
+				q: NewDense(dt, q.Shape(), qv), k: NewDense(dt, k.Shape(), kv), v: NewDense(dt, v.Shape(), vv),
+			}
+			var mask *MaskNode
+			if tc.allow != nil {
+				if mask, err = NewMaskConst(g, dt, Mask{B: b, Sq: sq, Sk: sk, Allow: tc.allow}, "mask"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var keep *G.Node
+			var keepRef []float64
+			if tc.dropout {
+				keepRef = roundTo(dt, keepVals)
+				keep = input(g, dt, tensor.Shape{b, heads, sq, sk}, "keep")
+				lets[keep] = NewDense(dt, keep.Shape(), keepRef)
+			}
+			out, weights, err := Attention(q, k, v, heads, mask, keep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := eval(t, lets, out, weights)
+			wantOut, wantW := attentionRef(qv, kv, vv, tc.allow, keepRef, b, sq, sk, d, heads)
+			checkClose(t, dt.String()+" "+tc.name+": output", got[0], wantOut, tolFor(dt))
+			checkClose(t, dt.String()+" "+tc.name+": weights", got[1], wantW, tolFor(dt))
+		}
+	}
+}
+
+func TestAttentionGradients(t *testing.T) {
+	const b, sq, sk, d, heads = 2, 3, 4, 6, 2
+	padded, err := KeyPadding([]int{3, 0}, sq, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		mask    bool
+		dropout bool
+	}{{"plain", false, false}, {"masked with an empty row", true, false}, {"masked with dropout", true, true}} {
+		rng := newRand(11)
+		g := G.NewGraph()
+		q := param(g, tensor.Shape{b, sq, d}, uniform(rng, b*sq*d, -1, 1), "q")
+		k := param(g, tensor.Shape{b, sk, d}, uniform(rng, b*sk*d, -1, 1), "k")
+		v := param(g, tensor.Shape{b, sk, d}, uniform(rng, b*sk*d, -1, 1), "v")
+		var mask *MaskNode
+		if tc.mask {
+			if mask, err = NewMaskConst(g, tensor.Float64, padded, "mask"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var keep *G.Node
+		if tc.dropout {
+			keep = param(g, tensor.Shape{b, heads, sq, sk}, roundTo(tensor.Float64, uniform(rng, b*heads*sq*sk, 0, 2)), "keep").Node
+		}
+		out, _, err := Attention(q.Node, k.Node, v.Node, heads, mask, keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := GradCheck(weightedSum(t, out, rng), []Param{q, k, v}, nil, GradCheckConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range rep {
+			if e.Rel > 1e-7 || e.Norm == 0 {
+				t.Errorf("%s:\n%s", tc.name, rep)
+				break
+			}
+		}
+	}
+}
+
+func TestAttentionErrors(t *testing.T) {
+	g := G.NewGraph()
+	q := input(g, tensor.Float64, tensor.Shape{2, 3, 6}, "q")
+	k := input(g, tensor.Float64, tensor.Shape{2, 4, 6}, "k")
+	k32 := input(g, tensor.Float32, tensor.Shape{2, 4, 6}, "k32")
+	short := input(g, tensor.Float64, tensor.Shape{2, 5, 6}, "short")
+	mask, err := NewMaskInput(g, tensor.Float64, 2, 4, 4, "mask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func() error{
+		"not divisible":   func() error { _, _, err := Attention(q, k, k, 4, nil, nil); return err },
+		"want (B, Sq, D)": func() error { _, _, err := Attention(q, k, short, 2, nil, nil); return err },
+		"float32":         func() error { _, _, err := Attention(q, k32, k32, 2, nil, nil); return err },
+		"mask is":         func() error { _, _, err := Attention(q, k, k, 2, mask, nil); return err },
+		"keep-mask":       func() error { _, _, err := Attention(q, k, k, 2, nil, q); return err },
+	}
+	for want, f := range cases {
+		err := noPanic(t, want, f)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v", want, err)
+		}
+	}
+}
