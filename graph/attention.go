@@ -14,45 +14,43 @@ import (
 // queries q (B, Sq, D), keys k (B, Sk, D) and values v (B, Sk, D), with
 // dk = D/H and head h reading columns [h*dk, (h+1)*dk):
 //
-//	P_h = softmax(Q_h K_h^T / sqrt(dk) + mask)   (B, H, Sq, Sk)
+//	P_h = softmax(Q_h K_h^T / sqrt(dk) + mask)   weights (B, H, Sq, Sk)
 //	out = Concat(P_1 V_1, ..., P_H V_H)           (B, Sq, D)
 //
-// It returns out and the weights P. mask (B, Sq, Sk) may be nil; keep, the
-// keep-mask of attention dropout (B, H, Sq, Sk), may be nil too, else out uses
-// P * keep in place of P.
+// mask (B, Sq, Sk) may be nil; keep, the keep-mask of attention dropout
+// (B, H, Sq, Sk), may be nil too, else out uses P * keep in place of P.
 //
 // The softmax subtracts each row's own max; hidden keys get weight exactly 0;
 // a query that may see no key gets all-zero weights, not NaN.
 //
-// It is one op forward and one per input backward, computed head by head in
-// plain loops, instead of gorgonia's reshape, transpose, batched matmul and
-// broadcast ops: the same arithmetic in a fraction of the time and memory,
-// with no copies of the heads. Its gradients are checked against finite
-// differences and its forward against plain loops in the tests.
+// Each of the two steps is one op forward and one per input backward,
+// computed head by head in plain loops on the (B, S, D) layout, instead of
+// gorgonia's reshapes, transposes, batched matmuls and broadcasts: the same
+// arithmetic without copying the heads around. The tests check both steps
+// against plain loops and their gradients against finite differences.
 func Attention(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (out, weights *G.Node, err error) {
 	d, err := attentionDims(q, k, v, heads, mask, keep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("graph: attention: %w", err)
 	}
-	inputs := G.Nodes{q, k, v}
+	scoreIn := G.Nodes{q, k}
 	if mask != nil {
-		inputs = append(inputs, mask.Bias)
+		scoreIn = append(scoreIn, mask.Bias)
 	}
-	if keep != nil {
-		inputs = append(inputs, keep)
-	}
-	op := attentionOp{dims: d, out: attnOutput}
-	if out, err = G.ApplyOp(op, inputs...); err != nil {
-		return nil, nil, fmt.Errorf("graph: attention: %w", err)
-	}
-	op.out = attnWeights
-	if weights, err = G.ApplyOp(op, inputs...); err != nil {
+	if weights, err = G.ApplyOp(attentionOp{dims: d, out: attnWeights}, scoreIn...); err != nil {
 		return nil, nil, fmt.Errorf("graph: attention weights: %w", err)
+	}
+	mixIn := G.Nodes{weights, v}
+	if keep != nil {
+		mixIn = append(mixIn, keep)
+	}
+	if out, err = G.ApplyOp(attentionOp{dims: d, out: attnOutput}, mixIn...); err != nil {
+		return nil, nil, fmt.Errorf("graph: attention: %w", err)
 	}
 	return out, weights, nil
 }
 
-// attnDims are the sizes of one attention op and which optional inputs it has.
+// attnDims are the sizes of one attention and which optional inputs it has.
 type attnDims struct {
 	B, Sq, Sk, D, H int
 	Masked, Dropped bool
@@ -89,42 +87,49 @@ func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (at
 	return d, nil
 }
 
-// What an attentionOp computes: the forward output, the weights, or the
-// gradient with respect to q, k or v (the incoming gradient then comes last
-// among its inputs).
+// What an attentionOp computes, and from which inputs ([x] when present):
 const (
-	attnOutput = iota
-	attnWeights
-	attnGradQ
-	attnGradK
-	attnGradV
+	attnWeights = iota // P from q, k, [bias]
+	attnOutput         // out from P, v, [keep]
+	attnGradQ          // dq from P, dP, k
+	attnGradK          // dk from P, dP, q
+	attnGradP          // dP from dout, v, [keep]
+	attnGradV          // dv from P, dout, [keep]
 )
 
-// attentionOp is every attention computation: inputs q, k, v[, bias][, keep]
-// and, for gradients, dout.
+// attentionOp is one step of Attention or of its gradient; which one is out.
 type attentionOp struct {
 	dims attnDims
 	out  int
 }
 
-func (op attentionOp) Arity() int {
-	n := 3
-	if op.dims.Masked {
-		n++
+// inputs lists the number of dimensions of each input.
+func (op attentionOp) inputs() []int {
+	d := op.dims
+	switch op.out {
+	case attnWeights:
+		if d.Masked {
+			return []int{3, 3, 3}
+		}
+		return []int{3, 3}
+	case attnOutput, attnGradP:
+		if d.Dropped {
+			return []int{4, 3, 4}
+		}
+		return []int{4, 3}
+	case attnGradV:
+		if d.Dropped {
+			return []int{4, 3, 4}
+		}
+		return []int{4, 3}
 	}
-	if op.dims.Dropped {
-		n++
-	}
-	if op.out >= attnGradQ {
-		n++
-	}
-	return n
+	return []int{4, 4, 3} // attnGradQ, attnGradK
 }
 
 func (op attentionOp) shape() tensor.Shape {
 	d := op.dims
 	switch op.out {
-	case attnWeights:
+	case attnWeights, attnGradP:
 		return tensor.Shape{d.B, d.H, d.Sq, d.Sk}
 	case attnGradK, attnGradV:
 		return tensor.Shape{d.B, d.Sk, d.D}
@@ -132,30 +137,27 @@ func (op attentionOp) shape() tensor.Shape {
 	return tensor.Shape{d.B, d.Sq, d.D}
 }
 
+func (op attentionOp) Arity() int { return len(op.inputs()) }
+
 func (op attentionOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
-	in := make([]hm.Type, 0, op.Arity()+1)
-	for i := 0; i < op.Arity(); i++ {
-		dims := 3
-		if op.dims.Dropped && i == 3+btoi(op.dims.Masked) {
-			dims = 4
-		}
-		in = append(in, &G.TensorType{Dims: dims, Of: a})
+	var ts []hm.Type
+	for _, dims := range op.inputs() {
+		ts = append(ts, &G.TensorType{Dims: dims, Of: a})
 	}
-	in = append(in, &G.TensorType{Dims: op.shape().Dims(), Of: a})
-	return hm.NewFnType(in...)
+	return hm.NewFnType(append(ts, &G.TensorType{Dims: op.shape().Dims(), Of: a})...)
 }
 
 func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
 func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
 	if len(vals) != op.Arity() {
-		return nil, fmt.Errorf("graph: attention: want %d inputs, got %d", op.Arity(), len(vals))
+		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, op.Arity(), len(vals))
 	}
 	dt := vals[0].Dtype()
 	for _, v := range vals {
 		if _, ok := v.(*tensor.Dense); !ok || v.Dtype() != dt {
-			return nil, fmt.Errorf("graph: attention: inputs must be dense %v tensors, got %T %v", dt, v, v.Dtype())
+			return nil, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
 		}
 	}
 	out := tensor.New(tensor.Of(dt), tensor.WithShape(op.shape()...))
@@ -165,7 +167,7 @@ func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
 	case tensor.Float32:
 		runAttention(op, typed[float32](vals), out.Data().([]float32))
 	default:
-		return nil, fmt.Errorf("graph: attention: dtype %v is not supported", dt)
+		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
 	}
 	return out, nil
 }
@@ -178,199 +180,193 @@ func typed[T float32 | float64](vals []G.Value) [][]T {
 	return out
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+// heads indexes one batch of attention: (B, S, D) tensors whose head h is
+// columns [h*dk, (h+1)*dk), and (B, H, Sq, Sk) weights.
+type heads struct {
+	attnDims
+	dk    int
+	scale float64
 }
 
-// heads holds one op's inputs by role, for the per-head loops.
-type heads[T float32 | float64] struct {
-	attnDims
-	q, k, v, bias, keep, dout []T
-	dk                        int
-	scale                     float64
+// row returns the dk values of head h at position i of sequence b of an
+// (B, n, D) tensor x.
+func row[T float32 | float64](a heads, x []T, n, b, i, h int) []T {
+	return x[(b*n+i)*a.D+h*a.dk:][:a.dk]
+}
+
+// pRow returns row i of head h of sequence b of (B, H, Sq, Sk) weights.
+func pRow[T float32 | float64](a heads, p []T, b, h, i int) []T {
+	return p[((b*a.H+h)*a.Sq+i)*a.Sk:][:a.Sk]
+}
+
+func dot[T float32 | float64](x, y []T) float64 {
+	var s float64
+	for i, v := range x {
+		s += float64(v) * float64(y[i])
+	}
+	return s
 }
 
 func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
-	a := heads[T]{attnDims: op.dims, q: in[0], k: in[1], v: in[2], dk: op.dims.D / op.dims.H}
+	a := heads{attnDims: op.dims, dk: op.dims.D / op.dims.H}
 	a.scale = 1 / math.Sqrt(float64(a.dk))
-	i := 3
-	if a.Masked {
-		a.bias, i = in[i], i+1
+	var keep []T
+	if a.Dropped && len(in) == 3 && op.out != attnGradQ && op.out != attnGradK {
+		keep = in[2]
 	}
-	if a.Dropped {
-		a.keep, i = in[i], i+1
-	}
-	if op.out >= attnGradQ {
-		a.dout = in[i]
-	}
-	p := make([]float64, a.Sq*a.Sk)  // P of one head
-	ds := make([]float64, a.Sq*a.Sk) // dL/dscores of one head
 	for b := 0; b < a.B; b++ {
 		for h := 0; h < a.H; h++ {
-			a.probs(b, h, p)
 			switch op.out {
-			case attnOutput:
-				a.applyWeights(b, h, p, out)
 			case attnWeights:
-				for i, w := range p {
-					out[(b*a.H+h)*a.Sq*a.Sk+i] = T(w)
+				var bias []T
+				if a.Masked {
+					bias = in[2]
 				}
+				weightsHead(a, in[0], in[1], bias, out, b, h)
+			case attnOutput:
+				mixHead(a, in[0], in[1], keep, out, b, h)
+			case attnGradP:
+				gradPHead(a, in[0], in[1], keep, out, b, h)
 			case attnGradV:
-				a.gradV(b, h, p, out)
+				gradVHead(a, in[0], in[1], keep, out, b, h)
 			case attnGradQ, attnGradK:
-				a.gradScores(b, h, p, ds)
-				a.gradQK(b, h, ds, op.out == attnGradQ, out)
+				gradQKHead(a, in[0], in[1], in[2], op.out == attnGradQ, out, b, h)
 			}
 		}
 	}
 }
 
-// probs fills p (Sq x Sk) with P = softmax(Q K^T * scale + bias) of sequence
-// b and head h, subtracting each row's max; hidden keys (bias < 0) get 0 and a
-// row with no visible key is all 0.
-func (a *heads[T]) probs(b, h int, p []float64) {
+// weightsHead writes P = softmax(Q K^T * scale + bias) for sequence b, head
+// h, subtracting each row's max. Hidden keys (bias < 0) get 0; a row with no
+// visible key is all 0.
+func weightsHead[T float32 | float64](a heads, q, k, bias, p []T, b, h int) {
+	s := make([]float64, a.Sk)
 	for i := 0; i < a.Sq; i++ {
-		row := p[i*a.Sk : (i+1)*a.Sk]
-		qi := a.q[(b*a.Sq+i)*a.D+h*a.dk:][:a.dk]
+		qi, pi := row(a, q, a.Sq, b, i, h), pRow(a, p, b, h, i)
 		m := math.Inf(-1)
-		for j := range row {
-			if a.bias != nil && a.bias[(b*a.Sq+i)*a.Sk+j] < 0 {
-				row[j] = math.Inf(-1)
+		for j := range s {
+			if bias != nil && bias[(b*a.Sq+i)*a.Sk+j] < 0 {
+				s[j] = math.Inf(-1)
 				continue
 			}
-			kj := a.k[(b*a.Sk+j)*a.D+h*a.dk:][:a.dk]
-			var s float64
-			for c, x := range qi {
-				s += float64(x) * float64(kj[c])
-			}
-			row[j] = s * a.scale
-			m = math.Max(m, row[j])
+			s[j] = dot(qi, row(a, k, a.Sk, b, j, h)) * a.scale
+			m = math.Max(m, s[j])
 		}
 		if math.IsInf(m, -1) {
-			clear(row)
+			clear(pi)
 			continue
 		}
 		var sum float64
-		for j, s := range row {
-			row[j] = math.Exp(s - m) // exp(-Inf) = 0 for hidden keys
-			sum += row[j]
+		for j := range s {
+			s[j] = math.Exp(s[j] - m) // exp(-Inf) = 0 for hidden keys
+			sum += s[j]
 		}
-		for j := range row {
-			row[j] /= sum
+		for j := range s {
+			pi[j] = T(s[j] / sum)
 		}
 	}
 }
 
-// dropped returns P[i, j] times the dropout keep-mask, the weight V is
-// averaged with.
-func (a *heads[T]) dropped(b, h, i, j int, p []float64) float64 {
-	w := p[i*a.Sk+j]
-	if a.keep != nil {
-		w *= float64(a.keep[((b*a.H+h)*a.Sq+i)*a.Sk+j])
+// weight is P[i, j], times the dropout keep-mask when there is one: the
+// weight value j gets in the average of query i.
+func weight[T float32 | float64](a heads, p, keep []T, b, h, i, j int) float64 {
+	w := float64(pRow(a, p, b, h, i)[j])
+	if keep != nil {
+		w *= float64(pRow(a, keep, b, h, i)[j])
 	}
 	return w
 }
 
-// applyWeights writes out[b, i, head h] = sum_j P[i, j] V[b, j, head h].
-func (a *heads[T]) applyWeights(b, h int, p []float64, out []T) {
+// mixHead writes out[b, i, head h] = sum_j P[i, j] V[b, j, head h].
+func mixHead[T float32 | float64](a heads, p, v, keep, out []T, b, h int) {
 	acc := make([]float64, a.dk)
 	for i := 0; i < a.Sq; i++ {
 		clear(acc)
 		for j := 0; j < a.Sk; j++ {
-			w := a.dropped(b, h, i, j, p)
-			if w == 0 {
-				continue
-			}
-			vj := a.v[(b*a.Sk+j)*a.D+h*a.dk:][:a.dk]
-			for c, x := range vj {
-				acc[c] += w * float64(x)
+			if w := weight(a, p, keep, b, h, i, j); w != 0 {
+				for c, x := range row(a, v, a.Sk, b, j, h) {
+					acc[c] += w * float64(x)
+				}
 			}
 		}
-		o := out[(b*a.Sq+i)*a.D+h*a.dk:][:a.dk]
-		for c := range o {
-			o[c] = T(acc[c])
+		for c := range acc {
+			row(a, out, a.Sq, b, i, h)[c] = T(acc[c])
 		}
 	}
 }
 
-// gradV writes dV[b, j, head h] = sum_i P[i, j] dout[b, i, head h].
-func (a *heads[T]) gradV(b, h int, p []float64, out []T) {
+// gradPHead writes dP[i, j] = dout[b, i, head h] . V[b, j, head h] (times the
+// keep-mask).
+func gradPHead[T float32 | float64](a heads, dout, v, keep, dp []T, b, h int) {
+	for i := 0; i < a.Sq; i++ {
+		di, dpi := row(a, dout, a.Sq, b, i, h), pRow(a, dp, b, h, i)
+		for j := range dpi {
+			g := dot(di, row(a, v, a.Sk, b, j, h))
+			if keep != nil {
+				g *= float64(pRow(a, keep, b, h, i)[j])
+			}
+			dpi[j] = T(g)
+		}
+	}
+}
+
+// gradVHead writes dV[b, j, head h] = sum_i P[i, j] dout[b, i, head h].
+func gradVHead[T float32 | float64](a heads, p, dout, keep, dv []T, b, h int) {
 	acc := make([]float64, a.dk)
 	for j := 0; j < a.Sk; j++ {
 		clear(acc)
 		for i := 0; i < a.Sq; i++ {
-			w := a.dropped(b, h, i, j, p)
-			if w == 0 {
-				continue
-			}
-			di := a.dout[(b*a.Sq+i)*a.D+h*a.dk:][:a.dk]
-			for c, x := range di {
-				acc[c] += w * float64(x)
+			if w := weight(a, p, keep, b, h, i, j); w != 0 {
+				for c, x := range row(a, dout, a.Sq, b, i, h) {
+					acc[c] += w * float64(x)
+				}
 			}
 		}
-		o := out[(b*a.Sk+j)*a.D+h*a.dk:][:a.dk]
-		for c := range o {
-			o[c] = T(acc[c])
+		for c := range acc {
+			row(a, dv, a.Sk, b, j, h)[c] = T(acc[c])
 		}
 	}
 }
 
-// gradScores fills ds with dL/d(Q K^T) of one head, scale included:
-// dP = dout V^T (times the keep-mask), dS = P * (dP - rowsum(P * dP)).
-func (a *heads[T]) gradScores(b, h int, p, ds []float64) {
+// gradQKHead writes dQ = dS K (wantQ) or dK = dS^T Q, where
+// dS = P * (dP - rowsum(P * dP)) * scale is the gradient of the scores.
+func gradQKHead[T float32 | float64](a heads, p, dp, other []T, wantQ bool, out []T, b, h int) {
+	ds := make([]float64, a.Sq*a.Sk)
 	for i := 0; i < a.Sq; i++ {
-		di := a.dout[(b*a.Sq+i)*a.D+h*a.dk:][:a.dk]
-		var dot float64
-		for j := 0; j < a.Sk; j++ {
-			var dp float64
-			if p[i*a.Sk+j] != 0 {
-				vj := a.v[(b*a.Sk+j)*a.D+h*a.dk:][:a.dk]
-				for c, x := range di {
-					dp += float64(x) * float64(vj[c])
-				}
-				if a.keep != nil {
-					dp *= float64(a.keep[((b*a.H+h)*a.Sq+i)*a.Sk+j])
-				}
-			}
-			ds[i*a.Sk+j] = dp
-			dot += p[i*a.Sk+j] * dp
+		pi, dpi := pRow(a, p, b, h, i), pRow(a, dp, b, h, i)
+		rowDot := dot(pi, dpi)
+		for j := range pi {
+			ds[i*a.Sk+j] = float64(pi[j]) * (float64(dpi[j]) - rowDot) * a.scale
 		}
-		for j := 0; j < a.Sk; j++ {
-			ds[i*a.Sk+j] = p[i*a.Sk+j] * (ds[i*a.Sk+j] - dot) * a.scale
-		}
-	}
-}
-
-// gradQK writes dQ = dS K (wantQ) or dK = dS^T Q for head h of sequence b.
-func (a *heads[T]) gradQK(b, h int, ds []float64, wantQ bool, out []T) {
-	rows, cols, other, otherLen := a.Sq, a.Sk, a.k, a.Sk
-	if !wantQ {
-		rows, cols, other, otherLen = a.Sk, a.Sq, a.q, a.Sq
 	}
 	acc := make([]float64, a.dk)
-	for r := 0; r < rows; r++ {
-		clear(acc)
-		for c := 0; c < cols; c++ {
-			var g float64
-			if wantQ {
-				g = ds[r*a.Sk+c] // dS[r, c]
-			} else {
-				g = ds[c*a.Sk+r] // dS^T[r, c]
+	if wantQ {
+		for i := 0; i < a.Sq; i++ {
+			clear(acc)
+			for j := 0; j < a.Sk; j++ {
+				if g := ds[i*a.Sk+j]; g != 0 {
+					for c, x := range row(a, other, a.Sk, b, j, h) {
+						acc[c] += g * float64(x)
+					}
+				}
 			}
-			if g == 0 {
-				continue
-			}
-			x := other[(b*otherLen+c)*a.D+h*a.dk:][:a.dk]
-			for e, xv := range x {
-				acc[e] += g * float64(xv)
+			for c := range acc {
+				row(a, out, a.Sq, b, i, h)[c] = T(acc[c])
 			}
 		}
-		o := out[(b*rows+r)*a.D+h*a.dk:][:a.dk]
-		for e := range o {
-			o[e] = T(acc[e])
+		return
+	}
+	for j := 0; j < a.Sk; j++ {
+		clear(acc)
+		for i := 0; i < a.Sq; i++ {
+			if g := ds[i*a.Sk+j]; g != 0 {
+				for c, x := range row(a, other, a.Sq, b, i, h) {
+					acc[c] += g * float64(x)
+				}
+			}
+		}
+		for c := range acc {
+			row(a, out, a.Sk, b, j, h)[c] = T(acc[c])
 		}
 	}
 }
@@ -379,39 +375,49 @@ func (op attentionOp) ReturnsPtr() bool     { return false }
 func (op attentionOp) CallsExtern() bool    { return false }
 func (op attentionOp) OverwritesInput() int { return -1 }
 
-func (op attentionOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "qkv.attention %+v out=%d", op.dims, op.out)
-}
-func (op attentionOp) Hashcode() uint32 { return hashOf(op) }
+func (op attentionOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "qkv.attention %+v %d", op.dims, op.out) }
+func (op attentionOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op attentionOp) String() string {
-	return [...]string{"qkv.Attention", "qkv.AttentionWeights", "qkv.AttentionGradQ", "qkv.AttentionGradK", "qkv.AttentionGradV"}[op.out]
+	return [...]string{"qkv.AttentionWeights", "qkv.AttentionMix", "qkv.AttentionGradQ", "qkv.AttentionGradK", "qkv.AttentionGradP", "qkv.AttentionGradV"}[op.out]
 }
 
-// DiffWRT: q, k and v; the mask and the dropout keep-mask are constants.
+// DiffWRT: the weights are differentiable in q and k, the output in P and v;
+// the mask and the dropout keep-mask are constants. Gradient ops are not
+// differentiated again.
 func (op attentionOp) DiffWRT(inputs int) []bool {
 	d := make([]bool, inputs)
-	if op.out == attnOutput {
-		d[0], d[1], d[2] = true, true, true
+	if op.out == attnWeights || op.out == attnOutput {
+		d[0], d[1] = true, true
 	}
 	return d
 }
 
-// SymDiff returns dq, dk, dv, each an attentionOp over the same inputs and
-// the incoming gradient. Only the output is differentiable: the weights are
-// for inspection.
+// SymDiff returns the gradients of the inputs as attentionOps over the
+// forward values and the incoming gradient.
 func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	if op.out != attnOutput {
-		return nil, fmt.Errorf("graph: %v is not differentiable", op)
-	}
-	args := append(append(G.Nodes(nil), inputs...), grad)
 	grads := make(G.Nodes, len(inputs))
-	for i, which := range []int{attnGradQ, attnGradK, attnGradV} {
-		g, err := G.ApplyOp(attentionOp{dims: op.dims, out: which}, args...)
-		if err != nil {
+	apply := func(which int, args ...*G.Node) (*G.Node, error) {
+		return G.ApplyOp(attentionOp{dims: op.dims, out: which}, args...)
+	}
+	var err error
+	switch op.out {
+	case attnWeights: // inputs q, k, [bias]; output P; grad dP
+		if grads[0], err = apply(attnGradQ, output, grad, inputs[1]); err != nil {
 			return nil, err
 		}
-		grads[i] = g
+		grads[1], err = apply(attnGradK, output, grad, inputs[0])
+	case attnOutput: // inputs P, v, [keep]; grad dout
+		rest := inputs[2:]
+		if grads[0], err = apply(attnGradP, append(G.Nodes{grad, inputs[1]}, rest...)...); err != nil {
+			return nil, err
+		}
+		grads[1], err = apply(attnGradV, append(G.Nodes{inputs[0], grad}, rest...)...)
+	default:
+		return nil, fmt.Errorf("graph: %v is not differentiable", op)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return grads, nil
 }

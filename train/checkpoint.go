@@ -72,7 +72,8 @@ type Checkpoint struct {
 // temporary file in dir that is synced and then renamed over the final name,
 // after which dir itself is synced. StateFile is written last, so a crash
 // part way leaves files that disagree on the step, which LoadCheckpoint
-// reports. No temporary file is left behind, whatever the outcome.
+// reports. No temporary file is left behind, whatever the outcome, and those
+// of a save killed part way are removed.
 func SaveCheckpoint(dir string, ck *Checkpoint) error {
 	if ck == nil {
 		return fmt.Errorf("train: checkpoint %s: nil checkpoint", dir)
@@ -109,6 +110,7 @@ func SaveCheckpoint(dir string, ck *Checkpoint) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", dir, err)
 	}
+	removeStaleTemps(dir)
 	files := []struct {
 		name  string
 		write func(io.Writer) error
@@ -130,6 +132,21 @@ func SaveCheckpoint(dir string, ck *Checkpoint) error {
 	return nil
 }
 
+// tempPattern is the os.CreateTemp pattern of the temporary file of name.
+func tempPattern(name string) string { return "." + name + ".tmp-*" }
+
+// removeStaleTemps removes the temporary files a save killed part way left
+// in dir. Saving to one directory from two processes at once is not
+// supported.
+func removeStaleTemps(dir string) {
+	for _, name := range []string{ConfigFile, ModelFile, OptimizerFile, StateFile} {
+		stale, _ := filepath.Glob(filepath.Join(dir, tempPattern(name)))
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
+}
+
 // testHookBeforeRename, when set by tests, runs before a temporary file is
 // renamed to name; an error it returns aborts the save as if the rename had
 // failed.
@@ -138,7 +155,7 @@ var testHookBeforeRename func(name string) error
 // writeFileAtomic writes dir/name through a synced temporary file renamed
 // over it, then syncs dir. On error the temporary file is removed.
 func writeFileAtomic(dir, name string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	tmp, err := os.CreateTemp(dir, tempPattern(name))
 	if err != nil {
 		return err
 	}
