@@ -180,195 +180,205 @@ func typed[T float32 | float64](vals []G.Value) [][]T {
 	return out
 }
 
-// heads indexes one batch of attention: (B, S, D) tensors whose head h is
-// columns [h*dk, (h+1)*dk), and (B, H, Sq, Sk) weights.
-type heads struct {
-	attnDims
-	dk    int
-	scale float64
-}
-
-// row returns the dk values of head h at position i of sequence b of an
-// (B, n, D) tensor x.
-func row[T float32 | float64](a heads, x []T, n, b, i, h int) []T {
-	return x[(b*n+i)*a.D+h*a.dk:][:a.dk]
-}
-
-// pRow returns row i of head h of sequence b of (B, H, Sq, Sk) weights.
-func pRow[T float32 | float64](a heads, p []T, b, h, i int) []T {
-	return p[((b*a.H+h)*a.Sq+i)*a.Sk:][:a.Sk]
-}
-
-func dot[T float32 | float64](x, y []T) float64 {
-	var s float64
-	for i, v := range x {
-		s += float64(v) * float64(y[i])
-	}
-	return s
-}
-
+// runAttention runs op head by head: it gathers the head's slices of its
+// inputs into small float64 matrices, multiplies them, and scatters the
+// result. Gathering costs S*dk copies; the products cost S*S*dk.
 func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
-	a := heads{attnDims: op.dims, dk: op.dims.D / op.dims.H}
-	a.scale = 1 / math.Sqrt(float64(a.dk))
-	var keep []T
-	if a.Dropped && len(in) == 3 && op.out != attnGradQ && op.out != attnGradK {
-		keep = in[2]
-	}
-	for b := 0; b < a.B; b++ {
-		for h := 0; h < a.H; h++ {
+	d := op.dims
+	dk := d.D / d.H
+	scale := 1 / math.Sqrt(float64(dk))
+	sqk, sqd, skd := make([]float64, d.Sq*d.Sk), make([]float64, d.Sq*dk), make([]float64, d.Sk*dk)
+	p, keep := make([]float64, d.Sq*d.Sk), make([]float64, d.Sq*d.Sk)
+	res := make([]float64, max(d.Sq, d.Sk)*max(dk, d.Sk))
+	for b := 0; b < d.B; b++ {
+		for h := 0; h < d.H; h++ {
+			head := func(x []T, n int, dst []float64) []float64 { return gatherHead(x, dst, b, h, n, d.D, dk) }
+			weights := func(x []T, dst []float64) []float64 { return gatherWeights(x, dst, b, h, d) }
+			var r []float64
 			switch op.out {
-			case attnWeights:
+			case attnWeights: // P = softmax(Q K^T * scale + bias)
+				r = mulNT(head(in[0], d.Sq, sqd), head(in[1], d.Sk, skd), res, d.Sq, d.Sk, dk)
 				var bias []T
-				if a.Masked {
-					bias = in[2]
+				if d.Masked {
+					bias = in[2][b*d.Sq*d.Sk:][:d.Sq*d.Sk]
 				}
-				weightsHead(a, in[0], in[1], bias, out, b, h)
-			case attnOutput:
-				mixHead(a, in[0], in[1], keep, out, b, h)
-			case attnGradP:
-				gradPHead(a, in[0], in[1], keep, out, b, h)
-			case attnGradV:
-				gradVHead(a, in[0], in[1], keep, out, b, h)
-			case attnGradQ, attnGradK:
-				gradQKHead(a, in[0], in[1], in[2], op.out == attnGradQ, out, b, h)
+				softmaxHead(r, bias, scale, d.Sk)
+			case attnOutput: // out = (P * keep) V
+				pk := dropped(weights(in[0], p), in, 2, weights, keep, d)
+				r = mulNN(pk, head(in[1], d.Sk, skd), res, d.Sq, d.Sk, dk)
+			case attnGradP: // dP = (dout V^T) * keep
+				r = mulNT(head(in[0], d.Sq, sqd), head(in[1], d.Sk, skd), res, d.Sq, d.Sk, dk)
+				r = dropped(r, in, 2, weights, keep, d)
+			case attnGradV: // dV = (P * keep)^T dout
+				pk := dropped(weights(in[0], p), in, 2, weights, keep, d)
+				r = mulTN(pk, head(in[1], d.Sq, sqd), res, d.Sk, d.Sq, dk)
+			case attnGradQ, attnGradK: // dS = P * (dP - rowsum(P * dP)) * scale
+				ds := scoresGrad(weights(in[0], p), weights(in[1], sqk), scale, d.Sk)
+				if op.out == attnGradQ { // dQ = dS K
+					r = mulNN(ds, head(in[2], d.Sk, skd), res, d.Sq, d.Sk, dk)
+				} else { // dK = dS^T Q
+					r = mulTN(ds, head(in[2], d.Sq, sqd), res, d.Sk, d.Sq, dk)
+				}
+			}
+			if op.out == attnWeights || op.out == attnGradP {
+				scatterWeights(r, out, b, h, d)
+			} else {
+				n := d.Sq
+				if op.out == attnGradK || op.out == attnGradV {
+					n = d.Sk
+				}
+				scatterHead(r, out, b, h, n, d.D, dk)
 			}
 		}
 	}
 }
 
-// weightsHead writes P = softmax(Q K^T * scale + bias) for sequence b, head
-// h, subtracting each row's max. Hidden keys (bias < 0) get 0; a row with no
-// visible key is all 0.
-func weightsHead[T float32 | float64](a heads, q, k, bias, p []T, b, h int) {
-	s := make([]float64, a.Sk)
-	for i := 0; i < a.Sq; i++ {
-		qi, pi := row(a, q, a.Sq, b, i, h), pRow(a, p, b, h, i)
-		m := math.Inf(-1)
-		for j := range s {
-			if bias != nil && bias[(b*a.Sq+i)*a.Sk+j] < 0 {
-				s[j] = math.Inf(-1)
-				continue
-			}
-			s[j] = dot(qi, row(a, k, a.Sk, b, j, h)) * a.scale
-			m = math.Max(m, s[j])
+// gatherHead copies head h of sequence b of an (B, n, D) tensor into dst as
+// an (n, dk) matrix.
+func gatherHead[T float32 | float64](x []T, dst []float64, b, h, n, d, dk int) []float64 {
+	for i := 0; i < n; i++ {
+		src := x[(b*n+i)*d+h*dk:][:dk]
+		for c, v := range src {
+			dst[i*dk+c] = float64(v)
 		}
-		if math.IsInf(m, -1) {
-			clear(pi)
-			continue
-		}
-		var sum float64
-		for j := range s {
-			s[j] = math.Exp(s[j] - m) // exp(-Inf) = 0 for hidden keys
-			sum += s[j]
-		}
-		for j := range s {
-			pi[j] = T(s[j] / sum)
+	}
+	return dst
+}
+
+func scatterHead[T float32 | float64](src []float64, x []T, b, h, n, d, dk int) {
+	for i := 0; i < n; i++ {
+		dst := x[(b*n+i)*d+h*dk:][:dk]
+		for c := range dst {
+			dst[c] = T(src[i*dk+c])
 		}
 	}
 }
 
-// weight is P[i, j], times the dropout keep-mask when there is one: the
-// weight value j gets in the average of query i.
-func weight[T float32 | float64](a heads, p, keep []T, b, h, i, j int) float64 {
-	w := float64(pRow(a, p, b, h, i)[j])
-	if keep != nil {
-		w *= float64(pRow(a, keep, b, h, i)[j])
+// gatherWeights copies the (Sq, Sk) block of head h of sequence b of an
+// (B, H, Sq, Sk) tensor into dst.
+func gatherWeights[T float32 | float64](x []T, dst []float64, b, h int, d attnDims) []float64 {
+	for i, v := range x[(b*d.H+h)*d.Sq*d.Sk:][:d.Sq*d.Sk] {
+		dst[i] = float64(v)
+	}
+	return dst
+}
+
+func scatterWeights[T float32 | float64](src []float64, x []T, b, h int, d attnDims) {
+	dst := x[(b*d.H+h)*d.Sq*d.Sk:][:d.Sq*d.Sk]
+	for i := range dst {
+		dst[i] = T(src[i])
+	}
+}
+
+// dropped multiplies w in place by the dropout keep-mask, input i of in, when
+// the attention has one.
+func dropped[T float32 | float64](w []float64, in [][]T, i int, gather func([]T, []float64) []float64, buf []float64, d attnDims) []float64 {
+	if !d.Dropped {
+		return w
+	}
+	for j, k := range gather(in[i], buf) {
+		w[j] *= k
 	}
 	return w
 }
 
-// mixHead writes out[b, i, head h] = sum_j P[i, j] V[b, j, head h].
-func mixHead[T float32 | float64](a heads, p, v, keep, out []T, b, h int) {
-	acc := make([]float64, a.dk)
-	for i := 0; i < a.Sq; i++ {
-		clear(acc)
-		for j := 0; j < a.Sk; j++ {
-			if w := weight(a, p, keep, b, h, i, j); w != 0 {
-				for c, x := range row(a, v, a.Sk, b, j, h) {
-					acc[c] += w * float64(x)
-				}
+// softmaxHead turns scores s (rows of n) into softmax(s * scale + bias) in
+// place, subtracting each row's max. Hidden keys (bias < 0) get 0; a row with
+// no visible key is all 0.
+func softmaxHead[T float32 | float64](s []float64, bias []T, scale float64, n int) {
+	for i := 0; i*n < len(s); i++ {
+		r := s[i*n : (i+1)*n]
+		m := math.Inf(-1)
+		for j := range r {
+			if bias != nil && bias[i*n+j] < 0 {
+				r[j] = math.Inf(-1)
+				continue
 			}
+			r[j] *= scale
+			m = math.Max(m, r[j])
 		}
-		for c := range acc {
-			row(a, out, a.Sq, b, i, h)[c] = T(acc[c])
+		if math.IsInf(m, -1) {
+			clear(r)
+			continue
+		}
+		var sum float64
+		for j := range r {
+			r[j] = math.Exp(r[j] - m) // exp(-Inf) = 0 for hidden keys
+			sum += r[j]
+		}
+		for j := range r {
+			r[j] /= sum
 		}
 	}
 }
 
-// gradPHead writes dP[i, j] = dout[b, i, head h] . V[b, j, head h] (times the
-// keep-mask).
-func gradPHead[T float32 | float64](a heads, dout, v, keep, dp []T, b, h int) {
-	for i := 0; i < a.Sq; i++ {
-		di, dpi := row(a, dout, a.Sq, b, i, h), pRow(a, dp, b, h, i)
-		for j := range dpi {
-			g := dot(di, row(a, v, a.Sk, b, j, h))
-			if keep != nil {
-				g *= float64(pRow(a, keep, b, h, i)[j])
-			}
-			dpi[j] = T(g)
+// scoresGrad returns, in dp, dS = P * (dP - rowsum(P * dP)) * scale: the
+// gradient of the scores from that of the weights.
+func scoresGrad(p, dp []float64, scale float64, n int) []float64 {
+	for i := 0; i*n < len(p); i++ {
+		pr, dr := p[i*n:(i+1)*n], dp[i*n:(i+1)*n]
+		var dot float64
+		for j := range pr {
+			dot += pr[j] * dr[j]
+		}
+		for j := range pr {
+			dr[j] = pr[j] * (dr[j] - dot) * scale
 		}
 	}
+	return dp
 }
 
-// gradVHead writes dV[b, j, head h] = sum_i P[i, j] dout[b, i, head h].
-func gradVHead[T float32 | float64](a heads, p, dout, keep, dv []T, b, h int) {
-	acc := make([]float64, a.dk)
-	for j := 0; j < a.Sk; j++ {
-		clear(acc)
-		for i := 0; i < a.Sq; i++ {
-			if w := weight(a, p, keep, b, h, i, j); w != 0 {
-				for c, x := range row(a, dout, a.Sq, b, i, h) {
-					acc[c] += w * float64(x)
-				}
+// mulNN returns C = A B for A (m, k) and B (k, n), in c.
+func mulNN(a, b, c []float64, m, k, n int) []float64 {
+	c = c[:m*n]
+	clear(c)
+	for i := 0; i < m; i++ {
+		ci := c[i*n : (i+1)*n]
+		for l, av := range a[i*k : (i+1)*k] {
+			if av == 0 {
+				continue
+			}
+			for j, bv := range b[l*n : (l+1)*n] {
+				ci[j] += av * bv
 			}
 		}
-		for c := range acc {
-			row(a, dv, a.Sk, b, j, h)[c] = T(acc[c])
-		}
 	}
+	return c
 }
 
-// gradQKHead writes dQ = dS K (wantQ) or dK = dS^T Q, where
-// dS = P * (dP - rowsum(P * dP)) * scale is the gradient of the scores.
-func gradQKHead[T float32 | float64](a heads, p, dp, other []T, wantQ bool, out []T, b, h int) {
-	ds := make([]float64, a.Sq*a.Sk)
-	for i := 0; i < a.Sq; i++ {
-		pi, dpi := pRow(a, p, b, h, i), pRow(a, dp, b, h, i)
-		rowDot := dot(pi, dpi)
-		for j := range pi {
-			ds[i*a.Sk+j] = float64(pi[j]) * (float64(dpi[j]) - rowDot) * a.scale
+// mulNT returns C = A B^T for A (m, k) and B (n, k), in c.
+func mulNT(a, b, c []float64, m, n, k int) []float64 {
+	c = c[:m*n]
+	for i := 0; i < m; i++ {
+		ai := a[i*k : (i+1)*k]
+		for j := 0; j < n; j++ {
+			var s float64
+			for l, bv := range b[j*k : (j+1)*k] {
+				s += ai[l] * bv
+			}
+			c[i*n+j] = s
 		}
 	}
-	acc := make([]float64, a.dk)
-	if wantQ {
-		for i := 0; i < a.Sq; i++ {
-			clear(acc)
-			for j := 0; j < a.Sk; j++ {
-				if g := ds[i*a.Sk+j]; g != 0 {
-					for c, x := range row(a, other, a.Sk, b, j, h) {
-						acc[c] += g * float64(x)
-					}
-				}
+	return c
+}
+
+// mulTN returns C = A^T B for A (k, m) and B (k, n), in c.
+func mulTN(a, b, c []float64, m, k, n int) []float64 {
+	c = c[:m*n]
+	clear(c)
+	for l := 0; l < k; l++ {
+		bl := b[l*n : (l+1)*n]
+		for i, av := range a[l*m : (l+1)*m] {
+			if av == 0 {
+				continue
 			}
-			for c := range acc {
-				row(a, out, a.Sq, b, i, h)[c] = T(acc[c])
+			ci := c[i*n : (i+1)*n]
+			for j, bv := range bl {
+				ci[j] += av * bv
 			}
-		}
-		return
-	}
-	for j := 0; j < a.Sk; j++ {
-		clear(acc)
-		for i := 0; i < a.Sq; i++ {
-			if g := ds[i*a.Sk+j]; g != 0 {
-				for c, x := range row(a, other, a.Sq, b, i, h) {
-					acc[c] += g * float64(x)
-				}
-			}
-		}
-		for c := range acc {
-			row(a, out, a.Sk, b, j, h)[c] = T(acc[c])
 		}
 	}
+	return c
 }
 
 func (op attentionOp) ReturnsPtr() bool     { return false }
