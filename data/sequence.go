@@ -91,6 +91,24 @@ func (s *sequence) answer(p []int) []int {
 	return a
 }
 
+// CanHoldOut reports whether a prompt may go to the held-out set. For sort,
+// a constant prompt ("0 0 0 0 0 0") is the only prompt with its symbol
+// counts, so no training prompt shows the model that answer or those counts:
+// holding it out would test extrapolation, not generalisation. Every other
+// sort answer is shared by several prompts, and copy and reverse answers
+// follow the prompt symbol by symbol, so those may all be held out.
+func (s *sequence) CanHoldOut(prompt []int) bool {
+	if s.name != "sort" {
+		return true
+	}
+	for _, id := range prompt {
+		if id != prompt[0] {
+			return true
+		}
+	}
+	return false
+}
+
 // Solve returns the copied, reversed or sorted prompt.
 func (s *sequence) Solve(prompt []int) ([]int, error) {
 	if err := s.ValidatePrompt(prompt); err != nil {

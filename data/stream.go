@@ -62,12 +62,21 @@ func NewStream(t Task, seed uint64, nTest int) (*Stream, error) {
 		if _, dup := s.held[k]; dup {
 			continue
 		}
+		if h, ok := t.(holdOuter); ok && !h.CanHoldOut(ex.Prompt) {
+			continue
+		}
 		s.held[k] = struct{}{}
 		s.test = append(s.test, ex)
 	}
 	s.pcg = rand.NewPCG(seed, trainPCGStream)
 	s.rng = rand.New(s.pcg)
 	return s, nil
+}
+
+// holdOuter is implemented by tasks some of whose prompts must stay in
+// training: those whose answer no other prompt teaches.
+type holdOuter interface {
+	CanHoldOut(prompt []int) bool
 }
 
 // Task returns the task the stream draws from.

@@ -130,7 +130,7 @@ func TestStreamTooSmall(t *testing.T) {
 		}
 	}
 	// One prompt left over is enough, and training then yields only it.
-	task := mustNew(t, "sort", data.TaskConfig{Length: 2, Alphabet: 2})
+	task := mustNew(t, "copy", data.TaskConfig{Length: 2, Alphabet: 2})
 	s, err := data.NewStream(task, 1, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -230,5 +230,28 @@ func TestStreamStateRestore(t *testing.T) {
 	}
 	if after, _ := s.State(); string(after) != string(before) {
 		t.Error("a failed Restore changed the stream")
+	}
+}
+
+// TestSortNeverHoldsOutConstantPrompts: a constant sort prompt is the only
+// one with its answer, so holding it out would ask the model for an answer it
+// was never shown.
+func TestSortNeverHoldsOutConstantPrompts(t *testing.T) {
+	task, err := data.New("sort", data.TaskConfig{Length: 3, Alphabet: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 prompts, 2 of them constant: a test set of 6 must be exactly the rest.
+	s, err := data.NewStream(task, 1, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range s.Test() {
+		if ex.Prompt[0] == ex.Prompt[1] && ex.Prompt[1] == ex.Prompt[2] {
+			t.Errorf("constant prompt %v was held out", ex.Prompt)
+		}
+	}
+	if _, err := data.NewStream(task, 1, 7); err == nil {
+		t.Error("a test set of 7 of the 6 holdable prompts: no error")
 	}
 }

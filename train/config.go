@@ -75,7 +75,7 @@ func DefaultConfig() Config {
 		Optimizer:       "adamw",
 		WeightDecay:     0.01,
 		ClipNorm:        1,
-		EvalEvery:       100,
+		EvalEvery:       25,
 		TestSize:        200,
 		TargetExact:     1,
 		CheckpointEvery: 500,
