@@ -1,0 +1,209 @@
+package train_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train"
+)
+
+// torchScript is the independent PyTorch reference, relative to this package.
+const torchScript = "../tools/torchref/torchref.py"
+
+// torchPython returns a Python interpreter that imports torch and numpy, or
+// skips the test. $QKV_TORCH_PYTHON overrides the default /usr/bin/python3
+// (Debian's, where `apt-get install python3-torch python3-numpy` puts torch;
+// the python3 on PATH may be another one without it).
+func torchPython(t *testing.T) string {
+	t.Helper()
+	py := os.Getenv("QKV_TORCH_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if _, err := os.Stat(torchScript); err != nil {
+		t.Fatalf("reference script: %v", err)
+	}
+	out, err := exec.Command(py, "-c", "import torch, numpy; print(torch.__version__)").CombinedOutput()
+	if err != nil {
+		t.Skipf("no PyTorch reference: %s cannot import torch and numpy (%v); install them with "+
+			"`apt-get install -y python3-torch python3-numpy` or set QKV_TORCH_PYTHON", py, err)
+	}
+	t.Logf("reference: %s, torch %s", py, bytes.TrimSpace(out))
+	return py
+}
+
+// torchVariant is one model configuration compared with the reference.
+type torchVariant struct {
+	name  string
+	dtype string
+	tol   float64
+	model layers.StackConfig
+}
+
+// torchConfig is a tiny two-block model on reverse with rows of 2 to 4
+// symbols (vocab 6, S = 8), trained a few steps at a high learning rate so
+// that LayerNorm gains and biases move away from their initial 1 and 0.
+func torchConfig(v torchVariant) train.Config {
+	cfg := train.DefaultConfig()
+	cfg.Task = train.TaskSpec{Name: "reverse", Params: data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 4}}
+	cfg.Model = v.model
+	cfg.DType = v.dtype
+	cfg.Seed = 7
+	cfg.Batch = 8
+	cfg.Steps = 6
+	cfg.LR = 1e-2
+	cfg.MinLR = 1e-3
+	cfg.Warmup = 1
+	cfg.EvalEvery = 6
+	cfg.TestSize = 8
+	cfg.TargetExact = 0
+	cfg.CheckpointEvery = 6
+	return cfg
+}
+
+// torchBatch returns ids and lengths of b rows of s tokens over vocab v:
+// full rows, then rows padded with PAD after lengths s-3, 1 and 0. A row of
+// length 0 hides every key from every query, whose attention weights are then
+// defined as zero.
+func torchBatch(b, s, v int, rng *rand.Rand) (ids, lengths []int) {
+	ids = make([]int, b*s)
+	lengths = make([]int, b)
+	for r := 0; r < b; r++ {
+		n := s
+		switch b - 1 - r {
+		case 0:
+			n = 0
+		case 1:
+			n = 1
+		case 2:
+			n = s - 3
+		}
+		lengths[r] = n
+		for j := 0; j < s; j++ {
+			ids[r*s+j] = data.PADID
+			if j < n {
+				ids[r*s+j] = 2 + rng.IntN(v-2)
+			}
+		}
+	}
+	return ids, lengths
+}
+
+// torchLogits runs the reference on the checkpoint in dir and returns its
+// logits, flattened (B, S, V).
+func torchLogits(t *testing.T, py, dir string, b, s int, ids, lengths []int) ([]float64, []int) {
+	t.Helper()
+	rows := make([][]int, b)
+	for r := range rows {
+		rows[r] = ids[r*s : (r+1)*s]
+	}
+	in, err := json.Marshal(map[string]any{"ids": rows, "lengths": lengths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFile := filepath.Join(t.TempDir(), "batch.json")
+	if err := os.WriteFile(inFile, in, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, torchScript, "logits", "--checkpoint", dir, "--input", inFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, stderr.Bytes())
+	}
+	var res struct {
+		Shape  []int         `json:"shape"`
+		Logits [][][]float64 `json:"logits"`
+		DType  string        `json:"dtype"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("reference output: %v\n%.500s", err, out)
+	}
+	var flat []float64
+	for _, row := range res.Logits {
+		for _, pos := range row {
+			flat = append(flat, pos...)
+		}
+	}
+	return flat, res.Shape
+}
+
+func TestTorchReferenceLogits(t *testing.T) {
+	py := torchPython(t)
+	preLN := layers.StackConfig{Dim: 16, Heads: 2, Layers: 2, Hidden: 32,
+		Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true}
+	postLN := layers.StackConfig{Dim: 16, Heads: 4, Layers: 2, Hidden: 24,
+		Activation: layers.ActivationReLU, Positions: layers.PositionsSinusoidal, PostLN: true, Bias: false}
+	noPos := layers.StackConfig{Dim: 12, Heads: 3, Layers: 1, Hidden: 20,
+		Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true}
+	variants := []torchVariant{
+		{"float64/pre-LN/learned/gelu/bias", "float64", 1e-9, preLN},
+		{"float32/pre-LN/learned/gelu/bias", "float32", 1e-4, preLN},
+		{"float64/post-LN/sinusoidal/relu/no-bias", "float64", 1e-9, postLN},
+		{"float32/post-LN/sinusoidal/relu/no-bias", "float32", 1e-4, postLN},
+		{"float64/pre-LN/no-positions/gelu/bias", "float64", 1e-9, noPos},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := train.Run(context.Background(), torchConfig(v), train.Options{Out: dir}); err != nil {
+				t.Fatal(err)
+			}
+			const b = 6
+			m, cfg, _, err := train.LoadModel(dir, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			s, voc := m.S, cfg.Model.Vocab
+			ids, lengths := torchBatch(b, s, voc, rand.New(rand.NewPCG(3, 4)))
+			if err := m.SetBatch(ids, lengths); err != nil {
+				t.Fatal(err)
+			}
+			var got []float64
+			if err := m.Run(func() (err error) {
+				got, err = graph.Float64s(m.Logits.Value())
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+
+			want, shape := torchLogits(t, py, dir, b, s, ids, lengths)
+			if fmt.Sprint(shape) != fmt.Sprint([]int{b, s, voc}) || len(want) != len(got) {
+				t.Fatalf("reference logits have shape %v (%d values), qkv (%d, %d, %d) (%d values)", shape, len(want), b, s, voc, len(got))
+			}
+			maxDiff, at := 0.0, 0
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for i := range got {
+				if math.IsNaN(got[i]) || math.IsInf(got[i], 0) {
+					t.Fatalf("qkv logit %d (row %d, position %d) is %v", i, i/(s*voc), i/voc%s, got[i])
+				}
+				if d := math.Abs(got[i] - want[i]); d > maxDiff || math.IsNaN(d) {
+					maxDiff, at = d, i
+				}
+				lo, hi = min(lo, got[i]), max(hi, got[i])
+			}
+			if hi-lo < 0.1 {
+				t.Fatalf("logits span only [%v, %v]: the comparison would prove little", lo, hi)
+			}
+			t.Logf("max |qkv - torch| = %.3g over %d logits in [%.3f, %.3f] (tolerance %g)", maxDiff, len(got), lo, hi, v.tol)
+			if !(maxDiff < v.tol) {
+				r, p := at/(s*voc), at/voc%s
+				t.Errorf("logit %d (row %d of length %d, position %d, token %d): qkv %.17g, torch %.17g, |diff| %.3g >= %g",
+					at, r, lengths[r], p, at%voc, got[at], want[at], maxDiff, v.tol)
+			}
+		})
+	}
+}
