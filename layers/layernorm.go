@@ -5,7 +5,6 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 // LayerNormConfig configures a LayerNorm over the last axis.
@@ -43,54 +42,11 @@ func NewLayerNorm(s *Scope, cfg LayerNormConfig) (*LayerNorm, error) {
 
 // Forward normalises x of shape (..., Dim).
 func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
-	y, err := l.forward(x)
+	y, err := graph.LayerNorm(x, l.Gain.Node, l.Bias.Node, l.Config.Eps)
 	if err != nil {
 		return nil, fmt.Errorf("layers: layernorm %q: %w", l.Gain.Name, err)
 	}
 	return y, nil
-}
-
-func (l *LayerNorm) forward(x *G.Node) (*G.Node, error) {
-	s := x.Shape()
-	d := l.Config.Dim
-	if len(s) < 2 || s[len(s)-1] != d {
-		return nil, fmt.Errorf("input shape %v, want (..., %d)", s, d)
-	}
-	flat, err := graph.Reshape(x, tensor.Shape{s.TotalSize() / d, d}) // (N, D)
-	if err != nil {
-		return nil, err
-	}
-	mean, err := graph.Mean(flat, 1) // (N)
-	if err != nil {
-		return nil, err
-	}
-	centred, err := G.BroadcastSub(flat, mean, nil, []byte{1}) // (N, D)
-	if err != nil {
-		return nil, err
-	}
-	sq, err := G.Square(centred)
-	if err != nil {
-		return nil, err
-	}
-	variance, err := graph.Mean(sq, 1) // (N)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := graph.InvSqrt(variance, l.Config.Eps) // (N)
-	if err != nil {
-		return nil, err
-	}
-	y, err := G.BroadcastHadamardProd(centred, inv, nil, []byte{1}) // (N, D)
-	if err != nil {
-		return nil, err
-	}
-	if y, err = G.BroadcastHadamardProd(y, l.Gain.Node, nil, []byte{0}); err != nil {
-		return nil, err
-	}
-	if y, err = G.BroadcastAdd(y, l.Bias.Node, nil, []byte{0}); err != nil {
-		return nil, err
-	}
-	return graph.Reshape(y, s.Clone()) // (..., D)
 }
 
 // Params returns gain and bias.

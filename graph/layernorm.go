@@ -1,0 +1,193 @@
+package graph
+
+import (
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// LayerNorm normalises x (..., D) over its last axis and applies gain and
+// bias (D):
+//
+//	y = (x - mean(x)) / sqrt(var(x) + eps) * gain + bias
+//
+// with the biased variance, as PyTorch's LayerNorm. It is one op forward and
+// one per input backward, computed row by row, instead of about ten
+// reductions and broadcasts each way; the tests check it against the same
+// formula composed from gorgonia ops and its gradients against finite
+// differences.
+func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
+	s := x.Shape()
+	if s.Dims() < 2 {
+		return nil, fmt.Errorf("graph: layernorm: input shape %v, want (..., D)", s)
+	}
+	d := s[len(s)-1]
+	for _, p := range []*G.Node{gain, bias} {
+		if !p.Shape().Eq(tensor.Shape{d}) || p.Dtype() != x.Dtype() {
+			return nil, fmt.Errorf("graph: layernorm: %q is %v %v, want %v (%d) to match input %v", p.Name(), p.Dtype(), p.Shape(), x.Dtype(), d, s)
+		}
+	}
+	if err := CheckFloat(x.Dtype()); err != nil {
+		return nil, fmt.Errorf("graph: layernorm: %w", err)
+	}
+	if !(eps > 0) {
+		return nil, fmt.Errorf("graph: layernorm: eps must be positive, got %v", eps)
+	}
+	return G.ApplyOp(layerNormOp{shape: s.Clone(), eps: eps, out: lnOutput}, x, gain, bias)
+}
+
+// What a layerNormOp computes: the output from (x, gain, bias), or a
+// gradient from (x, gain, dy).
+const (
+	lnOutput = iota
+	lnGradX
+	lnGradGain
+	lnGradBias
+)
+
+type layerNormOp struct {
+	shape tensor.Shape // of x
+	eps   float64
+	out   int
+}
+
+func (op layerNormOp) Arity() int { return 3 }
+
+func (op layerNormOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	x := &G.TensorType{Dims: op.shape.Dims(), Of: a}
+	v := &G.TensorType{Dims: 1, Of: a}
+	switch op.out {
+	case lnOutput:
+		return hm.NewFnType(x, v, v, x)
+	case lnGradX:
+		return hm.NewFnType(x, v, x, x)
+	}
+	return hm.NewFnType(x, v, x, v)
+}
+
+func (op layerNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	if op.out == lnGradGain || op.out == lnGradBias {
+		return tensor.Shape{op.shape[len(op.shape)-1]}, nil
+	}
+	return op.shape.Clone(), nil
+}
+
+func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) {
+	if len(vals) != 3 {
+		return nil, fmt.Errorf("graph: %v: want 3 inputs, got %d", op, len(vals))
+	}
+	dt := vals[0].Dtype()
+	for _, v := range vals {
+		if _, ok := v.(*tensor.Dense); !ok || v.Dtype() != dt {
+			return nil, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
+		}
+	}
+	shape, _ := op.InferShape()
+	out := tensor.New(tensor.Of(dt), tensor.WithShape(shape...))
+	switch dt {
+	case tensor.Float64:
+		runLayerNorm(op, typed[float64](vals), out.Data().([]float64))
+	case tensor.Float32:
+		runLayerNorm(op, typed[float32](vals), out.Data().([]float32))
+	default:
+		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
+	}
+	return out, nil
+}
+
+// runLayerNorm works row by row on xhat = (x - mean) * rstd,
+// rstd = 1/sqrt(var + eps):
+//
+//	y     = xhat * gain + bias
+//	dbias = sum over rows of dy,  dgain = sum over rows of dy * xhat
+//	dx    = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gain
+func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
+	x, gain, third := in[0], in[1], in[2] // third: bias, or dy for gradients
+	d := len(gain)
+	xhat := make([]float64, d)
+	for r := 0; r*d < len(x); r++ {
+		xr := x[r*d : (r+1)*d]
+		var mean, variance float64
+		for _, v := range xr {
+			mean += float64(v)
+		}
+		mean /= float64(d)
+		for _, v := range xr {
+			variance += (float64(v) - mean) * (float64(v) - mean)
+		}
+		rstd := 1 / math.Sqrt(variance/float64(d)+op.eps)
+		for j, v := range xr {
+			xhat[j] = (float64(v) - mean) * rstd
+		}
+		if op.out == lnOutput {
+			for j := range xhat {
+				out[r*d+j] = T(xhat[j]*float64(gain[j]) + float64(third[j]))
+			}
+			continue
+		}
+		tr := third[r*d : (r+1)*d]
+		switch op.out {
+		case lnGradBias:
+			for j, dy := range tr {
+				out[j] += dy
+			}
+		case lnGradGain:
+			for j, dy := range tr {
+				out[j] += T(float64(dy) * xhat[j])
+			}
+		case lnGradX:
+			var gMean, gxMean float64
+			for j, dy := range tr {
+				g := float64(dy) * float64(gain[j])
+				gMean += g
+				gxMean += g * xhat[j]
+			}
+			gMean /= float64(d)
+			gxMean /= float64(d)
+			for j, dy := range tr {
+				g := float64(dy) * float64(gain[j])
+				out[r*d+j] = T(rstd * (g - gMean - xhat[j]*gxMean))
+			}
+		}
+	}
+}
+
+func (op layerNormOp) ReturnsPtr() bool     { return false }
+func (op layerNormOp) CallsExtern() bool    { return false }
+func (op layerNormOp) OverwritesInput() int { return -1 }
+
+func (op layerNormOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "qkv.layernorm %v %v %d", op.shape, op.eps, op.out)
+}
+func (op layerNormOp) Hashcode() uint32 { return hashOf(op) }
+
+func (op layerNormOp) String() string {
+	return [...]string{"qkv.LayerNorm", "qkv.LayerNormGradX", "qkv.LayerNormGradGain", "qkv.LayerNormGradBias"}[op.out]
+}
+
+// DiffWRT: the output is differentiable in x, gain and bias; gradient ops are
+// not differentiated again.
+func (op layerNormOp) DiffWRT(inputs int) []bool {
+	return []bool{op.out == lnOutput, op.out == lnOutput, op.out == lnOutput}[:inputs]
+}
+
+// SymDiff returns dx, dgain and dbias as layerNormOps over (x, gain, dy).
+func (op layerNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if op.out != lnOutput {
+		return nil, fmt.Errorf("graph: %v is not differentiable", op)
+	}
+	grads := make(G.Nodes, 3)
+	for i, which := range []int{lnGradX, lnGradGain, lnGradBias} {
+		g, err := G.ApplyOp(layerNormOp{shape: op.shape, eps: op.eps, out: which}, inputs[0], inputs[1], grad)
+		if err != nil {
+			return nil, err
+		}
+		grads[i] = g
+	}
+	return grads, nil
+}
