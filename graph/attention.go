@@ -151,33 +151,9 @@ func (op attentionOp) Type() hm.Type {
 func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
 func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
-	if len(vals) != op.Arity() {
-		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, op.Arity(), len(vals))
-	}
-	dt := vals[0].Dtype()
-	for _, v := range vals {
-		if _, ok := v.(*tensor.Dense); !ok || v.Dtype() != dt {
-			return nil, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
-		}
-	}
-	out := tensor.New(tensor.Of(dt), tensor.WithShape(op.shape()...))
-	switch dt {
-	case tensor.Float64:
-		runAttention(op, typed[float64](vals), out.Data().([]float64))
-	case tensor.Float32:
-		runAttention(op, typed[float32](vals), out.Data().([]float32))
-	default:
-		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
-	}
-	return out, nil
-}
-
-func typed[T float32 | float64](vals []G.Value) [][]T {
-	out := make([][]T, len(vals))
-	for i, v := range vals {
-		out[i] = v.Data().([]T)
-	}
-	return out
+	return runKernel(op, vals, op.Arity(), op.shape(),
+		func(in [][]float64, out []float64) { runAttention(op, in, out) },
+		func(in [][]float32, out []float32) { runAttention(op, in, out) })
 }
 
 // runAttention runs op head by head: it gathers the head's slices of its

@@ -78,26 +78,10 @@ func (op layerNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 }
 
 func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) {
-	if len(vals) != 3 {
-		return nil, fmt.Errorf("graph: %v: want 3 inputs, got %d", op, len(vals))
-	}
-	dt := vals[0].Dtype()
-	for _, v := range vals {
-		if _, ok := v.(*tensor.Dense); !ok || v.Dtype() != dt {
-			return nil, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
-		}
-	}
 	shape, _ := op.InferShape()
-	out := tensor.New(tensor.Of(dt), tensor.WithShape(shape...))
-	switch dt {
-	case tensor.Float64:
-		runLayerNorm(op, typed[float64](vals), out.Data().([]float64))
-	case tensor.Float32:
-		runLayerNorm(op, typed[float32](vals), out.Data().([]float32))
-	default:
-		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
-	}
-	return out, nil
+	return runKernel(op, vals, 3, shape,
+		func(in [][]float64, out []float64) { runLayerNorm(op, in, out) },
+		func(in [][]float32, out []float32) { runLayerNorm(op, in, out) })
 }
 
 // runLayerNorm works row by row on xhat = (x - mean) * rstd,

@@ -3,7 +3,6 @@ package graph
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -43,38 +42,22 @@ func (op softmaxOp) Type() hm.Type {
 func (op softmaxOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape.Clone(), nil }
 
 func (op softmaxOp) Do(vals ...G.Value) (G.Value, error) {
-	if len(vals) != op.Arity() {
-		return nil, fmt.Errorf("graph: softmax: want %d inputs, got %d", op.Arity(), len(vals))
-	}
-	x, ok := vals[0].(*tensor.Dense)
-	if !ok || !x.Shape().Eq(op.shape) {
-		return nil, fmt.Errorf("graph: softmax: input %v, want a dense tensor of shape %v", vals[0].Shape(), op.shape)
-	}
-	out := tensor.New(tensor.Of(x.Dtype()), tensor.WithShape(op.shape.Clone()...))
 	cols := op.shape[len(op.shape)-1]
 	sq := 1
 	if op.masked {
 		sq = op.shape[len(op.shape)-2]
 	}
-	var bias any
-	if op.masked {
-		b, ok := vals[1].(*tensor.Dense)
-		if !ok || b.Dtype() != x.Dtype() {
-			return nil, fmt.Errorf("graph: softmax: mask bias must be a dense %v tensor", x.Dtype())
-		}
-		bias = b.Data()
+	return runKernel(op, vals, op.Arity(), op.shape,
+		func(in [][]float64, out []float64) { softmaxRows(in[0], optional(in, 1), out, cols, sq, op.heads) },
+		func(in [][]float32, out []float32) { softmaxRows(in[0], optional(in, 1), out, cols, sq, op.heads) })
+}
+
+// optional returns in[i], or nil when the op has no such input.
+func optional[T float32 | float64](in [][]T, i int) []T {
+	if i < len(in) {
+		return in[i]
 	}
-	switch xs := x.Data().(type) {
-	case []float64:
-		bs, _ := bias.([]float64)
-		softmaxRows(xs, bs, out.Data().([]float64), cols, sq, op.heads)
-	case []float32:
-		bs, _ := bias.([]float32)
-		softmaxRows(xs, bs, out.Data().([]float32), cols, sq, op.heads)
-	default:
-		return nil, fmt.Errorf("graph: softmax: dtype %v is not supported", x.Dtype())
-	}
-	return out, nil
+	return nil
 }
 
 // softmaxRows writes softmax(x + bias) of every row of x into out. Row r of x
@@ -166,25 +149,10 @@ func (op softmaxGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 }
 
 func (op softmaxGradOp) Do(vals ...G.Value) (G.Value, error) {
-	if len(vals) != 2 {
-		return nil, fmt.Errorf("graph: softmax gradient: want 2 inputs, got %d", len(vals))
-	}
-	y, ok1 := vals[0].(*tensor.Dense)
-	dy, ok2 := vals[1].(*tensor.Dense)
-	if !ok1 || !ok2 || y.Dtype() != dy.Dtype() || y.Shape().TotalSize() != dy.Shape().TotalSize() {
-		return nil, fmt.Errorf("graph: softmax gradient: inputs %v and %v do not match", vals[0].Shape(), vals[1].Shape())
-	}
-	out := tensor.New(tensor.Of(y.Dtype()), tensor.WithShape(op.shape.Clone()...))
 	cols := op.shape[len(op.shape)-1]
-	switch ys := y.Data().(type) {
-	case []float64:
-		softmaxGradRows(ys, dy.Data().([]float64), out.Data().([]float64), cols)
-	case []float32:
-		softmaxGradRows(ys, dy.Data().([]float32), out.Data().([]float32), cols)
-	default:
-		return nil, fmt.Errorf("graph: softmax gradient: dtype %v is not supported", y.Dtype())
-	}
-	return out, nil
+	return runKernel(op, vals, 2, op.shape,
+		func(in [][]float64, out []float64) { softmaxGradRows(in[0], in[1], out, cols) },
+		func(in [][]float32, out []float32) { softmaxGradRows(in[0], in[1], out, cols) })
 }
 
 func softmaxGradRows[T float32 | float64](y, dy, out []T, cols int) {
@@ -207,10 +175,3 @@ func (op softmaxGradOp) OverwritesInput() int { return -1 }
 func (op softmaxGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "qkv.softmaxGrad %v", op.shape) }
 func (op softmaxGradOp) Hashcode() uint32      { return hashOf(op) }
 func (op softmaxGradOp) String() string        { return "qkv.SoftmaxGrad" }
-
-// hashOf hashes what an op writes with WriteHash.
-func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
-}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -11,16 +12,25 @@ import (
 	"github.com/qkv-dev/qkv/train"
 )
 
+// checkpointFlag registers --checkpoint on fs and returns a function that,
+// after parsing, loads the checkpoint's model for batches of b sequences.
+func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, train.Config, data.Task, error) {
+	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	return func(b int) (*train.Model, train.Config, data.Task, error) {
+		if *dir == "" {
+			return nil, train.Config{}, nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
+		}
+		return train.LoadModel(*dir, b)
+	}
+}
+
 func runEval(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("eval", "--checkpoint DIR", stderr)
-	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	load := checkpointFlag(fs)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return fmt.Errorf("%w: --checkpoint is required", errUsage)
-	}
-	m, cfg, task, err := train.LoadModel(*dir, 128)
+	m, cfg, task, err := load(128)
 	if err != nil {
 		return err
 	}
@@ -58,14 +68,11 @@ func example(task data.Task) string {
 
 func runPredict(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("predict", `--checkpoint DIR "PROMPT"`, stderr)
-	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	load := checkpointFlag(fs)
 	if err := parse(fs, args, 1); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return fmt.Errorf("%w: --checkpoint is required", errUsage)
-	}
-	m, _, task, err := train.LoadModel(*dir, 1)
+	m, _, task, err := load(1)
 	if err != nil {
 		return err
 	}
@@ -84,16 +91,13 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 
 func runAttend(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("attend", `--checkpoint DIR --input "PROMPT" --out attn.png`, stderr)
-	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	load := checkpointFlag(fs)
 	input := fs.String("input", "", "prompt to attend over (required)")
 	out := fs.String("out", "attn.png", "PNG file to write")
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return fmt.Errorf("%w: --checkpoint is required", errUsage)
-	}
-	m, _, task, err := train.LoadModel(*dir, 1)
+	m, _, task, err := load(1)
 	if err != nil {
 		return err
 	}

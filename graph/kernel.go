@@ -1,0 +1,51 @@
+package graph
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// runKernel is the Do of qkv's custom ops: it checks that the arity inputs
+// are dense tensors of one float dtype, allocates the output of the given
+// shape, and fills it with the kernel instantiated for that dtype.
+func runKernel(op fmt.Stringer, vals []G.Value, arity int, shape tensor.Shape,
+	k64 func(in [][]float64, out []float64), k32 func(in [][]float32, out []float32)) (G.Value, error) {
+	if len(vals) != arity {
+		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, arity, len(vals))
+	}
+	dt := vals[0].Dtype()
+	for _, v := range vals {
+		if _, ok := v.(*tensor.Dense); !ok || v.Dtype() != dt {
+			return nil, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
+		}
+	}
+	out := tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	switch dt {
+	case tensor.Float64:
+		k64(typed[float64](vals), out.Data().([]float64))
+	case tensor.Float32:
+		k32(typed[float32](vals), out.Data().([]float32))
+	default:
+		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
+	}
+	return out, nil
+}
+
+func typed[T float32 | float64](vals []G.Value) [][]T {
+	out := make([][]T, len(vals))
+	for i, v := range vals {
+		out[i] = v.Data().([]T)
+	}
+	return out
+}
+
+// hashOf hashes what an op writes with WriteHash.
+func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
