@@ -1,15 +1,23 @@
 // Package graph holds the verified gorgonia primitives that the rest of qkv
 // builds on: numerically stable softmax and log-softmax, attention masks,
-// cross-entropy, reductions, inverse square root, dropout, GELU, validated
-// token-id inputs and a reusable finite-difference gradient checker.
+// scaled dot-product attention, LayerNorm, cross-entropy, reductions, inverse
+// square root, dropout, GELU, a copying reshape, validated token-id inputs and
+// a reusable finite-difference gradient checker, GradCheck.
 //
-// gorgonia v0.9.18 has ops whose forward pass or gradient is wrong (SoftMax
-// forward, middle-axis reductions on 4-D tensors, InverseSqrt, Dropout,
-// LogSumExp, out-of-range ByIndices ids, ...). Every workaround for those
-// defects lives in this package and nowhere else; each one is pinned by a test
-// in defects_test.go that shows the raw op is wrong and ours is right, so an
-// engine upgrade that changes the behaviour is noticed. Layers call these
-// functions instead of the gorgonia ops they wrap.
+// gorgonia v0.9.18 has ops whose forward pass or gradient is wrong: SoftMax
+// forward, Log(SoftMax) rewritten in place, middle-axis reductions of 4-D
+// tensors, InverseSqrt's gradient, Dropout's backward scale, out-of-range
+// ByIndices ids, and Reshape's untracked memory alias. Every workaround for
+// them lives in this package and nowhere else; each is pinned by a test
+// (defects_test.go, reshape_test.go) that shows the raw op is wrong and ours
+// right, so an engine upgrade that changes the behaviour is noticed. Layers
+// call these functions instead of the gorgonia ops they wrap.
+//
+// Attention, softmax and LayerNorm are custom gorgonia ops (attention.go,
+// softmax_op.go, layernorm.go) whose forward and backward passes run as plain
+// loops: one op each way instead of tens of reshapes, transposes and
+// broadcasts. Each is tested against plain-loop references and finite
+// differences in float64, and runs in float32 too.
 //
 // Shapes follow gorgonia's row-major convention. "Last axis" always means the
 // innermost, contiguous axis.
