@@ -62,21 +62,15 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 		return nil, fmt.Errorf("layers: attention %q: Dropout %v is outside [0, 1)", s.prefix, cfg.Dropout)
 	}
 	a := &MultiHeadAttention{Config: cfg, s: s}
-	var err error
-	proj := func(in int, w, b string) *Linear {
-		if err != nil {
-			return nil
+	for _, p := range []struct {
+		l    **Linear
+		in   int
+		w, b string
+	}{{&a.wq, cfg.Dim, "wq", "bq"}, {&a.wk, cfg.KeyDim, "wk", "bk"}, {&a.wv, cfg.ValueDim, "wv", "bv"}, {&a.wo, cfg.Dim, "wo", "bo"}} {
+		var err error
+		if *p.l, err = NewLinear(s, LinearConfig{In: p.in, Out: cfg.Dim, Bias: cfg.Bias, WeightName: p.w, BiasName: p.b}); err != nil {
+			return nil, err
 		}
-		var l *Linear
-		l, err = NewLinear(s, LinearConfig{In: in, Out: cfg.Dim, Bias: cfg.Bias, WeightName: w, BiasName: b})
-		return l
-	}
-	a.wq = proj(cfg.Dim, "wq", "bq")
-	a.wk = proj(cfg.KeyDim, "wk", "bk")
-	a.wv = proj(cfg.ValueDim, "wv", "bv")
-	a.wo = proj(cfg.Dim, "wo", "bo")
-	if err != nil {
-		return nil, err
 	}
 	return a, nil
 }
