@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/qkv-dev/qkv/data"
@@ -14,6 +20,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "[flags]", stderr)
 	resolveTask := configFlags(fs, &cfg)
 	steps := fs.Int("n", 30, "timed training steps (after 3 untimed)")
+	torch := fs.String("torch", "", "also time the same model and step in PyTorch with this python (e.g. /usr/bin/python3), run from the repository root")
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -65,8 +72,61 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	per := time.Since(start) / time.Duration(*steps)
-	fmt.Fprintf(stdout, "%s %s, %s, B=%d S=%d D=%d H=%d L=%d FF=%d, %d params: %.1f ms/step, %.0f tokens/s\n",
-		cfg.Task.Name, cfg.Task.Params, cfg.DType, cfg.Batch, m.S, cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Layers, cfg.Model.Hidden,
-		m.NumParams(), float64(per.Microseconds())/1000, float64(cfg.Batch*m.S)/per.Seconds())
+	fmt.Fprintf(stdout, "%s %s, %s, B=%d S=%d D=%d H=%d L=%d FF=%d, %d params\n",
+		cfg.Task.Name, cfg.Task.Params, cfg.DType, cfg.Batch, m.S, cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Layers, cfg.Model.Hidden, m.NumParams())
+	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s\n", float64(per.Microseconds())/1000, float64(cfg.Batch*m.S)/per.Seconds())
+	if *torch == "" {
+		return nil
+	}
+	return benchTorch(stdout, *torch, cfg, *steps)
+}
+
+// torchBench is what tools/torchref/torchref.py bench prints.
+type torchBench struct {
+	Torch   string `json:"torch"`
+	BLAS    string `json:"blas"`
+	Results []struct {
+		Threads   int     `json:"threads"`
+		MsPerStep float64 `json:"ms_per_step"`
+	} `json:"results"`
+}
+
+// benchTorch times the same configuration's training step (forward,
+// weighted cross-entropy, backward, clipping, AdamW) in PyTorch, through the
+// reference implementation in tools/torchref, and prints it beside qkv's.
+func benchTorch(stdout io.Writer, python string, cfg train.Config, steps int) error {
+	b, err := train.MarshalConfig(cfg)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp("", "qkv-bench-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	script := filepath.Join("tools", "torchref", "torchref.py")
+	if _, err := os.Stat(script); err != nil {
+		return fmt.Errorf("--torch: %s not found: run from the repository root", script)
+	}
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(python, script, "bench", "--config", f.Name(), "--steps", strconv.Itoa(steps))
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("--torch: %s: %v\n%s", python, err, errOut.String())
+	}
+	var res torchBench
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return fmt.Errorf("--torch: reading torchref output: %w", err)
+	}
+	for _, r := range res.Results {
+		fmt.Fprintf(stdout, "PyTorch %s %d thread(s): %7.1f ms/step (BLAS %s)\n", res.Torch, r.Threads, r.MsPerStep, res.BLAS)
+	}
 	return nil
 }
