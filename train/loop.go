@@ -87,6 +87,8 @@ type trainer struct {
 	step   int
 	wall   float64 // seconds spent before this process, from a resumed run
 	log    io.Writer
+	// history is every step's metrics so far, for the plots.
+	history []Metric
 }
 
 // Run trains cfg's model on cfg's task, writing everything to opt.Out, and
@@ -145,7 +147,7 @@ func newTrainer(cfg Config, opt Options) (*trainer, error) {
 }
 
 func (t *trainer) run(ctx context.Context) (Summary, error) {
-	metrics, history, err := t.openMetrics()
+	metrics, err := t.openMetrics()
 	if err != nil {
 		return Summary{}, err
 	}
@@ -178,13 +180,14 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 			if last, err = t.evaluate(); err != nil {
 				return Summary{}, err
 			}
-			m.Eval = &last
+			eval := last // history keeps every evaluation, not the latest
+			m.Eval = &eval
 			stoppedEarly = t.cfg.TargetExact > 0 && last.ExactMatch >= t.cfg.TargetExact
 		}
 		if err := enc.Encode(m); err != nil {
 			return Summary{}, fmt.Errorf("train: %s: %w", MetricsFile, err)
 		}
-		history = append(history, m)
+		t.history = append(t.history, m)
 		t.report(bar, m)
 		if t.step%t.cfg.CheckpointEvery == 0 || t.step == t.cfg.Steps || stoppedEarly {
 			if err := t.save(wall()); err != nil {
@@ -212,7 +215,7 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 	if n := t.step - startStep; n > 0 {
 		sum.MsPerStep = 1000 * elapsed / float64(n)
 	}
-	return sum, t.finish(sum, history)
+	return sum, t.finish(sum)
 }
 
 // trainStep runs one optimisation step on the next batch of the stream.
@@ -313,17 +316,16 @@ func (t *trainer) restore() error {
 
 // openMetrics opens metrics.jsonl for appending. A fresh run truncates it; a
 // resumed run keeps the lines up to its step, dropping any written after the
-// checkpoint, and returns them as history for the plots.
-func (t *trainer) openMetrics() (*os.File, []Metric, error) {
+// checkpoint, and keeps them in t.history for the plots.
+func (t *trainer) openMetrics() (*os.File, error) {
 	path := filepath.Join(t.opt.Out, MetricsFile)
-	var history []Metric
 	if t.opt.Resume {
 		if f, err := os.Open(path); err == nil {
 			sc := bufio.NewScanner(f)
 			for sc.Scan() {
 				var m Metric
 				if json.Unmarshal(sc.Bytes(), &m) == nil && m.Step <= t.step {
-					history = append(history, m)
+					t.history = append(t.history, m)
 				}
 			}
 			f.Close()
@@ -331,16 +333,16 @@ func (t *trainer) openMetrics() (*os.File, []Metric, error) {
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("train: %w", err)
+		return nil, fmt.Errorf("train: %w", err)
 	}
 	enc := json.NewEncoder(f)
-	for _, m := range history {
+	for _, m := range t.history {
 		if err := enc.Encode(m); err != nil {
 			f.Close()
-			return nil, nil, fmt.Errorf("train: %s: %w", path, err)
+			return nil, fmt.Errorf("train: %s: %w", path, err)
 		}
 	}
-	return f, history, nil
+	return f, nil
 }
 
 func (t *trainer) newBar() *progressbar.ProgressBar {
@@ -377,7 +379,7 @@ func (t *trainer) report(bar *progressbar.ProgressBar, m Metric) {
 }
 
 // finish writes summary.json and the curves plot.
-func (t *trainer) finish(sum Summary, history []Metric) error {
+func (t *trainer) finish(sum Summary) error {
 	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return err
@@ -391,7 +393,7 @@ func (t *trainer) finish(sum Summary, history []Metric) error {
 	}
 	var loss []CurvePoint
 	var eval []EvalPoint
-	for _, m := range history {
+	for _, m := range t.history {
 		loss = append(loss, CurvePoint{Step: m.Step, Loss: m.Loss})
 		if m.Eval != nil {
 			eval = append(eval, EvalPoint{Step: m.Step, TokenAccuracy: m.Eval.TokenAccuracy, ExactMatch: m.Eval.ExactMatch})

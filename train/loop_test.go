@@ -201,3 +201,45 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPlottedHistoryIsEveryEvaluation: the curves are drawn from the
+// trainer's history, which must hold each evaluation as it was, the same as
+// metrics.jsonl, not the last one repeated.
+func TestPlottedHistoryIsEveryEvaluation(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Steps, cfg.EvalEvery = 60, 10
+	dir := t.TempDir()
+	tr, err := newTrainer(cfg, Options{Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.model.Close()
+	defer tr.eval.Close()
+	if _, err := tr.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var fromFile, inMemory []EvalResult
+	for _, m := range readMetrics(t, dir) {
+		if m.Eval != nil {
+			fromFile = append(fromFile, *m.Eval)
+		}
+	}
+	for _, m := range tr.history {
+		if m.Eval != nil {
+			inMemory = append(inMemory, *m.Eval)
+		}
+	}
+	if len(fromFile) != 6 || len(inMemory) != len(fromFile) {
+		t.Fatalf("%d evaluations in metrics.jsonl, %d in history, want 6", len(fromFile), len(inMemory))
+	}
+	distinct := map[EvalResult]bool{}
+	for i := range fromFile {
+		if fromFile[i] != inMemory[i] {
+			t.Errorf("evaluation %d: %+v in metrics.jsonl, %+v in the plotted history", i, fromFile[i], inMemory[i])
+		}
+		distinct[fromFile[i]] = true
+	}
+	if len(distinct) < 2 {
+		t.Errorf("every evaluation is %+v: the model did not change, the test proves nothing", fromFile[0])
+	}
+}
