@@ -17,6 +17,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/qkv-dev/qkv/train"
 )
 
 // command is one subcommand: run parses args and does the work, writing
@@ -71,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "qkv %s: %v\n", args[0], err)
 		return 2
+	case errors.Is(err, train.ErrInterrupted):
+		return 130 // as a shell reports a command ended by SIGINT
 	default:
 		fmt.Fprintf(stderr, "qkv %s: %v\n", args[0], err)
 		return 1

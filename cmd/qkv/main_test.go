@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // qkv runs the command line in-process and returns exit status and output.
@@ -110,5 +114,74 @@ func TestGradcheckCommand(t *testing.T) {
 	}
 	if code, _, _ := qkv("gradcheck", "--tol", "1e-30"); code != 1 {
 		t.Errorf("gradcheck with an impossible tolerance: exit %d, want 1", code)
+	}
+}
+
+// TestInterruptSavesAndResumes sends the process SIGINT during training: the
+// run must save a checkpoint, exit 130 and say how to resume, and resuming
+// must finish the run.
+func TestInterruptSavesAndResumes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"train", "--task", "sort", "--length", "3", "--dim", "16", "--heads", "2", "--hidden", "32",
+		"--layers", "1", "--batch", "8", "--steps", "100000", "--warmup", "2", "--eval-every", "1000", "--test-size", "4",
+		"--target-exact", "0", "--out", dir}
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := qkv(args...)
+		done <- result{code, out, errOut}
+	}()
+	// metrics.jsonl appears once the loop runs, after the signal handler is set.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl")); err == nil && bytes.Count(b, []byte("\n")) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("training did not start within 60 s")
+		}
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("training did not stop within 60 s of SIGINT")
+	}
+	if r.code != 130 || !strings.Contains(r.stderr, "interrupted at step") || !strings.Contains(r.stderr, "qkv train --resume "+dir) {
+		t.Fatalf("after SIGINT: exit %d, stderr %q", r.code, r.stderr)
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Shorten the run so that resuming finishes it.
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct{ Step int }
+	if err := json.Unmarshal(st, &state); err != nil {
+		t.Fatal(err)
+	}
+	cfg["steps"] = state.Step + 5
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := qkv("train", "--resume", dir)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d steps", state.Step+5)) {
+		t.Errorf("resume: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }
