@@ -259,32 +259,18 @@ func dropped[T float32 | float64](w []float64, in [][]T, i int, gather func([]T,
 }
 
 // softmaxHead turns scores s (rows of n) into softmax(s * scale + bias) in
-// place, subtracting each row's max. Hidden keys (bias < 0) get 0; a row with
-// no visible key is all 0.
+// place, row by row.
 func softmaxHead[T float32 | float64](s []float64, bias []T, scale float64, n int) {
 	for i := 0; i*n < len(s); i++ {
 		r := s[i*n : (i+1)*n]
-		m := math.Inf(-1)
 		for j := range r {
-			if bias != nil && bias[i*n+j] < 0 {
-				r[j] = math.Inf(-1)
-				continue
-			}
 			r[j] *= scale
-			m = math.Max(m, r[j])
 		}
-		if math.IsInf(m, -1) {
-			clear(r)
-			continue
+		var br []T
+		if bias != nil {
+			br = bias[i*n : (i+1)*n]
 		}
-		var sum float64
-		for j := range r {
-			r[j] = math.Exp(r[j] - m) // exp(-Inf) = 0 for hidden keys
-			sum += r[j]
-		}
-		for j := range r {
-			r[j] /= sum
-		}
+		softmaxRow(r, br)
 	}
 }
 

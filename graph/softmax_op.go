@@ -64,37 +64,47 @@ func optional[T float32 | float64](in [][]T, i int) []T {
 // reads bias row (r / (heads*sq))*sq + r%sq: x is (B, H, Sq, cols) and bias
 // (B, Sq, cols). A nil bias hides nothing.
 func softmaxRows[T float32 | float64](x, bias, out []T, cols, sq, heads int) {
+	row := make([]float64, cols)
 	for r := 0; r*cols < len(x); r++ {
-		xr, yr := x[r*cols:(r+1)*cols], out[r*cols:(r+1)*cols]
+		for j, v := range x[r*cols : (r+1)*cols] {
+			row[j] = float64(v)
+		}
 		var br []T
 		if bias != nil {
 			b := (r/(heads*sq))*sq + r%sq
 			br = bias[b*cols : (b+1)*cols]
 		}
-		m := math.Inf(-1)
-		for j, v := range xr {
-			if br != nil && br[j] < 0 {
-				continue
-			}
-			m = math.Max(m, float64(v))
+		softmaxRow(row, br)
+		for j, v := range row {
+			out[r*cols+j] = T(v)
 		}
-		if math.IsInf(m, -1) { // nothing visible: zeros, not 0/0
-			clear(yr)
+	}
+}
+
+// softmaxRow turns one row of scores into its softmax in place, subtracting
+// the row's max over the visible entries first. Entries whose bias is
+// negative are hidden and get exactly 0; a row with no visible entry is all
+// 0, not 0/0. A nil bias hides nothing. Softmax and Attention both use it.
+func softmaxRow[T float32 | float64](s []float64, bias []T) {
+	m := math.Inf(-1)
+	for j := range s {
+		if bias != nil && bias[j] < 0 {
+			s[j] = math.Inf(-1)
 			continue
 		}
-		var sum float64
-		for j, v := range xr {
-			if br != nil && br[j] < 0 {
-				yr[j] = 0
-				continue
-			}
-			e := math.Exp(float64(v) - m)
-			yr[j] = T(e)
-			sum += e
-		}
-		for j := range yr {
-			yr[j] = T(float64(yr[j]) / sum)
-		}
+		m = math.Max(m, s[j])
+	}
+	if math.IsInf(m, -1) {
+		clear(s)
+		return
+	}
+	var sum float64
+	for j := range s {
+		s[j] = math.Exp(s[j] - m) // exp(-Inf) = 0 for hidden entries
+		sum += s[j]
+	}
+	for j := range s {
+		s[j] /= sum
 	}
 }
 
