@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"github.com/qkv-dev/qkv/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -10,32 +11,17 @@ import (
 	"gorgonia.org/tensor"
 )
 
+// Helpers shared with the layers tests.
+var (
+	newRand   = graphtest.NewRand
+	uniform   = graphtest.Uniform
+	roundTo   = graphtest.RoundTo
+	allFinite = graphtest.AllFinite
+	noPanic   = graphtest.NoPanic
+)
+
 // The helpers in this file compute every expected value in plain Go, so that
 // the tests never compare the package against itself.
-
-// newRand returns a deterministic generator for test inputs.
-func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)) }
-
-// uniform returns n values drawn uniformly from [lo, hi).
-func uniform(rng *rand.Rand, n int, lo, hi float64) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		v[i] = lo + (hi-lo)*rng.Float64()
-	}
-	return v
-}
-
-// roundTo rounds vals to the precision of dt, so that a float64 reference
-// sees exactly the inputs a float32 graph sees.
-func roundTo(dt tensor.Dtype, vals []float64) []float64 {
-	out := append([]float64(nil), vals...)
-	if dt == tensor.Float32 {
-		for i, v := range out {
-			out[i] = float64(float32(v))
-		}
-	}
-	return out
-}
 
 // input returns a placeholder of dtype dt and the given shape.
 func input(g *G.ExprGraph, dt tensor.Dtype, shape tensor.Shape, name string) *G.Node {
@@ -209,29 +195,6 @@ func checkClose(t *testing.T, what string, got, want []float64, tol float64) {
 	if bad > 5 {
 		t.Errorf("%s: %d more mismatches", what, bad-5)
 	}
-}
-
-// allFinite reports whether no value is NaN or infinite.
-func allFinite(v []float64) bool {
-	for _, x := range v {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// noPanic runs f and turns a panic into a test error, for functions whose
-// contract is to return an error instead.
-func noPanic(t *testing.T, what string, f func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("%s panicked instead of returning an error: %v", what, r)
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float64, tensor.Float32}

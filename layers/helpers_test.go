@@ -1,7 +1,7 @@
 package layers
 
 import (
-	"fmt"
+	"github.com/qkv-dev/qkv/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -12,21 +12,18 @@ import (
 	"gorgonia.org/tensor"
 )
 
+// Helpers shared with the graph tests.
+var (
+	newRand     = graphtest.NewRand
+	uniformVals = graphtest.Uniform
+	roundTo     = graphtest.RoundTo
+	allFinite   = graphtest.AllFinite
+	noPanic     = graphtest.NoPanic
+)
+
 // The helpers in this file build inputs, run graphs and compare numbers. Every
 // expected value in this package's tests comes from reference_test.go, which
 // is plain Go, or from a property that needs no expected value at all.
-
-// newRand returns a deterministic generator for test inputs and perturbations.
-func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x7e57)) }
-
-// uniformVals returns n values drawn uniformly from [lo, hi).
-func uniformVals(rng *rand.Rand, n int, lo, hi float64) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		v[i] = lo + (hi-lo)*rng.Float64()
-	}
-	return v
-}
 
 // randomIDs returns n token ids in [0, vocab).
 func randomIDs(rng *rand.Rand, n, vocab int) []int {
@@ -35,18 +32,6 @@ func randomIDs(rng *rand.Rand, n, vocab int) []int {
 		ids[i] = rng.IntN(vocab)
 	}
 	return ids
-}
-
-// roundTo rounds vals to the precision of dt, so that a float64 reference sees
-// exactly the numbers a float32 graph holds.
-func roundTo(dt tensor.Dtype, vals []float64) []float64 {
-	out := append([]float64(nil), vals...)
-	if dt == tensor.Float32 {
-		for i, v := range out {
-			out[i] = float64(float32(v))
-		}
-	}
-	return out
 }
 
 // valueNode returns a node of dtype dt holding vals: an input whose value is
@@ -247,29 +232,6 @@ func checkClose(t *testing.T, what string, got, want []float64, tol float64) flo
 		}
 	}
 	return d
-}
-
-func allFinite(v []float64) bool {
-	for _, x := range v {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// noPanic calls f and turns a panic into a test failure (and an error), so
-// that a constructor or Forward that panics instead of returning an error is
-// reported rather than killing the test binary.
-func noPanic(t *testing.T, what string, f func() error) (err error) {
-	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("%s panicked instead of returning an error: %v", what, r)
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
 }
 
 // newScope returns the root scope of a fresh graph.
