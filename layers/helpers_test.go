@@ -1,13 +1,13 @@
 package layers
 
 import (
-	"github.com/qkv-dev/qkv/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/graph/graphtest"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
