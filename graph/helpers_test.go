@@ -2,11 +2,11 @@ package graph
 
 import (
 	"fmt"
-	"github.com/qkv-dev/qkv/graph/graphtest"
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/qkv-dev/qkv/graph/graphtest"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
