@@ -5,7 +5,6 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 // LinearConfig configures a Linear layer y = x W + b.
@@ -55,28 +54,11 @@ func (l *Linear) Forward(x *G.Node) (*G.Node, error) {
 	if x.Dtype() != l.W.Node.Dtype() {
 		return nil, fmt.Errorf("layers: linear %q: input is %v, weights are %v", l.W.Name, x.Dtype(), l.W.Node.Dtype())
 	}
-	rows := s.TotalSize() / l.Config.In
-	flat := x
-	var err error
-	if len(s) != 2 {
-		if flat, err = graph.Reshape(x, tensor.Shape{rows, l.Config.In}); err != nil { // (N, In)
-			return nil, fmt.Errorf("layers: linear %q: %w", l.W.Name, err)
-		}
-	}
-	y, err := G.Mul(flat, l.W.Node) // (N, Out)
+	y, err := graph.Linear(x, l.W.Node, l.B.Node) // (..., Out) = x W + b
 	if err != nil {
 		return nil, fmt.Errorf("layers: linear %q: %w", l.W.Name, err)
 	}
-	if l.B.Node != nil {
-		if y, err = G.BroadcastAdd(y, l.B.Node, nil, []byte{0}); err != nil {
-			return nil, fmt.Errorf("layers: linear %q: %w", l.W.Name, err)
-		}
-	}
-	out := append(s[:len(s)-1].Clone(), l.Config.Out)
-	if len(out) == 2 {
-		return y, nil
-	}
-	return graph.Reshape(y, out) // (..., Out)
+	return y, nil
 }
 
 // Params returns W and, with bias, b.

@@ -1,0 +1,205 @@
+package graph
+
+import (
+	"fmt"
+	"hash"
+
+	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Linear returns x W + b over the last axis of x (..., In), with W (In, Out)
+// and b (Out), or x W when b is nil: (..., Out).
+//
+// gorgonia's Mul is 2-D only, so composing this takes a reshape (a copy, see
+// Reshape), a matrix product, a broadcast of b and a reshape back, each way.
+// As one op it is a single GEMM on the rows of x forward, and a GEMM per
+// input backward (dx = dy W^T, dW = x^T dy, db = column sums of dy), on
+// gonum's BLAS or whatever blas32/blas64 are set to use.
+func Linear(x, w, b *G.Node) (*G.Node, error) {
+	s, ws := x.Shape(), w.Shape()
+	if s.Dims() < 2 || ws.Dims() != 2 || s[len(s)-1] != ws[0] {
+		return nil, fmt.Errorf("graph: linear: input %v and weights %v: want (..., In) and (In, Out)", s, ws)
+	}
+	if err := CheckFloat(x.Dtype()); err != nil {
+		return nil, fmt.Errorf("graph: linear: %w", err)
+	}
+	if w.Dtype() != x.Dtype() {
+		return nil, fmt.Errorf("graph: linear: input is %v, weights %q are %v", x.Dtype(), w.Name(), w.Dtype())
+	}
+	op := linearOp{x: s.Clone(), in: ws[0], out: ws[1], step: linOutput}
+	if b == nil {
+		return G.ApplyOp(op, x, w)
+	}
+	if !b.Shape().Eq(tensor.Shape{ws[1]}) || b.Dtype() != x.Dtype() {
+		return nil, fmt.Errorf("graph: linear: bias %q is %v %v, want %v (%d)", b.Name(), b.Dtype(), b.Shape(), x.Dtype(), ws[1])
+	}
+	op.bias = true
+	return G.ApplyOp(op, x, w, b)
+}
+
+// What a linearOp computes, and from which inputs.
+const (
+	linOutput = iota // y from x, W, [b]
+	linGradX         // dx from dy, W
+	linGradW         // dW from x, dy
+	linGradB         // db from dy
+)
+
+type linearOp struct {
+	x       tensor.Shape // shape of x, (..., In)
+	in, out int
+	bias    bool
+	step    int
+}
+
+// rows is the number of vectors x holds.
+func (op linearOp) rows() int { return op.x.TotalSize() / op.in }
+
+func (op linearOp) yShape() tensor.Shape {
+	return append(op.x[:len(op.x)-1].Clone(), op.out)
+}
+
+// inputs lists the number of dimensions of each input.
+func (op linearOp) inputs() []int {
+	n := op.x.Dims()
+	switch op.step {
+	case linOutput:
+		if op.bias {
+			return []int{n, 2, 1}
+		}
+		return []int{n, 2}
+	case linGradX:
+		return []int{n, 2}
+	case linGradW:
+		return []int{n, n}
+	}
+	return []int{n}
+}
+
+func (op linearOp) shape() tensor.Shape {
+	switch op.step {
+	case linGradX:
+		return op.x.Clone()
+	case linGradW:
+		return tensor.Shape{op.in, op.out}
+	case linGradB:
+		return tensor.Shape{op.out}
+	}
+	return op.yShape()
+}
+
+func (op linearOp) Arity() int { return len(op.inputs()) }
+
+func (op linearOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	var ts []hm.Type
+	for _, d := range op.inputs() {
+		ts = append(ts, &G.TensorType{Dims: d, Of: a})
+	}
+	return hm.NewFnType(append(ts, &G.TensorType{Dims: op.shape().Dims(), Of: a})...)
+}
+
+func (op linearOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
+
+func (op linearOp) Do(vals ...G.Value) (G.Value, error) {
+	return runKernel(op, vals, op.Arity(), op.shape(),
+		func(in [][]float64, out []float64) { runLinear(op, in, out) },
+		func(in [][]float32, out []float32) { runLinear(op, in, out) })
+}
+
+func runLinear[T float32 | float64](op linearOp, in [][]T, out []T) {
+	n, i, o := op.rows(), op.in, op.out
+	switch op.step {
+	case linOutput: // y (n, o) = x (n, i) W (i, o) + b
+		if op.bias {
+			for r := 0; r < n; r++ {
+				copy(out[r*o:(r+1)*o], in[2])
+			}
+			gemm(blas.NoTrans, blas.NoTrans, n, o, i, in[0], in[1], 1, out)
+		} else {
+			gemm(blas.NoTrans, blas.NoTrans, n, o, i, in[0], in[1], 0, out)
+		}
+	case linGradX: // dx (n, i) = dy (n, o) W^T
+		gemm(blas.NoTrans, blas.Trans, n, i, o, in[0], in[1], 0, out)
+	case linGradW: // dW (i, o) = x^T dy
+		gemm(blas.Trans, blas.NoTrans, i, o, n, in[0], in[1], 0, out)
+	case linGradB: // db = column sums of dy
+		for r := 0; r < n; r++ {
+			for j, v := range in[0][r*o : (r+1)*o] {
+				out[j] += v
+			}
+		}
+	}
+}
+
+// gemm sets C (m, n) = op(A) op(B) + beta C for row-major, contiguous A, B
+// and C, where op(A) is (m, k) and op(B) is (k, n).
+func gemm[T float32 | float64](ta, tb blas.Transpose, m, n, k int, a, b []T, beta T, c []T) {
+	lda, ldb := k, n
+	if ta == blas.Trans {
+		lda = m
+	}
+	if tb == blas.Trans {
+		ldb = k
+	}
+	switch a := any(a).(type) {
+	case []float64:
+		blas64.Implementation().Dgemm(ta, tb, m, n, k, 1, a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), n)
+	case []float32:
+		blas32.Implementation().Sgemm(ta, tb, m, n, k, 1, a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), n)
+	}
+}
+
+func (op linearOp) ReturnsPtr() bool     { return false }
+func (op linearOp) CallsExtern() bool    { return false }
+func (op linearOp) OverwritesInput() int { return -1 }
+
+func (op linearOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "qkv.linear %v %d %d %t %d", op.x, op.in, op.out, op.bias, op.step)
+}
+func (op linearOp) Hashcode() uint32 { return hashOf(op) }
+
+func (op linearOp) String() string {
+	return [...]string{"qkv.Linear", "qkv.LinearGradX", "qkv.LinearGradW", "qkv.LinearGradB"}[op.step]
+}
+
+// DiffWRT: the output is differentiable in x, W and b; gradient ops are not
+// differentiated again.
+func (op linearOp) DiffWRT(inputs int) []bool {
+	d := make([]bool, inputs)
+	for i := range d {
+		d[i] = op.step == linOutput
+	}
+	return d
+}
+
+// SymDiff returns dx, dW and, with a bias, db.
+func (op linearOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if op.step != linOutput {
+		return nil, fmt.Errorf("graph: %v is not differentiable", op)
+	}
+	at := func(step int, args ...*G.Node) (*G.Node, error) {
+		o := op
+		o.step = step
+		return G.ApplyOp(o, args...)
+	}
+	grads := make(G.Nodes, len(inputs))
+	var err error
+	if grads[0], err = at(linGradX, grad, inputs[1]); err != nil {
+		return nil, err
+	}
+	if grads[1], err = at(linGradW, inputs[0], grad); err != nil {
+		return nil, err
+	}
+	if op.bias {
+		if grads[2], err = at(linGradB, grad); err != nil {
+			return nil, err
+		}
+	}
+	return grads, nil
+}
