@@ -8,7 +8,7 @@
 // inputs (graph.IDs, graph.MaskNode, graph.Targets) are re-bound every batch,
 // so a trainer compiles one machine and feeds it batch after batch.
 //
-// Activations are (B, S, D) nodes; internally layers flatten them to
-// (B*S, D) because gorgonia's Mul is 2-D only. Weights are stored (in, out):
-// y = x W + b.
+// Activations are (B, S, D) nodes. Weights are stored (in, out): y = x W + b.
+// The arithmetic lives in package graph (Linear, LayerNorm, Attention, ...):
+// layers hold the parameters, check shapes and name what went wrong.
 package layers
