@@ -34,3 +34,17 @@ func LoadModel(dir string, b int) (*Model, Config, data.Task, error) {
 	}
 	return m, cfg, task, nil
 }
+
+// LoadConfig returns the configuration of the checkpoint in dir, checked
+// like the rest of the checkpoint, without building its model.
+func LoadConfig(dir string) (Config, error) {
+	ck, err := LoadCheckpoint(dir)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg, err := UnmarshalConfig(ck.Config)
+	if err != nil {
+		return Config{}, fmt.Errorf("train: checkpoint %s: %w", dir, err)
+	}
+	return cfg, nil
+}
