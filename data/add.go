@@ -94,3 +94,7 @@ func (a *add) ValidatePrompt(prompt []int) error {
 
 // NumPrompts is 100^a: every pair of operands.
 func (a *add) NumPrompts() float64 { return math.Pow(100, float64(a.digits)) }
+
+// promptProb is the probability that Generate draws a given prompt: every
+// prompt is equally likely.
+func (a *add) promptProb([]int) float64 { return math.Pow(100, -float64(a.digits)) }

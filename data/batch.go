@@ -16,10 +16,32 @@ type Batch struct {
 	Lengths []int
 }
 
+// MaxBatchTokens bounds B*S, the positions of one Batch: three slices of
+// that many numbers, 384 MiB at the bound. It turns a mistyped S or row count
+// into an error naming them rather than an allocation that fails or
+// overflows int.
+const MaxBatchTokens = 1 << 24
+
+// checkShape reports a batch shape that is not positive or exceeds
+// MaxExamples rows or MaxBatchTokens positions. It divides instead of
+// multiplying, so that no product overflows.
+func checkShape(B, S int) error {
+	switch {
+	case B <= 0 || S <= 0:
+		return fmt.Errorf("data: batch: B=%d rows of S=%d positions: want both positive", B, S)
+	case B > MaxExamples:
+		return fmt.Errorf("data: batch: %d rows is too many (at most %d)", B, MaxExamples)
+	case S > MaxBatchTokens/B:
+		return fmt.Errorf("data: batch: B=%d rows of S=%d positions is too many positions (B*S at most %d)", B, S, MaxBatchTokens)
+	}
+	return nil
+}
+
 // MakeBatch lays examples out in rows of S positions; S is normally
 // task.MaxLen()-1. It fails if there are no examples, if an example has an
-// empty answer (it would carry no loss) or holds a PAD, SEP or negative id, or
-// if prompt + SEP + answer needs more than S+1 tokens.
+// empty answer (it would carry no loss) or holds a PAD, SEP or negative id, if
+// prompt + SEP + answer needs more than S+1 tokens, or if the batch would
+// exceed MaxExamples rows or MaxBatchTokens positions.
 func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
 	switch {
 	case len(examples) == 0:
@@ -28,6 +50,9 @@ func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
 		return Batch{}, fmt.Errorf("data: batch: S must be positive, got %d", S)
 	case sepID < 0 || padID < 0 || sepID == padID:
 		return Batch{}, fmt.Errorf("data: batch: separator id %d and padding id %d must be distinct and non-negative", sepID, padID)
+	}
+	if err := checkShape(len(examples), S); err != nil {
+		return Batch{}, err
 	}
 	B := len(examples)
 	b := Batch{
@@ -82,6 +107,13 @@ func BatchFor(t Task, examples []Example) (Batch, error) {
 		return Batch{}, fmt.Errorf("data: batch: nil task")
 	}
 	v := t.Vocab()
+	if err := v.usable(); err != nil {
+		return Batch{}, fmt.Errorf("data: task %q: batch: %w", t.Name(), err)
+	}
+	if len(examples) > MaxExamples {
+		// Before the scan below, which would otherwise read them all.
+		return Batch{}, fmt.Errorf("data: task %q: batch: %d examples is too many (at most %d)", t.Name(), len(examples), MaxExamples)
+	}
 	for i, ex := range examples {
 		for _, ids := range [][]int{ex.Prompt, ex.Answer} {
 			for _, id := range ids {
@@ -102,11 +134,11 @@ func BatchFor(t Task, examples []Example) (Batch, error) {
 // the first weighted position (which holds SEP), the answer the weighted
 // targets. It lets evaluation and logging work from a batch alone.
 func (b Batch) Example(i int) (Example, error) {
-	if i < 0 || i >= b.B {
-		return Example{}, fmt.Errorf("data: batch: row %d is outside [0, %d)", i, b.B)
-	}
 	if err := b.check(); err != nil {
 		return Example{}, err
+	}
+	if i < 0 || i >= b.B {
+		return Example{}, fmt.Errorf("data: batch: row %d is outside [0, %d)", i, b.B)
 	}
 	row := i * b.S
 	n := b.Lengths[i]
@@ -130,12 +162,21 @@ func (b Batch) Example(i int) (Example, error) {
 // with weight 0 and length 0, for a graph compiled for a fixed batch size that
 // is fed a smaller final batch. The filler changes neither the loss nor its
 // gradient, because the loss is a weighted mean.
+//
+// It fails on a malformed b, a negative padID, fewer rows than b has, or
+// more than MaxExamples rows or MaxBatchTokens positions.
 func (b Batch) PadRows(rows int, padID int) (Batch, error) {
 	if err := b.check(); err != nil {
 		return Batch{}, err
 	}
 	if rows < b.B {
 		return Batch{}, fmt.Errorf("data: batch: cannot pad %d rows down to %d", b.B, rows)
+	}
+	if padID < 0 {
+		return Batch{}, fmt.Errorf("data: batch: padding id must not be negative, got %d", padID)
+	}
+	if err := checkShape(rows, b.S); err != nil {
+		return Batch{}, err
 	}
 	extra := (rows - b.B) * b.S
 	out := Batch{
@@ -152,9 +193,12 @@ func (b Batch) PadRows(rows int, padID int) (Batch, error) {
 }
 
 // check reports a Batch whose slices do not have the sizes B and S promise,
-// e.g. one assembled by hand.
+// e.g. one assembled by hand, and the zero Batch, which has no rows.
 func (b Batch) check() error {
-	if b.B < 0 || b.S < 0 || len(b.Inputs) != b.B*b.S || len(b.Targets) != b.B*b.S || len(b.Weights) != b.B*b.S || len(b.Lengths) != b.B {
+	if err := checkShape(b.B, b.S); err != nil {
+		return err
+	}
+	if len(b.Inputs) != b.B*b.S || len(b.Targets) != b.B*b.S || len(b.Weights) != b.B*b.S || len(b.Lengths) != b.B {
 		return fmt.Errorf("data: batch: slice lengths %d, %d, %d, %d do not match B=%d, S=%d", len(b.Inputs), len(b.Targets), len(b.Weights), len(b.Lengths), b.B, b.S)
 	}
 	return nil

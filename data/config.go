@@ -20,7 +20,7 @@ type TaskConfig struct {
 	MinLength int `json:"min_length,omitempty"`
 	MaxLength int `json:"max_length,omitempty"`
 	// Alphabet is the number k of distinct symbols of copy, reverse and sort:
-	// the digits 0-9 first, then the letters a-z.
+	// the digits 0-9 first, then the letters a-z. At least 2.
 	Alphabet int `json:"alphabet,omitempty"`
 	// Digits is the number of digits of each operand of add.
 	Digits int `json:"digits,omitempty"`
@@ -32,7 +32,8 @@ type TaskConfig struct {
 	// Keys is the number of key symbols of recall (letters a, b, ...); the keys
 	// of one prompt are distinct, so Keys bounds the pair count.
 	Keys int `json:"keys,omitempty"`
-	// Values is the number of value symbols of recall (digits 0, 1, ...).
+	// Values is the number of value symbols of recall (digits 0, 1, ...). At
+	// least 2.
 	Values int `json:"values,omitempty"`
 }
 

@@ -95,7 +95,7 @@ func ExampleNewStream() {
 	fmt.Println(err)
 	// Output:
 	// 100 false true
-	// data: task "sort": a test set of 729 distinct prompts leaves none for training: the task has only 729 distinct prompts (length=6 alphabet=3); lower the test size or enlarge the task
+	// data: task "sort": test_size 729 leaves no prompt for training: the task has only 729 distinct prompts (length=6 alphabet=3); lower test_size below 729 or enlarge the task
 }
 
 func ExampleTask_Generate() {

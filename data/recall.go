@@ -28,6 +28,11 @@ func newRecall(c TaskConfig) (*recall, error) {
 	if err := inRange(name, "values", c.Values, MaxValues); err != nil {
 		return nil, err
 	}
+	if c.Values < 2 {
+		// As an alphabet of 1 for the sequence tasks: every answer would be
+		// the one value, which needs no recall at all.
+		return nil, fmt.Errorf("data: task %q: values must be at least 2, got %d: with one value every answer is the same", name, c.Values)
+	}
 	lo, hi, err := resolveRange(name, "pairs", c.Pairs, c.MinPairs, c.MaxPairs, MaxKeys)
 	if err != nil {
 		return nil, err
@@ -162,4 +167,16 @@ func (r *recall) NumPrompts() float64 {
 		total += perms * math.Pow(float64(r.values), float64(p)) * float64(p)
 	}
 	return total
+}
+
+// promptProb is the probability that Generate draws prompt, a valid one with
+// p pairs: the pair count's share of the range, then the ordered choice of p
+// distinct keys, a value for each and one of the p queries.
+func (r *recall) promptProb(prompt []int) float64 {
+	p := (len(prompt) - 1) / 2
+	prob := 1 / float64(r.maxPairs-r.minPairs+1) / float64(p)
+	for i := 0; i < p; i++ {
+		prob /= float64(r.keys-i) * float64(r.values)
+	}
+	return prob
 }

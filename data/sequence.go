@@ -32,6 +32,11 @@ func newSequence(name string, c TaskConfig) (*sequence, error) {
 	if err := inRange(name, "alphabet", c.Alphabet, MaxAlphabet); err != nil {
 		return nil, err
 	}
+	if c.Alphabet < 2 {
+		// One symbol leaves one prompt per length with a forced answer:
+		// nothing to learn, and no prompt of a fixed length to hold out.
+		return nil, fmt.Errorf("data: task %q: alphabet must be at least 2, got %d: with one symbol every prompt of a length is the same", name, c.Alphabet)
+	}
 	syms := make([]string, c.Alphabet)
 	for i := range syms {
 		syms[i] = alphabetSymbols[i : i+1]
@@ -144,4 +149,20 @@ func (s *sequence) NumPrompts() float64 {
 		total += math.Pow(float64(s.k), float64(n))
 	}
 	return total
+}
+
+// numHoldable is the number of prompts CanHoldOut accepts: for sort, all but
+// the k constant prompts of each length, so that NewStream can refuse a test
+// set larger than that by counting instead of by drawing in vain.
+func (s *sequence) numHoldable() float64 {
+	if s.name != "sort" {
+		return s.NumPrompts()
+	}
+	return s.NumPrompts() - float64(s.k*(s.maxLen-s.minLen+1))
+}
+
+// promptProb is the probability that Generate draws prompt, a valid one: its
+// length's share of the range times k^-n.
+func (s *sequence) promptProb(prompt []int) float64 {
+	return math.Pow(float64(s.k), -float64(len(prompt))) / float64(s.maxLen-s.minLen+1)
 }

@@ -21,11 +21,40 @@ const (
 // unevenly sampled task fails instead of spinning.
 const maxTestDraws = 1000
 
+// maxNextDraws bounds the draws Next spends skipping test prompts for one
+// training example. NewStream keeps the training share of draws at least
+// minTrainShare, so a built-in task exceeds it with probability below
+// e^-1000; the bound is for a Task of another package whose generator keeps
+// returning test prompts, which would otherwise hang Next.
+const maxNextDraws = 1 << 20
+
+// minTrainShare is the smallest share of a task's draws that may remain for
+// training once the test prompts are skipped: below it Next would spend over
+// a thousand draws per training example, a hang in practice.
+const minTrainShare = 1e-3
+
+// Caps on the sizes the stream functions allocate for. They keep a mistyped
+// size (a negative number read as unsigned, 1<<40) an error naming the
+// parameter instead of a crash or an out-of-memory kill, and lie far above
+// what training on these tasks uses (a test set of hundreds, batches of
+// tens).
+const (
+	// MaxTestSize bounds the held-out set of NewStream and MakeSplit.
+	// Finding it takes up to maxTestDraws draws per prompt, so the bound
+	// also keeps a failing NewStream to seconds.
+	MaxTestSize = 1 << 16
+	// MaxExamples bounds the examples one call returns or lays out:
+	// Stream.Draw and Take, MakeSplit's training set, MakeBatch, BatchFor
+	// and Batch.PadRows rows.
+	MaxExamples = 1 << 18
+)
+
 // Stream is a task's held-out test set together with an endless stream of
 // training examples that never repeats a test prompt. Both are determined by
 // the seed: the same task, seed and test size give the same test set and the
 // same training sequence, bit for bit. A Stream is not safe for concurrent
-// use.
+// use. Make one with NewStream: the methods of a nil or zero Stream return
+// errors, or nothing where they return no error.
 type Stream struct {
 	task  Task
 	seed  uint64
@@ -37,25 +66,45 @@ type Stream struct {
 }
 
 // NewStream draws a test set of nTest distinct examples (distinct prompts)
-// from seed and returns the training stream that excludes them. It fails if
-// nTest is negative, or if the task has no more than nTest distinct prompts,
-// so that disjoint training data would be impossible.
+// from seed and returns the training stream that excludes them. nTest may be
+// 0 (no held-out set). It fails, with an error naming test_size, if nTest is
+// negative or above MaxTestSize, if the task has no more than nTest distinct
+// prompts (so that disjoint training data would be impossible) or fewer that
+// may be held out (sort keeps its constant prompts in training), or if the
+// prompts left for training would be drawn less than once in 1/minTrainShare
+// draws.
 func NewStream(t Task, seed uint64, nTest int) (*Stream, error) {
 	if t == nil {
 		return nil, fmt.Errorf("data: new stream: nil task")
 	}
-	if nTest < 0 {
-		return nil, fmt.Errorf("data: task %q: test set size must not be negative, got %d", t.Name(), nTest)
+	name := t.Name()
+	if t.Vocab().usable() != nil {
+		return nil, fmt.Errorf("data: task %q: new stream: the task has no vocabulary", name)
 	}
-	if space := t.NumPrompts(); float64(nTest) >= space {
-		return nil, fmt.Errorf("data: task %q: a test set of %d distinct prompts leaves none for training: the task has only %.0f distinct prompts (%v); lower the test size or enlarge the task", t.Name(), nTest, space, t.Params())
+	if nTest < 0 {
+		return nil, fmt.Errorf("data: task %q: test_size must not be negative, got %d", name, nTest)
+	}
+	space := t.NumPrompts()
+	if !(space >= 1) { // also NaN, from a Task of another package
+		return nil, fmt.Errorf("data: task %q: new stream: the task reports %v distinct prompts, want at least 1", name, space)
+	}
+	if float64(nTest) >= space {
+		return nil, fmt.Errorf("data: task %q: test_size %d leaves no prompt for training: the task has only %.0f distinct prompts (%v); lower test_size below %.0f or enlarge the task", name, nTest, space, t.Params(), space)
+	}
+	if nTest > MaxTestSize {
+		return nil, fmt.Errorf("data: task %q: test_size %d is too large (at most %d)", name, nTest, MaxTestSize)
+	}
+	if h, ok := t.(holdCounter); ok {
+		if n := h.numHoldable(); float64(nTest) > n {
+			return nil, fmt.Errorf("data: task %q: test_size %d is more than the %.0f prompts that may be held out: of its %.0f distinct prompts, the %.0f whose answer no other prompt teaches stay in training (%v); lower test_size to at most %.0f", name, nTest, n, space, space-n, t.Params(), n)
+		}
 	}
 	s := &Stream{task: t, seed: seed, held: make(map[string]struct{}, nTest)}
 	testRNG := rand.New(rand.NewPCG(seed, testPCGStream))
 	limit := maxTestDraws * (nTest + 1)
 	for draws := 0; len(s.test) < nTest; draws++ {
 		if draws == limit {
-			return nil, fmt.Errorf("data: task %q: found only %d distinct test prompts in %d draws, want %d: the test set is too large a share of the task's %.0f prompts", t.Name(), len(s.test), draws, nTest, t.NumPrompts())
+			return nil, fmt.Errorf("data: task %q: test_size %d: found only %d distinct prompts in %d draws of the task's %.0f: its generator reaches the rest too rarely; lower test_size", name, nTest, len(s.test), draws, space)
 		}
 		ex := t.Generate(testRNG)
 		k := promptKey(ex.Prompt)
@@ -68,6 +117,15 @@ func NewStream(t Task, seed uint64, nTest int) (*Stream, error) {
 		s.held[k] = struct{}{}
 		s.test = append(s.test, ex)
 	}
+	if p, ok := t.(prober); ok {
+		share := 1.0
+		for _, ex := range s.test {
+			share -= p.promptProb(ex.Prompt)
+		}
+		if share < minTrainShare {
+			return nil, fmt.Errorf("data: task %q: test_size %d holds out prompts the task draws %.4g%% of the time, leaving training %.2g of its draws (want at least %g); lower test_size", name, nTest, 100*(1-share), share, minTrainShare)
+		}
+	}
 	s.pcg = rand.NewPCG(seed, trainPCGStream)
 	s.rng = rand.New(s.pcg)
 	return s, nil
@@ -79,11 +137,44 @@ type holdOuter interface {
 	CanHoldOut(prompt []int) bool
 }
 
-// Task returns the task the stream draws from.
-func (s *Stream) Task() Task { return s.task }
+// holdCounter is implemented by the built-in holdOuters, which count the
+// prompts CanHoldOut accepts.
+type holdCounter interface {
+	numHoldable() float64
+}
 
-// Test returns a copy of the held-out test set, in the order it was drawn.
+// prober is implemented by tasks that know how likely Generate is to draw
+// each prompt, which lets NewStream see that a test set leaves training
+// almost no draws before Next spins on it.
+type prober interface {
+	promptProb(prompt []int) float64
+}
+
+// usable reports a nil or zero Stream, one not made by NewStream.
+func (s *Stream) usable() error {
+	if s == nil {
+		return fmt.Errorf("data: stream: nil Stream (make one with NewStream)")
+	}
+	if s.task == nil || s.rng == nil || s.pcg == nil {
+		return fmt.Errorf("data: stream: zero Stream has no task (make one with NewStream)")
+	}
+	return nil
+}
+
+// Task returns the task the stream draws from (nil for a nil or zero Stream).
+func (s *Stream) Task() Task {
+	if s == nil {
+		return nil
+	}
+	return s.task
+}
+
+// Test returns a copy of the held-out test set, in the order it was drawn
+// (nil for a nil or zero Stream).
 func (s *Stream) Test() []Example {
+	if s.usable() != nil {
+		return nil
+	}
 	out := make([]Example, len(s.test))
 	for i, ex := range s.test {
 		out[i] = Example{Prompt: slices.Clone(ex.Prompt), Answer: slices.Clone(ex.Answer)}
@@ -94,34 +185,79 @@ func (s *Stream) Test() []Example {
 // IsTest reports whether prompt is in the test set, e.g. to tell a user that
 // a prompt given to a trained model was never trained on.
 func (s *Stream) IsTest(prompt []int) bool {
+	if s == nil {
+		return false
+	}
 	_, ok := s.held[promptKey(prompt)]
 	return ok
 }
 
 // Next returns the next training example, drawing again whenever the task
-// generates a test prompt.
+// generates a test prompt. It returns the zero Example, which MakeBatch
+// refuses, where Draw(1) would fail: for a nil or zero Stream, or a task that
+// keeps drawing test prompts.
 func (s *Stream) Next() Example {
-	for {
+	ex, err := s.next()
+	if err != nil {
+		return Example{}
+	}
+	return ex
+}
+
+func (s *Stream) next() (Example, error) {
+	if err := s.usable(); err != nil {
+		return Example{}, err
+	}
+	for range maxNextDraws {
 		ex := s.task.Generate(s.rng)
 		if _, held := s.held[promptKey(ex.Prompt)]; !held {
 			s.drawn++
-			return ex
+			return ex, nil
 		}
 	}
+	return Example{}, fmt.Errorf("data: task %q: stream: %d draws in a row were test prompts", s.task.Name(), maxNextDraws)
 }
 
-// Take returns the next n training examples (none if n <= 0).
+// Draw returns the next n training examples, or an error naming n if it is
+// negative or above MaxExamples, or if the stream is nil or zero. On an error
+// the stream has not advanced past the examples drawn before it.
+func (s *Stream) Draw(n int) ([]Example, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	if n < 0 || n > MaxExamples {
+		return nil, fmt.Errorf("data: task %q: stream: cannot draw %d examples (want 0 to %d)", s.task.Name(), n, MaxExamples)
+	}
+	out := make([]Example, 0, n)
+	for range n {
+		ex, err := s.next()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ex)
+	}
+	return out, nil
+}
+
+// Take is Draw without the error, for callers that pass the result straight
+// to BatchFor: it returns nil (which BatchFor refuses as "no examples") where
+// Draw fails, including for n <= 0 or n > MaxExamples.
 func (s *Stream) Take(n int) []Example {
-	out := make([]Example, 0, max(n, 0))
-	for range max(n, 0) {
-		out = append(out, s.Next())
+	out, err := s.Draw(n)
+	if err != nil || len(out) == 0 {
+		return nil
 	}
 	return out
 }
 
 // Drawn returns how many training examples Next has returned, counting from
-// the stream's creation across State and Restore.
-func (s *Stream) Drawn() uint64 { return s.drawn }
+// the stream's creation across State and Restore (0 for a nil Stream).
+func (s *Stream) Drawn() uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.drawn
+}
 
 // streamState is the saved form of a Stream. It names the task, parameters,
 // seed and test size so that Restore can refuse a state from another run,
@@ -139,6 +275,9 @@ type streamState struct {
 // Restoring it into a Stream made by NewStream with the same task, seed and
 // test size continues the exact sequence this stream would have produced.
 func (s *Stream) State() ([]byte, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	pcg, err := s.pcg.MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("data: task %q: stream state: %w", s.task.Name(), err)
@@ -154,9 +293,13 @@ func (s *Stream) State() ([]byte, error) {
 }
 
 // Restore sets the stream's position from a State. It fails, leaving the
-// stream unchanged, if the state is malformed or was saved by a stream of a
-// different task, parameters, seed or test size.
+// stream unchanged, if the stream is nil or zero, if the state is malformed,
+// or if it was saved by a stream of a different task, parameters, seed or
+// test size.
 func (s *Stream) Restore(state []byte) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	name := s.task.Name()
 	var st streamState
 	if err := json.Unmarshal(state, &st); err != nil {
@@ -191,18 +334,18 @@ type Split struct {
 
 // MakeSplit returns the first nTrain training examples and the nTest test
 // examples of NewStream(t, seed, nTest). Training examples may repeat one
-// another, as a stream's do; they never repeat a test prompt.
+// another, as a stream's do; they never repeat a test prompt. nTrain must be in [0, MaxExamples].
 func MakeSplit(t Task, seed uint64, nTrain, nTest int) (Split, error) {
-	if nTrain < 0 {
-		name := "<nil>"
-		if t != nil {
-			name = t.Name()
-		}
-		return Split{}, fmt.Errorf("data: task %q: training set size must not be negative, got %d", name, nTrain)
+	if nTrain < 0 || nTrain > MaxExamples {
+		return Split{}, fmt.Errorf("data: task %q: training set size must be 0 to %d, got %d", taskName(t), MaxExamples, nTrain)
 	}
 	s, err := NewStream(t, seed, nTest)
 	if err != nil {
 		return Split{}, err
 	}
-	return Split{Train: s.Take(nTrain), Test: s.Test()}, nil
+	train, err := s.Draw(nTrain)
+	if err != nil {
+		return Split{}, err
+	}
+	return Split{Train: train, Test: s.Test()}, nil
 }

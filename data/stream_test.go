@@ -116,7 +116,7 @@ func TestStreamTooSmall(t *testing.T) {
 		{"sort", data.TaskConfig{Length: 2, Alphabet: 2}, 10, "only 4 distinct prompts"},
 		{"sort", data.DefaultConfig("sort"), 729, "only 729 distinct prompts"},
 		{"add", data.TaskConfig{Digits: 1}, 100, "only 100 distinct prompts"},
-		{"recall", data.TaskConfig{Pairs: 1, Keys: 1, Values: 1}, 1, "only 1 distinct prompts"},
+		{"recall", data.TaskConfig{Pairs: 1, Keys: 1, Values: 2}, 2, "only 2 distinct prompts"},
 		{"copy", data.DefaultConfig("copy"), -1, "must not be negative"},
 	}
 	for _, tt := range tests {

@@ -71,7 +71,11 @@ func ParsePrompt(t Task, text string) ([]int, error) {
 	if t == nil {
 		return nil, fmt.Errorf("data: parse prompt: nil task")
 	}
-	ids, err := t.Vocab().Encode(text)
+	v := t.Vocab()
+	if err := v.usable(); err != nil {
+		return nil, fmt.Errorf("data: task %q: parse prompt: %w", t.Name(), err)
+	}
+	ids, err := v.Encode(text)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +83,14 @@ func ParsePrompt(t Task, text string) ([]int, error) {
 		return nil, err
 	}
 	return ids, nil
+}
+
+// taskName names t in an error message, also when t is nil.
+func taskName(t Task) string {
+	if t == nil {
+		return "<nil>"
+	}
+	return t.Name()
 }
 
 // orDefault returns rng, or a seed-0 generator if rng is nil, so that

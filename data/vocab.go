@@ -22,21 +22,28 @@ const (
 
 // Vocab maps the tokens of a task between ids 0..Size()-1 and their string
 // symbols. Ids 0 and 1 are PAD and SEP; the task's symbols follow in order.
-// A Vocab is immutable once made and safe for concurrent use.
+// A Vocab is immutable once made and safe for concurrent use. Only NewVocab
+// and the tasks make usable ones: a nil or zero Vocab has no tokens at all,
+// and its methods say so with an error (or, where they return none, act as
+// an empty vocabulary) rather than panic.
 type Vocab struct {
 	task    string // owner named in errors; "" for a free-standing vocab
 	symbols []string
 	ids     map[string]int
 }
 
-// NewVocab returns the vocabulary PAD, SEP, symbols... . Symbols must be
-// non-empty, free of white space (Encode splits on it), distinct, and differ
-// from PADSymbol and SEPSymbol.
+// NewVocab returns the vocabulary PAD, SEP, symbols... . There must be at
+// least one symbol (a vocabulary of PAD and SEP alone can write no example),
+// and symbols must be non-empty, free of white space (Encode splits on it),
+// distinct, and differ from PADSymbol and SEPSymbol.
 func NewVocab(symbols []string) (*Vocab, error) {
 	return newVocab("", symbols)
 }
 
 func newVocab(task string, symbols []string) (*Vocab, error) {
+	if len(symbols) == 0 {
+		return nil, (&Vocab{task: task}).errorf("no symbols: want at least one besides %s and %s", PADSymbol, SEPSymbol)
+	}
 	v := &Vocab{task: task, symbols: make([]string, 0, 2+len(symbols)), ids: make(map[string]int, 2+len(symbols))}
 	v.symbols = append(v.symbols, PADSymbol, SEPSymbol)
 	v.ids[PADSymbol] = PADID
@@ -57,14 +64,33 @@ func newVocab(task string, symbols []string) (*Vocab, error) {
 // errorf prefixes errors with the owning task, so that a CLI user who typed a
 // bad prompt learns which task's vocabulary rejected it.
 func (v *Vocab) errorf(format string, args ...any) error {
-	if v.task != "" {
+	if v != nil && v.task != "" {
 		return fmt.Errorf("data: task %q: vocab: "+format, append([]any{v.task}, args...)...)
 	}
 	return fmt.Errorf("data: vocab: "+format, args...)
 }
 
-// Size returns the number of tokens, the row count of an embedding table.
-func (v *Vocab) Size() int { return len(v.symbols) }
+// usable reports a nil or zero Vocab, which has not even PAD and SEP, so that
+// the methods that return an error can explain instead of answering as if
+// the vocabulary were merely small.
+func (v *Vocab) usable() error {
+	if v == nil {
+		return fmt.Errorf("data: vocab: nil Vocab (make one with NewVocab or take a task's)")
+	}
+	if len(v.symbols) == 0 {
+		return fmt.Errorf("data: vocab: zero Vocab has no tokens (make one with NewVocab or take a task's)")
+	}
+	return nil
+}
+
+// Size returns the number of tokens, the row count of an embedding table; 0
+// for a nil or zero Vocab.
+func (v *Vocab) Size() int {
+	if v == nil {
+		return 0
+	}
+	return len(v.symbols)
+}
 
 // PAD returns the id of the padding token, which fills rows past their length.
 func (v *Vocab) PAD() int { return PADID }
@@ -73,11 +99,19 @@ func (v *Vocab) PAD() int { return PADID }
 func (v *Vocab) SEP() int { return SEPID }
 
 // Symbols returns every symbol in id order, for writing the vocabulary into a
-// run's config or summary.
-func (v *Vocab) Symbols() []string { return append([]string(nil), v.symbols...) }
+// run's config or summary; nil for a nil or zero Vocab.
+func (v *Vocab) Symbols() []string {
+	if v == nil {
+		return nil
+	}
+	return append([]string(nil), v.symbols...)
+}
 
 // ID returns the id of sym, or an error listing the known symbols.
 func (v *Vocab) ID(sym string) (int, error) {
+	if err := v.usable(); err != nil {
+		return 0, err
+	}
 	id, ok := v.ids[sym]
 	if !ok {
 		return 0, v.errorf("unknown symbol %q (known: %s)", sym, strings.Join(v.symbols, " "))
@@ -87,6 +121,9 @@ func (v *Vocab) ID(sym string) (int, error) {
 
 // Symbol returns the symbol of id, or an error if id is outside the vocabulary.
 func (v *Vocab) Symbol(id int) (string, error) {
+	if err := v.usable(); err != nil {
+		return "", err
+	}
 	if id < 0 || id >= len(v.symbols) {
 		return "", v.errorf("id %d is outside [0, %d)", id, len(v.symbols))
 	}
@@ -97,6 +134,9 @@ func (v *Vocab) Symbol(id int) (string, error) {
 // "2 0 1 1 0 2". Empty text gives an empty slice. The error names the first
 // unknown symbol and its position.
 func (v *Vocab) Encode(text string) ([]int, error) {
+	if err := v.usable(); err != nil {
+		return nil, err
+	}
 	fields := strings.Fields(text)
 	ids := make([]int, len(fields))
 	for i, f := range fields {
@@ -111,11 +151,12 @@ func (v *Vocab) Encode(text string) ([]int, error) {
 
 // Decode returns the symbols of ids joined by single spaces, the inverse of
 // Encode. It never fails, because it is used to print whatever a model
-// produced: an id outside the vocabulary is shown as <?id>.
+// produced: an id outside the vocabulary is shown as <?id> (every id, for a
+// nil or zero Vocab).
 func (v *Vocab) Decode(ids []int) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		if id >= 0 && id < len(v.symbols) {
+		if id >= 0 && id < v.Size() {
 			parts[i] = v.symbols[id]
 		} else {
 			parts[i] = fmt.Sprintf("<?%d>", id)
