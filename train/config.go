@@ -3,6 +3,10 @@ package train
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
@@ -93,50 +97,231 @@ func (c Config) Dtype() (tensor.Dtype, error) {
 	return tensor.Dtype{}, fmt.Errorf("train: dtype %q: want float32 or float64", c.DType)
 }
 
-// Resolve validates c, builds its task and fills the model's Vocab and MaxLen
-// from it.
-func (c *Config) Resolve() (data.Task, error) {
-	task, err := data.New(c.Task.Name, c.Task.Params)
-	if err != nil {
-		return nil, err
+// MaxLayers, MaxTestSize and MaxEvalBatch bound configurations: more blocks
+// than MaxLayers would take long to build whatever their width, a held-out
+// set beyond MaxTestSize long to draw and decode, and evaluation runs
+// batches of at most MaxEvalBatch held-out prompts.
+const (
+	MaxLayers    = 1024
+	MaxTestSize  = 100000
+	MaxEvalBatch = 128
+)
+
+// ConfigError is a Config value that is invalid, naming it by its JSON path
+// ("lr", "model.dim", "task.params.min_length"), so that a command line can
+// name the flag that set it. Every error of Validate and of Resolve's checks
+// is a *ConfigError; find it with errors.As.
+type ConfigError struct {
+	// Field is the JSON path of the offending value.
+	Field string
+	// With lists other fields the problem involves, e.g. the other side of
+	// a conflict or a bound, by JSON path.
+	With []string
+	// Problem says what is wrong, e.g. "must be a finite number > 0, got NaN".
+	Problem string
+}
+
+func (e *ConfigError) Error() string {
+	s := "train: config: " + e.Field
+	if len(e.With) > 0 {
+		s += " (with " + strings.Join(e.With, ", ") + ")"
 	}
-	c.Task.Params = task.Params()
-	c.Model.Vocab = task.Vocab().Size()
-	c.Model.MaxLen = task.MaxLen() - 1
-	dt, err := c.Dtype()
-	if err != nil {
-		return nil, err
+	return s + ": " + e.Problem
+}
+
+func cfgErr(field, format string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// finite checks that v is a finite number within [lo, hi] (hi excluded when
+// openHi), described as the bounds' text in the error.
+func checkFloat(field string, v, lo, hi float64, openHi bool, bounds string) error {
+	ok := !math.IsNaN(v) && !math.IsInf(v, 0) && v >= lo && (v < hi || (!openHi && v == hi))
+	if !ok {
+		return cfgErr(field, "must be a finite number %s, got %v", bounds, v)
+	}
+	return nil
+}
+
+func checkInt(field string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		if hi == math.MaxInt {
+			return cfgErr(field, "must be an integer >= %d, got %d", lo, v)
+		}
+		return cfgErr(field, "must be an integer in [%d, %d], got %d", lo, hi, v)
+	}
+	return nil
+}
+
+// Validate checks every field of c that can be checked without building
+// the task: sizes, rates and names, and that every float is finite (so that
+// config.json can hold it). Its errors are *ConfigError. Resolve calls it.
+func (c Config) Validate() error {
+	if !slices.Contains(data.Names(), c.Task.Name) {
+		return cfgErr("task.name", "unknown task %q (known tasks: %s)", c.Task.Name, strings.Join(data.Names(), ", "))
+	}
+	p := c.Task.Params
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"length", p.Length}, {"min_length", p.MinLength}, {"max_length", p.MaxLength}, {"alphabet", p.Alphabet},
+		{"digits", p.Digits}, {"pairs", p.Pairs}, {"min_pairs", p.MinPairs}, {"max_pairs", p.MaxPairs},
+		{"keys", p.Keys}, {"values", p.Values}} {
+		if f.v < 0 {
+			return cfgErr("task.params."+f.name, "must not be negative, got %d", f.v)
+		}
+	}
+	if _, err := c.Dtype(); err != nil {
+		return cfgErr("dtype", "must be float32 or float64, got %q", c.DType)
+	}
+	m := c.Model
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"model.dim", m.Dim, math.MaxInt}, {"model.heads", m.Heads, math.MaxInt}, {"model.layers", m.Layers, MaxLayers}, {"model.hidden", m.Hidden, math.MaxInt}} {
+		if err := checkInt(f.name, f.v, 1, f.max); err != nil {
+			return err
+		}
+	}
+	if m.Dim%m.Heads != 0 {
+		return &ConfigError{Field: "model.heads", With: []string{"model.dim"},
+			Problem: fmt.Sprintf("dim %d is not divisible by heads %d", m.Dim, m.Heads)}
+	}
+	switch m.Activation {
+	case "", layers.ActivationReLU, layers.ActivationGELU:
+	default:
+		return cfgErr("model.activation", "unknown activation %q: want %q or %q", m.Activation, layers.ActivationReLU, layers.ActivationGELU)
+	}
+	switch m.Positions {
+	case "", layers.PositionsLearned, layers.PositionsSinusoidal, layers.PositionsNone:
+	default:
+		return cfgErr("model.positions", "unknown positions %q: want %q, %q or %q", m.Positions, layers.PositionsLearned, layers.PositionsSinusoidal, layers.PositionsNone)
+	}
+	if err := checkFloat("model.dropout", m.Dropout, 0, 1, true, "in [0, 1)"); err != nil {
+		return err
+	}
+	if err := checkFloat("model.attn_dropout", m.AttnDropout, 0, 1, true, "in [0, 1)"); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"batch", c.Batch}, {"steps", c.Steps}, {"eval_every", c.EvalEvery}, {"test_size", c.TestSize}, {"checkpoint_every", c.CheckpointEvery}} {
-		if f.v <= 0 {
-			return nil, fmt.Errorf("train: %s must be positive, got %d", f.name, f.v)
+	}{{"batch", c.Batch}, {"steps", c.Steps}, {"eval_every", c.EvalEvery}, {"checkpoint_every", c.CheckpointEvery}} {
+		if err := checkInt(f.name, f.v, 1, math.MaxInt); err != nil {
+			return err
 		}
 	}
+	if err := checkInt("test_size", c.TestSize, 1, MaxTestSize); err != nil {
+		return err
+	}
 	if c.Warmup < 0 || c.Warmup > c.Steps {
-		return nil, fmt.Errorf("train: warmup must be in [0, steps=%d], got %d", c.Steps, c.Warmup)
+		return &ConfigError{Field: "warmup", With: []string{"steps"},
+			Problem: fmt.Sprintf("must be an integer in [0, steps=%d], got %d", c.Steps, c.Warmup)}
 	}
-	if c.LR <= 0 || c.MinLR < 0 || c.MinLR > c.LR {
-		return nil, fmt.Errorf("train: want 0 <= min_lr <= lr and lr > 0, got lr=%v min_lr=%v", c.LR, c.MinLR)
+	if err := checkFloat("lr", c.LR, math.SmallestNonzeroFloat64, math.MaxFloat64, false, "> 0"); err != nil {
+		return err
 	}
-	if c.ClipNorm < 0 {
-		return nil, fmt.Errorf("train: clip_norm must be >= 0, got %v", c.ClipNorm)
+	if err := checkFloat("min_lr", c.MinLR, 0, math.MaxFloat64, false, ">= 0"); err != nil {
+		return err
 	}
-	if c.TargetExact < 0 || c.TargetExact > 1 {
-		return nil, fmt.Errorf("train: target_exact must be in [0, 1], got %v", c.TargetExact)
+	if c.MinLR > c.LR {
+		return &ConfigError{Field: "min_lr", With: []string{"lr"},
+			Problem: fmt.Sprintf("must not exceed lr %v, got %v", c.LR, c.MinLR)}
 	}
-	// The layers' validating constructors are the one statement of what a
-	// model configuration may be; building a throwaway model asks them.
-	scope, err := layers.NewScope(G.NewGraph(), dt, c.Seed)
-	if err != nil {
+	switch c.Optimizer {
+	case OptimizerAdam, OptimizerAdamW:
+	default:
+		return cfgErr("optimizer", "unknown optimizer %q: want %q or %q", c.Optimizer, OptimizerAdam, OptimizerAdamW)
+	}
+	if err := checkFloat("weight_decay", c.WeightDecay, 0, math.MaxFloat64, false, ">= 0"); err != nil {
+		return err
+	}
+	if err := checkFloat("clip_norm", c.ClipNorm, 0, math.MaxFloat64, false, ">= 0 (0: off)"); err != nil {
+		return err
+	}
+	if err := checkFloat("target_exact", c.TargetExact, 0, 1, false, "in [0, 1] (0: never stop early)"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// taskFields matches the names of data.TaskConfig's fields in the data
+// package's error messages, which name the parameter at fault first.
+var taskFields = regexp.MustCompile(`\b(min_length|max_length|length|alphabet|digits|min_pairs|max_pairs|pairs|keys|values)\b`)
+
+// taskError turns an error of data.New into a *ConfigError naming the first
+// task parameter its message mentions (and the others it mentions in With).
+func taskError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "data: ")
+	names := taskFields.FindAllString(msg, -1)
+	e := &ConfigError{Field: "task.params", Problem: msg}
+	for _, n := range names {
+		f := "task.params." + n
+		switch {
+		case e.Field == "task.params":
+			e.Field = f
+		case f != e.Field && !slices.Contains(e.With, f):
+			e.With = append(e.With, f)
+		}
+	}
+	return e
+}
+
+// Resolve validates c, builds its task and fills the model's Vocab and MaxLen
+// from it. Besides Validate's checks it checks the task's parameters, that
+// the held-out set leaves prompts to train on, and that the model is one
+// the layers can build. Its errors are *ConfigError.
+func (c *Config) Resolve() (data.Task, error) {
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := layers.NewDecoder(scope, c.Model); err != nil {
+	task, err := data.New(c.Task.Name, c.Task.Params)
+	if err != nil {
+		return nil, taskError(err)
+	}
+	c.Task.Params = task.Params()
+	c.Model.Vocab = task.Vocab().Size()
+	c.Model.MaxLen = task.MaxLen() - 1
+	if space := task.NumPrompts(); float64(c.TestSize) >= space {
+		return nil, &ConfigError{Field: "test_size", With: []string{"task.params"},
+			Problem: fmt.Sprintf("a held-out set of %d prompts leaves none to train on: task %s (%v) has only %.0f distinct prompts", c.TestSize, c.Task.Name, c.Task.Params, space)}
+	}
+	// Drawing the held-out set is the one complete check that it can be
+	// drawn (some prompts may never be held out); it costs test_size draws.
+	if _, err := data.NewStream(task, c.Seed, c.TestSize); err != nil {
+		return nil, &ConfigError{Field: "test_size", With: []string{"task.params"}, Problem: strings.TrimPrefix(err.Error(), "data: ")}
+	}
+	if err := validateModel(*c); err != nil {
 		return nil, err
 	}
 	return task, nil
+}
+
+// validateModel asks the layers whether c.Model (resolved) is a model they
+// can build.
+func validateModel(c Config) error {
+	// The layers' validating constructors are the one statement of what a
+	// model configuration may be; building a throwaway model asks them. It
+	// allocates the weights, so the memory they take is checked first.
+	est, err := EstimateMemory(c, 1, c.Model.MaxLen, false)
+	if err != nil {
+		return &ConfigError{Field: "model", Problem: err.Error()}
+	}
+	if err := est.Check(0); err != nil {
+		return err
+	}
+	dt, err := c.Dtype()
+	if err != nil {
+		return cfgErr("dtype", "%v", err)
+	}
+	scope, err := layers.NewScope(G.NewGraph(), dt, c.Seed)
+	if err != nil {
+		return cfgErr("dtype", "%v", err)
+	}
+	if _, err := layers.NewDecoder(scope, c.Model); err != nil {
+		return &ConfigError{Field: "model", Problem: err.Error()}
+	}
+	return nil
 }
 
 // MarshalConfig returns c as indented JSON, the content of config.json.

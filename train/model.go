@@ -30,9 +30,20 @@ type Model struct {
 // BuildModel builds and compiles the decoder of cfg (resolved) for batches of
 // b sequences of s tokens. A training model also has the cross-entropy cost
 // and its gradients; an inference model runs forward only.
+//
+// Before allocating anything it estimates the memory the model needs
+// (EstimateMemory) and returns a *MemoryError if that exceeds MemoryLimit,
+// instead of letting the runtime die of an out-of-memory fatal error.
 func BuildModel(cfg Config, b, s int, training bool) (*Model, error) {
 	dt, err := cfg.Dtype()
 	if err != nil {
+		return nil, err
+	}
+	est, err := EstimateMemory(cfg, b, s, training)
+	if err != nil {
+		return nil, err
+	}
+	if err := est.Check(0); err != nil {
 		return nil, err
 	}
 	g := G.NewGraph()

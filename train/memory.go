@@ -1,0 +1,282 @@
+package train
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/qkv-dev/qkv/layers"
+)
+
+// MemoryEstimate is what a model compiled for batches of B sequences of S
+// tokens needs in memory, in bytes, by kind. It counts the tensors the
+// gorgonia machine keeps from one run to the next (every node's value, and
+// in training every gradient), so it is what the process's heap grows by
+// when the model is built and run, within a small factor (the tests check
+// 0.5x to 3x against runtime.MemStats). Sizes are float64 so that absurd
+// configurations are estimated instead of overflowing.
+type MemoryEstimate struct {
+	// Training is whether the model has a cost, gradients and an optimizer.
+	Training bool
+	// B and S are the batch's sequences and tokens per sequence.
+	B, S int
+	// Params are the weights, in the model's dtype.
+	Params float64
+	// Grads are the weights' gradients (training only).
+	Grads float64
+	// Optimizer is Adam's two moments per weight, float64 (training only).
+	Optimizer float64
+	// Activations are the (B, S, Dim) and (B, S, Hidden) values of every
+	// layer, embeddings included, and their gradients when training.
+	Activations float64
+	// Attention is every layer's (B, Heads, S, S) attention weights, kept
+	// for backward, its (B, S, S) masks, and the gradients when training.
+	Attention float64
+	// Logits are the (B, S, Vocab) logits, log-probabilities and one-hot
+	// targets, and their gradients when training.
+	Logits float64
+}
+
+// Total returns the sum of every kind, in bytes.
+func (e MemoryEstimate) Total() float64 {
+	return e.Params + e.Grads + e.Optimizer + e.Activations + e.Attention + e.Logits
+}
+
+// String gives the total and the breakdown, e.g. "1.2 GiB for training
+// B=64 S=12 (params 226 KiB, grads 226 KiB, ...)".
+func (e MemoryEstimate) String() string {
+	what := "inference"
+	if e.Training {
+		what = "training"
+	}
+	parts := []string{"params " + FormatBytes(e.Params)}
+	if e.Training {
+		parts = append(parts, "grads "+FormatBytes(e.Grads), "optimizer "+FormatBytes(e.Optimizer))
+	}
+	parts = append(parts, "activations "+FormatBytes(e.Activations), "attention "+FormatBytes(e.Attention), "logits "+FormatBytes(e.Logits))
+	return fmt.Sprintf("%s for %s B=%d S=%d (%s)", FormatBytes(e.Total()), what, e.B, e.S, strings.Join(parts, ", "))
+}
+
+// Add returns the sum of e and o, as for two models that live together
+// (training and evaluation); B and S are e's.
+func (e MemoryEstimate) Add(o MemoryEstimate) MemoryEstimate {
+	e.Training = e.Training || o.Training
+	e.Params += o.Params
+	e.Grads += o.Grads
+	e.Optimizer += o.Optimizer
+	e.Activations += o.Activations
+	e.Attention += o.Attention
+	e.Logits += o.Logits
+	return e
+}
+
+// The number of values of each size a block, the embeddings and the head
+// keep in a forward pass, counted from the graph the layers build and
+// calibrated against runtime.MemStats (TestMemoryEstimateMatchesHeap). Per
+// token of a block: ln1, q, k, v, attention output, wo output, residual,
+// ln2, feed-forward output, residual and the LayerNorms' and Linear ops'
+// scratch (13 of width Dim), the feed-forward pre-activation, activation
+// and scratch (3 of width Hidden); per sequence and layer the attention
+// weights (Heads x S x S) and a combined mask (S x S), plus the input mask.
+const (
+	dimValuesPerLayer    = 13
+	hiddenValuesPerLayer = 3
+	embeddingDimValues   = 4 // token embedding, positions, their sum, ln_f's output
+	logitValues          = 3 // logits, log-probabilities, one-hot targets
+	// trainingActivations is how many times more activation memory a
+	// training model keeps than an inference one: the values' gradients and
+	// the backward ops' own values (measured: 3.2 to 3.4).
+	trainingActivations = 3.3
+	// gradCopies is how many copies of the weights' size their gradients
+	// take: gorgonia keeps the bound dual value besides the backward
+	// node's value (measured: about 2).
+	gradCopies = 2
+)
+
+// EstimateMemory estimates what BuildModel(cfg, b, s, training) needs:
+// weights, and for training gradients and Adam's moments, plus one batch's
+// activations. cfg must be resolved (Model.Vocab and MaxLen set). It fails
+// only for non-positive sizes.
+func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error) {
+	m := cfg.Model
+	if b <= 0 || s <= 0 || m.Dim <= 0 || m.Hidden <= 0 || m.Heads <= 0 || m.Layers <= 0 || m.Vocab <= 0 || m.MaxLen <= 0 {
+		return MemoryEstimate{}, fmt.Errorf("train: memory estimate: sizes must be positive, got B=%d S=%d dim=%d hidden=%d heads=%d layers=%d vocab=%d max_len=%d",
+			b, s, m.Dim, m.Hidden, m.Heads, m.Layers, m.Vocab, m.MaxLen)
+	}
+	dt, err := cfg.Dtype()
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	elem := float64(dt.Size())
+	e := MemoryEstimate{Training: training, B: b, S: s}
+	D, F, H, L, V := float64(m.Dim), float64(m.Hidden), float64(m.Heads), float64(m.Layers), float64(m.Vocab)
+	B, S := float64(b), float64(s)
+
+	e.Params = NumParams(m) * elem
+	tokens := B * S
+	e.Activations = (tokens*D*(dimValuesPerLayer*L+embeddingDimValues) + tokens*F*hiddenValuesPerLayer*L) * elem
+	weights := B * S * S * H * L * elem
+	masks := B * S * S * (L + 1) * elem // constant: no gradient
+	e.Logits = tokens * V * logitValues * elem
+	if training {
+		e.Grads = gradCopies * e.Params
+		e.Optimizer = NumParams(m) * 8 * 2
+		e.Activations *= trainingActivations
+		weights *= 2 // the weights' gradients
+		e.Logits *= 2
+	}
+	e.Attention = weights + masks
+	return e, nil
+}
+
+// EstimateRun estimates what Run needs for cfg (resolved): the training
+// model for cfg.Batch sequences and the evaluation model for up to
+// MaxEvalBatch held-out prompts, at the task's longest input.
+func EstimateRun(cfg Config) (MemoryEstimate, error) {
+	s := cfg.Model.MaxLen
+	tr, err := EstimateMemory(cfg, cfg.Batch, s, true)
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	ev, err := EstimateMemory(cfg, min(max(cfg.TestSize, 1), MaxEvalBatch), s, false)
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	return tr.Add(ev), nil
+}
+
+// NumParams returns the number of scalar weights of the decoder m
+// describes (Vocab and MaxLen set), as BuildModel's Model.NumParams counts
+// them, in float64 so that it cannot overflow.
+func NumParams(m layers.StackConfig) float64 {
+	D, F, V := float64(m.Dim), float64(m.Hidden), float64(m.Vocab)
+	bias := 0.0
+	if m.Bias {
+		bias = 1
+	}
+	block := 2*D + 4*D*D + bias*3*D + D + 2*D + D*F + bias*F + F*D + D // ln1, attn (bo always), ln2, ff
+	n := V*D + float64(m.Layers)*block + D*V + V
+	if !m.PostLN {
+		n += 2 * D // ln_f
+	}
+	if m.Positions == "" || m.Positions == layers.PositionsLearned {
+		n += float64(m.MaxLen) * D
+	}
+	return n
+}
+
+// MemoryError is an estimate that exceeds the memory limit: building the
+// model would likely end the process with an out-of-memory fatal error.
+type MemoryError struct {
+	Estimate MemoryEstimate
+	Limit    int64
+}
+
+func (e *MemoryError) Error() string {
+	return fmt.Sprintf("train: the model needs about %s, more than the memory limit of %s", e.Estimate, FormatBytes(float64(e.Limit)))
+}
+
+// Check returns a *MemoryError if e's total exceeds limit bytes; a limit <=
+// 0 means MemoryLimit().
+func (e MemoryEstimate) Check(limit int64) error {
+	if limit <= 0 {
+		limit = MemoryLimit()
+	}
+	if e.Total() > float64(limit) {
+		return &MemoryError{Estimate: e, Limit: limit}
+	}
+	return nil
+}
+
+// DefaultMemory is the memory limit where the available memory cannot be
+// read (no /proc/meminfo): generous, so that it refuses only the absurd.
+const DefaultMemory int64 = 64 << 30
+
+// AvailableMemory returns the machine's available memory in bytes
+// (MemAvailable of /proc/meminfo), or DefaultMemory where it cannot be read.
+func AvailableMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return DefaultMemory
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil || kb <= 0 || kb > math.MaxInt64/1024 {
+				return DefaultMemory
+			}
+			return kb * 1024
+		}
+	}
+	return DefaultMemory
+}
+
+var memoryLimit atomic.Int64
+
+// SetMemoryLimit sets the most memory, in bytes, that BuildModel lets a
+// model's estimate take; 0 (the initial value) means AvailableMemory at
+// the time of each check. It returns the previous setting. The command
+// line sets it from --max-memory.
+func SetMemoryLimit(n int64) (previous int64) { return memoryLimit.Swap(max(n, 0)) }
+
+// MemoryLimit returns the limit BuildModel checks estimates against: the
+// one set by SetMemoryLimit, or else AvailableMemory.
+func MemoryLimit() int64 {
+	if n := memoryLimit.Load(); n > 0 {
+		return n
+	}
+	return AvailableMemory()
+}
+
+// ParseBytes parses a memory size: a number of bytes with an optional
+// binary (KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB; K, M, G, T are
+// binary) suffix, e.g. "16GiB", "512MiB", "1.5G", "100000". It must be
+// finite and positive.
+func ParseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
+	}
+	mult := 1.0
+	for _, u := range units {
+		if len(t) > len(u.suffix) && strings.EqualFold(t[len(t)-len(u.suffix):], u.suffix) {
+			t, mult = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		return 0, fmt.Errorf("memory size %q: want a number of bytes such as 16GiB, 512MiB or 1e9", s)
+	}
+	v *= mult
+	if math.IsNaN(v) || v < 1 || v >= math.MaxInt64 {
+		return 0, fmt.Errorf("memory size %q: must be at least 1 byte and below 8 EiB", s)
+	}
+	return int64(v), nil
+}
+
+// FormatBytes writes n bytes with a binary unit, e.g. "1.5 GiB".
+func FormatBytes(n float64) string {
+	const units = "KMGTPEZY"
+	if n < 1024 {
+		return fmt.Sprintf("%.0f B", n)
+	}
+	i := -1
+	for n >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", n, units[i])
+}
