@@ -54,15 +54,27 @@ func Names() []string {
 // New returns the task called name with parameters cfg, or an error naming
 // the task and the parameter at fault. Start from DefaultConfig(name).
 func New(name string, cfg TaskConfig) (Task, error) {
+	var (
+		t   Task
+		err error
+	)
+	// Each constructor's result goes through err first: returned directly,
+	// a failed constructor's nil *sequence would become a non-nil Task
+	// whose every method panics.
 	switch name {
 	case "copy", "reverse", "sort":
-		return newSequence(name, cfg)
+		t, err = newSequence(name, cfg)
 	case "recall":
-		return newRecall(cfg)
+		t, err = newRecall(cfg)
 	case "add":
-		return newAdd(cfg)
+		t, err = newAdd(cfg)
+	default:
+		err = fmt.Errorf("data: unknown task %q (known tasks: %s)", name, strings.Join(Names(), ", "))
 	}
-	return nil, fmt.Errorf("data: unknown task %q (known tasks: %s)", name, strings.Join(Names(), ", "))
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // ParsePrompt encodes text in t's vocabulary and validates it as a prompt, the
