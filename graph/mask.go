@@ -103,6 +103,27 @@ type MaskNode struct {
 	Causal bool
 }
 
+// Check returns an error unless n is a usable mask: a nil *MaskNode means "no
+// mask" and passes, but a MaskNode with a nil or zero-value Bias, sizes that
+// are not positive, or a Bias whose shape is not (B, Sq, Sk) is refused, so
+// that functions taking a mask never dereference what is not there.
+func (n *MaskNode) Check() error {
+	if n == nil {
+		return nil
+	}
+	name := "mask"
+	if n.Bias != nil && n.Bias.Type() != nil {
+		name = fmt.Sprintf("mask %q", n.Bias.Name())
+	}
+	if err := CheckNode(n.Bias, name+": bias"); err != nil {
+		return fmt.Errorf("graph: %w: make masks with NewMaskInput or NewMaskConst", err)
+	}
+	if n.B <= 0 || n.Sq <= 0 || n.Sk <= 0 || !n.Bias.Shape().Eq(tensor.Shape{n.B, n.Sq, n.Sk}) {
+		return fmt.Errorf("graph: %s: bias shape %v, want (B, Sq, Sk) = (%d, %d, %d) with positive sizes", name, n.Bias.Shape(), n.B, n.Sq, n.Sk)
+	}
+	return nil
+}
+
 // NewMaskInput returns a mask placeholder of shape (B, Sq, Sk) whose value is
 // given each batch with Set. The graph is built once; masks change per batch.
 func NewMaskInput(g *G.ExprGraph, dt tensor.Dtype, b, sq, sk int, name string) (*MaskNode, error) {

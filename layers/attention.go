@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/qkv-dev/qkv/graph"
@@ -42,25 +43,66 @@ type MultiHeadAttention struct {
 	dropouts       []*graph.Dropout
 }
 
+// Validate checks what NewMultiHeadAttention checks, without allocating
+// anything: Dim, Heads, KeyDim and ValueDim positive (0 KeyDim or ValueDim
+// means Dim), Dim divisible by Heads, Dropout in [0, 1), and every weight
+// within graph.MaxElements.
+func (c AttentionConfig) Validate() error { return c.validate("") }
+
+// withDefaults fills KeyDim and ValueDim.
+func (c AttentionConfig) withDefaults() AttentionConfig {
+	if c.KeyDim == 0 {
+		c.KeyDim = c.Dim
+	}
+	if c.ValueDim == 0 {
+		c.ValueDim = c.Dim
+	}
+	return c
+}
+
+func (c AttentionConfig) validate(name string) error {
+	c = c.withDefaults()
+	if err := checkPositive(size{"Dim", c.Dim}, size{"Heads", c.Heads}, size{"KeyDim", c.KeyDim}, size{"ValueDim", c.ValueDim}); err != nil {
+		return layerErr("attention", name, err)
+	}
+	if c.Dim%c.Heads != 0 {
+		return layerErr("attention", name, fmt.Errorf("Dim %d is not divisible by Heads %d", c.Dim, c.Heads))
+	}
+	if err := checkRate("Dropout", c.Dropout); err != nil {
+		return layerErr("attention", name, err)
+	}
+	for _, w := range []struct {
+		name string
+		in   int
+	}{{"wq (Dim, Dim)", c.Dim}, {"wk (KeyDim, Dim)", c.KeyDim}, {"wv (ValueDim, Dim)", c.ValueDim}} {
+		if err := checkTensor("weight "+w.name, w.in, c.Dim); err != nil {
+			return layerErr("attention", name, err)
+		}
+	}
+	return nil
+}
+
+// params is the number of learnable values of a valid configuration.
+func (c AttentionConfig) params() int {
+	c = c.withDefaults()
+	n := 0
+	for _, in := range []int{c.Dim, c.KeyDim, c.ValueDim, c.Dim} {
+		n += LinearConfig{In: in, Out: c.Dim, Bias: c.Bias}.params()
+	}
+	return n
+}
+
 // NewMultiHeadAttention returns an attention layer whose parameters are wq
 // (D, D), wk (KeyDim, D), wv (ValueDim, D), wo (D, D) and, with Bias, bq, bk,
 // bv, bo (D) in scope s.
 func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, error) {
-	if cfg.KeyDim == 0 {
-		cfg.KeyDim = cfg.Dim
+	if err := s.check(); err != nil {
+		return nil, layerErr("attention", s.path(), err)
 	}
-	if cfg.ValueDim == 0 {
-		cfg.ValueDim = cfg.Dim
+	if err := cfg.validate(s.path()); err != nil {
+		return nil, err
 	}
-	if err := checkPositive(size{"Dim", cfg.Dim}, size{"Heads", cfg.Heads}, size{"KeyDim", cfg.KeyDim}, size{"ValueDim", cfg.ValueDim}); err != nil {
-		return nil, fmt.Errorf("layers: attention %q: %w", s.prefix, err)
-	}
-	if cfg.Dim%cfg.Heads != 0 {
-		return nil, fmt.Errorf("layers: attention %q: Dim %d is not divisible by Heads %d", s.prefix, cfg.Dim, cfg.Heads)
-	}
-	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
-		return nil, fmt.Errorf("layers: attention %q: Dropout %v is outside [0, 1)", s.prefix, cfg.Dropout)
-	}
+	cfg = cfg.withDefaults()
 	a := &MultiHeadAttention{Config: cfg, s: s}
 	for _, p := range []struct {
 		l    **Linear
@@ -81,6 +123,9 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 // returns the output (B, Sq, D) and the attention weights (B, H, Sq, Sk).
 // Shape mismatches are found here, while the graph is built.
 func (a *MultiHeadAttention) Forward(query, key, value *G.Node, mask *graph.MaskNode) (out, weights *G.Node, err error) {
+	if err := a.check(); err != nil {
+		return nil, nil, err
+	}
 	name := a.s.prefix
 	b, sq, sk, err := a.checkShapes(query, key, value, mask)
 	if err != nil {
@@ -128,6 +173,17 @@ func (a *MultiHeadAttention) Forward(query, key, value *G.Node, mask *graph.Mask
 // checkShapes returns B, Sq, Sk after checking that the inputs and mask agree
 // with each other and with the configuration.
 func (a *MultiHeadAttention) checkShapes(query, key, value *G.Node, mask *graph.MaskNode) (b, sq, sk int, err error) {
+	for _, in := range []struct {
+		n    *G.Node
+		name string
+	}{{query, "query"}, {key, "key"}, {value, "value"}} {
+		if err := graph.CheckNode(in.n, in.name); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	if err := mask.Check(); err != nil {
+		return 0, 0, 0, err
+	}
 	qs, ks, vs := query.Shape(), key.Shape(), value.Shape()
 	c := a.Config
 	if len(qs) != 3 || qs[2] != c.Dim {
@@ -154,6 +210,20 @@ func (a *MultiHeadAttention) checkShapes(query, key, value *G.Node, mask *graph.
 	return b, sq, sk, nil
 }
 
+// check returns an error unless a was made by NewMultiHeadAttention: a nil or
+// zero-value layer has no scope and no projections.
+func (a *MultiHeadAttention) check() error {
+	if a == nil || a.s.check() != nil {
+		return errors.New("layers: attention: the layer is nil or a zero value: make it with NewMultiHeadAttention")
+	}
+	for _, l := range []*Linear{a.wq, a.wk, a.wv, a.wo} {
+		if l.check() != nil {
+			return fmt.Errorf("layers: attention %q: the layer is a zero value (no projections): make it with NewMultiHeadAttention", a.s.prefix)
+		}
+	}
+	return nil
+}
+
 // withCausal returns mask joined with a constant causal mask.
 func (a *MultiHeadAttention) withCausal(mask *graph.MaskNode, b, s int) (*graph.MaskNode, error) {
 	causal, err := CausalMask(a.s, b, s)
@@ -168,6 +238,9 @@ func (a *MultiHeadAttention) withCausal(mask *graph.MaskNode, b, s int) (*graph.
 
 // CausalMask returns a constant (B, S, S) mask hiding every key j > i.
 func CausalMask(s *Scope, b, n int) (*graph.MaskNode, error) {
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("layers: causal mask: %w", err)
+	}
 	m, err := graph.Causal(b, n)
 	if err != nil {
 		return nil, err
@@ -177,6 +250,9 @@ func CausalMask(s *Scope, b, n int) (*graph.MaskNode, error) {
 
 // Params returns wq, bq, wk, bk, wv, bv, wo, bo (no biases without Bias).
 func (a *MultiHeadAttention) Params() []graph.Param {
+	if a == nil {
+		return nil
+	}
 	var ps []graph.Param
 	for _, l := range []*Linear{a.wq, a.wk, a.wv, a.wo} {
 		ps = append(ps, l.Params()...)
@@ -186,4 +262,9 @@ func (a *MultiHeadAttention) Params() []graph.Param {
 
 // Dropouts returns the dropout masks Forward created, to be redrawn each
 // training step.
-func (a *MultiHeadAttention) Dropouts() []*graph.Dropout { return a.dropouts }
+func (a *MultiHeadAttention) Dropouts() []*graph.Dropout {
+	if a == nil {
+		return nil
+	}
+	return a.dropouts
+}

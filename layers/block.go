@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/qkv-dev/qkv/graph"
@@ -38,10 +39,48 @@ type Block struct {
 	dropouts []*graph.Dropout
 }
 
+// Validate checks what NewBlock checks, without allocating anything: the
+// rates in [0, 1) and the configurations of the two LayerNorms, the
+// attention and the feed-forward layer.
+func (c BlockConfig) Validate() error { return c.validate("") }
+
+// parts returns the configurations of the block's sublayers.
+func (c BlockConfig) parts() (LayerNormConfig, AttentionConfig, FeedForwardConfig) {
+	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps},
+		AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout},
+		FeedForwardConfig{Dim: c.Dim, Hidden: c.Hidden, Activation: c.Activation, Bias: c.Bias}
+}
+
+// validate checks the block at scope prefix name, naming the sublayer that is
+// wrong ("blocks.0.attn") as NewBlock would.
+func (c BlockConfig) validate(name string) error {
+	if err := checkRate("Dropout", c.Dropout); err != nil {
+		return layerErr("block", name, err)
+	}
+	sub := func(local string) string { return (&Scope{prefix: name}).Name(local) }
+	ln, attn, ff := c.parts()
+	if err := ln.validate(sub("ln1")); err != nil {
+		return err
+	}
+	if err := attn.validate(sub("attn")); err != nil {
+		return err
+	}
+	return ff.validate(sub("ff"))
+}
+
+// params is the number of learnable values of a valid configuration.
+func (c BlockConfig) params() int {
+	ln, attn, ff := c.parts()
+	return 2*ln.params() + attn.params() + ff.params()
+}
+
 // NewBlock returns a block in scope s.
 func NewBlock(s *Scope, cfg BlockConfig) (*Block, error) {
-	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
-		return nil, fmt.Errorf("layers: block %q: Dropout %v is outside [0, 1)", s.prefix, cfg.Dropout)
+	if err := s.check(); err != nil {
+		return nil, layerErr("block", s.path(), err)
+	}
+	if err := cfg.validate(s.path()); err != nil {
+		return nil, err
 	}
 	ln1, err := NewLayerNorm(s.Sub("ln1"), LayerNormConfig{Dim: cfg.Dim, Eps: cfg.Eps})
 	if err != nil {
@@ -67,6 +106,12 @@ func NewBlock(s *Scope, cfg BlockConfig) (*Block, error) {
 // Forward maps x (B, S, D) to (B, S, D) and returns the attention weights
 // (B, H, S, S). mask, if not nil, is (B, S, S).
 func (b *Block) Forward(x *G.Node, mask *graph.MaskNode) (y, weights *G.Node, err error) {
+	if err := b.check(); err != nil {
+		return nil, nil, err
+	}
+	if err := graph.CheckNode(x, "input"); err != nil {
+		return nil, nil, fmt.Errorf("layers: block %q: %w", b.s.prefix, err)
+	}
 	selfAttend := func(h *G.Node) (*G.Node, error) {
 		out, w, err := b.attn.Forward(h, h, h, mask) // Q, K, V from one X
 		weights = w
@@ -79,6 +124,14 @@ func (b *Block) Forward(x *G.Node, mask *graph.MaskNode) (y, weights *G.Node, er
 		return nil, nil, err
 	}
 	return y, weights, nil
+}
+
+// check returns an error unless b was made by NewBlock.
+func (b *Block) check() error {
+	if b == nil || b.s.check() != nil || b.ln1 == nil || b.ln2 == nil || b.attn == nil || b.ff == nil {
+		return errors.New("layers: block: the block is nil or a zero value: make it with NewBlock")
+	}
+	return nil
 }
 
 // residual returns x + f(LN(x)) (pre-LN) or LN(x + f(x)) (post-LN), with
@@ -117,11 +170,17 @@ func (b *Block) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, err
 
 // Params returns ln1, attn, ln2 and ff parameters in that order.
 func (b *Block) Params() []graph.Param {
+	if b == nil {
+		return nil
+	}
 	return concatParams(b.ln1.Params(), b.attn.Params(), b.ln2.Params(), b.ff.Params())
 }
 
 // Dropouts returns the dropout masks of the block, to be redrawn every step.
 func (b *Block) Dropouts() []*graph.Dropout {
+	if b == nil {
+		return nil
+	}
 	return append(append([]*graph.Dropout(nil), b.attn.Dropouts()...), b.dropouts...)
 }
 

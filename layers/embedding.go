@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/qkv-dev/qkv/graph"
@@ -21,15 +22,40 @@ type Embedding struct {
 // NewEmbedding returns an embedding in scope s with entries drawn from
 // N(0, 1), PyTorch's nn.Embedding default.
 func NewEmbedding(s *Scope, cfg EmbeddingConfig) (*Embedding, error) {
-	if err := checkPositive(size{"Vocab", cfg.Vocab}, size{"Dim", cfg.Dim}); err != nil {
-		return nil, fmt.Errorf("layers: embedding %q: %w", s.prefix, err)
+	if err := s.check(); err != nil {
+		return nil, layerErr("embedding", s.path(), err)
 	}
-	return &Embedding{Config: cfg, Table: s.param("table", normal(1), cfg.Vocab, cfg.Dim)}, nil
+	if err := cfg.validate(s.path()); err != nil {
+		return nil, err
+	}
+	table, err := s.param("table", normal(1), cfg.Vocab, cfg.Dim)
+	if err != nil {
+		return nil, layerErr("embedding", s.path(), err)
+	}
+	return &Embedding{Config: cfg, Table: table}, nil
+}
+
+// Validate checks what NewEmbedding checks, without allocating anything:
+// Vocab and Dim positive, and the (Vocab, Dim) table within
+// graph.MaxElements.
+func (c EmbeddingConfig) Validate() error { return c.validate("") }
+
+func (c EmbeddingConfig) validate(name string) error {
+	if err := checkPositive(size{"Vocab", c.Vocab}, size{"Dim", c.Dim}); err != nil {
+		return layerErr("embedding", name, err)
+	}
+	if err := checkTensor("table (Vocab, Dim)", c.Vocab, c.Dim); err != nil {
+		return layerErr("embedding", name, err)
+	}
+	return nil
 }
 
 // Forward looks up ids (B, S) and returns (B, S, Dim). The ids input checks
 // every id against the vocabulary when it is set, before the engine sees it.
 func (e *Embedding) Forward(ids *graph.IDs) (*G.Node, error) {
+	if e == nil || e.Table.Node == nil {
+		return nil, errors.New("layers: embedding: the layer is nil or a zero value: make it with NewEmbedding")
+	}
 	out, err := graph.Embed(e.Table.Node, ids)
 	if err != nil {
 		return nil, fmt.Errorf("layers: embedding %q: %w", e.Table.Name, err)
@@ -37,5 +63,10 @@ func (e *Embedding) Forward(ids *graph.IDs) (*G.Node, error) {
 	return out, nil
 }
 
-// Params returns the table.
-func (e *Embedding) Params() []graph.Param { return []graph.Param{e.Table} }
+// Params returns the table; nothing for a nil Embedding.
+func (e *Embedding) Params() []graph.Param {
+	if e == nil || e.Table.Node == nil {
+		return nil
+	}
+	return []graph.Param{e.Table}
+}

@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/qkv-dev/qkv/graph"
@@ -29,17 +30,40 @@ type FeedForward struct {
 	w1, w2 *Linear
 }
 
+// Validate checks what NewFeedForward checks, without allocating anything: a
+// known activation, Dim and Hidden positive, and the (Dim, Hidden) weights
+// within graph.MaxElements.
+func (c FeedForwardConfig) Validate() error { return c.validate("") }
+
+func (c FeedForwardConfig) validate(name string) error {
+	if c.Activation != "" && c.Activation != ActivationReLU && c.Activation != ActivationGELU {
+		return layerErr("feed-forward", name, fmt.Errorf("unknown activation %q, want %q or %q", c.Activation, ActivationReLU, ActivationGELU))
+	}
+	if err := checkPositive(size{"Dim", c.Dim}, size{"Hidden", c.Hidden}); err != nil {
+		return layerErr("feed-forward", name, err)
+	}
+	if err := checkTensor("weight w1 (Dim, Hidden)", c.Dim, c.Hidden); err != nil {
+		return layerErr("feed-forward", name, err)
+	}
+	return nil
+}
+
+// params is the number of learnable values of a valid configuration.
+func (c FeedForwardConfig) params() int {
+	return LinearConfig{In: c.Dim, Out: c.Hidden, Bias: c.Bias}.params() + LinearConfig{In: c.Hidden, Out: c.Dim, Bias: c.Bias}.params()
+}
+
 // NewFeedForward returns a feed-forward layer whose parameters are w1 (Dim,
 // Hidden), b1, w2 (Hidden, Dim), b2 in scope s.
 func NewFeedForward(s *Scope, cfg FeedForwardConfig) (*FeedForward, error) {
+	if err := s.check(); err != nil {
+		return nil, layerErr("feed-forward", s.path(), err)
+	}
+	if err := cfg.validate(s.path()); err != nil {
+		return nil, err
+	}
 	if cfg.Activation == "" {
 		cfg.Activation = ActivationReLU
-	}
-	if cfg.Activation != ActivationReLU && cfg.Activation != ActivationGELU {
-		return nil, fmt.Errorf("layers: feed-forward %q: unknown activation %q, want %q or %q", s.prefix, cfg.Activation, ActivationReLU, ActivationGELU)
-	}
-	if err := checkPositive(size{"Dim", cfg.Dim}, size{"Hidden", cfg.Hidden}); err != nil {
-		return nil, fmt.Errorf("layers: feed-forward %q: %w", s.prefix, err)
 	}
 	w1, err := NewLinear(s, LinearConfig{In: cfg.Dim, Out: cfg.Hidden, Bias: cfg.Bias, WeightName: "w1", BiasName: "b1"})
 	if err != nil {
@@ -54,6 +78,9 @@ func NewFeedForward(s *Scope, cfg FeedForwardConfig) (*FeedForward, error) {
 
 // Forward maps x of shape (..., Dim) to (..., Dim).
 func (f *FeedForward) Forward(x *G.Node) (*G.Node, error) {
+	if f == nil || f.w1.check() != nil || f.w2.check() != nil {
+		return nil, errors.New("layers: feed-forward: the layer is nil or a zero value: make it with NewFeedForward")
+	}
 	h, err := f.w1.Forward(x) // (..., Hidden)
 	if err != nil {
 		return nil, err
@@ -71,5 +98,8 @@ func (f *FeedForward) Forward(x *G.Node) (*G.Node, error) {
 
 // Params returns w1, b1, w2, b2 (no biases without Bias).
 func (f *FeedForward) Params() []graph.Param {
+	if f == nil {
+		return nil
+	}
 	return append(f.w1.Params(), f.w2.Params()...)
 }

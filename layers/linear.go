@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/qkv-dev/qkv/graph"
@@ -25,11 +26,37 @@ type Linear struct {
 	W, B   graph.Param // B.Node is nil without bias
 }
 
+// Validate checks what NewLinear checks, without allocating anything: In and
+// Out positive, and the (In, Out) weight within graph.MaxElements.
+func (c LinearConfig) Validate() error { return c.validate("") }
+
+// validate is Validate for the layer at scope prefix name.
+func (c LinearConfig) validate(name string) error {
+	if err := checkPositive(size{"In", c.In}, size{"Out", c.Out}); err != nil {
+		return layerErr("linear", name, err)
+	}
+	if err := checkTensor("weight (In, Out)", c.In, c.Out); err != nil {
+		return layerErr("linear", name, err)
+	}
+	return nil
+}
+
+// params is the number of learnable values of a valid configuration.
+func (c LinearConfig) params() int {
+	if c.Bias {
+		return c.In*c.Out + c.Out
+	}
+	return c.In * c.Out
+}
+
 // NewLinear returns a Linear in scope s with weights drawn from
 // U(-1/sqrt(In), 1/sqrt(In)) and a zero bias.
 func NewLinear(s *Scope, cfg LinearConfig) (*Linear, error) {
-	if err := checkPositive(size{"In", cfg.In}, size{"Out", cfg.Out}); err != nil {
-		return nil, fmt.Errorf("layers: linear %q: %w", s.prefix, err)
+	if err := s.check(); err != nil {
+		return nil, layerErr("linear", s.path(), err)
+	}
+	if err := cfg.validate(s.path()); err != nil {
+		return nil, err
 	}
 	if cfg.WeightName == "" {
 		cfg.WeightName = "w"
@@ -38,15 +65,35 @@ func NewLinear(s *Scope, cfg LinearConfig) (*Linear, error) {
 		cfg.BiasName = "b"
 	}
 	l := &Linear{Config: cfg}
-	l.W = s.param(cfg.WeightName, fanIn(cfg.In), cfg.In, cfg.Out)
+	var err error
+	if l.W, err = s.param(cfg.WeightName, fanIn(cfg.In), cfg.In, cfg.Out); err != nil {
+		return nil, layerErr("linear", s.path(), err)
+	}
 	if cfg.Bias {
-		l.B = s.param(cfg.BiasName, constant(0), cfg.Out)
+		if l.B, err = s.param(cfg.BiasName, constant(0), cfg.Out); err != nil {
+			return nil, layerErr("linear", s.path(), err)
+		}
 	}
 	return l, nil
 }
 
+// check returns an error unless l was made by NewLinear: a nil or zero-value
+// Linear has no weights to multiply by.
+func (l *Linear) check() error {
+	if l == nil || l.W.Node == nil {
+		return errors.New("layers: linear: the layer is nil or a zero value: make it with NewLinear")
+	}
+	return nil
+}
+
 // Forward maps x of shape (..., In) to (..., Out).
 func (l *Linear) Forward(x *G.Node) (*G.Node, error) {
+	if err := l.check(); err != nil {
+		return nil, err
+	}
+	if err := graph.CheckNode(x, "input"); err != nil {
+		return nil, fmt.Errorf("layers: linear %q: %w", l.W.Name, err)
+	}
 	s := x.Shape()
 	if len(s) < 2 || s[len(s)-1] != l.Config.In {
 		return nil, fmt.Errorf("layers: linear %q: input shape %v, want (..., %d)", l.W.Name, s, l.Config.In)
@@ -61,8 +108,11 @@ func (l *Linear) Forward(x *G.Node) (*G.Node, error) {
 	return y, nil
 }
 
-// Params returns W and, with bias, b.
+// Params returns W and, with bias, b; nothing for a nil Linear.
 func (l *Linear) Params() []graph.Param {
+	if l == nil || l.W.Node == nil {
+		return nil
+	}
 	if l.B.Node == nil {
 		return []graph.Param{l.W}
 	}

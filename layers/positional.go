@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -38,13 +39,19 @@ type Positions struct {
 // invisible beside the tokens, and reverse took 975 steps to learn instead
 // of 325.
 func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
-	if err := checkPositive(size{"MaxLen", maxLen}, size{"Dim", dim}); err != nil {
-		return nil, fmt.Errorf("layers: positions %q: %w", s.prefix, err)
+	if err := s.check(); err != nil {
+		return nil, layerErr("positions", s.path(), err)
+	}
+	if err := validatePositions(s.path(), kind, maxLen, dim); err != nil {
+		return nil, err
 	}
 	p := &Positions{Kind: kind, MaxLen: maxLen, Dim: dim, name: s.prefix}
 	switch kind {
 	case PositionsLearned:
-		p.param = s.param("table", normal(1), maxLen, dim)
+		var err error
+		if p.param, err = s.param("table", normal(1), maxLen, dim); err != nil {
+			return nil, layerErr("positions", s.path(), err)
+		}
 		p.table = p.param.Node
 	case PositionsSinusoidal:
 		vals := make([]float64, maxLen*dim)
@@ -61,15 +68,37 @@ func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
 		// In(s.g): a constant outside the graph makes Slice and
 		// BroadcastAdd fail with "No Graph Supplied".
 		p.table = G.NewConstant(graph.NewDense(s.dt, tensor.Shape{maxLen, dim}, vals), G.WithName(s.Name("sinusoid")), G.In(s.g))
-	case PositionsNone:
-	default:
-		return nil, fmt.Errorf("layers: positions %q: unknown kind %q, want %q, %q or %q", s.prefix, kind, PositionsLearned, PositionsSinusoidal, PositionsNone)
 	}
 	return p, nil
 }
 
+// validatePositions checks what NewPositions checks, without allocating:
+// a known kind, MaxLen and Dim positive, and the (MaxLen, Dim) table (learned
+// or sinusoidal) within graph.MaxElements. name is the scope, for messages.
+func validatePositions(name, kind string, maxLen, dim int) error {
+	if err := checkPositive(size{"MaxLen", maxLen}, size{"Dim", dim}); err != nil {
+		return layerErr("positions", name, err)
+	}
+	switch kind {
+	case PositionsLearned, PositionsSinusoidal:
+		if err := checkTensor("table (MaxLen, Dim)", maxLen, dim); err != nil {
+			return layerErr("positions", name, err)
+		}
+	case PositionsNone:
+	default:
+		return layerErr("positions", name, fmt.Errorf("unknown kind %q, want %q, %q or %q", kind, PositionsLearned, PositionsSinusoidal, PositionsNone))
+	}
+	return nil
+}
+
 // Forward returns x + PE[:S] for x of shape (B, S, D).
 func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
+	if p == nil || p.MaxLen <= 0 || p.Dim <= 0 {
+		return nil, errors.New("layers: positions: the layer is nil or a zero value: make it with NewPositions")
+	}
+	if err := graph.CheckNode(x, "input"); err != nil {
+		return nil, fmt.Errorf("layers: positions %q (%s): %w", p.name, p.Kind, err)
+	}
 	s := x.Shape()
 	if len(s) != 3 || s[1] > p.MaxLen || s[2] != p.Dim {
 		return nil, fmt.Errorf("layers: positions %q (%s): input shape %v, want (B, S<=%d, %d)", p.name, p.Kind, s, p.MaxLen, p.Dim)
@@ -89,7 +118,7 @@ func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
 
 // Params returns the learned table, or nothing for fixed encodings.
 func (p *Positions) Params() []graph.Param {
-	if p.param.Node == nil {
+	if p == nil || p.param.Node == nil {
 		return nil
 	}
 	return []graph.Param{p.param}

@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -24,7 +25,14 @@ type Scope struct {
 
 // NewScope returns the root scope of a model in g with dtype dt (float32 or
 // float64); seed fixes every initial weight and dropout mask.
+//
+// A scope is only usable when made here: a nil *Scope or a zero-value Scope
+// has no graph and no random source, and every constructor given one returns
+// an error instead of building into nothing.
 func NewScope(g *G.ExprGraph, dt tensor.Dtype, seed uint64) (*Scope, error) {
+	if g == nil {
+		return nil, errors.New("layers: scope: the graph is nil: pass the gorgonia graph the model is built in")
+	}
 	if err := graph.CheckFloat(dt); err != nil {
 		return nil, fmt.Errorf("layers: %w", err)
 	}
@@ -32,26 +40,65 @@ func NewScope(g *G.ExprGraph, dt tensor.Dtype, seed uint64) (*Scope, error) {
 }
 
 // Sub returns the scope of a child named name: its parameters are called
-// "<prefix>.<name>.<param>".
+// "<prefix>.<name>.<param>". Sub of a nil scope is nil, so that a chain such
+// as s.Sub("blocks").Sub("0") cannot panic and the constructor it is passed
+// to reports the missing scope.
 func (s *Scope) Sub(name string) *Scope {
+	if s == nil {
+		return nil
+	}
 	c := *s
 	c.prefix = s.Name(name)
 	return &c
 }
 
-// Name returns the full dotted name of local within this scope.
+// Name returns the full dotted name of local within this scope (local itself
+// for a nil or root scope).
 func (s *Scope) Name(local string) string {
-	if s.prefix == "" {
+	if s == nil || s.prefix == "" {
 		return local
 	}
 	return s.prefix + "." + local
 }
 
-// Graph returns the graph layers are built in.
-func (s *Scope) Graph() *G.ExprGraph { return s.g }
+// Graph returns the graph layers are built in, nil for a nil scope.
+func (s *Scope) Graph() *G.ExprGraph {
+	if s == nil {
+		return nil
+	}
+	return s.g
+}
 
-// Dtype returns the dtype of every node the scope builds.
-func (s *Scope) Dtype() tensor.Dtype { return s.dt }
+// Dtype returns the dtype of every node the scope builds (the zero Dtype for a
+// nil scope).
+func (s *Scope) Dtype() tensor.Dtype {
+	if s == nil {
+		return tensor.Dtype{}
+	}
+	return s.dt
+}
+
+// path is the scope's dotted prefix, "" for a nil or root scope: the name
+// error messages give the layer.
+func (s *Scope) path() string {
+	if s == nil {
+		return ""
+	}
+	return s.prefix
+}
+
+// check returns an error unless s was made by NewScope (or Sub of such a
+// scope): a nil or zero-value scope has no graph to build in and no random
+// source to draw weights from.
+func (s *Scope) check() error {
+	switch {
+	case s == nil:
+		return errors.New("scope is nil: make one with NewScope")
+	case s.g == nil || s.rng == nil || graph.CheckFloat(s.dt) != nil:
+		return errors.New("scope is a zero value (no graph, dtype or random source): make one with NewScope")
+	}
+	return nil
+}
 
 // initFn draws the initial value of one parameter.
 type initFn func(rng *rand.Rand, i int) float64
@@ -72,8 +119,12 @@ func constant(v float64) initFn {
 func fanIn(in int) initFn { return uniform(1 / math.Sqrt(float64(in))) }
 
 // param creates the learnable node named s.Name(local) with the given shape
-// and initial values.
-func (s *Scope) param(local string, fill initFn, shape ...int) graph.Param {
+// and initial values. Constructors validate their configuration first; the
+// size check here guards the allocation itself all the same.
+func (s *Scope) param(local string, fill initFn, shape ...int) (graph.Param, error) {
+	if err := graph.CheckElements(shape...); err != nil {
+		return graph.Param{}, fmt.Errorf("parameter %q: %w", s.Name(local), err)
+	}
 	vals := make([]float64, tensor.Shape(shape).TotalSize())
 	for i := range vals {
 		vals[i] = fill(s.rng, i)
@@ -86,13 +137,16 @@ func (s *Scope) param(local string, fill initFn, shape ...int) graph.Param {
 	} else {
 		n = G.NewTensor(s.g, s.dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(value))
 	}
-	return graph.Param{Name: name, Node: n}
+	return graph.Param{Name: name, Node: n}, nil
 }
 
 // dropout returns a dropout of rate p for nodes of the given shape, seeded
 // from the model seed and the full name so that every site draws its own
 // masks, or nil when p is 0.
 func (s *Scope) dropout(local string, p float64, shape tensor.Shape) (*graph.Dropout, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	if p == 0 {
 		return nil, nil
 	}
@@ -118,4 +172,46 @@ func checkPositive(sizes ...size) error {
 		}
 	}
 	return nil
+}
+
+// checkTensor returns an error naming the tensor what unless graph.CheckElements
+// accepts its shape: a configuration's sizes may each be fine and their
+// product still overflow int or exceed graph.MaxElements.
+func checkTensor(what string, shape ...int) error {
+	if err := graph.CheckElements(shape...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// checkRate returns an error unless the rate p, called name, is in [0, 1).
+// Written as !(p >= 0 && p < 1) so that NaN is refused too.
+func checkRate(name string, p float64) error {
+	if !(p >= 0 && p < 1) {
+		return fmt.Errorf("%s %v is outside [0, 1)", name, p)
+	}
+	return nil
+}
+
+// layerErr wraps err as "layers: <kind> <"name">: err", leaving the name out
+// when it is empty (a Config's Validate, which knows no scope, or a root
+// scope).
+func layerErr(kind, name string, err error) error {
+	if name == "" {
+		return fmt.Errorf("layers: %s: %w", kind, err)
+	}
+	return fmt.Errorf("layers: %s %q: %w", kind, name, err)
+}
+
+// addCounts returns a + b, or an error if the sum exceeds graph.MaxElements.
+// Counts are each at most MaxElements, so the sum cannot overflow int64.
+func addCounts(what string, counts ...int) (int, error) {
+	total := 0
+	for _, c := range counts {
+		total += c
+		if total > graph.MaxElements {
+			return 0, fmt.Errorf("%s: more than graph.MaxElements = %d parameters", what, graph.MaxElements)
+		}
+	}
+	return total, nil
 }

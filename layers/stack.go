@@ -47,15 +47,97 @@ type stack struct {
 	kind     string // "decoder" or "encoder", for error messages
 }
 
-func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, error) {
-	if cfg.Positions == "" {
-		cfg.Positions = PositionsLearned
+// Validate checks everything NewDecoder and NewEncoder check, without
+// allocating anything: Vocab, MaxLen, Layers, Dim, Heads and Hidden
+// positive, Dim divisible by Heads, known Activation and Positions, the rates
+// in [0, 1), every weight tensor within graph.MaxElements, and the model's
+// total parameter count (with the decoder's vocabulary head) within
+// graph.MaxElements too: parameters are allocated together, and the cap on
+// the total is what keeps a huge Layers from building blocks for ever.
+// Errors name the layer that is wrong as the constructors do
+// ("blocks.0.attn"). Checking a configuration this way costs microseconds,
+// where building a throwaway model costs its whole memory.
+func (c StackConfig) Validate() error {
+	_, err := c.validate("model", "", true)
+	return err
+}
+
+// blockConfig is the configuration of every block of the stack.
+func (c StackConfig) blockConfig(causal bool) BlockConfig {
+	return BlockConfig{
+		Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, Activation: c.Activation,
+		Causal: causal, PostLN: c.PostLN, Bias: c.Bias,
+		Dropout: c.Dropout, AttnDropout: c.AttnDropout,
 	}
-	if err := checkPositive(size{"Vocab", cfg.Vocab}, size{"MaxLen", cfg.MaxLen}, size{"Layers", cfg.Layers}); err != nil {
+}
+
+// validate checks c for a stack of the given kind ("decoder", "encoder") in
+// the scope prefix, and returns its parameter count; head says whether a
+// (Dim, Vocab) output projection follows, as in the decoder.
+func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
+	sub := (&Scope{prefix: prefix}).Name
+	if c.Positions == "" {
+		c.Positions = PositionsLearned
+	}
+	if err := checkPositive(size{"Vocab", c.Vocab}, size{"MaxLen", c.MaxLen}, size{"Layers", c.Layers}); err != nil {
+		return 0, fmt.Errorf("layers: %s: %w", kind, err)
+	}
+	if err := checkRate("Dropout", c.Dropout); err != nil {
+		return 0, fmt.Errorf("layers: %s: %w", kind, err)
+	}
+	emb := EmbeddingConfig{Vocab: c.Vocab, Dim: c.Dim}
+	if err := emb.validate(sub("tok_emb")); err != nil {
+		return 0, err
+	}
+	if err := validatePositions(sub("pos_emb"), c.Positions, c.MaxLen, c.Dim); err != nil {
+		return 0, err
+	}
+	block := c.blockConfig(false)
+	if err := block.validate(sub("blocks.0")); err != nil {
+		return 0, err
+	}
+	ln := LayerNormConfig{Dim: c.Dim}
+	if err := ln.validate(sub("ln_f")); err != nil {
+		return 0, err
+	}
+	out := LinearConfig{In: c.Dim, Out: c.Vocab, Bias: true}
+	if head {
+		if err := out.validate(sub("head")); err != nil {
+			return 0, err
+		}
+	}
+	// Each count below is at most MaxElements, so sums of a few cannot
+	// overflow; the product with Layers is checked before it is taken.
+	per := block.params()
+	if per > graph.MaxElements/c.Layers {
+		return 0, fmt.Errorf("layers: %s: %d layers of %d parameters each exceed graph.MaxElements = %d", kind, c.Layers, per, graph.MaxElements)
+	}
+	counts := []int{emb.Vocab * emb.Dim, per * c.Layers}
+	if c.Positions == PositionsLearned {
+		counts = append(counts, c.MaxLen*c.Dim)
+	}
+	if !c.PostLN {
+		counts = append(counts, ln.params())
+	}
+	if head {
+		counts = append(counts, out.params())
+	}
+	total, err := addCounts(fmt.Sprintf("layers: %s", kind), counts...)
+	if err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, error) {
+	if err := s.check(); err != nil {
 		return nil, fmt.Errorf("layers: %s: %w", kind, err)
 	}
-	if cfg.Dropout < 0 || cfg.Dropout >= 1 {
-		return nil, fmt.Errorf("layers: %s: Dropout %v is outside [0, 1)", kind, cfg.Dropout)
+	if _, err := cfg.validate(kind, s.prefix, kind == "decoder"); err != nil {
+		return nil, err
+	}
+	if cfg.Positions == "" {
+		cfg.Positions = PositionsLearned
 	}
 	st := &stack{Config: cfg, s: s, causal: causal, kind: kind}
 	var err error
@@ -66,11 +148,7 @@ func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, erro
 		return nil, err
 	}
 	for i := 0; i < cfg.Layers; i++ {
-		b, err := NewBlock(s.Sub("blocks").Sub(strconv.Itoa(i)), BlockConfig{
-			Dim: cfg.Dim, Heads: cfg.Heads, Hidden: cfg.Hidden, Activation: cfg.Activation,
-			Causal: causal, PostLN: cfg.PostLN, Bias: cfg.Bias,
-			Dropout: cfg.Dropout, AttnDropout: cfg.AttnDropout,
-		})
+		b, err := NewBlock(s.Sub("blocks").Sub(strconv.Itoa(i)), cfg.blockConfig(causal))
 		if err != nil {
 			return nil, err
 		}
