@@ -117,7 +117,8 @@ type ConfigError struct {
 	// With lists other fields the problem involves, e.g. the other side of
 	// a conflict or a bound, by JSON path.
 	With []string
-	// Problem says what is wrong, e.g. "must be a finite number > 0, got NaN".
+	// Problem says what is wrong, e.g. "must be a finite number > 0, got
+	// NaN"; Error writes it after the field.
 	Problem string
 }
 
@@ -126,7 +127,7 @@ func (e *ConfigError) Error() string {
 	if len(e.With) > 0 {
 		s += " (with " + strings.Join(e.With, ", ") + ")"
 	}
-	return s + ": " + e.Problem
+	return s + " " + e.Problem
 }
 
 func cfgErr(field, format string, args ...any) *ConfigError {
@@ -146,6 +147,9 @@ func checkFloat(field string, v, lo, hi float64, openHi bool, bounds string) err
 func checkInt(field string, v, lo, hi int) error {
 	if v < lo || v > hi {
 		if hi == math.MaxInt {
+			if lo == 1 {
+				return cfgErr(field, "must be positive, got %d", v)
+			}
 			return cfgErr(field, "must be an integer >= %d, got %d", lo, v)
 		}
 		return cfgErr(field, "must be an integer in [%d, %d], got %d", lo, hi, v)

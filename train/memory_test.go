@@ -78,7 +78,10 @@ func TestMemoryEstimateMatchesHeap(t *testing.T) {
 		{"default training", func(c *Config) {}, 64, true},
 		{"default inference", func(c *Config) {}, 64, false},
 		{"wide", func(c *Config) { c.Model.Dim, c.Model.Hidden = 256, 1024 }, 16, true},
-		{"long sequences", func(c *Config) { c.Task = TaskSpec{"copy", data.TaskConfig{Length: 48, Alphabet: 10}}; c.Model.Heads = 8 }, 16, true},
+		{"long sequences", func(c *Config) {
+			c.Task = TaskSpec{"copy", data.TaskConfig{Length: 48, Alphabet: 10}}
+			c.Model.Heads = 8
+		}, 16, true},
 		{"long inference", func(c *Config) { c.Task = TaskSpec{"copy", data.TaskConfig{Length: 48, Alphabet: 10}} }, 32, false},
 		{"float64 deep", func(c *Config) { c.DType = "float64"; c.Model.Layers = 4 }, 32, true},
 	} {
