@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,15 +20,33 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	cfg := train.DefaultConfig()
 	fs := newFlags("bench", "[flags]", stderr)
 	resolveTask := configFlags(fs, &cfg)
-	steps := fs.Int("n", 30, "timed training steps (after 3 untimed)")
+	steps := fs.Int("n", 30, "timed training steps (after 3 untimed), at least 1")
 	torch := fs.String("torch", "", "also time the same model and step in PyTorch with this python (e.g. /usr/bin/python3), run from the repository root")
+	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	resolveTask()
+	if *steps < 1 {
+		return fmt.Errorf("%w: -n: must be at least 1, got %d", errUsage, *steps)
+	}
+	if err := resolveTask(); err != nil {
+		return err
+	}
 	task, err := cfg.Resolve()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return configError(err, cfg)
+	}
+	est, err := train.EstimateMemory(cfg, cfg.Batch, task.MaxLen()-1, true)
+	if err != nil {
+		return err
+	}
+	if err := mem.check(est, cfg); err != nil {
+		return err
+	}
+	defer mem.apply()()
+	clip := cfg.ClipNorm // as training clips: 0 is off
+	if clip == 0 {
+		clip = math.Inf(1)
 	}
 	m, err := train.BuildModel(cfg, cfg.Batch, task.MaxLen()-1, true)
 	if err != nil {
@@ -54,7 +73,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return m.Run(func() error {
-			if _, err := train.ClipGradNorm(m.Params, 1); err != nil {
+			if _, err := train.ClipGradNorm(m.Params, clip); err != nil {
 				return err
 			}
 			return opt.Step(cfg.LR)
@@ -71,7 +90,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	per := time.Since(start) / time.Duration(*steps)
+	per := max(time.Since(start)/time.Duration(*steps), time.Nanosecond)
 	fmt.Fprintf(stdout, "%s %s, %s, B=%d S=%d D=%d H=%d L=%d FF=%d, %d params\n",
 		cfg.Task.Name, cfg.Task.Params, cfg.DType, cfg.Batch, m.S, cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Layers, cfg.Model.Hidden, m.NumParams())
 	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s\n", float64(per.Microseconds())/1000, float64(cfg.Batch*m.S)/per.Seconds())

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 
 	"github.com/qkv-dev/qkv/graph"
@@ -14,16 +15,19 @@ import (
 func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("gradcheck", "[flags]", stderr)
 	cfg := layers.StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Activation: layers.ActivationGELU, Bias: true}
-	fs.IntVar(&cfg.Layers, "layers", cfg.Layers, "number of blocks")
-	fs.IntVar(&cfg.Heads, "heads", cfg.Heads, "attention heads")
-	fs.IntVar(&cfg.Dim, "dim", cfg.Dim, "model width")
-	fs.IntVar(&cfg.Hidden, "hidden", cfg.Hidden, "feed-forward width")
+	fs.IntVar(&cfg.Layers, "layers", cfg.Layers, fmt.Sprintf("number of blocks (at most %d)", gradcheckMaxLayers))
+	fs.IntVar(&cfg.Heads, "heads", cfg.Heads, "attention heads (must divide --dim)")
+	fs.IntVar(&cfg.Dim, "dim", cfg.Dim, fmt.Sprintf("model width (at most %d)", gradcheckMaxDim))
+	fs.IntVar(&cfg.Hidden, "hidden", cfg.Hidden, fmt.Sprintf("feed-forward width (at most %d)", gradcheckMaxHidden))
 	fs.StringVar(&cfg.Activation, "activation", cfg.Activation, "relu or gelu")
 	fs.BoolVar(&cfg.PostLN, "post-ln", cfg.PostLN, "post-LN blocks")
-	batch := fs.Int("batch", 2, "sequences")
+	batch := fs.Int("batch", 2, fmt.Sprintf("sequences (at most %d)", gradcheckMaxBatch))
 	seed := fs.Uint64("seed", 1, "seed of weights and data")
-	tol := fs.Float64("tol", 1e-6, "largest norm-relative error that passes")
+	tol := fs.Float64("tol", 1e-6, "largest norm-relative error that passes (finite, > 0)")
 	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if err := checkGradcheck(cfg, *batch, *tol); err != nil {
 		return err
 	}
 	report, err := gradcheckDecoder(cfg, *batch, *seed)
@@ -107,4 +111,36 @@ func gradcheckDecoder(cfg layers.StackConfig, b int, seed uint64) (graph.GradRep
 		return nil, err
 	}
 	return graph.GradCheck(cost, dec.Params(), nil, graph.GradCheckConfig{})
+}
+
+// Bounds of gradcheck's sizes: finite differences run the model twice per
+// weight, so a model much larger than the default would take hours.
+const (
+	gradcheckMaxDim    = 64
+	gradcheckMaxHidden = 256
+	gradcheckMaxLayers = 8
+	gradcheckMaxBatch  = 16
+)
+
+// checkGradcheck checks gradcheck's flags before anything is built.
+func checkGradcheck(cfg layers.StackConfig, batch int, tol float64) error {
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"dim", cfg.Dim, gradcheckMaxDim}, {"heads", cfg.Heads, cfg.Dim}, {"layers", cfg.Layers, gradcheckMaxLayers},
+		{"hidden", cfg.Hidden, gradcheckMaxHidden}, {"batch", batch, gradcheckMaxBatch}} {
+		if f.v < 1 || f.v > f.max {
+			return fmt.Errorf("%w: --%s: must be an integer in [1, %d], got %d", errUsage, f.name, f.max, f.v)
+		}
+	}
+	if cfg.Dim%cfg.Heads != 0 {
+		return fmt.Errorf("%w: --heads (with --dim): dim %d is not divisible by heads %d", errUsage, cfg.Dim, cfg.Heads)
+	}
+	if cfg.Activation != layers.ActivationReLU && cfg.Activation != layers.ActivationGELU {
+		return fmt.Errorf("%w: --activation: unknown activation %q: want %q or %q", errUsage, cfg.Activation, layers.ActivationReLU, layers.ActivationGELU)
+	}
+	if math.IsNaN(tol) || math.IsInf(tol, 0) || tol <= 0 {
+		return fmt.Errorf("%w: --tol: must be a finite number > 0, got %v", errUsage, tol)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
@@ -12,13 +13,42 @@ import (
 	"github.com/qkv-dev/qkv/train"
 )
 
-// checkpointFlag registers --checkpoint on fs and returns a function that,
-// after parsing, loads the checkpoint's model for batches of b sequences.
+// tooLarge is the advice for a checkpoint too large for the memory limit.
+const tooLarge = "raise --max-memory if the machine has it"
+
+// checkpointFlag registers --checkpoint and --max-memory on fs and returns
+// a function that, after parsing, loads the checkpoint's model for batches
+// of b sequences. It reads and checks the checkpoint's config.json first,
+// naming the file if it is invalid, and refuses (exit 2) a model estimated
+// to need more memory than --max-memory before building it.
 func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, train.Config, data.Task, error) {
 	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	mem := registerMemory(fs)
 	return func(b int) (*train.Model, train.Config, data.Task, error) {
 		if *dir == "" {
 			return nil, train.Config{}, nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
+		}
+		cfg, err := train.LoadConfig(*dir)
+		if err != nil {
+			return nil, train.Config{}, nil, err
+		}
+		file := filepath.Join(*dir, "config.json")
+		restore := mem.apply()
+		defer restore()
+		task, err := cfg.Resolve()
+		var me *train.MemoryError
+		if errors.As(err, &me) {
+			return nil, train.Config{}, nil, fmt.Errorf("%w: %s: %s", errUsage, file, memoryText(me.Estimate, me.Limit, cfg, mem.n > 0, tooLarge))
+		}
+		if err != nil {
+			return nil, train.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
+		}
+		est, err := train.EstimateMemory(cfg, b, task.MaxLen()-1, false)
+		if err != nil {
+			return nil, train.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
+		}
+		if limit, given := mem.limit(); est.Total() > float64(limit) {
+			return nil, train.Config{}, nil, fmt.Errorf("%w: %s: %s", errUsage, file, memoryText(est, limit, cfg, given, tooLarge))
 		}
 		return train.LoadModel(*dir, b)
 	}
@@ -96,6 +126,9 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "attn.png", "PNG file to write")
 	if err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if strings.TrimSpace(*out) == "" {
+		return fmt.Errorf("%w: --out: give the PNG file to write, e.g. attn.png", errUsage)
 	}
 	m, _, task, err := load(1)
 	if err != nil {

@@ -65,8 +65,9 @@ func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 }
 
 // configFlags registers every training flag on fs, defaulting to cfg, and
-// returns a function that resolves the task flags into cfg after parsing.
-func configFlags(fs *flag.FlagSet, cfg *train.Config) func() {
+// returns a function that resolves the task flags into cfg after parsing,
+// refusing a fixed length (pairs) given with a range.
+func configFlags(fs *flag.FlagSet, cfg *train.Config) func() error {
 	var tf taskFlags
 	tf.register(fs, cfg.Task.Name)
 	m := &cfg.Model
@@ -82,7 +83,7 @@ func configFlags(fs *flag.FlagSet, cfg *train.Config) func() {
 	fs.StringVar(&cfg.DType, "dtype", cfg.DType, "float32 or float64")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of weights, data and dropout")
 	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "sequences per step")
-	fs.IntVar(&cfg.Steps, "steps", cfg.Steps, "training steps at most")
+	fs.IntVar(&cfg.Steps, "steps", cfg.Steps, "training steps at most; with --resume, the run's new total, at least the checkpoint's step (the cosine decay is re-stretched to end there, so only the run's own --steps continues bit for bit)")
 	fs.Float64Var(&cfg.LR, "lr", cfg.LR, "peak learning rate")
 	fs.Float64Var(&cfg.MinLR, "min-lr", cfg.MinLR, "learning rate at the end of the cosine decay")
 	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "linear warm-up steps")
@@ -93,8 +94,12 @@ func configFlags(fs *flag.FlagSet, cfg *train.Config) func() {
 	fs.IntVar(&cfg.TestSize, "test-size", cfg.TestSize, "held-out examples, never trained on")
 	fs.Float64Var(&cfg.TargetExact, "target-exact", cfg.TargetExact, "stop once held-out exact match reaches this (0: never)")
 	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "steps between checkpoints")
-	return func() {
+	return func() error {
+		if err := taskConflicts(fs); err != nil {
+			return err
+		}
 		cfg.Task = train.TaskSpec{Name: tf.name, Params: tf.resolve(fs)}
+		return nil
 	}
 }
 
@@ -103,22 +108,23 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("train", "[flags]", stderr)
 	resolveTask := configFlags(fs, &cfg)
 	out := fs.String("out", "", "run directory for checkpoint, metrics and plots (default runs/<task>)")
-	resume := fs.String("resume", "", "continue the run in this directory (its config.json wins over flags)")
+	resume := fs.String("resume", "", "continue the run in this directory from its checkpoint: its config.json gives model, task, data and optimizer, and those flags, if given, must equal it; --steps, --eval-every, --checkpoint-every and --target-exact may change")
+	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	resolveTask()
+	if err := resolveTask(); err != nil {
+		return err
+	}
+	defer mem.apply()()
 	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr)}
 	switch {
 	case *resume != "":
 		if *out != "" && *out != *resume {
 			return fmt.Errorf("%w: --out and --resume name different directories", errUsage)
 		}
-		b, err := os.ReadFile(filepath.Join(*resume, "config.json"))
-		if err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		if cfg, err = train.UnmarshalConfig(b); err != nil {
+		var err error
+		if cfg, err = resumeConfig(*resume, fs); err != nil {
 			return err
 		}
 		opts.Out, opts.Resume = *resume, true
@@ -128,7 +134,14 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		opts.Out = filepath.Join("runs", cfg.Task.Name)
 	}
 	if _, err := cfg.Resolve(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return configError(err, cfg)
+	}
+	est, err := train.EstimateRun(cfg)
+	if err != nil {
+		return err
+	}
+	if err := mem.check(est, cfg); err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strconv"
+
+	"github.com/qkv-dev/qkv/train"
+)
+
+// runControlFlags are the train flags that may differ from the checkpoint
+// on --resume: they say how long and how observed the rest of the run is,
+// not what is trained, so the run still continues bit for bit. Every other
+// training flag given must equal the checkpoint's value.
+var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkpoint-every": true, "target-exact": true}
+
+// resumeConfig returns the configuration that resumes the run in dir: the
+// checkpoint's, with the run-control flags given on the command line (fs,
+// parsed) applied. --steps may not be
+// below the checkpoint's step. Any other training flag given must equal
+// the checkpoint's value; one that differs is refused naming both values.
+// A checkpoint that cannot be read, or whose config.json is not valid, is
+// reported naming the file.
+func resumeConfig(dir string, fs *flag.FlagSet) (train.Config, error) {
+	ck, err := train.LoadCheckpoint(dir)
+	if err != nil {
+		return train.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
+	}
+	file := filepath.Join(dir, "config.json")
+	cfg, err := train.UnmarshalConfig(ck.Config)
+	if err != nil {
+		return train.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
+	}
+	if _, err := cfg.Resolve(); err != nil {
+		var me *train.MemoryError
+		if errors.As(err, &me) {
+			return train.Config{}, fmt.Errorf("%w: --resume: %s: %s", errUsage, file, memoryText(me.Estimate, me.Limit, cfg, visited(fs, "max-memory"), tooLarge))
+		}
+		return train.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
+	}
+
+	// Each flag given is applied alone to a copy of the checkpoint's
+	// configuration through a flag set whose defaults are the checkpoint's
+	// values; the copy must still equal the checkpoint's.
+	var refuse error
+	fs.Visit(func(f *flag.Flag) {
+		if refuse != nil || fs.Lookup(f.Name) == nil {
+			return
+		}
+		switch {
+		case f.Name == "out" || f.Name == "resume" || f.Name == "max-memory":
+			return
+		case f.Name == "task":
+			if f.Value.String() != cfg.Task.Name {
+				refuse = mismatch(dir, f.Name, cfg.Task.Name, f.Value.String())
+			}
+			return
+		case taskFlagValue(f.Name, cfg.Task.Params) >= 0:
+			if want := taskFlagValue(f.Name, cfg.Task.Params); strconv.Itoa(want) != f.Value.String() {
+				refuse = mismatch(dir, f.Name, taskAsFlags(cfg.Task), "--"+f.Name+" "+f.Value.String())
+			}
+			return
+		}
+		trial := cfg
+		ref := flag.NewFlagSet("resume", flag.ContinueOnError)
+		configFlags(ref, &trial)
+		r := ref.Lookup(f.Name)
+		if r == nil {
+			return // not a training flag
+		}
+		if err := ref.Set(f.Name, f.Value.String()); err != nil {
+			refuse = fmt.Errorf("%w: --%s: %v", errUsage, f.Name, err)
+			return
+		}
+		if runControlFlags[f.Name] {
+			cfg = trial
+			return
+		}
+		if !reflect.DeepEqual(trial, cfg) {
+			refuse = mismatch(dir, f.Name, r.DefValue, f.Value.String())
+		}
+	})
+	if refuse != nil {
+		return train.Config{}, refuse
+	}
+	if cfg.Steps < ck.Step {
+		return train.Config{}, fmt.Errorf("%w: --steps %d: the checkpoint in %s is already at step %d; give a total of at least %d", errUsage, cfg.Steps, dir, ck.Step, ck.Step)
+	}
+	return cfg, nil
+}
+
+func mismatch(dir, name, ckpt, given string) error {
+	return fmt.Errorf("%w: --%s: the checkpoint in %s has %s, given %s: a resumed run keeps its model, task, data and optimizer (start a new run with --out to change them)",
+		errUsage, name, dir, ckpt, given)
+}
+
+// visited reports whether the flag called name was given.
+func visited(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/train"
+)
+
+// fieldFlags maps the JSON path of a train.Config field (as a
+// train.ConfigError names it) to the flag of train and bench that sets it.
+var fieldFlags = map[string]string{
+	"task.name":              "task",
+	"task.params.length":     "length",
+	"task.params.min_length": "min-length",
+	"task.params.max_length": "max-length",
+	"task.params.alphabet":   "alphabet",
+	"task.params.digits":     "digits",
+	"task.params.pairs":      "pairs",
+	"task.params.min_pairs":  "min-pairs",
+	"task.params.max_pairs":  "max-pairs",
+	"task.params.keys":       "keys",
+	"task.params.values":     "values",
+	"model.layers":           "layers",
+	"model.heads":            "heads",
+	"model.dim":              "dim",
+	"model.hidden":           "hidden",
+	"model.activation":       "activation",
+	"model.positions":        "positions",
+	"model.post_ln":          "post-ln",
+	"model.dropout":          "dropout",
+	"model.attn_dropout":     "attn-dropout",
+	"dtype":                  "dtype",
+	"seed":                   "seed",
+	"batch":                  "batch",
+	"steps":                  "steps",
+	"lr":                     "lr",
+	"min_lr":                 "min-lr",
+	"warmup":                 "warmup",
+	"optimizer":              "optimizer",
+	"weight_decay":           "weight-decay",
+	"clip_norm":              "clip",
+	"eval_every":             "eval-every",
+	"test_size":              "test-size",
+	"target_exact":           "target-exact",
+	"checkpoint_every":       "checkpoint-every",
+	"task.params":            "task",
+	"model.vocab":            "task",
+	"model.max_len":          "task",
+	"model.bias":             "", // no flag: config.json only
+	"model":                  "",
+}
+
+// flagFor names the flag that sets a Config field ("--lr"); fields no flag
+// sets keep their JSON path. The task's parameters as a whole are written
+// as the flags that give them, from cfg.
+func flagFor(field string, cfg train.Config) string {
+	if field == "task.params" {
+		return taskAsFlags(cfg.Task)
+	}
+	if f := fieldFlags[field]; f != "" {
+		return "--" + f
+	}
+	return field
+}
+
+// taskAsFlags writes a task as the flags that select it, e.g.
+// "--task sort --length 6 --alphabet 3".
+func taskAsFlags(t train.TaskSpec) string {
+	s := "--task " + t.Name
+	p := t.Params
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"length", p.Length}, {"min-length", p.MinLength}, {"max-length", p.MaxLength}, {"alphabet", p.Alphabet},
+		{"digits", p.Digits}, {"pairs", p.Pairs}, {"min-pairs", p.MinPairs}, {"max-pairs", p.MaxPairs},
+		{"keys", p.Keys}, {"values", p.Values}} {
+		if f.v != 0 {
+			s += fmt.Sprintf(" --%s %d", f.name, f.v)
+		}
+	}
+	return s
+}
+
+// configError turns a *train.ConfigError in err into a usage error naming
+// the flags (exit 2), and a *train.MemoryError into one naming the sizes
+// and --max-memory; other errors are returned as they are.
+func configError(err error, cfg train.Config) error {
+	var ce *train.ConfigError
+	if errors.As(err, &ce) {
+		name := flagFor(ce.Field, cfg)
+		if len(ce.With) > 0 {
+			with := make([]string, len(ce.With))
+			for i, w := range ce.With {
+				with[i] = flagFor(w, cfg)
+			}
+			name += " (with " + strings.Join(with, ", ") + ")"
+		}
+		return fmt.Errorf("%w: %s: %s", errUsage, name, ce.Problem)
+	}
+	var me *train.MemoryError
+	if errors.As(err, &me) {
+		return memoryUsage(me.Estimate, me.Limit, cfg, false)
+	}
+	return err
+}
+
+// memoryFlag is --max-memory: the most memory a command may estimate its
+// models to need. Zero means the machine's available memory.
+type memoryFlag struct{ n int64 }
+
+func (m *memoryFlag) String() string {
+	if m == nil || m.n == 0 {
+		return ""
+	}
+	return train.FormatBytes(float64(m.n))
+}
+
+func (m *memoryFlag) Set(s string) error {
+	n, err := train.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	m.n = n
+	return nil
+}
+
+// registerMemory adds --max-memory to fs.
+func registerMemory(fs *flag.FlagSet) *memoryFlag {
+	m := &memoryFlag{}
+	fs.Var(m, "max-memory", "refuse models estimated to need more memory than this, e.g. 16GiB or 512MiB (default: the machine's available memory, "+train.FormatBytes(float64(train.AvailableMemory()))+" now)")
+	return m
+}
+
+// limit returns the limit in bytes and says where it comes from.
+func (m *memoryFlag) limit() (int64, bool) {
+	if m.n > 0 {
+		return m.n, true
+	}
+	return train.AvailableMemory(), false
+}
+
+// apply makes the library's own check (train.BuildModel) use the limit given
+// by --max-memory, if any, and returns the function that restores it.
+func (m *memoryFlag) apply() func() {
+	if m.n == 0 {
+		return func() {}
+	}
+	prev := train.SetMemoryLimit(m.n)
+	return func() { train.SetMemoryLimit(prev) }
+}
+
+// check refuses est (exit 2) if it exceeds the limit, before anything is
+// built.
+func (m *memoryFlag) check(est train.MemoryEstimate, cfg train.Config) error {
+	limit, given := m.limit()
+	if est.Total() <= float64(limit) {
+		return nil
+	}
+	return memoryUsage(est, limit, cfg, given)
+}
+
+// memoryUsage is the usage error of a model too large for the limit: it
+// names the sizes that make it large and --max-memory.
+func memoryUsage(est train.MemoryEstimate, limit int64, cfg train.Config, given bool) error {
+	return fmt.Errorf("%w: %s", errUsage, memoryText(est, limit, cfg, given, "lower --batch, --dim, --hidden or --layers, or raise --max-memory"))
+}
+
+// memoryText says that est exceeds limit, with the model's sizes and the
+// advice what to do.
+func memoryText(est train.MemoryEstimate, limit int64, cfg train.Config, given bool, advice string) string {
+	m := cfg.Model
+	from := "the machine's available memory"
+	if given {
+		from = "--max-memory"
+	}
+	return fmt.Sprintf("--max-memory: the model (dim %d, hidden %d, layers %d, heads %d, vocabulary %d) needs about %s; that is more than %s, %s (%s)",
+		m.Dim, m.Hidden, m.Layers, m.Heads, m.Vocab, est, train.FormatBytes(float64(limit)), from, advice)
+}
+
+// taskConflicts refuses a fixed length (pairs) given together with a range
+// of lengths (pairs): one would silently replace the other.
+func taskConflicts(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, p := range []struct{ fixed, lo, hi string }{{"length", "min-length", "max-length"}, {"pairs", "min-pairs", "max-pairs"}} {
+		for _, r := range []string{p.lo, p.hi} {
+			if given[p.fixed] && given[r] {
+				return fmt.Errorf("%w: --%s and --%s conflict: give either --%s or --%s and --%s", errUsage, p.fixed, r, p.fixed, p.lo, p.hi)
+			}
+		}
+	}
+	return nil
+}
+
+// sizes of a data.TaskConfig field that a task flag compares on resume:
+// the effective value, where a fixed length (pairs) is also the range's
+// both ends.
+func taskFlagValue(name string, p data.TaskConfig) int {
+	lo, hi := p.MinLength, p.MaxLength
+	if p.Length != 0 {
+		lo, hi = p.Length, p.Length
+	}
+	plo, phi := p.MinPairs, p.MaxPairs
+	if p.Pairs != 0 {
+		plo, phi = p.Pairs, p.Pairs
+	}
+	switch name {
+	case "length":
+		return p.Length
+	case "min-length":
+		return lo
+	case "max-length":
+		return hi
+	case "alphabet":
+		return p.Alphabet
+	case "digits":
+		return p.Digits
+	case "pairs":
+		return p.Pairs
+	case "min-pairs":
+		return plo
+	case "max-pairs":
+		return phi
+	case "keys":
+		return p.Keys
+	case "values":
+		return p.Values
+	}
+	return -1
+}
