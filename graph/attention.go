@@ -29,6 +29,17 @@ import (
 // arithmetic without copying the heads around. The tests check both steps
 // against plain loops and their gradients against finite differences.
 func Attention(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (out, weights *G.Node, err error) {
+	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
+		return nil, nil, fmt.Errorf("graph: attention: %w", err)
+	}
+	if err := mask.Check(); err != nil {
+		return nil, nil, fmt.Errorf("graph: attention: %w", err)
+	}
+	if keep != nil {
+		if err := CheckNode(keep, "dropout keep-mask"); err != nil {
+			return nil, nil, fmt.Errorf("graph: attention: %w", err)
+		}
+	}
 	d, err := attentionDims(q, k, v, heads, mask, keep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("graph: attention: %w", err)
@@ -83,6 +94,15 @@ func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (at
 	}
 	if keep != nil && (!keep.Shape().Eq(tensor.Shape{d.B, d.H, d.Sq, d.Sk}) || keep.Dtype() != q.Dtype()) {
 		return attnDims{}, fmt.Errorf("dropout keep-mask %v %v, want %v (%d, %d, %d, %d)", keep.Dtype(), keep.Shape(), q.Dtype(), d.B, d.H, d.Sq, d.Sk)
+	}
+	// The weights (B, H, Sq, Sk) and runAttention's per-head buffers are
+	// allocated when the graph runs, where a failed make cannot be caught:
+	// check their sizes now.
+	if err := CheckElements(d.B, d.H, d.Sq, d.Sk); err != nil {
+		return attnDims{}, fmt.Errorf("weights (B, H, Sq, Sk): %w", err)
+	}
+	if err := CheckElements(max(d.Sq, d.Sk), max(d.D/d.H, d.Sk)); err != nil {
+		return attnDims{}, fmt.Errorf("per-head buffer: %w", err)
 	}
 	return d, nil
 }

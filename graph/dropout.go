@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -32,6 +33,15 @@ func NewDropout(g *G.ExprGraph, dt tensor.Dtype, shape tensor.Shape, p float64, 
 	if err := CheckFloat(dt); err != nil {
 		return nil, fmt.Errorf("graph: dropout %q: %w", name, err)
 	}
+	if g == nil {
+		return nil, fmt.Errorf("graph: dropout %q: the graph is nil", name)
+	}
+	if len(shape) == 0 {
+		return nil, fmt.Errorf("graph: dropout %q: the shape is empty", name)
+	}
+	if err := CheckElements(shape...); err != nil {
+		return nil, fmt.Errorf("graph: dropout %q: %w", name, err)
+	}
 	d := &Dropout{
 		P:    p,
 		Seed: seed,
@@ -43,6 +53,12 @@ func NewDropout(g *G.ExprGraph, dt tensor.Dtype, shape tensor.Shape, p float64, 
 
 // Apply returns x with the keep-mask applied. x must have the dropout's shape.
 func (d *Dropout) Apply(x *G.Node) (*G.Node, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if err := CheckNode(x, "input"); err != nil {
+		return nil, fmt.Errorf("graph: dropout %q: %w", d.keep.Name(), err)
+	}
 	if !x.Shape().Eq(d.keep.Shape()) {
 		return nil, fmt.Errorf("graph: dropout %q: input shape %v, want %v", d.keep.Name(), x.Shape(), d.keep.Shape())
 	}
@@ -50,11 +66,31 @@ func (d *Dropout) Apply(x *G.Node) (*G.Node, error) {
 }
 
 // Keep returns the keep-mask node (0 or 1/(1-P)), for ops that apply it
-// themselves, such as Attention.
-func (d *Dropout) Keep() *G.Node { return d.keep }
+// themselves, such as Attention; nil for a nil Dropout, which Attention
+// takes as no dropout.
+func (d *Dropout) Keep() *G.Node {
+	if d == nil {
+		return nil
+	}
+	return d.keep
+}
+
+// check returns an error unless d was made by NewDropout.
+func (d *Dropout) check() error {
+	if d == nil || d.keep == nil || d.keep.Type() == nil || len(d.vals) != d.keep.Shape().TotalSize() {
+		return errors.New("graph: dropout: nil or zero-value Dropout: make it with NewDropout")
+	}
+	if !(d.P >= 0 && d.P < 1) {
+		return fmt.Errorf("graph: dropout %q: rate %v is outside [0, 1)", d.keep.Name(), d.P)
+	}
+	return nil
+}
 
 // Resample draws the keep-mask of training step `step`.
 func (d *Dropout) Resample(step uint64) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	rng := rand.New(rand.NewPCG(d.Seed, step))
 	scale := 1 / (1 - d.P)
 	for i := range d.vals {
@@ -68,6 +104,9 @@ func (d *Dropout) Resample(step uint64) error {
 
 // Eval switches the dropout off (keeps every entry unscaled), for evaluation.
 func (d *Dropout) Eval() error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	for i := range d.vals {
 		d.vals[i] = 1
 	}

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
@@ -28,6 +29,11 @@ func CheckFloat(dt tensor.Dtype) error {
 
 // NewDense returns a tensor of dtype dt and the given shape holding vals,
 // converted from float64.
+//
+// len(vals) must be the shape's size: like an out-of-range index, a mismatch
+// is a mistake in the calling code rather than bad input, and tensor.New
+// panics on it. Callers with sizes from outside check them first
+// (CheckElements, and the length of what they were given).
 func NewDense(dt tensor.Dtype, shape tensor.Shape, vals []float64) *tensor.Dense {
 	if dt == tensor.Float32 {
 		f := make([]float32, len(vals))
@@ -41,6 +47,9 @@ func NewDense(dt tensor.Dtype, shape tensor.Shape, vals []float64) *tensor.Dense
 
 // Float64s copies the float32 or float64 data of v into a new []float64.
 func Float64s(v G.Value) ([]float64, error) {
+	if d, ok := v.(*tensor.Dense); v == nil || (ok && d == nil) {
+		return nil, errors.New("graph: value is nil")
+	}
 	switch d := v.Data().(type) {
 	case []float64:
 		return append([]float64(nil), d...), nil

@@ -14,6 +14,12 @@ import (
 // hold; IDs.Set has already rejected ids outside [0, ids.Vocab), so no id ever
 // reaches the engine out of range.
 func Embed(table *G.Node, ids *IDs) (*G.Node, error) {
+	if err := CheckNode(table, "table"); err != nil {
+		return nil, fmt.Errorf("graph: embed: %w", err)
+	}
+	if err := ids.check(); err != nil {
+		return nil, fmt.Errorf("graph: embed: %w", err)
+	}
 	s := table.Shape()
 	if len(s) != 2 {
 		return nil, fmt.Errorf("graph: embed: table %q must be (vocab, dim), got shape %v", table.Name(), s)

@@ -12,6 +12,9 @@ import (
 // gelu(approximate="tanh") and GPT-2 compute it. gorgonia has no erf op, and
 // the tanh form differs from the exact one by less than 1e-3.
 func GELU(x *G.Node) (*G.Node, error) {
+	if err := CheckNode(x, "input"); err != nil {
+		return nil, fmt.Errorf("graph: gelu: %w", err)
+	}
 	dt := x.Dtype()
 	sq, err := G.Square(x)
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// GradCheckConfig tunes GradCheck. The zero value uses the defaults.
+// GradCheckConfig tunes GradCheck. The zero value uses the defaults; a
+// negative, NaN or infinite field is an error (a NaN step used to come back
+// as a report of NaNs and no error, which reads as "checked").
 type GradCheckConfig struct {
 	// Eps is the step of the central differences (f(x+eps)-f(x-eps))/(2 eps).
 	// Default 1e-5: in float64 it balances rounding noise (~1e-16/eps) against
@@ -74,11 +76,20 @@ func (r GradReport) String() string {
 // G.Grad on cost itself, so the graph must not be running in another machine.
 // It evaluates the graph 2 times per scalar parameter: keep models small.
 func GradCheck(cost *G.Node, params []Param, inputs map[*G.Node]G.Value, cfg GradCheckConfig) (report GradReport, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Eps == 0 {
 		cfg.Eps = 1e-5
 	}
 	if cfg.Floor == 0 {
 		cfg.Floor = 1e-3
+	}
+	if err := CheckNode(cost, "cost"); err != nil {
+		return nil, fmt.Errorf("graph: gradcheck: %w", err)
+	}
+	if cost.Graph() == nil {
+		return nil, fmt.Errorf("graph: gradcheck: cost %q is in no graph", cost.Name())
 	}
 	if !cost.IsScalar() || cost.Dtype() != tensor.Float64 {
 		return nil, fmt.Errorf("graph: gradcheck: cost must be a float64 scalar, got %v of shape %v", cost.Dtype(), cost.Shape())
@@ -86,12 +97,23 @@ func GradCheck(cost *G.Node, params []Param, inputs map[*G.Node]G.Value, cfg Gra
 	if len(params) == 0 {
 		return nil, errors.New("graph: gradcheck: no parameters to check")
 	}
-	for _, p := range params {
+	for i, p := range params {
+		if err := CheckNode(p.Node, fmt.Sprintf("node of parameter %d %q", i, p.Name)); err != nil {
+			return nil, fmt.Errorf("graph: gradcheck: %w", err)
+		}
 		if p.Node.Dtype() != tensor.Float64 {
 			return nil, fmt.Errorf("graph: gradcheck: parameter %q is %v; finite differences need float64", p.Name, p.Node.Dtype())
 		}
 		if p.Node.Value() == nil {
 			return nil, fmt.Errorf("graph: gradcheck: parameter %q has no value", p.Name)
+		}
+	}
+	for n, v := range inputs {
+		if err := CheckNode(n, "an input node"); err != nil {
+			return nil, fmt.Errorf("graph: gradcheck: %w", err)
+		}
+		if d, ok := v.(*tensor.Dense); v == nil || (ok && d == nil) {
+			return nil, fmt.Errorf("graph: gradcheck: input %q has a nil value", n.Name())
 		}
 	}
 	grads, err := G.Grad(cost, Nodes(params)...)
@@ -159,10 +181,38 @@ func GradCheck(cost *G.Node, params []Param, inputs map[*G.Node]G.Value, cfg Gra
 				return nil, fmt.Errorf("graph: gradcheck: run with %q[%d] - eps: %w", p.Name, j, err)
 			}
 			numerical[j] = (fPlus - fMinus) / (2 * cfg.Eps)
+			// A NaN would slip through the report: Worst compares with >=,
+			// which NaN never satisfies.
+			if math.IsNaN(numerical[j]) || math.IsInf(numerical[j], 0) {
+				return nil, fmt.Errorf("graph: gradcheck: the finite difference of %q[%d] is %v (cost %v at +eps, %v at -eps): use a smaller Eps or a finite cost", p.Name, j, numerical[j], fPlus, fMinus)
+			}
+		}
+		for j, v := range symbolic[i] {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("graph: gradcheck: the symbolic gradient of %q[%d] is %v", p.Name, j, v)
+			}
+		}
+		if len(symbolic[i]) != len(numerical) {
+			return nil, fmt.Errorf("graph: gradcheck: gradient of %q has %d values, the parameter %d", p.Name, len(symbolic[i]), len(numerical))
 		}
 		report = append(report, compareGrads(p.Name, symbolic[i], numerical, cfg.Floor))
 	}
 	return report, nil
+}
+
+// Validate returns an error unless every field is 0 (the default) or a
+// positive finite number: a NaN or infinite step makes every difference NaN,
+// a negative or NaN Floor makes every relative error meaningless.
+func (c GradCheckConfig) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"Eps", c.Eps}, {"Floor", c.Floor}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return fmt.Errorf("graph: gradcheck: %s must be 0 (the default) or positive and finite, got %v", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 func compareGrads(name string, symbolic, numerical []float64, floor float64) GradError {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
@@ -23,6 +24,12 @@ func NewIDs(g *G.ExprGraph, b, s, vocab int, name string) (*IDs, error) {
 	if b <= 0 || s <= 0 || vocab <= 0 {
 		return nil, fmt.Errorf("graph: ids %q: sizes must be positive, got B=%d S=%d vocab=%d", name, b, s, vocab)
 	}
+	if g == nil {
+		return nil, fmt.Errorf("graph: ids %q: the graph is nil", name)
+	}
+	if err := CheckElements(b, s); err != nil {
+		return nil, fmt.Errorf("graph: ids %q: (B, S): %w", name, err)
+	}
 	backing := make([]int, b*s)
 	return &IDs{
 		Node:        G.NewVector(g, tensor.Int, G.WithShape(b*s), G.WithName(name)),
@@ -38,6 +45,9 @@ func NewIDs(g *G.ExprGraph, b, s, vocab int, name string) (*IDs, error) {
 // naming the offending position if the length is wrong or an id is outside
 // [0, Vocab).
 func (t *IDs) Set(ids []int) error {
+	if err := t.check(); err != nil {
+		return fmt.Errorf("graph: %w", err)
+	}
 	if len(ids) != t.B*t.S {
 		return fmt.Errorf("graph: ids %q: got %d ids, want B*S = %d*%d = %d", t.Node.Name(), len(ids), t.B, t.S, t.B*t.S)
 	}
@@ -49,6 +59,18 @@ func (t *IDs) Set(ids []int) error {
 	copy(t.backing, ids)
 	if err := G.Let(t.Node, t.boundTensor); err != nil {
 		return fmt.Errorf("graph: ids %q: %w", t.Node.Name(), err)
+	}
+	return nil
+}
+
+// check returns an error unless t was made by NewIDs: a nil or zero-value IDs
+// has no node to bind and no buffer to copy into.
+func (t *IDs) check() error {
+	if t == nil {
+		return errors.New("ids are nil: make them with NewIDs")
+	}
+	if t.Node == nil || t.Node.Type() == nil || t.backing == nil || t.B <= 0 || t.S <= 0 || t.Vocab <= 0 || len(t.backing) != t.B*t.S {
+		return errors.New("ids are a zero value or were changed after NewIDs: make them with NewIDs")
 	}
 	return nil
 }

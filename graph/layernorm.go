@@ -21,6 +21,9 @@ import (
 // formula composed from gorgonia ops and its gradients against finite
 // differences.
 func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
+	if err := checkNodes([]*G.Node{x, gain, bias}, "input", "gain", "bias"); err != nil {
+		return nil, fmt.Errorf("graph: layernorm: %w", err)
+	}
 	s := x.Shape()
 	if s.Dims() < 2 {
 		return nil, fmt.Errorf("graph: layernorm: input shape %v, want (..., D)", s)
@@ -34,8 +37,8 @@ func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
 	if err := CheckFloat(x.Dtype()); err != nil {
 		return nil, fmt.Errorf("graph: layernorm: %w", err)
 	}
-	if !(eps > 0) {
-		return nil, fmt.Errorf("graph: layernorm: eps must be positive, got %v", eps)
+	if !(eps > 0) || math.IsInf(eps, 1) {
+		return nil, fmt.Errorf("graph: layernorm: eps must be positive and finite, got %v", eps)
 	}
 	return G.ApplyOp(layerNormOp{shape: s.Clone(), eps: eps, out: lnOutput}, x, gain, bias)
 }

@@ -21,6 +21,14 @@ import (
 // input backward (dx = dy W^T, dW = x^T dy, db = column sums of dy), on
 // gonum's BLAS or whatever blas32/blas64 are set to use.
 func Linear(x, w, b *G.Node) (*G.Node, error) {
+	if err := checkNodes([]*G.Node{x, w}, "input", "weights"); err != nil {
+		return nil, fmt.Errorf("graph: linear: %w", err)
+	}
+	if b != nil {
+		if err := CheckNode(b, "bias"); err != nil {
+			return nil, fmt.Errorf("graph: linear: %w", err)
+		}
+	}
 	s, ws := x.Shape(), w.Shape()
 	if s.Dims() < 2 || ws.Dims() != 2 || s[len(s)-1] != ws[0] {
 		return nil, fmt.Errorf("graph: linear: input %v and weights %v: want (..., In) and (In, Out)", s, ws)

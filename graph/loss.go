@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -25,6 +26,12 @@ func NewTargets(g *G.ExprGraph, dt tensor.Dtype, n, classes int, name string) (*
 	if n <= 0 || classes <= 0 {
 		return nil, fmt.Errorf("graph: targets %q: sizes must be positive, got N=%d classes=%d", name, n, classes)
 	}
+	if err := CheckElements(n, classes); err != nil {
+		return nil, fmt.Errorf("graph: targets %q: (N, classes): %w", name, err)
+	}
+	if g == nil {
+		return nil, fmt.Errorf("graph: targets %q: the graph is nil", name)
+	}
 	return &Targets{Node: G.NewMatrix(g, dt, G.WithShape(n, classes), G.WithName(name)), N: n, Classes: classes}, nil
 }
 
@@ -32,6 +39,9 @@ func NewTargets(g *G.ExprGraph, dt tensor.Dtype, n, classes int, name string) (*
 // [0, Classes), every weight finite and >= 0, and at least one weight > 0.
 // Targets at weight-0 positions are not checked, so padding may hold anything.
 func (t *Targets) Set(targets []int, weights []float64) error {
+	if err := t.check(); err != nil {
+		return fmt.Errorf("graph: %w", err)
+	}
 	name := t.Node.Name()
 	if len(targets) != t.N || len(weights) != t.N {
 		return fmt.Errorf("graph: targets %q: got %d targets and %d weights, want %d of each", name, len(targets), len(weights), t.N)
@@ -66,8 +76,14 @@ func (t *Targets) Set(targets []int, weights []float64) error {
 // (B, S, Classes) with B*S = N. It goes through LogSoftmax, so it is stable for
 // large float32 logits.
 func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
+	if err := CheckNode(logits, "logits"); err != nil {
+		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
+	}
+	if err := t.check(); err != nil {
+		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
+	}
 	s := logits.Shape()
-	if s.TotalSize() != t.N*t.Classes || s[len(s)-1] != t.Classes {
+	if len(s) < 2 || s.TotalSize() != t.N*t.Classes || s[len(s)-1] != t.Classes {
 		return nil, fmt.Errorf("graph: cross-entropy: logits shape %v does not match targets %q of (N, classes) = (%d, %d)", s, t.Node.Name(), t.N, t.Classes)
 	}
 	if logits.Dtype() != t.Node.Dtype() {
@@ -92,4 +108,16 @@ func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
 		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
 	}
 	return G.Neg(sum)
+}
+
+// check returns an error unless t was made by NewTargets: a nil or zero-value
+// Targets has no node to bind.
+func (t *Targets) check() error {
+	if t == nil {
+		return errors.New("targets are nil: make them with NewTargets")
+	}
+	if t.Node == nil || t.Node.Type() == nil || t.N <= 0 || t.Classes <= 0 || !t.Node.Shape().Eq(tensor.Shape{t.N, t.Classes}) {
+		return errors.New("targets are a zero value or were changed after NewTargets: make them with NewTargets")
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
@@ -25,6 +26,9 @@ type Mask struct {
 func NewMask(b, sq, sk int) (Mask, error) {
 	if b <= 0 || sq <= 0 || sk <= 0 {
 		return Mask{}, fmt.Errorf("graph: mask: sizes must be positive, got (B, Sq, Sk) = (%d, %d, %d)", b, sq, sk)
+	}
+	if err := CheckElements(b, sq, sk); err != nil {
+		return Mask{}, fmt.Errorf("graph: mask: (B, Sq, Sk): %w", err)
 	}
 	allow := make([]bool, b*sq*sk)
 	for i := range allow {
@@ -70,11 +74,23 @@ func KeyPadding(lengths []int, sq, sk int) (Mask, error) {
 	return m, nil
 }
 
-// At reports whether query i of sequence b may attend to key j.
-func (m Mask) At(b, i, j int) bool { return m.Allow[(b*m.Sq+i)*m.Sk+j] }
+// At reports whether query i of sequence b may attend to key j. Outside the
+// mask's (B, Sq, Sk), or for a mask whose Allow does not hold B*Sq*Sk entries
+// (a zero value), nothing is allowed: At reports false rather than panic.
+func (m Mask) At(b, i, j int) bool {
+	if b < 0 || b >= m.B || i < 0 || i >= m.Sq || j < 0 || j >= m.Sk || m.check() != nil {
+		return false
+	}
+	return m.Allow[(b*m.Sq+i)*m.Sk+j]
+}
 
 // And returns the mask that allows what both m and o allow.
 func (m Mask) And(o Mask) (Mask, error) {
+	for _, x := range []Mask{m, o} {
+		if err := x.check(); err != nil {
+			return Mask{}, err
+		}
+	}
 	if m.B != o.B || m.Sq != o.Sq || m.Sk != o.Sk {
 		return Mask{}, fmt.Errorf("graph: mask: cannot combine (B, Sq, Sk) = (%d, %d, %d) with (%d, %d, %d)", m.B, m.Sq, m.Sk, o.B, o.Sq, o.Sk)
 	}
@@ -85,8 +101,13 @@ func (m Mask) And(o Mask) (Mask, error) {
 	return out, nil
 }
 
+// check returns an error unless the sizes are positive, within MaxElements,
+// and Allow holds exactly B*Sq*Sk entries.
 func (m Mask) check() error {
-	if m.B <= 0 || m.Sq <= 0 || m.Sk <= 0 || len(m.Allow) != m.B*m.Sq*m.Sk {
+	if err := CheckElements(m.B, m.Sq, m.Sk); err != nil {
+		return fmt.Errorf("graph: mask: (B, Sq, Sk) = (%d, %d, %d) needs positive sizes: %w", m.B, m.Sq, m.Sk, err)
+	}
+	if len(m.Allow) != m.B*m.Sq*m.Sk {
 		return fmt.Errorf("graph: mask: (B, Sq, Sk) = (%d, %d, %d) needs %d entries, has %d", m.B, m.Sq, m.Sk, m.B*m.Sq*m.Sk, len(m.Allow))
 	}
 	return nil
@@ -133,6 +154,12 @@ func NewMaskInput(g *G.ExprGraph, dt tensor.Dtype, b, sq, sk int, name string) (
 	if b <= 0 || sq <= 0 || sk <= 0 {
 		return nil, fmt.Errorf("graph: mask %q: sizes must be positive, got (B, Sq, Sk) = (%d, %d, %d)", name, b, sq, sk)
 	}
+	if err := CheckElements(b, sq, sk); err != nil {
+		return nil, fmt.Errorf("graph: mask %q: (B, Sq, Sk): %w", name, err)
+	}
+	if g == nil {
+		return nil, fmt.Errorf("graph: mask %q: the graph is nil", name)
+	}
 	return &MaskNode{
 		Bias: G.NewTensor(g, dt, 3, G.WithShape(b, sq, sk), G.WithName(name)),
 		B:    b, Sq: sq, Sk: sk,
@@ -142,6 +169,9 @@ func NewMaskInput(g *G.ExprGraph, dt tensor.Dtype, b, sq, sk int, name string) (
 // NewMaskConst returns m as constant nodes. A causal mask built this way is
 // marked Causal only when m hides every j > i.
 func NewMaskConst(g *G.ExprGraph, dt tensor.Dtype, m Mask, name string) (*MaskNode, error) {
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("graph: mask %q: %w", name, err)
+	}
 	n, err := NewMaskInput(g, dt, m.B, m.Sq, m.Sk, name)
 	if err != nil {
 		return nil, err
@@ -156,6 +186,12 @@ func NewMaskConst(g *G.ExprGraph, dt tensor.Dtype, m Mask, name string) (*MaskNo
 // Set binds the mask's value for the next run. It checks the shape against the
 // node's and returns an error rather than letting the engine fail later.
 func (n *MaskNode) Set(m Mask) error {
+	if n == nil {
+		return errors.New("graph: mask: Set on a nil *MaskNode: make masks with NewMaskInput")
+	}
+	if err := n.Check(); err != nil {
+		return err
+	}
 	if err := m.check(); err != nil {
 		return err
 	}
@@ -177,6 +213,17 @@ func (n *MaskNode) Set(m Mask) error {
 // CombineMasks returns, in the graph, the mask that allows what both a and b
 // allow. Use it to join a constant causal mask with a per-batch padding mask.
 func CombineMasks(a, b *MaskNode) (*MaskNode, error) {
+	for _, m := range []struct {
+		n    *MaskNode
+		name string
+	}{{a, "first"}, {b, "second"}} {
+		if m.n == nil {
+			return nil, fmt.Errorf("graph: combine masks: the %s mask is nil", m.name)
+		}
+		if err := m.n.Check(); err != nil {
+			return nil, fmt.Errorf("graph: combine masks: %s: %w", m.name, err)
+		}
+	}
 	if a.B != b.B || a.Sq != b.Sq || a.Sk != b.Sk {
 		return nil, fmt.Errorf("graph: combine masks: (B, Sq, Sk) = (%d, %d, %d) and (%d, %d, %d) differ", a.B, a.Sq, a.Sk, b.B, b.Sq, b.Sk)
 	}

@@ -23,6 +23,9 @@ func Mean(x *G.Node, axis int) (*G.Node, error) {
 }
 
 func reduce(op func(*G.Node, ...int) (*G.Node, error), what string, x *G.Node, axis int) (*G.Node, error) {
+	if err := CheckNode(x, "input"); err != nil {
+		return nil, fmt.Errorf("graph: %s: %w", what, err)
+	}
 	s := x.Shape()
 	if axis < 0 || axis >= len(s) {
 		return nil, fmt.Errorf("graph: %s: axis %d out of range for shape %v", what, axis, s)
@@ -51,6 +54,9 @@ func reduce(op func(*G.Node, ...int) (*G.Node, error), what string, x *G.Node, a
 // InvSqrt returns 1/sqrt(x + eps) element-wise, as Pow(x+eps, -0.5): gorgonia's
 // InverseSqrt has a wrong gradient (pinned in defects_test.go).
 func InvSqrt(x *G.Node, eps float64) (*G.Node, error) {
+	if err := CheckNode(x, "input"); err != nil {
+		return nil, fmt.Errorf("graph: inverse sqrt: %w", err)
+	}
 	shifted, err := G.Add(x, Scalar(x.Dtype(), eps))
 	if err != nil {
 		return nil, fmt.Errorf("graph: inverse sqrt: %w", err)

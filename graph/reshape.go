@@ -19,6 +19,12 @@ import (
 // computed from it), giving a wrong gradient (pinned in reshape_test.go). This
 // Reshape copies, so nothing downstream can write through it.
 func Reshape(x *G.Node, to tensor.Shape) (*G.Node, error) {
+	if err := CheckNode(x, "input"); err != nil {
+		return nil, fmt.Errorf("graph: reshape: %w", err)
+	}
+	if err := CheckElements(to...); err != nil {
+		return nil, fmt.Errorf("graph: reshape %q: target %w", x.Name(), err)
+	}
 	from := x.Shape().Clone()
 	if from.TotalSize() != to.TotalSize() {
 		return nil, fmt.Errorf("graph: reshape %q: cannot reshape %v (%d elements) to %v (%d elements)", x.Name(), from, from.TotalSize(), to, to.TotalSize())

@@ -32,6 +32,12 @@ func MaskedSoftmax(scores *G.Node, mask *MaskNode) (*G.Node, error) {
 	if mask == nil {
 		return Softmax(scores)
 	}
+	if err := CheckNode(scores, "scores"); err != nil {
+		return nil, fmt.Errorf("graph: masked softmax: %w", err)
+	}
+	if err := mask.Check(); err != nil {
+		return nil, fmt.Errorf("graph: masked softmax: %w", err)
+	}
 	s := scores.Shape()
 	heads := 1
 	switch {
@@ -107,6 +113,9 @@ func logSoftmax(x *G.Node) (*G.Node, error) {
 
 // checkRows accepts float nodes of 2 to 4 dimensions.
 func checkRows(x *G.Node) error {
+	if err := CheckNode(x, "input"); err != nil {
+		return err
+	}
 	if d := x.Shape().Dims(); d < 2 || d > 4 {
 		return fmt.Errorf("want a 2-D, 3-D or 4-D node, got shape %v", x.Shape())
 	}
