@@ -25,8 +25,9 @@
 //
 // Held-out evaluation needs a test set the model never trains on. NewStream
 // draws nTest distinct examples from the seed, then yields training examples
-// that skip every test prompt; it refuses when the task has too few prompts
-// for that. The stream's state can be saved and restored, so a resumed run
+// that skip every test prompt; it refuses, naming test_size and the count,
+// when the task has too few prompts for that or when the prompts left would
+// be drawn too rarely to train on. The stream's state can be saved and restored, so a resumed run
 // sees the same examples as one that never stopped.
 //
 // MakeBatch lays examples out as (B, S) next-token inputs and targets with
@@ -39,6 +40,16 @@
 //	Targets  0 1 | 0 1 2
 //	Weights  0 0 0 1 1 1
 //	Lengths  6
+//
+// Bad input is an error, never a panic: every function and method that can
+// fail returns an error naming the task, the parameter and the value at
+// fault, also for nil and zero values (a nil Task, a zero Stream, Vocab or
+// Batch) and for sizes that are negative or would overflow. Sizes that
+// allocate are capped (MaxTestSize held-out prompts, MaxExamples examples per
+// call, MaxBatchTokens positions per batch) far above what training uses, so
+// that a mistyped 1<<40 is refused instead of exhausting memory. The methods
+// that return no error (Stream.Next and Take, Vocab.Decode, ...) act on a nil
+// or zero receiver as on an empty one; Stream.Draw is Take with the error.
 //
 // Token ids are small ints: PAD is always 0, so zero-filled buffers are
 // padded buffers, and SEP is 1.
