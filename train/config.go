@@ -10,7 +10,6 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
@@ -274,7 +273,8 @@ func taskError(err error) error {
 // Resolve validates c, builds its task and fills the model's Vocab and MaxLen
 // from it. Besides Validate's checks it checks the task's parameters, that
 // the held-out set leaves prompts to train on, and that the model is one
-// the layers can build. Its errors are *ConfigError.
+// the layers can build (without building it: memory is checked where models
+// are built, by BuildModel). Its errors are *ConfigError.
 func (c *Config) Resolve() (data.Task, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -302,27 +302,10 @@ func (c *Config) Resolve() (data.Task, error) {
 }
 
 // validateModel asks the layers whether c.Model (resolved) is a model they
-// can build.
+// can build: layers.StackConfig.Validate is the one statement of what a
+// model configuration may be, and it allocates nothing.
 func validateModel(c Config) error {
-	// The layers' validating constructors are the one statement of what a
-	// model configuration may be; building a throwaway model asks them. It
-	// allocates the weights, so the memory they take is checked first.
-	est, err := EstimateMemory(c, 1, c.Model.MaxLen, false)
-	if err != nil {
-		return &ConfigError{Field: "model", Problem: err.Error()}
-	}
-	if err := est.Check(0); err != nil {
-		return err
-	}
-	dt, err := c.Dtype()
-	if err != nil {
-		return cfgErr("dtype", "%v", err)
-	}
-	scope, err := layers.NewScope(G.NewGraph(), dt, c.Seed)
-	if err != nil {
-		return cfgErr("dtype", "%v", err)
-	}
-	if _, err := layers.NewDecoder(scope, c.Model); err != nil {
+	if err := c.Model.Validate(); err != nil {
 		return &ConfigError{Field: "model", Problem: err.Error()}
 	}
 	return nil
