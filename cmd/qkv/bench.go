@@ -32,15 +32,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := resolveTask(); err != nil {
 		return err
 	}
-	task, err := cfg.Resolve()
+	task, err := mem.resolve(&cfg, func(c train.Config) (train.MemoryEstimate, error) {
+		return train.EstimateMemory(c, c.Batch, c.Model.MaxLen, true)
+	})
 	if err != nil {
-		return configError(err, cfg)
-	}
-	est, err := train.EstimateMemory(cfg, cfg.Batch, task.MaxLen()-1, true)
-	if err != nil {
-		return err
-	}
-	if err := mem.check(est, cfg); err != nil {
 		return err
 	}
 	defer mem.apply()()

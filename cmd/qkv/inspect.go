@@ -13,8 +13,9 @@ import (
 	"github.com/qkv-dev/qkv/train"
 )
 
-// tooLarge is the advice for a checkpoint too large for the memory limit.
-const tooLarge = "raise --max-memory if the machine has it"
+// tooLargeAdvice is the advice for a checkpoint too large for the memory
+// limit.
+const tooLargeAdvice = "raise --max-memory if the machine has it"
 
 // checkpointFlag registers --checkpoint and --max-memory on fs and returns
 // a function that, after parsing, loads the checkpoint's model for batches
@@ -33,22 +34,15 @@ func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, train.Config, d
 			return nil, train.Config{}, nil, err
 		}
 		file := filepath.Join(*dir, "config.json")
-		restore := mem.apply()
-		defer restore()
-		task, err := cfg.Resolve()
-		var me *train.MemoryError
-		if errors.As(err, &me) {
-			return nil, train.Config{}, nil, fmt.Errorf("%w: %s: %s", errUsage, file, memoryText(me.Estimate, me.Limit, cfg, mem.n > 0, tooLarge))
+		defer mem.apply()()
+		_, tooLarge, err := mem.fits(&cfg, func(c train.Config) (train.MemoryEstimate, error) {
+			return train.EstimateMemory(c, b, c.Model.MaxLen, false)
+		}, tooLargeAdvice)
+		if tooLarge != "" {
+			return nil, train.Config{}, nil, fmt.Errorf("%w: %s: %s", errUsage, file, tooLarge)
 		}
-		if err != nil {
+		if err != nil { // the checkpoint's config.json is wrong, not a flag
 			return nil, train.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
-		}
-		est, err := train.EstimateMemory(cfg, b, task.MaxLen()-1, false)
-		if err != nil {
-			return nil, train.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
-		}
-		if limit, given := mem.limit(); est.Total() > float64(limit) {
-			return nil, train.Config{}, nil, fmt.Errorf("%w: %s: %s", errUsage, file, memoryText(est, limit, cfg, given, tooLarge))
 		}
 		return train.LoadModel(*dir, b)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -23,8 +22,9 @@ var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkp
 // below the checkpoint's step. Any other training flag given must equal
 // the checkpoint's value; one that differs is refused naming both values.
 // A checkpoint that cannot be read, or whose config.json is not valid, is
-// reported naming the file.
-func resumeConfig(dir string, fs *flag.FlagSet) (train.Config, error) {
+// reported naming the file; one too large for the memory limit (mem) is a
+// usage error naming the sizes.
+func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (train.Config, error) {
 	ck, err := train.LoadCheckpoint(dir)
 	if err != nil {
 		return train.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
@@ -34,11 +34,11 @@ func resumeConfig(dir string, fs *flag.FlagSet) (train.Config, error) {
 	if err != nil {
 		return train.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
 	}
-	if _, err := cfg.Resolve(); err != nil {
-		var me *train.MemoryError
-		if errors.As(err, &me) {
-			return train.Config{}, fmt.Errorf("%w: --resume: %s: %s", errUsage, file, memoryText(me.Estimate, me.Limit, cfg, visited(fs, "max-memory"), tooLarge))
-		}
+	_, tooLarge, err := mem.fits(&cfg, train.EstimateRun, tooLargeAdvice)
+	if tooLarge != "" {
+		return train.Config{}, fmt.Errorf("%w: --resume: %s: %s", errUsage, file, tooLarge)
+	}
+	if err != nil { // the checkpoint's config.json is wrong, not a flag
 		return train.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
 	}
 
@@ -95,11 +95,4 @@ func resumeConfig(dir string, fs *flag.FlagSet) (train.Config, error) {
 func mismatch(dir, name, ckpt, given string) error {
 	return fmt.Errorf("%w: --%s: the checkpoint in %s has %s, given %s: a resumed run keeps its model, task, data and optimizer (start a new run with --out to change them)",
 		errUsage, name, dir, ckpt, given)
-}
-
-// visited reports whether the flag called name was given.
-func visited(fs *flag.FlagSet, name string) bool {
-	found := false
-	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
-	return found
 }

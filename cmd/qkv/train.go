@@ -124,7 +124,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --out and --resume name different directories", errUsage)
 		}
 		var err error
-		if cfg, err = resumeConfig(*resume, fs); err != nil {
+		if cfg, err = resumeConfig(*resume, fs, mem); err != nil {
 			return err
 		}
 		opts.Out, opts.Resume = *resume, true
@@ -133,14 +133,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	default:
 		opts.Out = filepath.Join("runs", cfg.Task.Name)
 	}
-	if _, err := cfg.Resolve(); err != nil {
-		return configError(err, cfg)
-	}
-	est, err := train.EstimateRun(cfg)
-	if err != nil {
-		return err
-	}
-	if err := mem.check(est, cfg); err != nil {
+	if _, err := mem.resolve(&cfg, train.EstimateRun); err != nil {
 		return err
 	}
 

@@ -58,8 +58,12 @@ var fieldFlags = map[string]string{
 // sets keep their JSON path. The task's parameters as a whole are written
 // as the flags that give them, from cfg.
 func flagFor(field string, cfg train.Config) string {
-	if field == "task.params" {
+	switch field {
+	case "task.params":
 		return taskAsFlags(cfg.Task)
+	case "model":
+		m := cfg.Model
+		return fmt.Sprintf("the model (--dim %d --heads %d --layers %d --hidden %d)", m.Dim, m.Heads, m.Layers, m.Hidden)
 	}
 	if f := fieldFlags[field]; f != "" {
 		return "--" + f
@@ -106,6 +110,45 @@ func configError(err error, cfg train.Config) error {
 		return memoryUsage(me.Estimate, me.Limit, cfg, false)
 	}
 	return err
+}
+
+// resolve resolves cfg, whose values came from flags, and checks that
+// est(cfg) fits the memory limit before anything is built. Its errors are
+// usage errors naming the flags, or the sizes and --max-memory.
+func (m *memoryFlag) resolve(cfg *train.Config, est func(train.Config) (train.MemoryEstimate, error)) (data.Task, error) {
+	task, tooLarge, err := m.fits(cfg, est, "lower --batch, --dim, --hidden or --layers, or raise --max-memory")
+	if tooLarge != "" {
+		return nil, fmt.Errorf("%w: %s", errUsage, tooLarge)
+	}
+	if err != nil {
+		return nil, configError(err, *cfg)
+	}
+	return task, nil
+}
+
+// fits resolves cfg and returns, if est(cfg) exceeds the memory limit, the
+// message saying so (memoryText, ending in advice), or else the error of
+// Resolve as it is. A
+// model the layers refuse (e.g. more weights than a graph holds) that would
+// not fit in memory either is reported as too large: the sizes and
+// --max-memory say more than the layers' limit.
+func (m *memoryFlag) fits(cfg *train.Config, est func(train.Config) (train.MemoryEstimate, error), advice string) (task data.Task, tooLarge string, err error) {
+	task, err = cfg.Resolve()
+	var ce *train.ConfigError
+	if err != nil && !(errors.As(err, &ce) && ce.Field == "model" && cfg.Model.Vocab > 0) {
+		return nil, "", err
+	}
+	e, eerr := est(*cfg)
+	if eerr != nil {
+		if err == nil {
+			err = eerr
+		}
+		return nil, "", err
+	}
+	if limit, given := m.limit(); e.Total() > float64(limit) {
+		return nil, memoryText(e, limit, *cfg, given, advice), nil
+	}
+	return task, "", err
 }
 
 // memoryFlag is --max-memory: the most memory a command may estimate its
