@@ -17,7 +17,7 @@ func Embed(table *G.Node, ids *IDs) (*G.Node, error) {
 	if err := CheckNode(table, "table"); err != nil {
 		return nil, fmt.Errorf("graph: embed: %w", err)
 	}
-	if err := ids.check(); err != nil {
+	if err := ids.Check(); err != nil {
 		return nil, fmt.Errorf("graph: embed: %w", err)
 	}
 	s := table.Shape()

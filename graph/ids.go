@@ -45,7 +45,7 @@ func NewIDs(g *G.ExprGraph, b, s, vocab int, name string) (*IDs, error) {
 // naming the offending position if the length is wrong or an id is outside
 // [0, Vocab).
 func (t *IDs) Set(ids []int) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return fmt.Errorf("graph: %w", err)
 	}
 	if len(ids) != t.B*t.S {
@@ -63,9 +63,10 @@ func (t *IDs) Set(ids []int) error {
 	return nil
 }
 
-// check returns an error unless t was made by NewIDs: a nil or zero-value IDs
-// has no node to bind and no buffer to copy into.
-func (t *IDs) check() error {
+// Check returns an error unless t was made by NewIDs: a nil or zero-value IDs
+// has no node to bind and no buffer to copy into. Set and Embed call it; so do
+// layers that take ids, before reading B and S.
+func (t *IDs) Check() error {
 	if t == nil {
 		return errors.New("ids are nil: make them with NewIDs")
 	}

@@ -39,7 +39,7 @@ func NewTargets(g *G.ExprGraph, dt tensor.Dtype, n, classes int, name string) (*
 // [0, Classes), every weight finite and >= 0, and at least one weight > 0.
 // Targets at weight-0 positions are not checked, so padding may hold anything.
 func (t *Targets) Set(targets []int, weights []float64) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return fmt.Errorf("graph: %w", err)
 	}
 	name := t.Node.Name()
@@ -79,7 +79,7 @@ func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
 	if err := CheckNode(logits, "logits"); err != nil {
 		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
 	}
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
 	}
 	s := logits.Shape()
@@ -110,9 +110,9 @@ func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
 	return G.Neg(sum)
 }
 
-// check returns an error unless t was made by NewTargets: a nil or zero-value
-// Targets has no node to bind.
-func (t *Targets) check() error {
+// Check returns an error unless t was made by NewTargets: a nil or zero-value
+// Targets has no node to bind. Set and CrossEntropy call it.
+func (t *Targets) Check() error {
 	if t == nil {
 		return errors.New("targets are nil: make them with NewTargets")
 	}

@@ -54,6 +54,11 @@ func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
 		}
 		p.table = p.param.Node
 	case PositionsSinusoidal:
+		// Validated above; checked again here because this make is the one
+		// allocation of the layers package that does not go through param.
+		if err := checkTensor("table (MaxLen, Dim)", maxLen, dim); err != nil {
+			return nil, layerErr("positions", s.path(), err)
+		}
 		vals := make([]float64, maxLen*dim)
 		for pos := 0; pos < maxLen; pos++ {
 			for i := 0; i < dim; i++ {
@@ -93,7 +98,7 @@ func validatePositions(name, kind string, maxLen, dim int) error {
 
 // Forward returns x + PE[:S] for x of shape (B, S, D).
 func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
-	if p == nil || p.MaxLen <= 0 || p.Dim <= 0 {
+	if p == nil || p.MaxLen <= 0 || p.Dim <= 0 || (p.table == nil) != (p.Kind == PositionsNone) {
 		return nil, errors.New("layers: positions: the layer is nil or a zero value: make it with NewPositions")
 	}
 	if err := graph.CheckNode(x, "input"); err != nil {

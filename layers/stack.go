@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -165,6 +166,12 @@ func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, erro
 // forward embeds ids (B, S), runs the blocks and the final norm, and returns
 // the hidden states (B, S, D) and every block's attention weights.
 func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Node, error) {
+	if err := ids.Check(); err != nil {
+		return nil, nil, fmt.Errorf("layers: %s %q: %w", st.kind, st.s.prefix, err)
+	}
+	if err := pad.Check(); err != nil {
+		return nil, nil, fmt.Errorf("layers: %s %q: padding mask: %w", st.kind, st.s.prefix, err)
+	}
 	if ids.S > st.Config.MaxLen {
 		return nil, nil, fmt.Errorf("layers: %s %q: sequence length %d exceeds MaxLen %d", st.kind, st.s.prefix, ids.S, st.Config.MaxLen)
 	}
@@ -213,7 +220,24 @@ func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Nod
 	return x, weights, nil
 }
 
+// check returns an error unless st was made by newStack: a nil or zero-value
+// Decoder or Encoder has no stack, or a stack without its layers.
+func (st *stack) check(kind, constructor string) error {
+	if st == nil || st.s.check() != nil || st.tok == nil || st.pos == nil || len(st.blocks) == 0 || (!st.Config.PostLN && st.lnf == nil) {
+		return fmt.Errorf("layers: %s: the model is nil or a zero value: make it with %s", kind, constructor)
+	}
+	for _, b := range st.blocks {
+		if b.check() != nil {
+			return fmt.Errorf("layers: %s %q: a block is nil or a zero value: make the model with %s", kind, st.s.prefix, constructor)
+		}
+	}
+	return nil
+}
+
 func (st *stack) params() []graph.Param {
+	if st == nil {
+		return nil
+	}
 	ps := concatParams(st.tok.Params(), st.pos.Params())
 	for _, b := range st.blocks {
 		ps = append(ps, b.Params()...)
@@ -225,6 +249,9 @@ func (st *stack) params() []graph.Param {
 }
 
 func (st *stack) dropoutList() []*graph.Dropout {
+	if st == nil {
+		return nil
+	}
 	out := append([]*graph.Dropout(nil), st.dropouts...)
 	for _, b := range st.blocks {
 		out = append(out, b.Dropouts()...)
@@ -256,6 +283,15 @@ func NewDecoder(s *Scope, cfg StackConfig) (*Decoder, error) {
 // block's attention weights (B, H, S, S). pad, if not nil, is a (B, S, S)
 // key-padding mask joined with the causal mask.
 func (d *Decoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (logits *G.Node, weights []*G.Node, err error) {
+	if d == nil {
+		return nil, nil, errors.New("layers: decoder: the model is nil: make it with NewDecoder")
+	}
+	if err := d.stack.check("decoder", "NewDecoder"); err != nil {
+		return nil, nil, err
+	}
+	if d.head.check() != nil {
+		return nil, nil, errors.New("layers: decoder: the model has no head: make it with NewDecoder")
+	}
 	h, weights, err := d.forward(ids, pad)
 	if err != nil {
 		return nil, nil, err
@@ -268,10 +304,20 @@ func (d *Decoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (logits *G.Node, 
 
 // Params returns every learnable of the model with its hierarchical name:
 // tok_emb.table, pos_emb.table, blocks.<i>.{ln1,attn,ln2,ff}.*, ln_f.*, head.*.
-func (d *Decoder) Params() []graph.Param { return append(d.params(), d.head.Params()...) }
+func (d *Decoder) Params() []graph.Param {
+	if d == nil {
+		return nil
+	}
+	return append(d.params(), d.head.Params()...)
+}
 
 // Dropouts returns every dropout mask, to be redrawn each training step.
-func (d *Decoder) Dropouts() []*graph.Dropout { return d.dropoutList() }
+func (d *Decoder) Dropouts() []*graph.Dropout {
+	if d == nil {
+		return nil
+	}
+	return d.dropoutList()
+}
 
 // Encoder is a bidirectional stack: every position attends to every key that
 // the padding mask allows.
@@ -289,11 +335,28 @@ func NewEncoder(s *Scope, cfg StackConfig) (*Encoder, error) {
 // Forward returns hidden states (B, S, D) for ids (B, S) and every block's
 // attention weights. pad, if not nil, is a (B, S, S) key-padding mask.
 func (e *Encoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Node, error) {
+	if e == nil {
+		return nil, nil, errors.New("layers: encoder: the model is nil: make it with NewEncoder")
+	}
+	if err := e.stack.check("encoder", "NewEncoder"); err != nil {
+		return nil, nil, err
+	}
 	return e.forward(ids, pad)
 }
 
-// Params returns every learnable with its hierarchical name.
-func (e *Encoder) Params() []graph.Param { return e.params() }
+// Params returns every learnable with its hierarchical name; nothing for a
+// nil Encoder.
+func (e *Encoder) Params() []graph.Param {
+	if e == nil {
+		return nil
+	}
+	return e.params()
+}
 
 // Dropouts returns every dropout mask, to be redrawn each training step.
-func (e *Encoder) Dropouts() []*graph.Dropout { return e.dropoutList() }
+func (e *Encoder) Dropouts() []*graph.Dropout {
+	if e == nil {
+		return nil
+	}
+	return e.dropoutList()
+}
