@@ -1,0 +1,195 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/qkv-dev/qkv/data"
+)
+
+// TestConfigErrorNamesField: every invalid value, NaN and Inf included, is
+// refused by Resolve (and Run) before anything is built, with a
+// *ConfigError naming its JSON field.
+func TestConfigErrorNamesField(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	cases := []struct {
+		field  string
+		mutate func(*Config)
+	}{
+		{"model.dropout", func(c *Config) { c.Model.Dropout = nan }},
+		{"model.dropout", func(c *Config) { c.Model.Dropout = 1 }},
+		{"model.attn_dropout", func(c *Config) { c.Model.AttnDropout = inf }},
+		{"model.attn_dropout", func(c *Config) { c.Model.AttnDropout = -0.5 }},
+		{"lr", func(c *Config) { c.LR = nan }},
+		{"lr", func(c *Config) { c.LR = inf }},
+		{"lr", func(c *Config) { c.LR = 0 }},
+		{"min_lr", func(c *Config) { c.MinLR = nan }},
+		{"min_lr", func(c *Config) { c.MinLR = c.LR * 2 }},
+		{"clip_norm", func(c *Config) { c.ClipNorm = inf }},
+		{"clip_norm", func(c *Config) { c.ClipNorm = nan }},
+		{"clip_norm", func(c *Config) { c.ClipNorm = -1 }},
+		{"weight_decay", func(c *Config) { c.WeightDecay = nan }},
+		{"weight_decay", func(c *Config) { c.WeightDecay = -1 }},
+		{"target_exact", func(c *Config) { c.TargetExact = nan }},
+		{"target_exact", func(c *Config) { c.TargetExact = 1.01 }},
+		{"optimizer", func(c *Config) { c.Optimizer = "sgd" }},
+		{"optimizer", func(c *Config) { c.Optimizer = "" }},
+		{"dtype", func(c *Config) { c.DType = "int8" }},
+		{"task.name", func(c *Config) { c.Task.Name = "juggle" }},
+		{"task.params.length", func(c *Config) { c.Task.Params.Length = -1 }},
+		{"task.params.alphabet", func(c *Config) { c.Task.Params.Alphabet = 99 }},
+		{"task.params.length", func(c *Config) { c.Task.Params.MinLength, c.Task.Params.MaxLength = 2, 5 }},
+		{"test_size", func(c *Config) { c.TestSize = 100000 }},
+		{"test_size", func(c *Config) { c.TestSize = MaxTestSize + 1 }},
+		{"test_size", func(c *Config) { c.Task.Params = data.TaskConfig{Length: 1, Alphabet: 3}; c.TestSize = 1 }},
+		{"model.heads", func(c *Config) { c.Model.Heads = 5 }},
+		{"model.dim", func(c *Config) { c.Model.Dim = 0 }},
+		{"model.layers", func(c *Config) { c.Model.Layers = MaxLayers + 1 }},
+		{"model.activation", func(c *Config) { c.Model.Activation = "swish" }},
+		{"model.positions", func(c *Config) { c.Model.Positions = "rotary" }},
+		{"batch", func(c *Config) { c.Batch = 0 }},
+		{"steps", func(c *Config) { c.Steps = -1 }},
+		{"warmup", func(c *Config) { c.Warmup = c.Steps + 1 }},
+		{"eval_every", func(c *Config) { c.EvalEvery = 0 }},
+		{"checkpoint_every", func(c *Config) { c.CheckpointEvery = 0 }},
+	}
+	for _, c := range cases {
+		cfg := DefaultConfig()
+		c.mutate(&cfg)
+		_, err := cfg.Resolve()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field {
+			t.Errorf("%s: Resolve returned %v, want a *ConfigError for %s", c.field, err, c.field)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: message %q does not name the field", c.field, err)
+		}
+		// Run refuses it before creating the run directory.
+		dir := t.TempDir() + "/run"
+		if _, err := Run(context.Background(), cfg, Options{Out: dir}); !errors.As(err, &ce) {
+			t.Errorf("%s: Run returned %v", c.field, err)
+		}
+	}
+}
+
+// TestAcceptedConfigsMarshal: the defaults of every task resolve, and a
+// resolved configuration survives config.json unchanged.
+func TestAcceptedConfigsMarshal(t *testing.T) {
+	for _, name := range data.Names() {
+		cfg := DefaultConfig()
+		cfg.Task = TaskSpec{Name: name, Params: data.DefaultConfig(name)}
+		if _, err := cfg.Resolve(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, err := MarshalConfig(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		back, err := UnmarshalConfig(b)
+		if err != nil || back != cfg {
+			t.Errorf("%s: round trip gave %+v, %v", name, back, err)
+		}
+	}
+}
+
+// TestBuildModelRefusesLargeModels: BuildModel checks its estimate against
+// the memory limit before allocating.
+func TestBuildModelRefusesLargeModels(t *testing.T) {
+	cfg := DefaultConfig()
+	if _, err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	// Far beyond any machine: 1e12 sequences.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := BuildModel(cfg, 1_000_000_000_000, cfg.Model.MaxLen, true)
+	runtime.ReadMemStats(&after)
+	var me *MemoryError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "activations") {
+		t.Fatalf("BuildModel of 1e12 sequences: %v, want a *MemoryError with the breakdown", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Errorf("refusing allocated %d bytes", grew)
+	}
+	// A limit set by SetMemoryLimit applies, and restores.
+	prev := SetMemoryLimit(1 << 10)
+	_, err = BuildModel(cfg, 1, cfg.Model.MaxLen, false)
+	SetMemoryLimit(prev)
+	if !errors.As(err, &me) || me.Limit != 1<<10 {
+		t.Fatalf("BuildModel under a 1 KiB limit: %v", err)
+	}
+	m, err := BuildModel(cfg, 1, cfg.Model.MaxLen, false)
+	if err != nil {
+		t.Fatalf("after restoring the limit: %v", err)
+	}
+	m.Close()
+}
+
+// TestEstimateMemory: the parts add up, training needs more than
+// inference, the parameter count is BuildModel's, and absurd sizes are
+// estimated without overflowing.
+func TestEstimateMemory(t *testing.T) {
+	cfg := DefaultConfig()
+	if _, err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := BuildModel(cfg, 2, cfg.Model.MaxLen, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got, want := NumParams(cfg.Model), float64(m.NumParams()); got != want {
+		t.Errorf("NumParams = %v, BuildModel has %v", got, want)
+	}
+	inf, _ := EstimateMemory(cfg, 8, 12, false)
+	tr, _ := EstimateMemory(cfg, 8, 12, true)
+	if !(tr.Total() > inf.Total()) || tr.Optimizer != NumParams(cfg.Model)*16 || inf.Grads != 0 || inf.Optimizer != 0 {
+		t.Errorf("training %v vs inference %v", tr, inf)
+	}
+	if sum := tr.Params + tr.Grads + tr.Optimizer + tr.Activations + tr.Attention + tr.Logits; sum != tr.Total() {
+		t.Errorf("parts sum to %v, Total %v", sum, tr.Total())
+	}
+	for _, s := range []string{"training B=8 S=12", "params", "grads", "optimizer", "activations", "attention", "logits"} {
+		if !strings.Contains(tr.String(), s) {
+			t.Errorf("String %q lacks %q", tr, s)
+		}
+	}
+	huge := cfg
+	huge.Model.Dim, huge.Model.Hidden, huge.Model.Heads = math.MaxInt, math.MaxInt, 1
+	e, err := EstimateMemory(huge, math.MaxInt, math.MaxInt, true)
+	if err != nil || !(e.Total() > 1e30) || math.IsInf(e.Total(), 0) {
+		t.Errorf("huge: %v, %v", e, err)
+	}
+	if _, err := EstimateMemory(cfg, 0, 12, true); err == nil {
+		t.Error("batch 0 was estimated")
+	}
+	run, _ := EstimateRun(cfg)
+	if want := tr.Total(); !(run.Total() > want) {
+		t.Errorf("EstimateRun %v is not more than the training model alone", run)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	good := map[string]int64{"16GiB": 16 << 30, "512MiB": 512 << 20, "1.5G": 3 << 29, "100000": 100000, "2 kb": 2000, "1e9": 1e9, "8B": 8}
+	for s, want := range good {
+		if got, err := ParseBytes(s); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "lots", "NaN", "Inf", "-1GiB", "0", "0.5", "1e30", "GiB", "16 GiBs"} {
+		if got, err := ParseBytes(s); err == nil {
+			t.Errorf("ParseBytes(%q) = %d, want an error", s, got)
+		}
+	}
+	if n := AvailableMemory(); n <= 0 {
+		t.Errorf("AvailableMemory = %d", n)
+	}
+	if got := FormatBytes(1.5 * (1 << 30)); got != "1.5 GiB" {
+		t.Errorf("FormatBytes = %q", got)
+	}
+}
