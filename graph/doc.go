@@ -19,6 +19,15 @@
 // broadcasts. Each is tested against plain-loop references and finite
 // differences in float64, and runs in float32 too.
 //
+// Bad input is an error, never a panic: a panic inside the engine happens in
+// the VM's goroutine, where the caller cannot recover it, so every exported
+// function checks its nodes (CheckNode), masks (MaskNode.Check), ids
+// (IDs.Check) and targets (Targets.Check) while the graph is built, and every
+// size it will allocate against MaxElements (CheckElements), the one cap on
+// the element count of a tensor in graph and layers. NewDense is the
+// exception: a length that does not match its shape is a mistake in the
+// calling code, and it panics like an out-of-range index.
+//
 // Shapes follow gorgonia's row-major convention. "Last axis" always means the
 // innermost, contiguous axis.
 package graph

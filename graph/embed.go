@@ -27,6 +27,11 @@ func Embed(table *G.Node, ids *IDs) (*G.Node, error) {
 	if ids.Vocab > s[0] {
 		return nil, fmt.Errorf("graph: embed: ids %q range over %d tokens but table %q has %d rows", ids.Node.Name(), ids.Vocab, table.Name(), s[0])
 	}
+	// B*S ids and a (vocab, dim) table may each be small enough while the
+	// (B, S, dim) rows they select are not.
+	if err := CheckElements(ids.B, ids.S, s[1]); err != nil {
+		return nil, fmt.Errorf("graph: embed: output (B, S, dim): %w", err)
+	}
 	rows, err := G.ByIndices(table, ids.Node, 0)
 	if err != nil {
 		return nil, fmt.Errorf("graph: embed: %w", err)

@@ -40,6 +40,11 @@ func Linear(x, w, b *G.Node) (*G.Node, error) {
 		return nil, fmt.Errorf("graph: linear: input is %v, weights %q are %v", x.Dtype(), w.Name(), w.Dtype())
 	}
 	op := linearOp{x: s.Clone(), in: ws[0], out: ws[1], step: linOutput}
+	// The output is allocated when the graph runs, where a failed make
+	// cannot be caught: a small input and weight can still make a huge one.
+	if err := CheckElements(op.yShape()...); err != nil {
+		return nil, fmt.Errorf("graph: linear: output: %w", err)
+	}
 	if b == nil {
 		return G.ApplyOp(op, x, w)
 	}

@@ -111,6 +111,13 @@ func TestNoPanic(t *testing.T) {
 		{"IDs.Set/sizes changed", func() error { c := *ids; c.B = 4; return c.Set(make([]int, 12)) }, []string{"changed after NewIDs"}},
 		{"Embed/nil ids", func() error { return node2(Embed(table, nil)) }, []string{"embed", "ids are nil"}},
 		{"Embed/zero ids", func() error { return node2(Embed(table, &IDs{})) }, []string{"embed", "zero value"}},
+		{"Embed/output over the cap", func() error {
+			many, err := NewIDs(g, 1<<10, 1<<10, 5, "many")
+			if err != nil {
+				return nil
+			}
+			return node2(Embed(input(g, f64, tensor.Shape{5, 1 << 12}, "wide_table"), many))
+		}, []string{"embed", "(1024, 1024, 4096)", "exceed"}},
 		{"Embed/nil table", func() error { return node2(Embed(nil, ids)) }, []string{"embed", "table is nil"}},
 
 		// Targets and the loss.
@@ -171,6 +178,9 @@ func TestNoPanic(t *testing.T) {
 		{"LayerNorm/Inf eps", func() error { return node2(LayerNorm(x, vec4, vec4, math.Inf(1))) }, []string{"layernorm", "eps", "+Inf"}},
 		{"Linear/nil input", func() error { return node2(Linear(nil, w, nil)) }, []string{"linear", "input is nil"}},
 		{"Linear/nil weights", func() error { return node2(Linear(x, nil, nil)) }, []string{"linear", "weights is nil"}},
+		{"Linear/output over the cap", func() error {
+			return node2(Linear(input(g, f64, tensor.Shape{1 << 20, 2}, "tall"), input(g, f64, tensor.Shape{2, 1 << 12}, "wide"), nil))
+		}, []string{"linear", "output", "(1048576, 4096)", "exceed"}},
 		{"Linear/zero bias", func() error { return node2(Linear(x, w, zero)) }, []string{"linear", "bias is a zero-value node"}},
 		{"Reshape/nil", func() error { return node2(Reshape(nil, tensor.Shape{2})) }, []string{"reshape", "input is nil"}},
 		{"Reshape/negative sizes", func() error { return node2(Reshape(x, tensor.Shape{-2, -12})) }, []string{`reshape "x"`, "size -2"}},

@@ -8,6 +8,13 @@
 // inputs (graph.IDs, graph.MaskNode, graph.Targets) are re-bound every batch,
 // so a trainer compiles one machine and feeds it batch after batch.
 //
+// Every Config has a Validate method that checks, without allocating, all
+// that its constructor checks, including that no tensor would exceed
+// graph.MaxElements: StackConfig.Validate is how a caller checks a model's
+// configuration without building the model. Constructors call the same
+// checks first. A nil or zero-value Scope, layer, input node, graph.IDs or
+// graph.MaskNode is an error naming the layer, never a panic.
+//
 // Activations are (B, S, D) nodes. Weights are stored (in, out): y = x W + b.
 // The arithmetic lives in package graph (Linear, LayerNorm, Attention, ...):
 // layers hold the parameters, check shapes and name what went wrong.
