@@ -121,6 +121,7 @@ type ConfigError struct {
 	Problem string
 }
 
+// Error reads "train: config: <field> (with <others>) <problem>".
 func (e *ConfigError) Error() string {
 	s := "train: config: " + e.Field
 	if len(e.With) > 0 {
@@ -133,7 +134,7 @@ func cfgErr(field, format string, args ...any) *ConfigError {
 	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
-// finite checks that v is a finite number within [lo, hi] (hi excluded when
+// checkFloat checks that v is a finite number within [lo, hi] (hi excluded when
 // openHi), described as the bounds' text in the error.
 func checkFloat(field string, v, lo, hi float64, openHi bool, bounds string) error {
 	ok := !math.IsNaN(v) && !math.IsInf(v, 0) && v >= lo && (v < hi || (!openHi && v == hi))

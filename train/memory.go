@@ -172,10 +172,13 @@ func NumParams(m layers.StackConfig) float64 {
 // MemoryError is an estimate that exceeds the memory limit: building the
 // model would likely end the process with an out-of-memory fatal error.
 type MemoryError struct {
+	// Estimate is what the model would need.
 	Estimate MemoryEstimate
-	Limit    int64
+	// Limit is the limit it exceeds, in bytes.
+	Limit int64
 }
 
+// Error gives the estimate with its breakdown and the limit.
 func (e *MemoryError) Error() string {
 	return fmt.Sprintf("train: the model needs about %s, more than the memory limit of %s", e.Estimate, FormatBytes(float64(e.Limit)))
 }
