@@ -45,7 +45,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	m, err := train.BuildModel(cfg, cfg.Batch, task.MaxLen()-1, true)
 	if err != nil {
-		return err
+		return configError(err, cfg) // a *train.MemoryError: exit 2 naming the sizes
 	}
 	defer m.Close()
 	opt, err := train.NewOptimizer(train.OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, m.Params)

@@ -144,7 +144,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "resume with: qkv train --resume %s\n", opts.Out)
 	}
 	if err != nil {
-		return err
+		return configError(err, cfg) // a *train.MemoryError of BuildModel: exit 2 naming the sizes
 	}
 	fmt.Fprintf(stdout, "task %s (%s): %d steps in %.1f s (%.1f ms/step), %d params\n",
 		sum.Task.Name, sum.Task.Params, sum.Steps, sum.WallSeconds, sum.MsPerStep, sum.Params)

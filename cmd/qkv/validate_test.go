@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -298,7 +299,13 @@ func TestFieldFlags(t *testing.T) {
 	}
 	// And the mapping is what errors use.
 	err = configError(&train.ConfigError{Field: "clip_norm", Problem: "x"}, cfg)
-	if got := fmt.Sprint(err); !strings.Contains(got, "--clip: x") {
-		t.Errorf("configError = %q, want --clip: x", got)
+	if got := fmt.Sprint(err); !strings.Contains(got, "--clip: x") || !errors.Is(err, errUsage) {
+		t.Errorf("configError = %q, want a usage error --clip: x", got)
+	}
+	// A *train.MemoryError (of BuildModel, within train.Run) exits 2 too.
+	est := train.MemoryEstimate{B: 3, S: 4, Params: 1 << 20}
+	err = configError(fmt.Errorf("train: %w", &train.MemoryError{Estimate: est, Limit: 1 << 10}), cfg)
+	if got := fmt.Sprint(err); !errors.Is(err, errUsage) || !strings.Contains(got, "--max-memory") || !strings.Contains(got, "B=3 S=4") {
+		t.Errorf("configError of a MemoryError = %q", got)
 	}
 }
