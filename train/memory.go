@@ -31,7 +31,8 @@ type MemoryEstimate struct {
 	// Optimizer is Adam's two moments per weight, float64 (training only).
 	Optimizer float64
 	// Activations are the (B, S, Dim) and (B, S, Hidden) values of every
-	// layer, embeddings included, and their gradients when training.
+	// layer, embeddings and dropout masks included, and their gradients
+	// when training.
 	Activations float64
 	// Attention is every layer's (B, Heads, S, S) attention weights, kept
 	// for backward, its (B, S, S) masks, and the gradients when training.
@@ -87,6 +88,7 @@ const (
 	hiddenValuesPerLayer = 3
 	embeddingDimValues   = 4 // token embedding, positions, their sum, ln_f's output
 	logitValues          = 3 // logits, log-probabilities, one-hot targets
+	dropoutValues        = 2 // a dropout site's mask and output, in training
 	// trainingActivations is how many times more activation memory a
 	// training model keeps than an inference one: the values' gradients and
 	// the backward ops' own values (measured: 3.2 to 3.4).
@@ -119,7 +121,13 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 	e.Params = NumParams(m) * elem
 	tokens := B * S
 	e.Activations = (tokens*D*(dimValuesPerLayer*L+embeddingDimValues) + tokens*F*hiddenValuesPerLayer*L) * elem
+	if training && m.Dropout > 0 { // a mask and an output per site: embeddings and two per block
+		e.Activations += tokens * D * (2*L + 1) * dropoutValues * elem
+	}
 	weights := B * S * S * H * L * elem
+	if training && m.AttnDropout > 0 {
+		weights *= 1 + dropoutValues
+	}
 	masks := B * S * S * (L + 1) * elem // constant: no gradient
 	e.Logits = tokens * V * logitValues * elem
 	if training {

@@ -84,6 +84,8 @@ func TestMemoryEstimateMatchesHeap(t *testing.T) {
 		}, 16, true},
 		{"long inference", func(c *Config) { c.Task = TaskSpec{"copy", data.TaskConfig{Length: 48, Alphabet: 10}} }, 32, false},
 		{"float64 deep", func(c *Config) { c.DType = "float64"; c.Model.Layers = 4 }, 32, true},
+		{"dropout", func(c *Config) { c.Model.Dropout, c.Model.AttnDropout = 0.1, 0.1 }, 64, true},
+		{"post-LN sinusoidal", func(c *Config) { c.Model.PostLN, c.Model.Positions = true, "sinusoidal" }, 64, true},
 	} {
 		cfg := DefaultConfig()
 		c.mod(&cfg)
