@@ -28,7 +28,7 @@ func LoadModel(dir string, b int) (*Model, Config, data.Task, error) {
 	if err != nil {
 		return nil, Config{}, nil, err
 	}
-	if err := LoadParams(m.Params, ck.Weights, filepath.Join(dir, "model.safetensors")); err != nil {
+	if err := LoadParams(m.Params, ck.Weights, modelPath(dir)); err != nil {
 		m.Close()
 		return nil, Config{}, nil, err
 	}
@@ -47,4 +47,13 @@ func LoadConfig(dir string) (Config, error) {
 		return Config{}, fmt.Errorf("train: checkpoint %s: %w", dir, err)
 	}
 	return cfg, nil
+}
+
+// modelPath returns the path of the current model file of the run
+// directory dir, for messages.
+func modelPath(dir string) string {
+	if current, _ := currentCheckpoint(dir); current != "" {
+		return filepath.Join(dir, current, ModelFile)
+	}
+	return filepath.Join(dir, ModelFile)
 }

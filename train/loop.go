@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/schollz/progressbar/v3"
@@ -57,6 +58,10 @@ type Options struct {
 	Out string
 	// Resume continues the checkpoint in Out instead of starting afresh.
 	Resume bool
+	// Force lets a fresh run start in an Out that holds a checkpoint: the
+	// old run directory is renamed to Out.old-N first, never deleted.
+	// Without it such a run is refused with ErrRunExists.
+	Force bool
 	// Progress receives progress; nil discards it.
 	Progress io.Writer
 	// Bar draws a progress bar (for terminals) instead of plain lines.
@@ -85,28 +90,48 @@ type trainer struct {
 	optim  *Optimizer
 	sched  Schedule
 	step   int
-	wall   float64 // seconds spent before this process, from a resumed run
-	log    io.Writer
+	// saved is the step of the last complete checkpoint in Out, -1 if none.
+	saved int
+	wall  float64 // seconds spent before this process, from a resumed run
+	lock  *flock.Flock
+	log   io.Writer
 	// history is every step's metrics so far, for the plots.
 	history []Metric
 }
 
 // Run trains cfg's model on cfg's task, writing everything to opt.Out, and
 // returns the summary. It stops at cfg.Steps, at the target exact match, on
-// a non-finite loss or gradient (with an error naming the step, keeping the
-// last good checkpoint), or when ctx is cancelled (after saving a checkpoint,
-// returning ErrInterrupted).
+// a non-finite loss or gradient (with an error naming the step and the last
+// complete checkpoint, if any), or when ctx is cancelled (after saving a
+// checkpoint, returning ErrInterrupted).
+//
+// Run locks opt.Out for as long as it runs: a second Run on the same
+// directory, in this process or another, fails at once with ErrLocked. A
+// fresh run into a directory holding a checkpoint fails with ErrRunExists
+// unless opt.Force.
 func Run(ctx context.Context, cfg Config, opt Options) (Summary, error) {
 	t, err := newTrainer(cfg, opt)
 	if err != nil {
 		return Summary{}, err
 	}
-	defer t.model.Close()
-	defer t.eval.Close()
+	defer t.close()
 	return t.run(ctx)
 }
 
-func newTrainer(cfg Config, opt Options) (*trainer, error) {
+// close releases the trainer's machines and the run directory's lock.
+func (t *trainer) close() {
+	if t.model != nil {
+		t.model.Close()
+	}
+	if t.eval != nil {
+		t.eval.Close()
+	}
+	if t.lock != nil {
+		t.lock.Unlock()
+	}
+}
+
+func newTrainer(cfg Config, opt Options) (t *trainer, err error) {
 	task, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
@@ -114,9 +139,18 @@ func newTrainer(cfg Config, opt Options) (*trainer, error) {
 	if opt.Out == "" {
 		return nil, errors.New("train: no output directory")
 	}
-	t := &trainer{cfg: cfg, opt: opt, task: task, log: opt.Progress}
+	t = &trainer{cfg: cfg, opt: opt, task: task, log: opt.Progress, saved: -1}
 	if t.log == nil {
 		t.log = io.Discard
+	}
+	made := t // t is nil once an error is returned
+	defer func() {
+		if err != nil {
+			made.close()
+		}
+	}()
+	if err := t.claimOut(); err != nil {
+		return nil, err
 	}
 	if t.stream, err = data.NewStream(task, cfg.Seed, cfg.TestSize); err != nil {
 		return nil, err
@@ -135,15 +169,54 @@ func newTrainer(cfg Config, opt Options) (*trainer, error) {
 	if err := t.sched.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opt.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
 	if opt.Resume {
 		if err := t.restore(); err != nil {
 			return nil, err
 		}
 	}
 	return t, nil
+}
+
+// claimOut creates and locks the run directory, and makes sure a fresh run
+// overwrites no checkpoint: it is refused, or with Force the old directory is
+// moved aside.
+func (t *trainer) claimOut() error {
+	out := t.opt.Out
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	lock, err := lockRun(out)
+	if err != nil {
+		return err
+	}
+	t.lock = lock
+	if t.opt.Resume || !hasCheckpoint(out) {
+		return nil
+	}
+	if !t.opt.Force {
+		return fmt.Errorf("train: %s: %w: resume it, or force a fresh run, which moves it aside", out, ErrRunExists)
+	}
+	old, err := moveAside(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(t.log, "moved the previous run in %s to %s\n", out, old)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if t.lock, err = lockRun(out); err != nil {
+		return err
+	}
+	lock.Unlock() // the old directory's lock, held until the new one was
+	return nil
+}
+
+// lastCheckpoint says where training can be resumed from, for errors.
+func (t *trainer) lastCheckpoint() string {
+	if t.saved < 0 {
+		return "no checkpoint was saved in " + t.opt.Out
+	}
+	return fmt.Sprintf("the last complete checkpoint, step %d, is in %s", t.saved, t.opt.Out)
 }
 
 func (t *trainer) run(ctx context.Context) (Summary, error) {
@@ -247,7 +320,7 @@ func (t *trainer) trainStep() (Metric, error) {
 			return err
 		}
 		if !isFinite(metric.Loss) || !isFinite(metric.GradNorm) {
-			return fmt.Errorf("train: step %d: non-finite loss %v or gradient norm %v; the last good checkpoint is in %s", t.step+1, metric.Loss, metric.GradNorm, t.opt.Out)
+			return fmt.Errorf("train: step %d: non-finite loss %v or gradient norm %v; %s", t.step+1, metric.Loss, metric.GradNorm, t.lastCheckpoint())
 		}
 		return t.optim.Step(metric.LR)
 	})
@@ -268,8 +341,20 @@ func (t *trainer) evaluate() (EvalResult, error) {
 	return Evaluate(t.eval, t.task, t.stream.Test())
 }
 
-// save writes the checkpoint of the current step.
+// save writes the checkpoint of the current step, unless it is the last one
+// saved. A failed save names the checkpoint that is still complete.
 func (t *trainer) save(wall float64) error {
+	if t.step == t.saved {
+		return nil
+	}
+	if err := t.writeCheckpoint(wall); err != nil {
+		return fmt.Errorf("train: saving step %d: %w; %s", t.step, err, t.lastCheckpoint())
+	}
+	t.saved = t.step
+	return nil
+}
+
+func (t *trainer) writeCheckpoint(wall float64) error {
 	cfgJSON, err := MarshalConfig(t.cfg)
 	if err != nil {
 		return err
@@ -299,9 +384,12 @@ func (t *trainer) restore() error {
 	}
 	var st runState
 	if err := json.Unmarshal(ck.State, &st); err != nil {
-		return fmt.Errorf("train: checkpoint %s: state.json: %w", t.opt.Out, err)
+		return fmt.Errorf("train: checkpoint %s: %s: %w", t.opt.Out, StateFile, err)
 	}
-	if err := LoadParams(t.model.Params, ck.Weights, filepath.Join(t.opt.Out, "model.safetensors")); err != nil {
+	if st.Step != ck.Step {
+		return fmt.Errorf("train: checkpoint %s: %s: the run state is at step %d, the checkpoint at step %d", t.opt.Out, StateFile, st.Step, ck.Step)
+	}
+	if err := LoadParams(t.model.Params, ck.Weights, modelPath(t.opt.Out)); err != nil {
 		return err
 	}
 	if err := t.optim.Restore(st.Step, ck.Optimizer); err != nil {
@@ -310,37 +398,45 @@ func (t *trainer) restore() error {
 	if err := t.stream.Restore(st.Stream); err != nil {
 		return fmt.Errorf("train: checkpoint %s: data stream: %w", t.opt.Out, err)
 	}
-	t.step, t.wall = st.Step, st.WallSeconds
+	t.step, t.wall, t.saved = st.Step, st.WallSeconds, st.Step
 	return nil
 }
 
-// openMetrics opens metrics.jsonl for appending. A fresh run truncates it; a
-// resumed run keeps the lines up to its step, dropping any written after the
-// checkpoint, and keeps them in t.history for the plots.
+// openMetrics opens metrics.jsonl for appending. A fresh run starts it
+// empty. A resumed run keeps the lines up to its checkpoint's step, so that
+// the file matches the weights: lines written after the checkpoint by a run
+// that was then killed, and a line a kill cut short, are dropped. The kept
+// lines are rewritten atomically and kept in t.history for the plots.
 func (t *trainer) openMetrics() (*os.File, error) {
 	path := filepath.Join(t.opt.Out, MetricsFile)
 	if t.opt.Resume {
 		if f, err := os.Open(path); err == nil {
 			sc := bufio.NewScanner(f)
+			sc.Buffer(nil, 1<<20)
 			for sc.Scan() {
 				var m Metric
-				if json.Unmarshal(sc.Bytes(), &m) == nil && m.Step <= t.step {
+				if json.Unmarshal(sc.Bytes(), &m) == nil && m.Step > 0 && m.Step <= t.step {
 					t.history = append(t.history, m)
 				}
 			}
 			f.Close()
 		}
 	}
-	f, err := os.Create(path)
+	err := writeFileAtomic(t.opt.Out, MetricsFile, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, m := range t.history {
+			if err := enc.Encode(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
-	}
-	enc := json.NewEncoder(f)
-	for _, m := range t.history {
-		if err := enc.Encode(m); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("train: %s: %w", path, err)
-		}
 	}
 	return f, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,9 +72,10 @@ func TestRunDrivesLossDown(t *testing.T) {
 	if !(last < first/2) {
 		t.Errorf("loss did not halve: first steps %.3f, last steps %.3f", first, last)
 	}
-	for _, name := range []string{"model.safetensors", "optimizer.safetensors", "config.json", "state.json", SummaryFile, CurvesFile} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			t.Errorf("run directory lacks %s: %v", name, err)
+	for _, path := range []string{ckPath(t, dir, ModelFile), ckPath(t, dir, OptimizerFile), ckPath(t, dir, ConfigFile),
+		ckPath(t, dir, StateFile), filepath.Join(dir, SummaryFile), filepath.Join(dir, CurvesFile)} {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("run directory lacks %s: %v", path, err)
 		}
 	}
 	var got Summary
@@ -123,15 +125,25 @@ func TestResumeBitForBit(t *testing.T) {
 			if _, err := Run(context.Background(), cfg, Options{Out: split, StopAfter: 15}); !errors.Is(err, ErrInterrupted) {
 				t.Fatalf("stopped run: got %v, want ErrInterrupted", err)
 			}
+			// A run killed after its checkpoint wrote metrics past it, the
+			// last one cut short; resuming drops them.
+			f, err := os.OpenFile(filepath.Join(split, MetricsFile), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(`{"step":16,"loss":99}` + "\n" + `{"step":17,"lo`); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
 			if _, err := Run(context.Background(), cfg, Options{Out: split, Resume: true}); err != nil {
 				t.Fatal(err)
 			}
-			for _, name := range []string{"model.safetensors", "optimizer.safetensors"} {
-				x, err := os.ReadFile(filepath.Join(straight, name))
+			for _, name := range []string{ModelFile, OptimizerFile} {
+				x, err := os.ReadFile(ckPath(t, straight, name))
 				if err != nil {
 					t.Fatal(err)
 				}
-				y, err := os.ReadFile(filepath.Join(split, name))
+				y, err := os.ReadFile(ckPath(t, split, name))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -158,12 +170,23 @@ func TestNonFiniteLossStopsWithStep(t *testing.T) {
 	cfg.ClipNorm = 0
 	cfg.CheckpointEvery = 1
 	dir := t.TempDir()
-	_, err := Run(context.Background(), cfg, Options{Out: dir})
-	if err == nil || !strings.Contains(err.Error(), "non-finite") || !strings.Contains(err.Error(), "step ") {
-		t.Fatalf("got %v, want a non-finite error naming the step", err)
+	_, runErr := Run(context.Background(), cfg, Options{Out: dir})
+	if runErr == nil || !strings.Contains(runErr.Error(), "non-finite") || !strings.Contains(runErr.Error(), "step ") {
+		t.Fatalf("got %v, want a non-finite error naming the step", runErr)
 	}
-	if _, err := LoadCheckpoint(dir); err != nil {
-		t.Errorf("the last good checkpoint does not load: %v", err)
+	ck, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatalf("the last good checkpoint does not load: %v", err)
+	}
+	if want := fmt.Sprintf("the last complete checkpoint, step %d, is in %s", ck.Step, dir); !strings.Contains(runErr.Error(), want) {
+		t.Errorf("got %v, want it to say %q", runErr, want)
+	}
+	// Before the first checkpoint there is none to name.
+	cfg.CheckpointEvery = 1000
+	dir = t.TempDir()
+	_, err = Run(context.Background(), cfg, Options{Out: dir})
+	if err == nil || !strings.Contains(err.Error(), "no checkpoint was saved in "+dir) || strings.Contains(err.Error(), "last complete") {
+		t.Errorf("got %v, want it to say no checkpoint was saved", err)
 	}
 }
 
@@ -213,8 +236,7 @@ func TestPlottedHistoryIsEveryEvaluation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.model.Close()
-	defer tr.eval.Close()
+	defer tr.close()
 	if _, err := tr.run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

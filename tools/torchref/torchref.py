@@ -34,6 +34,7 @@ docs); the points where a reader might guess differently:
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -265,12 +266,40 @@ def load_weights(model, dt, tensors, m):
     model.load_state_dict(state, strict=True)
 
 
+def checkpoint_folder(d):
+    """The folder holding the current checkpoint of the run directory d.
+
+    checkpoint.json names it and records each file's SHA-256, which is
+    verified here too; a run directory of the older layout holds the files
+    itself.
+    """
+    manifest = os.path.join(d, "checkpoint.json")
+    if not os.path.exists(manifest):
+        return d
+    with open(manifest) as f:
+        m = json.load(f)
+    if m.get("format") != "qkv-checkpoint" or m.get("version") != 1:
+        raise ValueError(f"{manifest}: not a qkv checkpoint manifest of version 1")
+    folder = m["dir"]
+    if os.path.basename(folder) != folder or folder in ("", ".", ".."):
+        raise ValueError(f"{manifest}: dir {folder!r} is not a folder of the run directory")
+    folder = os.path.join(d, folder)
+    for rec in m["files"]:
+        path = os.path.join(folder, os.path.basename(rec["name"]))
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        if digest != rec["sha256"]:
+            raise ValueError(f"{path}: sha256 {digest}, {manifest} records {rec['sha256']}")
+    return folder
+
+
 def load_checkpoint(d):
-    cfg = load_config(os.path.join(d, "config.json"))
+    folder = checkpoint_folder(d)
+    cfg = load_config(os.path.join(folder, "config.json"))
     model, dt = build(cfg)
-    meta, tensors = read_safetensors(os.path.join(d, "model.safetensors"))
+    meta, tensors = read_safetensors(os.path.join(folder, "model.safetensors"))
     if meta.get("format") != "qkv":
-        raise ValueError(f"{d}/model.safetensors: metadata format {meta.get('format')!r}, want 'qkv'")
+        raise ValueError(f"{folder}/model.safetensors: metadata format {meta.get('format')!r}, want 'qkv'")
     load_weights(model, dt, tensors, cfg["model"])
     return cfg, model, dt
 
