@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/qkv-dev/qkv/train"
 )
 
 // qkv runs the command line in-process and returns exit status and output.
@@ -87,8 +89,22 @@ func TestTrainPredictEvalAttend(t *testing.T) {
 		t.Errorf("attend did not write a PNG: %v", err)
 	}
 
-	// A checkpoint of another shape is refused, naming the file and tensor.
-	cfgPath := filepath.Join(dir, "config.json")
+	// A fresh run into the directory is refused; --force moves it aside.
+	code, _, stderr = qkv("train", "--task", "sort", "--length", "3", "--test-size", "8", "--steps", "2", "--warmup", "0", "--out", dir)
+	if code != 2 || !strings.Contains(stderr, "holds a checkpoint") || !strings.Contains(stderr, "--resume "+dir) || !strings.Contains(stderr, "--force") {
+		t.Errorf("fresh run over a checkpoint: exit %d, stderr %q", code, stderr)
+	}
+
+	// An edited config.json is refused, naming the file and the field.
+	ck, err := os.ReadFile(filepath.Join(dir, train.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(ck, &m); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, m.Dir, train.ConfigFile)
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -96,9 +112,11 @@ func TestTrainPredictEvalAttend(t *testing.T) {
 	if err := os.WriteFile(cfgPath, bytes.Replace(cfg, []byte(`"dim": 16`), []byte(`"dim": 8`), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr = qkv("predict", "--checkpoint", dir, "2 0 1")
-	if code != 1 || !strings.Contains(stderr, "model.safetensors") || !strings.Contains(stderr, "tok_emb.table") {
-		t.Errorf("mismatched checkpoint: exit %d, stderr %q", code, stderr)
+	for _, cmd := range [][]string{{"predict", "--checkpoint", dir, "2 0 1"}, {"eval", "--checkpoint", dir}, {"train", "--resume", dir}} {
+		code, _, stderr = qkv(cmd...)
+		if code == 0 || !strings.Contains(stderr, cfgPath) || !strings.Contains(stderr, "model.dim is 8, was 16 when saved") {
+			t.Errorf("%s with an edited config.json: exit %d, stderr %q", cmd[0], code, stderr)
+		}
 	}
 }
 
@@ -155,33 +173,13 @@ func TestInterruptSavesAndResumes(t *testing.T) {
 	if r.code != 130 || !strings.Contains(r.stderr, "interrupted at step") || !strings.Contains(r.stderr, "qkv train --resume "+dir) {
 		t.Fatalf("after SIGINT: exit %d, stderr %q", r.code, r.stderr)
 	}
-	cfgPath := filepath.Join(dir, "config.json")
-	b, err := os.ReadFile(cfgPath)
+	ck, err := train.LoadCheckpoint(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Shorten the run so that resuming finishes it.
-	var cfg map[string]any
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.ReadFile(filepath.Join(dir, "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state struct{ Step int }
-	if err := json.Unmarshal(st, &state); err != nil {
-		t.Fatal(err)
-	}
-	cfg["steps"] = state.Step + 5
-	if b, err = json.Marshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, out, stderr := qkv("train", "--resume", dir)
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d steps", state.Step+5)) {
+	code, out, stderr := qkv("train", "--resume", dir, "--steps", fmt.Sprint(ck.Step+5))
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d steps", ck.Step+5)) {
 		t.Errorf("resume: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }

@@ -109,15 +109,19 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	resolveTask := configFlags(fs, &cfg)
 	out := fs.String("out", "", "run directory for checkpoint, metrics and plots (default runs/<task>)")
 	resume := fs.String("resume", "", "continue the run in this directory from its checkpoint: its config.json gives model, task, data and optimizer, and those flags, if given, must equal it; --steps, --eval-every, --checkpoint-every and --target-exact may change")
+	force := fs.Bool("force", false, "start afresh even if the run directory holds a checkpoint: the old directory is renamed to DIR.old-N, never deleted")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *force && *resume != "" {
+		return fmt.Errorf("%w: --force starts afresh and --resume continues: give one", errUsage)
 	}
 	if err := resolveTask(); err != nil {
 		return err
 	}
 	defer mem.apply()()
-	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr)}
+	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr), Force: *force}
 	switch {
 	case *resume != "":
 		if *out != "" && *out != *resume {
@@ -140,8 +144,11 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sum, err := train.Run(ctx, cfg, opts)
-	if errors.Is(err, train.ErrInterrupted) {
+	switch {
+	case errors.Is(err, train.ErrInterrupted):
 		fmt.Fprintf(stderr, "resume with: qkv train --resume %s\n", opts.Out)
+	case errors.Is(err, train.ErrRunExists):
+		return fmt.Errorf("%w: %v (continue it with --resume %s, or start afresh with --force)", errUsage, err, opts.Out)
 	}
 	if err != nil {
 		return configError(err, cfg) // a *train.MemoryError of BuildModel: exit 2 naming the sizes
@@ -149,7 +156,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "task %s (%s): %d steps in %.1f s (%.1f ms/step), %d params\n",
 		sum.Task.Name, sum.Task.Params, sum.Steps, sum.WallSeconds, sum.MsPerStep, sum.Params)
 	fmt.Fprintf(stdout, "held-out exact match %.3f, token accuracy %.3f\n", sum.ExactMatch, sum.TokenAccuracy)
-	fmt.Fprintf(stdout, "run directory %s (model.safetensors, config.json, metrics.jsonl, summary.json, curves.png)\n", opts.Out)
+	fmt.Fprintf(stdout, "run directory %s (%s naming the checkpoint folder, %s, %s, %s)\n",
+		opts.Out, train.ManifestFile, train.MetricsFile, train.SummaryFile, train.CurvesFile)
 	return nil
 }
 

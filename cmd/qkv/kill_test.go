@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/qkv-dev/qkv/train"
+)
+
+// runMainEnv, when set, makes the test binary run qkv's main instead of the
+// tests, so that tests can start qkv as a real process and kill it.
+const runMainEnv = "QKV_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// qkvProcess returns a command running qkv with args as its own process.
+func qkvProcess(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	return cmd
+}
+
+// killTrials is how many runs TestKillNineResumesBitForBit kills: a few by
+// default, QKV_KILL_TRIALS for a long run.
+func killTrials(t *testing.T) int {
+	s := os.Getenv("QKV_KILL_TRIALS")
+	if s == "" {
+		if testing.Short() {
+			return 1
+		}
+		return 4
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("QKV_KILL_TRIALS=%q: want a positive count", s)
+	}
+	return n
+}
+
+// metricLine is what must repeat bit for bit in metrics.jsonl: all but the
+// throughput.
+type metricLine struct {
+	Step     int
+	Loss, LR float64
+	GradNorm float64 `json:"grad_norm"`
+	Eval     *train.EvalResult
+}
+
+func readMetricLines(t *testing.T, dir string) []metricLine {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, train.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []metricLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m metricLine
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s is not valid JSONL: line %q: %v", train.MetricsFile, sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestKillNineResumesBitForBit kills real training processes with SIGKILL
+// at random instants, checkpointing every step so that many kills land in
+// a save, and resumes each: every run must end with the weights, optimizer
+// state and metrics of a run never killed, bit for bit.
+func TestKillNineResumesBitForBit(t *testing.T) {
+	trials := killTrials(t)
+	args := []string{"train", "--task", "sort", "--length", "3", "--test-size", "8", "--dim", "16", "--heads", "2",
+		"--hidden", "32", "--layers", "1", "--batch", "8", "--steps", "40", "--warmup", "5", "--eval-every", "10",
+		"--target-exact", "0", "--checkpoint-every", "1"}
+	root := t.TempDir()
+	ref := filepath.Join(root, "ref")
+	start := time.Now()
+	if out, err := qkvProcess(t, append(args, "--out", ref)...).CombinedOutput(); err != nil {
+		t.Fatalf("reference run: %v\n%s", err, out)
+	}
+	span := time.Since(start)
+	want, err := train.LoadCheckpoint(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMetrics := readMetricLines(t, ref)
+
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("%d trials, kill instants drawn with seed %d over %v", trials, seed, span)
+	for trial := range trials {
+		dir := filepath.Join(root, fmt.Sprint("run", trial))
+		cmd := qkvProcess(t, append(args, "--out", dir)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Duration(rng.Float64() * float64(span))
+		time.Sleep(after)
+		cmd.Process.Kill()
+		cmd.Wait()
+
+		resumeArgs := []string{"train", "--resume", dir}
+		if _, err := train.LoadCheckpoint(dir); err != nil {
+			resumeArgs = append(args, "--out", dir) // killed before its first checkpoint
+		}
+		out, err := qkvProcess(t, resumeArgs...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("trial %d (killed after %v): %s: %v\n%s", trial, after, resumeArgs[1], err, out)
+		}
+		got, err := train.LoadCheckpoint(dir)
+		if err != nil {
+			t.Fatalf("trial %d (killed after %v): %v", trial, after, err)
+		}
+		if got.Step != want.Step || !sameTensors(got.Weights, want.Weights) || !sameTensors(got.Optimizer, want.Optimizer) {
+			t.Errorf("trial %d (killed after %v): final checkpoint at step %d differs from the run never killed", trial, after, got.Step)
+		}
+		if gotMetrics := readMetricLines(t, dir); !slices.EqualFunc(gotMetrics, wantMetrics, sameMetric) {
+			t.Errorf("trial %d (killed after %v): metrics.jsonl has %d lines differing from the run never killed (%d lines)",
+				trial, after, len(gotMetrics), len(wantMetrics))
+		}
+	}
+}
+
+func sameMetric(a, b metricLine) bool {
+	bits := math.Float64bits
+	return a.Step == b.Step && bits(a.Loss) == bits(b.Loss) && bits(a.LR) == bits(b.LR) &&
+		bits(a.GradNorm) == bits(b.GradNorm) && (a.Eval == nil) == (b.Eval == nil) && (a.Eval == nil || *a.Eval == *b.Eval)
+}
+
+// sameTensors reports whether a and b hold the same tensors bit for bit.
+func sameTensors(a, b []train.NamedTensor) bool {
+	return slices.EqualFunc(a, b, func(x, y train.NamedTensor) bool {
+		return x.Name == y.Name && x.DType == y.DType && slices.Equal(x.Shape, y.Shape) &&
+			slices.EqualFunc(x.Data, y.Data, func(p, q float64) bool { return math.Float64bits(p) == math.Float64bits(q) })
+	})
+}
+
+// TestSecondTrainerRefused starts a second qkv process on the run directory
+// of a first that is training: it must be refused at once, and the first
+// run's metrics must stay valid.
+func TestSecondTrainerRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"train", "--task", "sort", "--length", "3", "--test-size", "8", "--dim", "16", "--heads", "2",
+		"--hidden", "32", "--layers", "1", "--batch", "8", "--steps", "100000", "--warmup", "5", "--eval-every", "1000",
+		"--target-exact", "0", "--out", dir}
+	first := qkvProcess(t, args...)
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		first.Process.Kill()
+		first.Wait()
+	}()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(dir, train.MetricsFile)); err == nil && bytes.Count(b, []byte("\n")) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("training did not start within 60 s")
+		}
+	}
+	for _, extra := range [][]string{nil, {"--force"}} {
+		second := qkvProcess(t, append(slices.Clone(args), extra...)...)
+		out, err := second.CombinedOutput()
+		if code := second.ProcessState.ExitCode(); code != 1 || !bytes.Contains(out, []byte("another process is training there")) {
+			t.Errorf("second trainer %q: exit %d (%v), output %q", extra, code, err, out)
+		}
+	}
+	readMetricLines(t, dir) // valid JSONL, as the first run writes it
+}
