@@ -176,13 +176,18 @@ func encodeCheckpoint(dir string, ck *Checkpoint) (map[string][]byte, error) {
 	if files[OptimizerFile], err = safetensors.Serialize(optim, map[string]string{"step": step}); err != nil {
 		return nil, fmt.Errorf("train: checkpoint %s: %w", filepath.Join(dir, OptimizerFile), err)
 	}
-	// Build the state file by hand so that State keeps its bytes.
+	files[StateFile] = encodeStateFile(ck.Step, state)
+	return files, nil
+}
+
+// encodeStateFile returns the state file of step and the valid JSON state.
+// It is built by hand so that the state keeps its bytes.
+func encodeStateFile(step int, state []byte) []byte {
 	var st bytes.Buffer
-	fmt.Fprintf(&st, "{\"step\": %d, \"state\": ", ck.Step)
+	fmt.Fprintf(&st, "{\"step\": %d, \"state\": ", step)
 	st.Write(state)
 	st.WriteString("}\n")
-	files[StateFile] = st.Bytes()
-	return files, nil
+	return st.Bytes()
 }
 
 // freeCheckpointName returns the name of a folder for step's checkpoint
@@ -349,35 +354,20 @@ func loadLegacy(dir string) (*Checkpoint, error) {
 // says the model file must record the configuration it belongs to.
 func decodeCheckpoint(dir string, files map[string][]byte, bound bool) (*Checkpoint, error) {
 	ck := &Checkpoint{}
-	path := filepath.Join(dir, ConfigFile)
 	config := files[ConfigFile]
 	if !json.Valid(config) {
-		return nil, fmt.Errorf("train: checkpoint %s: corrupt JSON", path)
+		return nil, fmt.Errorf("train: checkpoint %s: corrupt JSON", filepath.Join(dir, ConfigFile))
 	}
 	if !isNull(config) {
 		ck.Config = json.RawMessage(config)
 	}
 
-	path = filepath.Join(dir, StateFile)
-	var st struct {
-		Step  *int            `json:"step"`
-		State json.RawMessage `json:"state"`
-	}
-	if err := json.Unmarshal(files[StateFile], &st); err != nil {
-		return nil, fmt.Errorf("train: checkpoint %s: corrupt JSON: %w", path, err)
-	}
-	if st.Step == nil {
-		return nil, fmt.Errorf("train: checkpoint %s: no \"step\"", path)
-	}
-	if *st.Step < 0 {
-		return nil, fmt.Errorf("train: checkpoint %s: negative step %d", path, *st.Step)
-	}
-	ck.Step = *st.Step
-	if !isNull(st.State) {
-		ck.State = st.State
+	var err error
+	if ck.Step, ck.State, err = parseStateFile(filepath.Join(dir, StateFile), files[StateFile]); err != nil {
+		return nil, err
 	}
 
-	path = filepath.Join(dir, ModelFile)
+	path := filepath.Join(dir, ModelFile)
 	meta, modelStep, weights, err := parseModelFile(path, files[ModelFile])
 	if err != nil {
 		return nil, err
@@ -410,6 +400,28 @@ func decodeCheckpoint(dir string, files map[string][]byte, bound bool) (*Checkpo
 		}
 	}
 	return ck, nil
+}
+
+// parseStateFile decodes the state file b at path: the step, and the
+// caller's state (nil for null).
+func parseStateFile(path string, b []byte) (int, json.RawMessage, error) {
+	var st struct {
+		Step  *int            `json:"step"`
+		State json.RawMessage `json:"state"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return 0, nil, fmt.Errorf("train: checkpoint %s: corrupt JSON: %w", path, err)
+	}
+	if st.Step == nil {
+		return 0, nil, fmt.Errorf("train: checkpoint %s: no \"step\"", path)
+	}
+	if *st.Step < 0 {
+		return 0, nil, fmt.Errorf("train: checkpoint %s: negative step %d", path, *st.Step)
+	}
+	if isNull(st.State) {
+		return *st.Step, nil, nil
+	}
+	return *st.Step, st.State, nil
 }
 
 // maxConfigDiffs bounds how many changed fields an error lists.
