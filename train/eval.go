@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/qkv-dev/qkv/data"
@@ -22,6 +23,9 @@ type EvalResult struct {
 // time. The causal mask makes the PAD after the last real token invisible to
 // it, so one compiled length S serves every step.
 func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
+	if err := checkModelTask(m, task); err != nil {
+		return nil, err
+	}
 	vocab := task.Vocab()
 	out := make([][]int, len(prompts))
 	ids := make([]int, m.B*m.S)
@@ -82,6 +86,9 @@ func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
 
 // Evaluate decodes every example's prompt greedily and scores the answers.
 func Evaluate(m *Model, task data.Task, examples []data.Example) (EvalResult, error) {
+	if err := checkModelTask(m, task); err != nil {
+		return EvalResult{}, err
+	}
 	prompts := make([][]int, len(examples))
 	for i, e := range examples {
 		prompts[i] = e.Prompt
@@ -123,4 +130,18 @@ func argmax(xs []float64) int {
 		}
 	}
 	return best
+}
+
+// checkModelTask checks the arguments of Greedy and Evaluate: a compiled
+// model and a task.
+func checkModelTask(m *Model, task data.Task) error {
+	switch {
+	case m == nil:
+		return errors.New("train: nil model")
+	case m.VM == nil || m.B <= 0 || m.S <= 0:
+		return errors.New("train: model has no machine: build it with BuildModel or LoadModel")
+	case task == nil:
+		return errors.New("train: nil task")
+	}
+	return nil
 }

@@ -110,6 +110,9 @@ type trainer struct {
 // fresh run into a directory holding a checkpoint fails with ErrRunExists
 // unless opt.Force.
 func Run(ctx context.Context, cfg Config, opt Options) (Summary, error) {
+	if ctx == nil {
+		return Summary{}, errors.New("train: nil context")
+	}
 	t, err := newTrainer(cfg, opt)
 	if err != nil {
 		return Summary{}, err

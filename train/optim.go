@@ -134,6 +134,9 @@ type stepBufs struct {
 	p64, g64 []float64
 }
 
+// errNilOptimizer is the error of a method called on a nil *Optimizer.
+var errNilOptimizer = errors.New("train: optimizer: nil optimizer")
+
 // NewOptimizer returns an optimizer for params with zero moments and step
 // count 0. Every parameter must have a unique non-empty name and a float32
 // or float64 *tensor.Dense value. Gradients are read from p.Node.Grad() at
@@ -193,16 +196,29 @@ func decays(name string, dims int) bool {
 
 // Config returns the configuration in use, defaults filled in, for logs and
 // checkpoint metadata.
-func (o *Optimizer) Config() OptimizerConfig { return o.cfg }
+func (o *Optimizer) Config() OptimizerConfig {
+	if o == nil {
+		return OptimizerConfig{}
+	}
+	return o.cfg
+}
 
 // StepCount returns the number of updates applied so far, which sets the bias
 // correction of the next one; checkpoints store it next to State.
-func (o *Optimizer) StepCount() int { return o.step }
+func (o *Optimizer) StepCount() int {
+	if o == nil {
+		return 0
+	}
+	return o.step
+}
 
 // DecayedParams returns the names of the parameters that receive weight
 // decay (none for "adam"), so that a training log can show the split and a
 // misnamed embedding is noticed.
 func (o *Optimizer) DecayedParams() []string {
+	if o == nil {
+		return nil
+	}
 	var out []string
 	for i, p := range o.params {
 		if o.decay[i] {
@@ -230,6 +246,9 @@ func (o *Optimizer) DecayedParams() []string {
 // an error naming the parameter and changes nothing (parameters, gradients,
 // moments, step count). To skip such a batch and go on, call ZeroGrads.
 func (o *Optimizer) Step(lr float64) error {
+	if o == nil {
+		return errNilOptimizer
+	}
 	if !(lr >= 0) || math.IsInf(lr, 1) {
 		return fmt.Errorf("train: optimizer: learning rate %v must be finite and non-negative", lr)
 	}
@@ -325,6 +344,9 @@ func adamUpdate[T float32 | float64](p, g []T, m, v []float64, c adamCoef) {
 // parameter's shape and DType tensor.Float64, so that a checkpoint stores
 // them without rounding. Save StepCount with them.
 func (o *Optimizer) State() []NamedTensor {
+	if o == nil {
+		return nil
+	}
 	out := make([]NamedTensor, 0, 2*len(o.params))
 	for i, p := range o.params {
 		out = append(out,
@@ -344,6 +366,9 @@ func (o *Optimizer) State() []NamedTensor {
 // naming the tensor, not a silently reset optimizer. DType is not checked;
 // Data is float64 in any case.
 func (o *Optimizer) Restore(step int, state []NamedTensor) error {
+	if o == nil {
+		return errNilOptimizer
+	}
 	if step < 0 {
 		return fmt.Errorf("train: optimizer: restore: step count %d is negative", step)
 	}

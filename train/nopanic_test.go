@@ -1,0 +1,167 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/graph/graphtest"
+)
+
+// TestNoPanics calls every exported function and method of train with nil,
+// zero-value, out-of-range and mismatched inputs: each must return an error
+// naming what is wrong, and none may panic.
+func TestNoPanics(t *testing.T) {
+	tiny := tinyConfig()
+	task, err := tiny.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := BuildModel(tiny, 2, task.MaxLen()-1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	inf, err := BuildModel(tiny, 2, task.MaxLen()-1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inf.Close()
+	var nilModel *Model
+	var nilOpt *Optimizer
+	nilNode := []graph.Param{{Name: "w", Node: nil}}
+	noValue := []graph.Param{{Name: "nv", Node: G.NewMatrix(G.NewGraph(), tensor.Float64, G.WithShape(2, 2), G.WithName("nv"))}}
+	prompt := task.Generate(nil).Prompt
+	dir := t.TempDir()
+	huge := tiny
+	huge.Batch = math.MaxInt / 2
+	bad := func(mutate func(*Config)) Config {
+		c := tinyConfig()
+		mutate(&c)
+		return c
+	}
+
+	cases := []struct {
+		name string
+		run  func() error
+		want []string
+	}{
+		// Checkpoints.
+		{"SaveCheckpoint nil", func() error { return SaveCheckpoint(dir, nil) }, []string{"nil checkpoint"}},
+		{"SaveCheckpoint empty dir name", func() error { return SaveCheckpoint("", &Checkpoint{}) }, []string{"train: checkpoint"}},
+		{"SaveCheckpoint NaN weight", func() error {
+			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Name: "w", Shape: []int{1}, DType: tensor.Float32, Data: []float64{math.NaN()}}}})
+		}, []string{`tensor "w": value 0 is NaN`}},
+		{"SaveCheckpoint nil shape data", func() error {
+			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Name: "w", Shape: []int{2}, DType: tensor.Float32}}})
+		}, []string{`tensor "w": 0 values, want 2`}},
+		{"SaveCheckpoint overflowing shape", func() error {
+			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Name: "w", Shape: []int{math.MaxInt, 3}, DType: tensor.Float32}}})
+		}, []string{`tensor "w": shape`, "too large"}},
+		{"LoadCheckpoint empty name", func() error { _, err := LoadCheckpoint(""); return err }, []string{"no checkpoint"}},
+		{"LoadCheckpoint a file", func() error { _, err := LoadCheckpoint("/dev/null"); return err }, []string{"/dev/null"}},
+		{"LoadConfig missing", func() error { _, err := LoadConfig(filepath.Join(dir, "none")); return err }, []string{"no checkpoint"}},
+		{"LoadModel missing", func() error { _, _, _, err := LoadModel(filepath.Join(dir, "none"), 1); return err }, []string{"no checkpoint"}},
+		{"ParamTensors nil node", func() error { _, err := ParamTensors(nilNode); return err }, []string{`param "w": nil node`}},
+		{"ParamTensors no value", func() error { _, err := ParamTensors(noValue); return err }, []string{`param "nv": no value`}},
+		{"LoadParams nil node", func() error { return LoadParams(nilNode, nil, "f") }, []string{`param "w": nil node`}},
+		{"LoadParams no value", func() error { return LoadParams(noValue, nil, "f") }, []string{`param "nv": no value`}},
+
+		// Gradients and optimizers.
+		{"GradNorm nil node", func() error { _, err := GradNorm(nilNode); return err }, []string{`"w"`}},
+		{"ClipGradNorm nil node", func() error { _, err := ClipGradNorm(nilNode, 1); return err }, []string{`"w"`}},
+		{"ClipGradNorm NaN", func() error { _, err := ClipGradNorm(m.Params, math.NaN()); return err }, []string{"NaN"}},
+		{"ClipGradNorm negative", func() error { _, err := ClipGradNorm(m.Params, -1); return err }, []string{"-1"}},
+		{"ZeroGrads nil node", func() error { return ZeroGrads(nilNode) }, []string{`"w"`}},
+		{"NewOptimizer nil node", func() error { _, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, nilNode); return err }, []string{`"w"`}},
+		{"NewOptimizer unknown kind", func() error { _, err := NewOptimizer(OptimizerConfig{Kind: "sgd"}, m.Params); return err }, []string{`"sgd"`}},
+		{"NewOptimizer NaN decay", func() error {
+			_, err := NewOptimizer(OptimizerConfig{Kind: "adamw", WeightDecay: math.NaN()}, m.Params)
+			return err
+		}, []string{"NaN"}},
+		{"Optimizer nil Step", func() error { return nilOpt.Step(1) }, []string{"nil optimizer"}},
+		{"Optimizer nil Restore", func() error { return nilOpt.Restore(0, nil) }, []string{"nil optimizer"}},
+		{"Optimizer Step NaN lr", func() error {
+			o, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, m.Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o.Step(math.NaN())
+		}, []string{"NaN"}},
+		{"Optimizer Restore negative step", func() error {
+			o, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, m.Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o.Restore(-1, o.State())
+		}, []string{"-1"}},
+		{"Schedule zero", func() error { return Schedule{}.Validate() }, []string{"train"}},
+		{"Schedule NaN", func() error { return Schedule{Peak: math.NaN(), Total: 10}.Validate() }, []string{"NaN"}},
+
+		// Models.
+		{"BuildModel zero config", func() error { _, err := BuildModel(Config{}, 1, 1, true); return err }, []string{"train"}},
+		{"BuildModel zero batch", func() error { _, err := BuildModel(tiny, 0, 4, true); return err }, []string{"0"}},
+		{"BuildModel negative length", func() error { _, err := BuildModel(tiny, 1, -4, true); return err }, []string{"-4"}},
+		{"BuildModel huge batch", func() error { _, err := BuildModel(huge, huge.Batch, 4, true); return err }, []string{"memory"}},
+		{"Model nil SetBatch", func() error { return nilModel.SetBatch(nil, nil) }, []string{"nil model"}},
+		{"Model nil Run", func() error { return nilModel.Run(nil) }, []string{"nil model"}},
+		{"Model nil Close", func() error { return nilModel.Close() }, []string{"nil model"}},
+		{"Model zero Run", func() error { return (&Model{}).Run(nil) }, []string{"no machine"}},
+		{"Model SetBatch short", func() error { return m.SetBatch([]int{1}, []int{1, 1}) }, []string{"ids"}},
+		{"Model SetBatch bad id", func() error { return m.SetBatch(make([]int, m.B*m.S), []int{-1, 1}) }, []string{"-1"}},
+		{"CopyParamsFrom nil", func() error { return m.CopyParamsFrom(nil) }, []string{"nil model"}},
+		{"CopyParamsFrom zero", func() error { return m.CopyParamsFrom(&Model{}) }, []string{"0 params"}},
+		{"Greedy nil model", func() error { _, err := Greedy(nil, task, [][]int{prompt}); return err }, []string{"nil model"}},
+		{"Greedy nil task", func() error { _, err := Greedy(inf, nil, [][]int{prompt}); return err }, []string{"nil task"}},
+		{"Greedy bad prompt", func() error { _, err := Greedy(inf, task, [][]int{{999}}); return err }, []string{"prompt"}},
+		{"Evaluate nil model", func() error { _, err := Evaluate(nil, task, nil); return err }, []string{"nil model"}},
+		{"Evaluate nil task", func() error { _, err := Evaluate(inf, nil, nil); return err }, []string{"nil task"}},
+
+		// Runs.
+		{"Run zero config", func() error { _, err := Run(context.Background(), Config{}, Options{Out: t.TempDir()}); return err }, []string{"train"}},
+		{"Run no directory", func() error { _, err := Run(context.Background(), tiny, Options{}); return err }, []string{"no output directory"}},
+		{"Run nil context", func() error {
+			_, err := Run(nil, tiny, Options{Out: t.TempDir()}) //lint:ignore SA1012 a nil context is the point
+			return err
+		}, []string{"nil context"}},
+		{"Run Inf clip", func() error { _, err := Run(context.Background(), bad(func(c *Config) { c.ClipNorm = math.Inf(1) }), Options{Out: t.TempDir()}); return err }, []string{"clip"}},
+		{"Run NaN target", func() error {
+			_, err := Run(context.Background(), bad(func(c *Config) { c.TargetExact = math.NaN() }), Options{Out: t.TempDir()})
+			return err
+		}, []string{"target_exact"}},
+		{"Run huge batch", func() error { _, err := Run(context.Background(), huge, Options{Out: t.TempDir()}); return err }, []string{"memory"}},
+		{"UnmarshalConfig garbage", func() error { _, err := UnmarshalConfig([]byte("{")); return err }, []string{"config.json"}},
+		{"UnmarshalConfig NaN", func() error { _, err := UnmarshalConfig(json.RawMessage(`{"lr": NaN}`)); return err }, []string{"config.json"}},
+
+		// Plots.
+		{"PlotCurves no path", func() error { return PlotCurves("", "t", []CurvePoint{{Step: 1, Loss: 1}}, nil) }, []string{"train"}},
+		{"PlotCurves no points", func() error { return PlotCurves(filepath.Join(dir, "c.png"), "t", nil, nil) }, []string{"train"}},
+		{"PlotAttention no maps", func() error { return PlotAttention(filepath.Join(dir, "a.png"), "t", []string{"a"}, nil) }, []string{"train"}},
+		{"PlotAttention ragged", func() error {
+			return PlotAttention(filepath.Join(dir, "a.png"), "t", []string{"a", "b"}, []AttentionMap{{Weights: [][]float64{{1}}}})
+		}, []string{"train"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := graphtest.NoPanic(t, c.name, c.run)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	if len(cases) < 50 {
+		t.Errorf("%d cases", len(cases))
+	}
+}
