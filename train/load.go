@@ -28,7 +28,7 @@ func LoadModel(dir string, b int) (*Model, Config, data.Task, error) {
 	if err != nil {
 		return nil, Config{}, nil, err
 	}
-	if err := LoadParams(m.Params, ck.Weights, modelPath(dir)); err != nil {
+	if err := LoadParams(m.Params, ck.Weights, CheckpointFile(dir, ModelFile)); err != nil {
 		m.Close()
 		return nil, Config{}, nil, err
 	}
@@ -49,11 +49,14 @@ func LoadConfig(dir string) (Config, error) {
 	return cfg, nil
 }
 
-// modelPath returns the path of the current model file of the run
-// directory dir, for messages.
-func modelPath(dir string) string {
+// CheckpointFile returns the path of the file name (ModelFile, ConfigFile,
+// ...) of the current checkpoint of the run directory dir: inside the folder
+// its manifest names, or in dir itself for the layout before manifests. It
+// reads only the manifest and is meant for messages and for other tools;
+// LoadCheckpoint is what verifies the files.
+func CheckpointFile(dir, name string) string {
 	if current, _ := currentCheckpoint(dir); current != "" {
-		return filepath.Join(dir, current, ModelFile)
+		return filepath.Join(dir, current, name)
 	}
-	return filepath.Join(dir, ModelFile)
+	return filepath.Join(dir, name)
 }

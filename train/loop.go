@@ -296,7 +296,11 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 
 // trainStep runs one optimisation step on the next batch of the stream.
 func (t *trainer) trainStep() (Metric, error) {
-	batch, err := data.BatchFor(t.task, t.stream.Take(t.cfg.Batch))
+	examples, err := t.stream.Draw(t.cfg.Batch)
+	if err != nil {
+		return Metric{}, err
+	}
+	batch, err := data.BatchFor(t.task, examples)
 	if err != nil {
 		return Metric{}, err
 	}
@@ -392,7 +396,7 @@ func (t *trainer) restore() error {
 	if st.Step != ck.Step {
 		return fmt.Errorf("train: checkpoint %s: %s: the run state is at step %d, the checkpoint at step %d", t.opt.Out, StateFile, st.Step, ck.Step)
 	}
-	if err := LoadParams(t.model.Params, ck.Weights, modelPath(t.opt.Out)); err != nil {
+	if err := LoadParams(t.model.Params, ck.Weights, CheckpointFile(t.opt.Out, ModelFile)); err != nil {
 		return err
 	}
 	if err := t.optim.Restore(st.Step, ck.Optimizer); err != nil {

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/qkv-dev/qkv/graph"
@@ -88,6 +89,9 @@ func BuildModel(cfg Config, b, s int, training bool) (*Model, error) {
 // SetBatch binds token ids (B*S, row-major) and the key-padding mask made
 // from per-row lengths for the next run.
 func (m *Model) SetBatch(ids []int, lengths []int) error {
+	if err := m.check(); err != nil {
+		return err
+	}
 	if err := m.IDs.Set(ids); err != nil {
 		return err
 	}
@@ -101,6 +105,9 @@ func (m *Model) SetBatch(ids []int, lengths []int) error {
 // Run executes the machine once and calls read before the machine is reset,
 // since values may alias buffers the next run reuses.
 func (m *Model) Run(read func() error) error {
+	if err := m.check(); err != nil {
+		return err
+	}
 	defer m.VM.Reset()
 	if err := m.VM.RunAll(); err != nil {
 		return fmt.Errorf("train: run: %w", err)
@@ -114,6 +121,12 @@ func (m *Model) Run(read func() error) error {
 // CopyParamsFrom copies every parameter value of src into m: the evaluation
 // model reads the training model's current weights this way.
 func (m *Model) CopyParamsFrom(src *Model) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if err := src.check(); err != nil {
+		return fmt.Errorf("train: copy params from: %w", err)
+	}
 	if len(src.Params) != len(m.Params) {
 		return fmt.Errorf("train: copy params: %d params, want %d", len(src.Params), len(m.Params))
 	}
@@ -130,10 +143,29 @@ func (m *Model) CopyParamsFrom(src *Model) error {
 }
 
 // Close releases the machine.
-func (m *Model) Close() error { return m.VM.Close() }
+func (m *Model) Close() error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.VM.Close()
+}
+
+// check reports a nil Model, or one BuildModel did not make.
+func (m *Model) check() error {
+	switch {
+	case m == nil:
+		return errors.New("train: nil model")
+	case m.VM == nil || m.IDs == nil || m.Pad == nil:
+		return errors.New("train: model has no machine: build it with BuildModel or LoadModel")
+	}
+	return nil
+}
 
 // NumParams returns the number of scalar parameters.
 func (m *Model) NumParams() int {
+	if m == nil {
+		return 0
+	}
 	n := 0
 	for _, p := range m.Params {
 		n += p.Node.Shape().TotalSize()

@@ -117,7 +117,7 @@ func TestNoPanics(t *testing.T) {
 		{"Model SetBatch short", func() error { return m.SetBatch([]int{1}, []int{1, 1}) }, []string{"ids"}},
 		{"Model SetBatch bad id", func() error { return m.SetBatch(make([]int, m.B*m.S), []int{-1, 1}) }, []string{"-1"}},
 		{"CopyParamsFrom nil", func() error { return m.CopyParamsFrom(nil) }, []string{"nil model"}},
-		{"CopyParamsFrom zero", func() error { return m.CopyParamsFrom(&Model{}) }, []string{"0 params"}},
+		{"CopyParamsFrom zero", func() error { return m.CopyParamsFrom(&Model{}) }, []string{"no machine"}},
 		{"Greedy nil model", func() error { _, err := Greedy(nil, task, [][]int{prompt}); return err }, []string{"nil model"}},
 		{"Greedy nil task", func() error { _, err := Greedy(inf, nil, [][]int{prompt}); return err }, []string{"nil task"}},
 		{"Greedy bad prompt", func() error { _, err := Greedy(inf, task, [][]int{{999}}); return err }, []string{"prompt"}},

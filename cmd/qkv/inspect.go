@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
@@ -33,7 +32,7 @@ func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, train.Config, d
 		if err != nil {
 			return nil, train.Config{}, nil, err
 		}
-		file := filepath.Join(*dir, "config.json")
+		file := train.CheckpointFile(*dir, train.ConfigFile)
 		defer mem.apply()()
 		_, tooLarge, err := mem.fits(&cfg, func(c train.Config) (train.MemoryEstimate, error) {
 			return train.EstimateMemory(c, b, c.Model.MaxLen, false)

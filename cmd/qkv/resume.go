@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strconv"
 
@@ -29,7 +28,7 @@ func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (train.Config, 
 	if err != nil {
 		return train.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
 	}
-	file := filepath.Join(dir, "config.json")
+	file := train.CheckpointFile(dir, train.ConfigFile)
 	cfg, err := train.UnmarshalConfig(ck.Config)
 	if err != nil {
 		return train.Config{}, fmt.Errorf("--resume: %s: %w", file, err)

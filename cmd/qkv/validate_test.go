@@ -212,21 +212,42 @@ func TestResumeFlags(t *testing.T) {
 		t.Errorf("--out equal to --resume: exit %d: %s", code, stderr)
 	}
 
-	// A bad config.json is reported naming the file, not as a usage error.
-	cfgPath := filepath.Join(dir, "config.json")
+	// A config.json edited by hand is refused, naming the file and field.
+	cfgPath := train.CheckpointFile(dir, train.ConfigFile)
 	good, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit := func(old, new string) {
+	if err := os.WriteFile(cfgPath, []byte(strings.Replace(string(good), `"lr": 0.01`, `"lr": -1`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	validationCase{resume(""), 1, []string{cfgPath, "lr is -1, was 0.01 when saved"}}.check(t)
+	validationCase{args("eval --checkpoint " + dir), 1, []string{cfgPath, "lr is -1, was 0.01 when saved"}}.check(t)
+	if err := os.WriteFile(cfgPath, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint saved whole with a configuration qkv refuses (by another
+	// program, or another version) is reported naming its config.json, not
+	// as a usage error.
+	saved, err := train.LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(oldNew ...string) {
 		t.Helper()
-		b := strings.Replace(string(good), old, new, 1)
-		if b == string(good) {
-			t.Fatalf("config.json lacks %q", old)
+		b := string(good)
+		for i := 0; i < len(oldNew); i += 2 {
+			if !strings.Contains(b, oldNew[i]) {
+				t.Fatalf("config.json lacks %q", oldNew[i])
+			}
+			b = strings.Replace(b, oldNew[i], oldNew[i+1], 1)
 		}
-		if err := os.WriteFile(cfgPath, []byte(b), 0o644); err != nil {
+		ck := *saved
+		ck.Config = []byte(b)
+		if err := train.SaveCheckpoint(dir, &ck); err != nil {
 			t.Fatal(err)
 		}
+		cfgPath = train.CheckpointFile(dir, train.ConfigFile)
 	}
 	edit(`"lr": 0.01`, `"lr": -1`)
 	validationCase{resume(""), 1, []string{cfgPath, "lr must be a finite number > 0"}}.check(t)
@@ -235,15 +256,13 @@ func TestResumeFlags(t *testing.T) {
 	validationCase{resume(""), 1, []string{cfgPath}}.check(t)
 	// A model far too large for any machine: refused before building,
 	// exit 2, naming the sizes.
-	huge := strings.Replace(strings.Replace(string(good), `"layers": 1`, `"layers": 1000`, 1), `"dim": 16`, `"dim": 46000`, 1)
-	if err := os.WriteFile(cfgPath, []byte(huge), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	edit(`"layers": 1`, `"layers": 1000`, `"dim": 16`, `"dim": 46000`)
 	validationCase{args("eval --checkpoint " + dir), 2, []string{cfgPath, "--max-memory:", "dim 46000", "layers 1000"}}.check(t)
 	validationCase{[]string{"predict", "--checkpoint", dir, "1 2 0"}, 2, []string{"--max-memory:", "dim 46000"}}.check(t)
 	validationCase{[]string{"attend", "--checkpoint", dir, "--input", "1 2 0"}, 2, []string{"--max-memory:", "dim 46000"}}.check(t)
 	validationCase{resume(""), 2, []string{cfgPath, "--max-memory:", "dim 46000"}}.check(t)
-	if err := os.WriteFile(cfgPath, good, 0o644); err != nil {
+	ck := *saved
+	if err := train.SaveCheckpoint(dir, &ck); err != nil {
 		t.Fatal(err)
 	}
 	// eval's own batch (128 held-out prompts) is checked against --max-memory.
