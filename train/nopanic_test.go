@@ -131,7 +131,10 @@ func TestNoPanics(t *testing.T) {
 			_, err := Run(nil, tiny, Options{Out: t.TempDir()}) //lint:ignore SA1012 a nil context is the point
 			return err
 		}, []string{"nil context"}},
-		{"Run Inf clip", func() error { _, err := Run(context.Background(), bad(func(c *Config) { c.ClipNorm = math.Inf(1) }), Options{Out: t.TempDir()}); return err }, []string{"clip"}},
+		{"Run Inf clip", func() error {
+			_, err := Run(context.Background(), bad(func(c *Config) { c.ClipNorm = math.Inf(1) }), Options{Out: t.TempDir()})
+			return err
+		}, []string{"clip"}},
 		{"Run NaN target", func() error {
 			_, err := Run(context.Background(), bad(func(c *Config) { c.TargetExact = math.NaN() }), Options{Out: t.TempDir()})
 			return err
