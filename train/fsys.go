@@ -36,10 +36,17 @@ type writableFile interface {
 // osFS is the real file system.
 type osFS struct{}
 
-func (osFS) MkdirAll(dir string) error                     { return os.MkdirAll(dir, 0o755) }
-func (osFS) MkdirTemp(dir, pattern string) (string, error) { return os.MkdirTemp(dir, pattern) }
-func (osFS) Rename(from, to string) error                  { return os.Rename(from, to) }
-func (osFS) RemoveAll(path string) error                   { return os.RemoveAll(path) }
+func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+func (osFS) MkdirTemp(dir, pattern string) (string, error) {
+	name, err := os.MkdirTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	// MkdirTemp makes it private; a checkpoint is as readable as its files.
+	return name, os.Chmod(name, 0o755)
+}
+func (osFS) Rename(from, to string) error { return os.Rename(from, to) }
+func (osFS) RemoveAll(path string) error  { return os.RemoveAll(path) }
 
 func (osFS) Create(path string) (writableFile, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)

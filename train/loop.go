@@ -197,7 +197,7 @@ func (t *trainer) claimOut() error {
 		return nil
 	}
 	if !t.opt.Force {
-		return fmt.Errorf("train: %s: %w: resume it, or force a fresh run, which moves it aside", out, ErrRunExists)
+		return fmt.Errorf("train: %s: %w", out, ErrRunExists)
 	}
 	old, err := moveAside(out)
 	if err != nil {

@@ -148,7 +148,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	case errors.Is(err, train.ErrInterrupted):
 		fmt.Fprintf(stderr, "resume with: qkv train --resume %s\n", opts.Out)
 	case errors.Is(err, train.ErrRunExists):
-		return fmt.Errorf("%w: %v (continue it with --resume %s, or start afresh with --force)", errUsage, err, opts.Out)
+		return fmt.Errorf("%w: %v: continue it with --resume %s, or start afresh with --force (which moves it to %s.old-N)", errUsage, err, opts.Out, filepath.Clean(opts.Out))
 	}
 	if err != nil {
 		return configError(err, cfg) // a *train.MemoryError of BuildModel: exit 2 naming the sizes
