@@ -251,6 +251,9 @@ func removeStale(dir, keep string, known bool) {
 	}
 }
 
+// maxLoadAttempts bounds how often a load that raced with saves is retried.
+const maxLoadAttempts = 10
+
 // errChanged marks a load that raced with a save: the manifest changed
 // while the files were read.
 var errChanged = errors.New("the checkpoint changed while it was read")
@@ -271,7 +274,7 @@ var errChanged = errors.New("the checkpoint changed while it was read")
 func LoadCheckpoint(dir string) (*Checkpoint, error) {
 	for attempt := 1; ; attempt++ {
 		ck, err := loadCheckpoint(dir)
-		if err == nil || attempt == 3 || !errors.Is(err, errChanged) {
+		if err == nil || attempt == maxLoadAttempts || !errors.Is(err, errChanged) {
 			return ck, err
 		}
 	}

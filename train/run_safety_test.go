@@ -127,3 +127,44 @@ func TestRunSaveFailsOnFullDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadWhileSaving loads a run directory over and over while another
+// goroutine saves checkpoint after checkpoint into it, as `qkv eval` may
+// while `qkv train` runs: every load returns one complete checkpoint, never
+// a mix of two or an error.
+func TestLoadWhileSaving(t *testing.T) {
+	dir, first := saveTest(t, 1)
+	done := make(chan error, 1)
+	go func() {
+		for step := 2; step <= 30; step++ {
+			if err := SaveCheckpoint(dir, nextCheckpoint(t, first, step)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	loads := 0
+	for finished := false; !finished; loads++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		got, err := LoadCheckpoint(dir)
+		if err != nil {
+			t.Fatalf("load %d while saving: %v", loads, err)
+		}
+		want := first
+		if got.Step != first.Step {
+			want = nextCheckpoint(t, first, got.Step)
+		}
+		if string(got.State) != string(want.State) || !equalTensors(got.Weights, want.Weights) || !equalTensors(got.Optimizer, want.Optimizer) {
+			t.Fatalf("load %d while saving: step %d mixes checkpoints", loads, got.Step)
+		}
+	}
+	t.Logf("%d consistent loads during 29 saves", loads)
+}
