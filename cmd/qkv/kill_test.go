@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +113,8 @@ func TestKillNineResumesBitForBit(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("%d trials, kill instants drawn with seed %d over %v", trials, seed, span)
+	kills := map[string]int{}
+	defer func() { t.Logf("killed: %v", kills) }()
 	for trial := range trials {
 		dir := filepath.Join(root, fmt.Sprint("run", trial))
 		cmd := qkvProcess(t, append(args, "--out", dir)...)
@@ -123,8 +127,19 @@ func TestKillNineResumesBitForBit(t *testing.T) {
 		cmd.Wait()
 
 		resumeArgs := []string{"train", "--resume", dir}
-		if _, err := train.LoadCheckpoint(dir); err != nil {
+		ck, err := train.LoadCheckpoint(dir)
+		switch {
+		case err != nil && !errors.Is(err, train.ErrNoCheckpoint):
+			t.Fatalf("trial %d (killed after %v): %v", trial, after, err)
+		case err != nil:
 			resumeArgs = append(args, "--out", dir) // killed before its first checkpoint
+			kills["before the first checkpoint"]++
+		case interruptedSave(t, dir):
+			kills["inside a save"]++
+		case ck.Step == want.Step:
+			kills["after the last save"]++
+		default:
+			kills["between saves"]++
 		}
 		out, err := qkvProcess(t, resumeArgs...).CombinedOutput()
 		if err != nil {
@@ -142,6 +157,25 @@ func TestKillNineResumesBitForBit(t *testing.T) {
 				trial, after, len(gotMetrics), len(wantMetrics))
 		}
 	}
+}
+
+// interruptedSave reports whether the run directory dir holds what a save
+// killed part way leaves: a staging folder or temporary manifest, or a
+// checkpoint folder the manifest does not name.
+func interruptedSave(t *testing.T, dir string) bool {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := filepath.Base(filepath.Dir(train.CheckpointFile(dir, train.ConfigFile)))
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".checkpoint") || (strings.HasPrefix(name, "checkpoint-") && name != current) {
+			return true
+		}
+	}
+	return false
 }
 
 func sameMetric(a, b metricLine) bool {
