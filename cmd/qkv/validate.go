@@ -174,7 +174,7 @@ func (m *memoryFlag) Set(s string) error {
 // registerMemory adds --max-memory to fs.
 func registerMemory(fs *flag.FlagSet) *memoryFlag {
 	m := &memoryFlag{}
-	fs.Var(m, "max-memory", "refuse models estimated to need more memory than this, e.g. 16GiB or 512MiB (default: the machine's available memory, "+train.FormatBytes(float64(train.AvailableMemory()))+" now)")
+	fs.Var(m, "max-memory", "refuse, before building, models estimated to need more memory than `SIZE`, e.g. 16GiB or 512MiB (default: the machine's available memory, "+train.FormatBytes(float64(train.AvailableMemory()))+" now)")
 	return m
 }
 
