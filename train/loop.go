@@ -152,6 +152,14 @@ func newTrainer(cfg Config, opt Options) (t *trainer, err error) {
 			made.close()
 		}
 	}()
+	// Both models together must fit before either is built.
+	est, err := EstimateRun(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := est.Check(0); err != nil {
+		return nil, err
+	}
 	if err := t.claimOut(); err != nil {
 		return nil, err
 	}
@@ -162,7 +170,7 @@ func newTrainer(cfg Config, opt Options) (t *trainer, err error) {
 	if t.model, err = BuildModel(cfg, cfg.Batch, s, true); err != nil {
 		return nil, err
 	}
-	if t.eval, err = BuildModel(cfg, min(cfg.TestSize, 128), s, false); err != nil {
+	if t.eval, err = BuildModel(cfg, min(cfg.TestSize, MaxEvalBatch), s, false); err != nil {
 		return nil, err
 	}
 	if t.optim, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, t.model.Params); err != nil {

@@ -168,3 +168,33 @@ func TestLoadWhileSaving(t *testing.T) {
 	}
 	t.Logf("%d consistent loads during 29 saves", loads)
 }
+
+// TestRunRefusesTooLarge: a run whose two models together exceed the memory
+// limit is refused before anything is built or written.
+func TestRunRefusesTooLarge(t *testing.T) {
+	cfg := tinyConfig()
+	resolved := cfg
+	if _, err := resolved.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	est, err := EstimateRun(resolved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for the training model alone, not for both.
+	train, err := EstimateMemory(resolved, cfg.Batch, resolved.Model.MaxLen, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := SetMemoryLimit(int64((train.Total() + est.Total()) / 2))
+	defer SetMemoryLimit(prev)
+	dir := filepath.Join(t.TempDir(), "run")
+	_, err = Run(context.Background(), cfg, Options{Out: dir})
+	var memErr *MemoryError
+	if !errors.As(err, &memErr) {
+		t.Fatalf("got %v, want a *MemoryError", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused run created %s (%v)", dir, err)
+	}
+}

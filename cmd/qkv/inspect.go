@@ -53,7 +53,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	m, cfg, task, err := load(128)
+	m, cfg, task, err := load(train.MaxEvalBatch)
 	if err != nil {
 		return err
 	}
