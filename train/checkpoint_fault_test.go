@@ -252,8 +252,14 @@ func TestCheckpointDiskFull(t *testing.T) {
 	for _, b := range files {
 		total += int64(len(b))
 	}
-	stride := max(1, total/50)
-	for n := int64(0); n < total; n += stride {
+	// Every stride-th byte count, and the last byte.
+	var counts []int64
+	for n := int64(0); n < total-1; n += max(1, total/50) {
+		counts = append(counts, n)
+	}
+	counts = append(counts, total-1)
+	t.Logf("the disk fills after each of %d byte counts from 0 to %d of a %d-byte save", len(counts), total-1, total)
+	for _, n := range counts {
 		fault := noFaults()
 		fault.space = n
 		withFS(t, fault)

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-func TestRunRefusesLockedDir(t *testing.T) {
+func TestRunDirLocked(t *testing.T) {
 	dir := t.TempDir()
 	lock, err := lockRun(dir)
 	if err != nil {
@@ -33,7 +33,7 @@ func TestRunRefusesLockedDir(t *testing.T) {
 	}
 }
 
-func TestFreshRunKeepsOldRun(t *testing.T) {
+func TestRunDirFreshRunKeepsOldRun(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Steps, cfg.Warmup = 4, 0
 	dir := filepath.Join(t.TempDir(), "run")
@@ -75,7 +75,7 @@ func TestFreshRunKeepsOldRun(t *testing.T) {
 	}
 }
 
-func TestResumeErrors(t *testing.T) {
+func TestRunDirResumeErrors(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Steps = 10
 	_, err := Run(context.Background(), cfg, Options{Out: t.TempDir(), Resume: true})
@@ -169,9 +169,9 @@ func TestLoadWhileSaving(t *testing.T) {
 	t.Logf("%d consistent loads during 29 saves", loads)
 }
 
-// TestRunRefusesTooLarge: a run whose two models together exceed the memory
+// TestRunDirTooLarge: a run whose two models together exceed the memory
 // limit is refused before anything is built or written.
-func TestRunRefusesTooLarge(t *testing.T) {
+func TestRunDirTooLarge(t *testing.T) {
 	cfg := tinyConfig()
 	resolved := cfg
 	if _, err := resolved.Resolve(); err != nil {

@@ -192,10 +192,10 @@ func sameTensors(a, b []train.NamedTensor) bool {
 	})
 }
 
-// TestSecondTrainerRefused starts a second qkv process on the run directory
+// TestRunDirSecondTrainer starts a second qkv process on the run directory
 // of a first that is training: it must be refused at once, and the first
 // run's metrics must stay valid.
-func TestSecondTrainerRefused(t *testing.T) {
+func TestRunDirSecondTrainer(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	args := []string{"train", "--task", "sort", "--length", "3", "--test-size", "8", "--dim", "16", "--heads", "2",
 		"--hidden", "32", "--layers", "1", "--batch", "8", "--steps", "100000", "--warmup", "5", "--eval-every", "1000",
