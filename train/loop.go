@@ -142,6 +142,9 @@ func newTrainer(cfg Config, opt Options) (t *trainer, err error) {
 	if opt.Out == "" {
 		return nil, errors.New("train: no output directory")
 	}
+	if opt.Resume && opt.Force {
+		return nil, errors.New("train: Resume continues the run in Out and Force starts afresh: set one")
+	}
 	t = &trainer{cfg: cfg, opt: opt, task: task, log: opt.Progress, saved: -1}
 	if t.log == nil {
 		t.log = io.Discard
@@ -335,7 +338,11 @@ func (t *trainer) trainStep() (Metric, error) {
 			return err
 		}
 		if !isFinite(metric.Loss) || !isFinite(metric.GradNorm) {
-			return fmt.Errorf("train: step %d: non-finite loss %v or gradient norm %v; %s", t.step+1, metric.Loss, metric.GradNorm, t.lastCheckpoint())
+			what := fmt.Sprintf("non-finite loss %v", metric.Loss)
+			if isFinite(metric.Loss) {
+				what = fmt.Sprintf("non-finite gradient norm %v (loss %v)", metric.GradNorm, metric.Loss)
+			}
+			return fmt.Errorf("train: step %d: %s; %s", t.step+1, what, t.lastCheckpoint())
 		}
 		return t.optim.Step(metric.LR)
 	})

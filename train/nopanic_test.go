@@ -24,6 +24,7 @@ func TestNoPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	resolved := tiny
 	m, err := BuildModel(tiny, 2, task.MaxLen()-1, true)
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +144,31 @@ func TestNoPanics(t *testing.T) {
 		{"UnmarshalConfig garbage", func() error { _, err := UnmarshalConfig([]byte("{")); return err }, []string{"config.json"}},
 		{"UnmarshalConfig NaN", func() error { _, err := UnmarshalConfig(json.RawMessage(`{"lr": NaN}`)); return err }, []string{"config.json"}},
 
+		{"EstimateMemory zero config", func() error { _, err := EstimateMemory(Config{}, 1, 1, true); return err }, []string{"sizes must be positive"}},
+		{"EstimateMemory zero batch", func() error { _, err := EstimateMemory(resolved, 0, 4, false); return err }, []string{"B=0"}},
+		{"EstimateRun zero config", func() error { _, err := EstimateRun(Config{}); return err }, []string{"sizes must be positive"}},
+		{"ParseBytes words", func() error { _, err := ParseBytes("lots"); return err }, []string{`"lots"`}},
+		{"ParseBytes negative", func() error { _, err := ParseBytes("-1GiB"); return err }, []string{"at least 1 byte"}},
+		{"ParseBytes NaN", func() error { _, err := ParseBytes("NaN"); return err }, []string{"at least 1 byte"}},
+		{"ParseBytes overflow", func() error { _, err := ParseBytes("1e30TiB"); return err }, []string{"below 8 EiB"}},
+		{"SaveCheckpoint empty tensor name", func() error {
+			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Shape: []int{1}, DType: tensor.Float32, Data: []float64{1}}}})
+		}, []string{"empty name"}},
+		{"SaveCheckpoint reserved name", func() error {
+			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Name: "__metadata__", Shape: []int{}, DType: tensor.Float32, Data: []float64{1}}}})
+		}, []string{"reserved"}},
+		{"LoadParams duplicate tensors", func() error {
+			w, err := ParamTensors(m.Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return LoadParams(m.Params, append(w, w[0]), "f")
+		}, []string{"duplicate name"}},
+		{"Run resume and force", func() error {
+			_, err := Run(context.Background(), tiny, Options{Out: t.TempDir(), Resume: true, Force: true})
+			return err
+		}, []string{"Resume", "Force"}},
+
 		// Plots.
 		{"PlotCurves no path", func() error { return PlotCurves("", "t", []CurvePoint{{Step: 1, Loss: 1}}, nil) }, []string{"train"}},
 		{"PlotCurves no points", func() error { return PlotCurves(filepath.Join(dir, "c.png"), "t", nil, nil) }, []string{"train"}},
@@ -164,7 +190,7 @@ func TestNoPanics(t *testing.T) {
 			}
 		})
 	}
-	if len(cases) < 50 {
+	if len(cases) < 60 {
 		t.Errorf("%d cases", len(cases))
 	}
 }
