@@ -94,7 +94,10 @@ type trainer struct {
 	saved int
 	wall  float64 // seconds spent before this process, from a resumed run
 	lock  *flock.Flock
-	log   io.Writer
+	// metrics is metrics.jsonl, synced before each checkpoint so that it
+	// always reaches the checkpoint's step.
+	metrics *os.File
+	log     io.Writer
 	// history is every step's metrics so far, for the plots.
 	history []Metric
 }
@@ -239,6 +242,7 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 		return Summary{}, err
 	}
 	defer metrics.Close()
+	t.metrics = metrics
 	enc := json.NewEncoder(metrics)
 
 	bar := t.newBar()
@@ -368,6 +372,11 @@ func (t *trainer) evaluate() (EvalResult, error) {
 func (t *trainer) save(wall float64) error {
 	if t.step == t.saved {
 		return nil
+	}
+	if t.metrics != nil {
+		if err := t.metrics.Sync(); err != nil {
+			return fmt.Errorf("train: saving step %d: %s: %w; %s", t.step, MetricsFile, err, t.lastCheckpoint())
+		}
 	}
 	if err := t.writeCheckpoint(wall); err != nil {
 		return fmt.Errorf("train: saving step %d: %w; %s", t.step, err, t.lastCheckpoint())
