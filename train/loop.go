@@ -243,7 +243,6 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 	}
 	defer metrics.Close()
 	t.metrics = metrics
-	enc := json.NewEncoder(metrics)
 
 	bar := t.newBar()
 	start := time.Now()
@@ -275,8 +274,8 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 			m.Eval = &eval
 			stoppedEarly = t.cfg.TargetExact > 0 && last.ExactMatch >= t.cfg.TargetExact
 		}
-		if err := enc.Encode(m); err != nil {
-			return Summary{}, fmt.Errorf("train: %s: %w", MetricsFile, err)
+		if err := t.writeMetric(m); err != nil {
+			return Summary{}, err
 		}
 		t.history = append(t.history, m)
 		t.report(bar, m)
@@ -470,6 +469,25 @@ func (t *trainer) openMetrics() (*os.File, error) {
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	return f, nil
+}
+
+// writeMetric appends m to metrics.jsonl as one line in one write. A write
+// that fails part way (a full disk) is cut off again, so that the file
+// stays valid JSONL.
+func (t *trainer) writeMetric(m Metric) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("train: %s: %w", MetricsFile, err)
+	}
+	end, err := t.metrics.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fmt.Errorf("train: %s: %w", MetricsFile, err)
+	}
+	if _, err := t.metrics.Write(append(b, '\n')); err != nil {
+		t.metrics.Truncate(end)
+		return fmt.Errorf("train: %s: %w; %s", MetricsFile, err, t.lastCheckpoint())
+	}
+	return nil
 }
 
 func (t *trainer) newBar() *progressbar.ProgressBar {
