@@ -86,7 +86,7 @@ func configFlags(fs *flag.FlagSet, cfg *train.Config) func() error {
 	fs.IntVar(&cfg.Steps, "steps", cfg.Steps, "training steps at most; with --resume, the run's new total, at least the checkpoint's step (the cosine decay is re-stretched to end there, so only the run's own --steps continues bit for bit)")
 	fs.Float64Var(&cfg.LR, "lr", cfg.LR, "peak learning rate")
 	fs.Float64Var(&cfg.MinLR, "min-lr", cfg.MinLR, "learning rate at the end of the cosine decay")
-	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "linear warm-up steps")
+	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "linear warm-up steps, at most --steps; when not given, a tenth of --steps up to 50, so that a short run needs no --warmup")
 	fs.StringVar(&cfg.Optimizer, "optimizer", cfg.Optimizer, "adam or adamw")
 	fs.Float64Var(&cfg.WeightDecay, "weight-decay", cfg.WeightDecay, "AdamW weight decay")
 	fs.Float64Var(&cfg.ClipNorm, "clip", cfg.ClipNorm, "global gradient-norm clip (0: off)")
@@ -99,14 +99,34 @@ func configFlags(fs *flag.FlagSet, cfg *train.Config) func() error {
 			return err
 		}
 		cfg.Task = train.TaskSpec{Name: tf.name, Params: tf.resolve(fs)}
+		if !flagGiven(fs, "warmup") {
+			cfg.Warmup = defaultWarmup(cfg.Warmup, cfg.Steps)
+		}
 		return nil
 	}
+}
+
+// defaultWarmup is the warm-up of a run whose --warmup is not given: the
+// configured default (50) but at most a tenth of the steps, so that
+// `qkv train --steps 8` runs (with no warm-up) instead of refusing a
+// warm-up longer than the run. From 500 steps on it is the default itself.
+// A non-positive steps is left for validation to name.
+func defaultWarmup(def, steps int) int {
+	return min(def, max(steps, 0)/10)
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
 	cfg := train.DefaultConfig()
 	fs := newFlags("train", "[flags]", stderr)
 	resolveTask := configFlags(fs, &cfg)
+	fs.Lookup("warmup").DefValue = fmt.Sprintf("min(%d, steps/10)", cfg.Warmup) // as --help shows it
 	out := fs.String("out", "", "run directory for checkpoint, metrics and plots (default runs/<task>)")
 	resume := fs.String("resume", "", "continue the run in this directory from its checkpoint: its config.json gives model, task, data and optimizer, and those flags, if given, must equal it; --steps, --eval-every, --checkpoint-every and --target-exact may change")
 	force := fs.Bool("force", false, "start afresh even if the run directory holds a checkpoint: the old directory is renamed to DIR.old-N, never deleted")
