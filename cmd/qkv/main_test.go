@@ -135,51 +135,82 @@ func TestGradcheckCommand(t *testing.T) {
 	}
 }
 
-// TestInterruptSavesAndResumes sends the process SIGINT during training: the
-// run must save a checkpoint, exit 130 and say how to resume, and resuming
-// must finish the run.
+// TestInterruptSavesAndResumes sends SIGINT to a qkv process that is
+// training (its own process, so that a signal arriving before the handler is
+// installed kills that process, not the tests): it must save a checkpoint,
+// exit 130 and say how to resume; resuming with --steps must finish the run
+// at that total, and a finished run can be extended by a larger --steps.
 func TestInterruptSavesAndResumes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	args := []string{"train", "--task", "sort", "--length", "3", "--dim", "16", "--heads", "2", "--hidden", "32",
+	cmd := qkvProcess(t, "train", "--task", "sort", "--length", "3", "--dim", "16", "--heads", "2", "--hidden", "32",
 		"--layers", "1", "--batch", "8", "--steps", "100000", "--warmup", "2", "--eval-every", "1000", "--test-size", "4",
-		"--target-exact", "0", "--out", dir}
-	type result struct {
-		code           int
-		stdout, stderr string
+		"--target-exact", "0", "--out", dir)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		code, out, errOut := qkv(args...)
-		done <- result{code, out, errOut}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		select {
+		case <-done:
+		default: // the test failed while the process ran
+			cmd.Process.Kill()
+			<-done
+		}
 	}()
-	// metrics.jsonl appears once the loop runs, after the signal handler is set.
+	// metrics.jsonl gets lines once the loop runs, after the signal handler
+	// is installed.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl")); err == nil && bytes.Count(b, []byte("\n")) >= 3 {
+		if b, err := os.ReadFile(filepath.Join(dir, train.MetricsFile)); err == nil && bytes.Count(b, []byte("\n")) >= 3 {
 			break
+		}
+		select {
+		case err := <-done:
+			done <- err // for the deferred check
+			t.Fatalf("qkv train ended before SIGINT: %v\nstderr %s", err, stderr.Bytes())
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("training did not start within 60 s")
 		}
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	var r result
 	select {
-	case r = <-done:
+	case err := <-done:
+		done <- err
 	case <-time.After(60 * time.Second):
 		t.Fatal("training did not stop within 60 s of SIGINT")
 	}
-	if r.code != 130 || !strings.Contains(r.stderr, "interrupted at step") || !strings.Contains(r.stderr, "qkv train --resume "+dir) {
-		t.Fatalf("after SIGINT: exit %d, stderr %q", r.code, r.stderr)
-	}
 	ck, err := train.LoadCheckpoint(dir)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("after SIGINT: %v\nstderr %s", err, stderr.Bytes())
 	}
-	// Shorten the run so that resuming finishes it.
-	code, out, stderr := qkv("train", "--resume", dir, "--steps", fmt.Sprint(ck.Step+5))
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d steps", ck.Step+5)) {
-		t.Errorf("resume: exit %d, stdout %q, stderr %q", code, out, stderr)
+	code := cmd.ProcessState.ExitCode()
+	if code != 130 || !strings.Contains(stderr.String(), fmt.Sprintf("interrupted at step %d; checkpoint saved in %s", ck.Step, dir)) ||
+		!strings.Contains(stderr.String(), "resume with: qkv train --resume "+dir) {
+		t.Fatalf("after SIGINT: exit %d (%v), checkpoint at step %d, stderr %q", code, cmd.ProcessState, ck.Step, stderr.String())
+	}
+	if ck.Step < 3 {
+		t.Errorf("interrupted after at least 3 metrics lines, the checkpoint is at step %d", ck.Step)
+	}
+
+	// --steps sets the resumed run's total: 5 more steps finish it, and a
+	// finished run is extended by 5 more.
+	for _, total := range []int{ck.Step + 5, ck.Step + 10} {
+		code, out, errOut := qkv("train", "--resume", dir, "--steps", fmt.Sprint(total))
+		if code != 0 || !strings.Contains(out, fmt.Sprintf(" %d steps", total)) {
+			t.Fatalf("resume with --steps %d: exit %d, stdout %q, stderr %q", total, code, out, errOut)
+		}
+		got, err := train.LoadCheckpoint(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Step != total {
+			t.Errorf("resume with --steps %d: checkpoint at step %d", total, got.Step)
+		}
 	}
 }
