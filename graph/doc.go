@@ -1,8 +1,9 @@
 // Package graph holds the verified gorgonia primitives that the rest of qkv
-// builds on: numerically stable softmax and log-softmax, attention masks,
-// scaled dot-product attention, LayerNorm, cross-entropy, reductions, inverse
-// square root, dropout, GELU, a copying reshape, validated token-id inputs and
-// a reusable finite-difference gradient checker, GradCheck.
+// builds on: Linear, embedding lookup, numerically stable softmax and
+// log-softmax, attention masks, scaled dot-product attention, LayerNorm,
+// cross-entropy, reductions, inverse square root, dropout, GELU, a copying
+// reshape, validated token-id inputs and a reusable finite-difference
+// gradient checker, GradCheck.
 //
 // gorgonia v0.9.18 has ops whose forward pass or gradient is wrong: SoftMax
 // forward, Log(SoftMax) rewritten in place, middle-axis reductions of 4-D
@@ -13,11 +14,14 @@
 // right, so an engine upgrade that changes the behaviour is noticed. Layers
 // call these functions instead of the gorgonia ops they wrap.
 //
-// Attention, softmax and LayerNorm are custom gorgonia ops (attention.go,
-// softmax_op.go, layernorm.go) whose forward and backward passes run as plain
-// loops: one op each way instead of tens of reshapes, transposes and
-// broadcasts. Each is tested against plain-loop references and finite
-// differences in float64, and runs in float32 too.
+// Attention, softmax, LayerNorm and Linear are custom gorgonia ops
+// (attention.go, softmax_op.go, layernorm.go, linear.go): one op each way
+// instead of tens of reshapes, transposes and broadcasts. Attention, softmax
+// and LayerNorm run as plain loops; Linear is one matrix product (GEMM) on the
+// rows of its input forward and one per input backward, on gonum's pure-Go
+// BLAS by default or OpenBLAS with the openblas build tag (blas_openblas.go).
+// Each is tested against plain-loop references and finite differences in
+// float64, and runs in float32 too.
 //
 // Bad input is an error, never a panic: a panic inside the engine happens in
 // the VM's goroutine, where the caller cannot recover it, so every exported

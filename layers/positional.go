@@ -34,10 +34,9 @@ type Positions struct {
 }
 
 // NewPositions returns the encoding of the given kind for sequences of up to
-// maxLen positions of width dim. Learned tables start at N(0, 1), the
-// scale of the token embeddings: at 0.02 (GPT-2's), position was nearly
-// invisible beside the tokens, and reverse took 975 steps to learn instead
-// of 325.
+// maxLen positions of width dim. A learned table is the parameter "table"
+// (maxLen, dim) of the scope, initialised from N(0, 1), the same scale as the
+// token embeddings (not GPT-2's 0.02); the sinusoidal table is a constant.
 func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
 	if err := s.check(); err != nil {
 		return nil, layerErr("positions", s.path(), err)
@@ -48,6 +47,9 @@ func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
 	p := &Positions{Kind: kind, MaxLen: maxLen, Dim: dim, name: s.prefix}
 	switch kind {
 	case PositionsLearned:
+		// N(0, 1), not GPT-2's 0.02: at 0.02 position was nearly invisible
+		// beside the N(0, 1) token embeddings, and reverse took 975 steps to
+		// learn instead of 325.
 		var err error
 		if p.param, err = s.param("table", normal(1), maxLen, dim); err != nil {
 			return nil, layerErr("positions", s.path(), err)
