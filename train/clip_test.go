@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
 )
 
 // optClipParams returns two parameters whose gradients are set to ga and gb.

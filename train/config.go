@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strings"
 
+	"gorgonia.org/tensor"
+
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
-	"gorgonia.org/tensor"
 )
 
 // Config is everything a training run depends on. It is saved as config.json

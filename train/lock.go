@@ -38,17 +38,6 @@ func lockRun(dir string) (*flock.Flock, error) {
 	return l, nil
 }
 
-// hasCheckpoint reports whether dir holds a checkpoint, complete or not, of
-// either layout.
-func hasCheckpoint(dir string) bool {
-	for _, name := range []string{ManifestFile, StateFile} {
-		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // moveAside renames the run directory dir, whose lock the caller holds, to
 // the first free name dir.old-N, and returns that name. Nothing is deleted.
 func moveAside(dir string) (string, error) {

@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/schollz/progressbar/v3"
+
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
-	"github.com/schollz/progressbar/v3"
+	"github.com/qkv-dev/qkv/internal/fsx"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // ErrInterrupted is returned by Run when its context was cancelled (SIGINT or
@@ -207,7 +210,8 @@ func (t *trainer) claimOut() error {
 		return err
 	}
 	t.lock = lock
-	if t.opt.Resume || !hasCheckpoint(out) {
+	fsx.RemoveTemps(out, MetricsFile, SummaryFile, CurvesFile) // of a run killed while writing them
+	if t.opt.Resume || !checkpoint.Exists(out) {
 		return nil
 	}
 	if !t.opt.Force {
@@ -397,29 +401,29 @@ func (t *trainer) writeCheckpoint(wall float64) error {
 	if err != nil {
 		return err
 	}
-	weights, err := ParamTensors(t.model.Params)
+	weights, err := checkpoint.ParamTensors(t.model.Params)
 	if err != nil {
 		return err
 	}
-	return SaveCheckpoint(t.opt.Out, &Checkpoint{
+	return checkpoint.Save(t.opt.Out, &checkpoint.Checkpoint{
 		Step: t.step, Config: cfgJSON, State: state, Weights: weights, Optimizer: t.optim.State(),
 	})
 }
 
 // restore loads the checkpoint in Out into the freshly built trainer.
 func (t *trainer) restore() error {
-	ck, err := LoadCheckpoint(t.opt.Out)
+	ck, err := checkpoint.Load(t.opt.Out)
 	if err != nil {
 		return err
 	}
 	var st runState
 	if err := json.Unmarshal(ck.State, &st); err != nil {
-		return fmt.Errorf("train: checkpoint %s: %s: %w", t.opt.Out, StateFile, err)
+		return fmt.Errorf("train: checkpoint %s: %s: %w", t.opt.Out, checkpoint.StateFile, err)
 	}
 	if st.Step != ck.Step {
-		return fmt.Errorf("train: checkpoint %s: %s: the run state is at step %d, the checkpoint at step %d", t.opt.Out, StateFile, st.Step, ck.Step)
+		return fmt.Errorf("train: checkpoint %s: %s: the run state is at step %d, the checkpoint at step %d", t.opt.Out, checkpoint.StateFile, st.Step, ck.Step)
 	}
-	if err := LoadParams(t.model.Params, ck.Weights, CheckpointFile(t.opt.Out, ModelFile)); err != nil {
+	if err := checkpoint.LoadParams(t.model.Params, ck.Weights, checkpoint.File(t.opt.Out, checkpoint.ModelFile)); err != nil {
 		return err
 	}
 	if err := t.optim.Restore(st.Step, ck.Optimizer); err != nil {
@@ -452,7 +456,7 @@ func (t *trainer) openMetrics() (*os.File, error) {
 			f.Close()
 		}
 	}
-	err := writeFileAtomic(t.opt.Out, MetricsFile, func(w io.Writer) error {
+	err := fsx.WriteFileAtomic(t.opt.Out, MetricsFile, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		for _, m := range t.history {
 			if err := enc.Encode(m); err != nil {
@@ -529,7 +533,7 @@ func (t *trainer) finish(sum Summary) error {
 	if err != nil {
 		return err
 	}
-	err = writeFileAtomic(t.opt.Out, SummaryFile, func(w io.Writer) error {
+	err = fsx.WriteFileAtomic(t.opt.Out, SummaryFile, func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // tinyConfig is a model and task small enough to train in a few seconds.
@@ -72,8 +73,8 @@ func TestRunDrivesLossDown(t *testing.T) {
 	if !(last < first/2) {
 		t.Errorf("loss did not halve: first steps %.3f, last steps %.3f", first, last)
 	}
-	for _, path := range []string{ckPath(t, dir, ModelFile), ckPath(t, dir, OptimizerFile), ckPath(t, dir, ConfigFile),
-		ckPath(t, dir, StateFile), filepath.Join(dir, SummaryFile), filepath.Join(dir, CurvesFile)} {
+	for _, path := range []string{checkpoint.File(dir, checkpoint.ModelFile), checkpoint.File(dir, checkpoint.OptimizerFile), checkpoint.File(dir, checkpoint.ConfigFile),
+		checkpoint.File(dir, checkpoint.StateFile), filepath.Join(dir, SummaryFile), filepath.Join(dir, CurvesFile)} {
 		if _, err := os.Stat(path); err != nil {
 			t.Errorf("run directory lacks %s: %v", path, err)
 		}
@@ -138,12 +139,12 @@ func TestResumeBitForBit(t *testing.T) {
 			if _, err := Run(context.Background(), cfg, Options{Out: split, Resume: true}); err != nil {
 				t.Fatal(err)
 			}
-			for _, name := range []string{ModelFile, OptimizerFile} {
-				x, err := os.ReadFile(ckPath(t, straight, name))
+			for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
+				x, err := os.ReadFile(checkpoint.File(straight, name))
 				if err != nil {
 					t.Fatal(err)
 				}
-				y, err := os.ReadFile(ckPath(t, split, name))
+				y, err := os.ReadFile(checkpoint.File(split, name))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -174,7 +175,7 @@ func TestNonFiniteLossStopsWithStep(t *testing.T) {
 	if runErr == nil || !strings.Contains(runErr.Error(), "non-finite") || !strings.Contains(runErr.Error(), "step ") {
 		t.Fatalf("got %v, want a non-finite error naming the step", runErr)
 	}
-	ck, err := LoadCheckpoint(dir)
+	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		t.Fatalf("the last good checkpoint does not load: %v", err)
 	}
@@ -197,7 +198,7 @@ func TestInterruptSavesCheckpoint(t *testing.T) {
 	if _, err := Run(ctx, tinyConfig(), Options{Out: dir}); !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("got %v, want ErrInterrupted", err)
 	}
-	ck, err := LoadCheckpoint(dir)
+	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

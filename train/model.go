@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/layers"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
 )
 
 // Model is a decoder-only model compiled once for batches of B sequences of S

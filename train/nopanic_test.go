@@ -13,6 +13,7 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/graph/graphtest"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // TestNoPanics calls every exported function and method of train with nil,
@@ -55,25 +56,25 @@ func TestNoPanics(t *testing.T) {
 		want []string
 	}{
 		// Checkpoints.
-		{"SaveCheckpoint nil", func() error { return SaveCheckpoint(dir, nil) }, []string{"nil checkpoint"}},
-		{"SaveCheckpoint empty dir name", func() error { return SaveCheckpoint("", &Checkpoint{}) }, []string{"train: checkpoint"}},
+		{"SaveCheckpoint nil", func() error { return checkpoint.Save(dir, nil) }, []string{"nil checkpoint"}},
+		{"SaveCheckpoint empty dir name", func() error { return checkpoint.Save("", &checkpoint.Checkpoint{}) }, []string{"checkpoint: "}},
 		{"SaveCheckpoint NaN weight", func() error {
-			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Name: "w", Shape: []int{1}, DType: tensor.Float32, Data: []float64{math.NaN()}}}})
+			return checkpoint.Save(dir, &checkpoint.Checkpoint{Weights: []checkpoint.NamedTensor{{Name: "w", Shape: []int{1}, DType: tensor.Float32, Data: []float64{math.NaN()}}}})
 		}, []string{`tensor "w": value 0 is NaN`}},
 		{"SaveCheckpoint nil shape data", func() error {
-			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Name: "w", Shape: []int{2}, DType: tensor.Float32}}})
+			return checkpoint.Save(dir, &checkpoint.Checkpoint{Weights: []checkpoint.NamedTensor{{Name: "w", Shape: []int{2}, DType: tensor.Float32}}})
 		}, []string{`tensor "w": 0 values, want 2`}},
 		{"SaveCheckpoint overflowing shape", func() error {
-			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Name: "w", Shape: []int{math.MaxInt, 3}, DType: tensor.Float32}}})
+			return checkpoint.Save(dir, &checkpoint.Checkpoint{Weights: []checkpoint.NamedTensor{{Name: "w", Shape: []int{math.MaxInt, 3}, DType: tensor.Float32}}})
 		}, []string{`tensor "w": shape`, "too large"}},
-		{"LoadCheckpoint empty name", func() error { _, err := LoadCheckpoint(""); return err }, []string{"no checkpoint"}},
-		{"LoadCheckpoint a file", func() error { _, err := LoadCheckpoint("/dev/null"); return err }, []string{"/dev/null"}},
+		{"LoadCheckpoint empty name", func() error { _, err := checkpoint.Load(""); return err }, []string{"no checkpoint"}},
+		{"LoadCheckpoint a file", func() error { _, err := checkpoint.Load("/dev/null"); return err }, []string{"/dev/null"}},
 		{"LoadConfig missing", func() error { _, err := LoadConfig(filepath.Join(dir, "none")); return err }, []string{"no checkpoint"}},
 		{"LoadModel missing", func() error { _, _, _, err := LoadModel(filepath.Join(dir, "none"), 1); return err }, []string{"no checkpoint"}},
-		{"ParamTensors nil node", func() error { _, err := ParamTensors(nilNode); return err }, []string{`param "w": nil node`}},
-		{"ParamTensors no value", func() error { _, err := ParamTensors(noValue); return err }, []string{`param "nv": no value`}},
-		{"LoadParams nil node", func() error { return LoadParams(nilNode, nil, "f") }, []string{`param "w": nil node`}},
-		{"LoadParams no value", func() error { return LoadParams(noValue, nil, "f") }, []string{`param "nv": no value`}},
+		{"checkpoint.ParamTensors nil node", func() error { _, err := checkpoint.ParamTensors(nilNode); return err }, []string{`param "w": nil node`}},
+		{"checkpoint.ParamTensors no value", func() error { _, err := checkpoint.ParamTensors(noValue); return err }, []string{`param "nv": no value`}},
+		{"checkpoint.LoadParams nil node", func() error { return checkpoint.LoadParams(nilNode, nil, "f") }, []string{`param "w": nil node`}},
+		{"checkpoint.LoadParams no value", func() error { return checkpoint.LoadParams(noValue, nil, "f") }, []string{`param "nv": no value`}},
 
 		// Gradients and optimizers.
 		{"GradNorm nil node", func() error { _, err := GradNorm(nilNode); return err }, []string{`"w"`}},
@@ -152,17 +153,17 @@ func TestNoPanics(t *testing.T) {
 		{"ParseBytes NaN", func() error { _, err := ParseBytes("NaN"); return err }, []string{"at least 1 byte"}},
 		{"ParseBytes overflow", func() error { _, err := ParseBytes("1e30TiB"); return err }, []string{"below 8 EiB"}},
 		{"SaveCheckpoint empty tensor name", func() error {
-			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Shape: []int{1}, DType: tensor.Float32, Data: []float64{1}}}})
+			return checkpoint.Save(dir, &checkpoint.Checkpoint{Weights: []checkpoint.NamedTensor{{Shape: []int{1}, DType: tensor.Float32, Data: []float64{1}}}})
 		}, []string{"empty name"}},
 		{"SaveCheckpoint reserved name", func() error {
-			return SaveCheckpoint(dir, &Checkpoint{Weights: []NamedTensor{{Name: "__metadata__", Shape: []int{}, DType: tensor.Float32, Data: []float64{1}}}})
+			return checkpoint.Save(dir, &checkpoint.Checkpoint{Weights: []checkpoint.NamedTensor{{Name: "__metadata__", Shape: []int{}, DType: tensor.Float32, Data: []float64{1}}}})
 		}, []string{"reserved"}},
-		{"LoadParams duplicate tensors", func() error {
-			w, err := ParamTensors(m.Params)
+		{"checkpoint.LoadParams duplicate tensors", func() error {
+			w, err := checkpoint.ParamTensors(m.Params)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return LoadParams(m.Params, append(w, w[0]), "f")
+			return checkpoint.LoadParams(m.Params, append(w, w[0]), "f")
 		}, []string{"duplicate name"}},
 		{"Run resume and force", func() error {
 			_, err := Run(context.Background(), tiny, Options{Out: t.TempDir(), Resume: true, Force: true})

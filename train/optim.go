@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // Optimizer kinds accepted in OptimizerConfig.Kind.
@@ -343,15 +345,15 @@ func adamUpdate[T float32 | float64](p, g []T, m, v []float64, c adamCoef) {
 // parameter order: "adam.m.<name>" then "adam.v.<name>", each of the
 // parameter's shape and DType tensor.Float64, so that a checkpoint stores
 // them without rounding. Save StepCount with them.
-func (o *Optimizer) State() []NamedTensor {
+func (o *Optimizer) State() []checkpoint.NamedTensor {
 	if o == nil {
 		return nil
 	}
-	out := make([]NamedTensor, 0, 2*len(o.params))
+	out := make([]checkpoint.NamedTensor, 0, 2*len(o.params))
 	for i, p := range o.params {
 		out = append(out,
-			NamedTensor{Name: stateFirstMoment + p.Name, Shape: slices.Clone([]int(o.shapes[i])), DType: tensor.Float64, Data: slices.Clone(o.m[i])},
-			NamedTensor{Name: stateSecondMoment + p.Name, Shape: slices.Clone([]int(o.shapes[i])), DType: tensor.Float64, Data: slices.Clone(o.v[i])},
+			checkpoint.NamedTensor{Name: stateFirstMoment + p.Name, Shape: slices.Clone([]int(o.shapes[i])), DType: tensor.Float64, Data: slices.Clone(o.m[i])},
+			checkpoint.NamedTensor{Name: stateSecondMoment + p.Name, Shape: slices.Clone([]int(o.shapes[i])), DType: tensor.Float64, Data: slices.Clone(o.v[i])},
 		)
 	}
 	return out
@@ -365,7 +367,7 @@ func (o *Optimizer) State() []NamedTensor {
 // finite (second moments non-negative): a mismatched checkpoint is an error
 // naming the tensor, not a silently reset optimizer. DType is not checked;
 // Data is float64 in any case.
-func (o *Optimizer) Restore(step int, state []NamedTensor) error {
+func (o *Optimizer) Restore(step int, state []checkpoint.NamedTensor) error {
 	if o == nil {
 		return errNilOptimizer
 	}

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // Helpers of the optimizer, clipping and schedule tests carry an "opt"
@@ -451,7 +453,7 @@ func TestStepRejectsNonFiniteGradient(t *testing.T) {
 			if opt.StepCount() != 1 {
 				t.Errorf("StepCount = %d after the failed step, want 1", opt.StepCount())
 			}
-			if !slices.EqualFunc(state, opt.State(), func(a, b NamedTensor) bool { return slices.Equal(a.Data, b.Data) }) {
+			if !slices.EqualFunc(state, opt.State(), func(a, b checkpoint.NamedTensor) bool { return slices.Equal(a.Data, b.Data) }) {
 				t.Error("moments changed on the failed step")
 			}
 			// The caller can skip the batch and go on.
@@ -579,8 +581,8 @@ func TestRestoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := opt.State()
-	edit := func(f func([]NamedTensor) []NamedTensor) []NamedTensor {
-		s := make([]NamedTensor, len(good))
+	edit := func(f func([]checkpoint.NamedTensor) []checkpoint.NamedTensor) []checkpoint.NamedTensor {
+		s := make([]checkpoint.NamedTensor, len(good))
 		for i, nt := range good {
 			nt.Shape, nt.Data = slices.Clone(nt.Shape), slices.Clone(nt.Data)
 			s[i] = nt
@@ -590,18 +592,18 @@ func TestRestoreErrors(t *testing.T) {
 	cases := []struct {
 		name  string
 		step  int
-		state []NamedTensor
+		state []checkpoint.NamedTensor
 		want  string // in the error
 	}{
-		{"missing", 1, edit(func(s []NamedTensor) []NamedTensor { return s[:3] }), `"adam.v.b" is missing`},
-		{"unknown", 1, edit(func(s []NamedTensor) []NamedTensor {
-			return append(s, NamedTensor{Name: "adam.m.x", Shape: []int{1}, Data: []float64{0}})
+		{"missing", 1, edit(func(s []checkpoint.NamedTensor) []checkpoint.NamedTensor { return s[:3] }), `"adam.v.b" is missing`},
+		{"unknown", 1, edit(func(s []checkpoint.NamedTensor) []checkpoint.NamedTensor {
+			return append(s, checkpoint.NamedTensor{Name: "adam.m.x", Shape: []int{1}, Data: []float64{0}})
 		}), `unknown state tensor "adam.m.x"`},
-		{"duplicate", 1, edit(func(s []NamedTensor) []NamedTensor { return append(s, s[0]) }), `"adam.m.w" appears twice`},
-		{"wrong shape", 1, edit(func(s []NamedTensor) []NamedTensor { s[0].Shape = []int{4}; return s }), `"adam.m.w" has shape [4]`},
-		{"wrong length", 1, edit(func(s []NamedTensor) []NamedTensor { s[3].Data = s[3].Data[:1]; return s }), `"adam.v.b" has 1 values`},
-		{"NaN moment", 1, edit(func(s []NamedTensor) []NamedTensor { s[2].Data[1] = math.NaN(); return s }), `"adam.m.b": element 1 is NaN`},
-		{"negative second moment", 1, edit(func(s []NamedTensor) []NamedTensor { s[1].Data[0] = -1; return s }), `"adam.v.w": element 0 is -1`},
+		{"duplicate", 1, edit(func(s []checkpoint.NamedTensor) []checkpoint.NamedTensor { return append(s, s[0]) }), `"adam.m.w" appears twice`},
+		{"wrong shape", 1, edit(func(s []checkpoint.NamedTensor) []checkpoint.NamedTensor { s[0].Shape = []int{4}; return s }), `"adam.m.w" has shape [4]`},
+		{"wrong length", 1, edit(func(s []checkpoint.NamedTensor) []checkpoint.NamedTensor { s[3].Data = s[3].Data[:1]; return s }), `"adam.v.b" has 1 values`},
+		{"NaN moment", 1, edit(func(s []checkpoint.NamedTensor) []checkpoint.NamedTensor { s[2].Data[1] = math.NaN(); return s }), `"adam.m.b": element 1 is NaN`},
+		{"negative second moment", 1, edit(func(s []checkpoint.NamedTensor) []checkpoint.NamedTensor { s[1].Data[0] = -1; return s }), `"adam.v.w": element 0 is -1`},
 		{"negative step", -1, good, "step count -1"},
 	}
 	for _, tc := range cases {
@@ -610,13 +612,13 @@ func TestRestoreErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "train: optimizer: restore:") {
 				t.Fatalf("Restore error = %v, want one containing %s", err, tc.want)
 			}
-			if opt.StepCount() != 1 || !slices.EqualFunc(good, opt.State(), func(a, b NamedTensor) bool { return slices.Equal(a.Data, b.Data) }) {
+			if opt.StepCount() != 1 || !slices.EqualFunc(good, opt.State(), func(a, b checkpoint.NamedTensor) bool { return slices.Equal(a.Data, b.Data) }) {
 				t.Error("a failed Restore changed the optimizer")
 			}
 		})
 	}
 	t.Run("valid", func(t *testing.T) {
-		zero := edit(func(s []NamedTensor) []NamedTensor {
+		zero := edit(func(s []checkpoint.NamedTensor) []checkpoint.NamedTensor {
 			for i := range s {
 				clear(s[i].Data)
 			}

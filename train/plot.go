@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +21,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/qkv-dev/qkv/internal/fsx"
 )
 
 // CurvePoint is one training-loss measurement: the loss observed at a
@@ -807,35 +808,13 @@ func renderPNG(path string, w, h vg.Length, fn func(draw.Canvas)) (err error) {
 
 // writeAtomic writes wt to a temporary file next to path and renames it over
 // path, so readers never see a partial image.
-func writeAtomic(path string, wt io.WriterTo) (err error) {
+func writeAtomic(path string, wt io.WriterTo) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	err := fsx.WriteFileAtomic(dir, base, func(w io.Writer) error { _, err := wt.WriteTo(w); return err })
 	if err != nil {
-		return plotErr(path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = wt.WriteTo(f); err != nil {
-		return plotErr(path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return plotErr(path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return plotErr(path, err)
-	}
-	if err = f.Close(); err != nil {
-		return plotErr(path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
 		return plotErr(path, err)
 	}
 	return nil

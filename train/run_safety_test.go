@@ -3,12 +3,16 @@ package train
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/qkv-dev/qkv/internal/fsx"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 func TestRunDirLocked(t *testing.T) {
@@ -41,7 +45,7 @@ func TestRunDirFreshRunKeepsOldRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := readFile(t, filepath.Join(dir, MetricsFile))
-	before, err := LoadCheckpoint(dir)
+	before, err := checkpoint.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +68,7 @@ func TestRunDirFreshRunKeepsOldRun(t *testing.T) {
 	if got := readFile(t, filepath.Join(old, MetricsFile)); string(got) != string(metrics) {
 		t.Error("the moved run's metrics.jsonl changed")
 	}
-	if ck, err := LoadCheckpoint(dir); err != nil || ck.Step != 2 {
+	if ck, err := checkpoint.Load(dir); err != nil || ck.Step != 2 {
 		t.Errorf("the forced run's checkpoint: step %v, %v; want step 2", ck, err)
 	}
 	if _, err := Run(context.Background(), cfg, Options{Out: dir, Force: true}); err != nil {
@@ -79,8 +83,8 @@ func TestRunDirResumeErrors(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Steps = 10
 	_, err := Run(context.Background(), cfg, Options{Out: t.TempDir(), Resume: true})
-	if !errors.Is(err, ErrNoCheckpoint) {
-		t.Errorf("resuming an empty directory: %v, want ErrNoCheckpoint", err)
+	if !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Errorf("resuming an empty directory: %v, want checkpoint.ErrNotFound", err)
 	}
 
 	// The state inside state.json must be at the checkpoint's step.
@@ -88,11 +92,16 @@ func TestRunDirResumeErrors(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, Options{Out: dir, StopAfter: 4}); !errors.Is(err, ErrInterrupted) {
 		t.Fatal(err)
 	}
-	forge(t, dir, StateFile, func(b []byte) []byte {
-		return []byte(strings.Replace(string(b), `"state": {"step":4`, `"state": {"step":3`, 1))
-	})
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck.State = []byte(strings.Replace(string(ck.State), `"step":4`, `"step":3`, 1))
+	if err := checkpoint.Save(dir, ck); err != nil {
+		t.Fatal(err)
+	}
 	_, err = Run(context.Background(), cfg, Options{Out: dir, Resume: true})
-	wantErr(t, err, StateFile, "the run state is at step 3, the checkpoint at step 4")
+	wantErr(t, err, checkpoint.StateFile, "the run state is at step 3, the checkpoint at step 4")
 }
 
 // TestRunSaveFailsOnFullDisk: when a save runs out of space, training stops
@@ -109,11 +118,12 @@ func TestRunSaveFailsOnFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Room for rewriting metrics.jsonl on resume, none for the checkpoint.
-	fault := noFaults()
-	fault.space = int64(len(readFile(t, filepath.Join(dir, MetricsFile))))
-	withFS(t, fault)
+	fault := fsx.NoFaults()
+	fault.Space = int64(len(readFile(t, filepath.Join(dir, MetricsFile))))
+	fsx.Current = fault
+	defer func() { fsx.Current = fsx.OS{} }()
 	_, err := Run(context.Background(), cfg, Options{Out: dir, Resume: true})
-	fsys = osFS{}
+	fsx.Current = fsx.OS{}
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("got %v, want ENOSPC", err)
 	}
@@ -121,52 +131,11 @@ func TestRunSaveFailsOnFullDisk(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, Options{Out: dir, Resume: true}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{ModelFile, OptimizerFile} {
-		if string(readFile(t, ckPath(t, dir, name))) != string(readFile(t, ckPath(t, straight, name))) {
+	for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
+		if string(readFile(t, checkpoint.File(dir, name))) != string(readFile(t, checkpoint.File(straight, name))) {
 			t.Errorf("%s differs from the run that never failed", name)
 		}
 	}
-}
-
-// TestLoadWhileSaving loads a run directory over and over while another
-// goroutine saves checkpoint after checkpoint into it, as `qkv eval` may
-// while `qkv train` runs: every load returns one complete checkpoint, never
-// a mix of two or an error.
-func TestLoadWhileSaving(t *testing.T) {
-	dir, first := saveTest(t, 1)
-	done := make(chan error, 1)
-	go func() {
-		for step := 2; step <= 30; step++ {
-			if err := SaveCheckpoint(dir, nextCheckpoint(t, first, step)); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	loads := 0
-	for finished := false; !finished; loads++ {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			finished = true
-		default:
-		}
-		got, err := LoadCheckpoint(dir)
-		if err != nil {
-			t.Fatalf("load %d while saving: %v", loads, err)
-		}
-		want := first
-		if got.Step != first.Step {
-			want = nextCheckpoint(t, first, got.Step)
-		}
-		if string(got.State) != string(want.State) || !equalTensors(got.Weights, want.Weights) || !equalTensors(got.Optimizer, want.Optimizer) {
-			t.Fatalf("load %d while saving: step %d mixes checkpoints", loads, got.Step)
-		}
-	}
-	t.Logf("%d consistent loads during 29 saves", loads)
 }
 
 // TestRunDirTooLarge: a run whose two models together exceed the memory
@@ -196,5 +165,61 @@ func TestRunDirTooLarge(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused run created %s (%v)", dir, err)
+	}
+}
+
+// readFile returns the content of path.
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// dirNames returns the sorted names of the entries of dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// loadsStep fails unless dir holds a valid checkpoint equal to ck, bit for
+// bit.
+func loadsStep(t *testing.T, dir string, ck *checkpoint.Checkpoint) {
+	t.Helper()
+	got, err := checkpoint.Load(dir)
+	if err != nil {
+		t.Fatalf("the checkpoint no longer loads: %v", err)
+	}
+	same := func(a, b []checkpoint.NamedTensor) bool {
+		return slices.EqualFunc(a, b, func(x, y checkpoint.NamedTensor) bool {
+			return x.Name == y.Name && slices.Equal(x.Shape, y.Shape) && x.DType == y.DType &&
+				slices.EqualFunc(x.Data, y.Data, func(p, q float64) bool { return math.Float64bits(p) == math.Float64bits(q) })
+		})
+	}
+	if got.Step != ck.Step || !same(got.Weights, ck.Weights) || !same(got.Optimizer, ck.Optimizer) {
+		t.Errorf("%s holds step %d, not the checkpoint of step %d it held", dir, got.Step, ck.Step)
+	}
+}
+
+// wantErr fails unless err is non-nil and its message contains every part.
+func wantErr(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not contain %q", err, p)
+		}
 	}
 }

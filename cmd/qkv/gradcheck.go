@@ -6,10 +6,11 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/layers"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
 )
 
 func runGradcheck(args []string, stdout, stderr io.Writer) error {

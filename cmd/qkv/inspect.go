@@ -10,6 +10,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // tooLargeAdvice is the advice for a checkpoint too large for the memory
@@ -32,7 +33,7 @@ func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, train.Config, d
 		if err != nil {
 			return nil, train.Config{}, nil, err
 		}
-		file := train.CheckpointFile(*dir, train.ConfigFile)
+		file := checkpoint.File(*dir, checkpoint.ConfigFile)
 		defer mem.apply()()
 		_, tooLarge, err := mem.fits(&cfg, func(c train.Config) (train.MemoryEstimate, error) {
 			return train.EstimateMemory(c, b, c.Model.MaxLen, false)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // runMainEnv, when set, makes the test binary run qkv's main instead of the
@@ -104,7 +105,7 @@ func TestKillNineResumesBitForBit(t *testing.T) {
 		t.Fatalf("reference run: %v\n%s", err, out)
 	}
 	span := time.Since(start)
-	want, err := train.LoadCheckpoint(ref)
+	want, err := checkpoint.Load(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +128,9 @@ func TestKillNineResumesBitForBit(t *testing.T) {
 		cmd.Wait()
 
 		resumeArgs := []string{"train", "--resume", dir}
-		ck, err := train.LoadCheckpoint(dir)
+		ck, err := checkpoint.Load(dir)
 		switch {
-		case err != nil && !errors.Is(err, train.ErrNoCheckpoint):
+		case err != nil && !errors.Is(err, checkpoint.ErrNotFound):
 			t.Fatalf("trial %d (killed after %v): %v", trial, after, err)
 		case err != nil:
 			resumeArgs = append(args, "--out", dir) // killed before its first checkpoint
@@ -145,7 +146,7 @@ func TestKillNineResumesBitForBit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("trial %d (killed after %v): %s: %v\n%s", trial, after, resumeArgs[1], err, out)
 		}
-		got, err := train.LoadCheckpoint(dir)
+		got, err := checkpoint.Load(dir)
 		if err != nil {
 			t.Fatalf("trial %d (killed after %v): %v", trial, after, err)
 		}
@@ -168,7 +169,7 @@ func interruptedSave(t *testing.T, dir string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	current := filepath.Base(filepath.Dir(train.CheckpointFile(dir, train.ConfigFile)))
+	current := filepath.Base(filepath.Dir(checkpoint.File(dir, checkpoint.ConfigFile)))
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".checkpoint") || (strings.HasPrefix(name, "checkpoint-") && name != current) {
@@ -185,8 +186,8 @@ func sameMetric(a, b metricLine) bool {
 }
 
 // sameTensors reports whether a and b hold the same tensors bit for bit.
-func sameTensors(a, b []train.NamedTensor) bool {
-	return slices.EqualFunc(a, b, func(x, y train.NamedTensor) bool {
+func sameTensors(a, b []checkpoint.NamedTensor) bool {
+	return slices.EqualFunc(a, b, func(x, y checkpoint.NamedTensor) bool {
 		return x.Name == y.Name && x.DType == y.DType && slices.Equal(x.Shape, y.Shape) &&
 			slices.EqualFunc(x.Data, y.Data, func(p, q float64) bool { return math.Float64bits(p) == math.Float64bits(q) })
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // qkv runs the command line in-process and returns exit status and output.
@@ -96,7 +97,7 @@ func TestTrainPredictEvalAttend(t *testing.T) {
 	}
 
 	// An edited config.json is refused, naming the file and the field.
-	ck, err := os.ReadFile(filepath.Join(dir, train.ManifestFile))
+	ck, err := os.ReadFile(filepath.Join(dir, checkpoint.ManifestFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestTrainPredictEvalAttend(t *testing.T) {
 	if err := json.Unmarshal(ck, &m); err != nil {
 		t.Fatal(err)
 	}
-	cfgPath := filepath.Join(dir, m.Dir, train.ConfigFile)
+	cfgPath := filepath.Join(dir, m.Dir, checkpoint.ConfigFile)
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +186,7 @@ func TestInterruptSavesAndResumes(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("training did not stop within 60 s of SIGINT")
 	}
-	ck, err := train.LoadCheckpoint(dir)
+	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		t.Fatalf("after SIGINT: %v\nstderr %s", err, stderr.Bytes())
 	}
@@ -205,7 +206,7 @@ func TestInterruptSavesAndResumes(t *testing.T) {
 		if code != 0 || !strings.Contains(out, fmt.Sprintf(" %d steps", total)) {
 			t.Fatalf("resume with --steps %d: exit %d, stdout %q, stderr %q", total, code, out, errOut)
 		}
-		got, err := train.LoadCheckpoint(dir)
+		got, err := checkpoint.Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

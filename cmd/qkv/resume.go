@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // runControlFlags are the train flags that may differ from the checkpoint
@@ -24,11 +25,11 @@ var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkp
 // reported naming the file; one too large for the memory limit (mem) is a
 // usage error naming the sizes.
 func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (train.Config, error) {
-	ck, err := train.LoadCheckpoint(dir)
+	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		return train.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
 	}
-	file := train.CheckpointFile(dir, train.ConfigFile)
+	file := checkpoint.File(dir, checkpoint.ConfigFile)
 	cfg, err := train.UnmarshalConfig(ck.Config)
 	if err != nil {
 		return train.Config{}, fmt.Errorf("--resume: %s: %w", file, err)

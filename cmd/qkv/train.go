@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/term"
+
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/train"
-	"golang.org/x/term"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // taskFlags are the task parameters as flags; 0 keeps the task's default.
@@ -177,7 +179,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		sum.Task.Name, sum.Task.Params, sum.Steps, sum.WallSeconds, sum.MsPerStep, sum.Params)
 	fmt.Fprintf(stdout, "held-out exact match %.3f, token accuracy %.3f\n", sum.ExactMatch, sum.TokenAccuracy)
 	fmt.Fprintf(stdout, "run directory %s (%s naming the checkpoint folder, %s, %s, %s)\n",
-		opts.Out, train.ManifestFile, train.MetricsFile, train.SummaryFile, train.CurvesFile)
+		opts.Out, checkpoint.ManifestFile, train.MetricsFile, train.SummaryFile, train.CurvesFile)
 	return nil
 }
 

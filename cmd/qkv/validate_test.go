@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/checkpoint"
 )
 
 // qkvNoPanic is qkv that turns a panic into a test error (exit -1).
@@ -213,7 +214,7 @@ func TestResumeFlags(t *testing.T) {
 	}
 
 	// A config.json edited by hand is refused, naming the file and field.
-	cfgPath := train.CheckpointFile(dir, train.ConfigFile)
+	cfgPath := checkpoint.File(dir, checkpoint.ConfigFile)
 	good, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +230,7 @@ func TestResumeFlags(t *testing.T) {
 	// A checkpoint saved whole with a configuration qkv refuses (by another
 	// program, or another version) is reported naming its config.json, not
 	// as a usage error.
-	saved, err := train.LoadCheckpoint(dir)
+	saved, err := checkpoint.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,10 +245,10 @@ func TestResumeFlags(t *testing.T) {
 		}
 		ck := *saved
 		ck.Config = []byte(b)
-		if err := train.SaveCheckpoint(dir, &ck); err != nil {
+		if err := checkpoint.Save(dir, &ck); err != nil {
 			t.Fatal(err)
 		}
-		cfgPath = train.CheckpointFile(dir, train.ConfigFile)
+		cfgPath = checkpoint.File(dir, checkpoint.ConfigFile)
 	}
 	edit(`"lr": 0.01`, `"lr": -1`)
 	validationCase{resume(""), 1, []string{cfgPath, "lr must be a finite number > 0"}}.check(t)
@@ -262,7 +263,7 @@ func TestResumeFlags(t *testing.T) {
 	validationCase{[]string{"attend", "--checkpoint", dir, "--input", "1 2 0"}, 2, []string{"--max-memory:", "dim 46000"}}.check(t)
 	validationCase{resume(""), 2, []string{cfgPath, "--max-memory:", "dim 46000"}}.check(t)
 	ck := *saved
-	if err := train.SaveCheckpoint(dir, &ck); err != nil {
+	if err := checkpoint.Save(dir, &ck); err != nil {
 		t.Fatal(err)
 	}
 	// eval's own batch (128 held-out prompts) is checked against --max-memory.

@@ -1,143 +1,24 @@
-package train
+package checkpoint
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/internal/fsx"
 )
 
-// errCrash is what every file-system operation returns from the moment a
-// faultFS "crashes".
-var errCrash = errors.New("injected crash")
-
-// errIO is the error of an operation a faultFS fails on its own.
-var errIO = errors.New("injected I/O error")
-
-// faultFS is the real file system with faults injected into a save. With
-// crashAfter = k it performs the first k operations (each create, write,
-// sync, close, rename, removal, directory sync) and then behaves as if the
-// process had been killed: every later operation fails and changes nothing,
-// including the save's own clean-up. With failAt = k operation k alone fails
-// (an I/O error the process lives through). With space = n, writes fail
-// with ENOSPC once n bytes are written, after writing what fits.
-type faultFS struct {
-	crashAfter, failAt int   // -1: never
-	space              int64 // -1: unlimited
-	// ops are the operations performed, in order.
-	ops             []string
-	crashed, failed bool
-}
-
-// noFaults is a faultFS setting with every fault off.
-func noFaults() *faultFS { return &faultFS{crashAfter: -1, failAt: -1, space: -1} }
-
-func (f *faultFS) op(format string, args ...any) error {
-	switch n := len(f.ops); {
-	case f.crashed || (f.crashAfter >= 0 && n >= f.crashAfter):
-		f.crashed = true
-		return errCrash
-	case n == f.failAt && !f.failed:
-		f.failed = true
-		return errIO
-	}
-	f.ops = append(f.ops, fmt.Sprintf(format, args...))
-	return nil
-}
-
-func (f *faultFS) MkdirAll(dir string) error {
-	if err := f.op("mkdir %s", dir); err != nil {
-		return err
-	}
-	return osFS{}.MkdirAll(dir)
-}
-
-func (f *faultFS) MkdirTemp(dir, pattern string) (string, error) {
-	if err := f.op("mkdirtemp %s", dir); err != nil {
-		return "", err
-	}
-	return osFS{}.MkdirTemp(dir, pattern)
-}
-
-func (f *faultFS) Create(path string) (writableFile, error) {
-	if err := f.op("create %s", path); err != nil {
-		return nil, err
-	}
-	file, err := osFS{}.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{fs: f, file: file.(*os.File)}, nil
-}
-
-func (f *faultFS) Rename(from, to string) error {
-	if err := f.op("rename %s %s", from, to); err != nil {
-		return err
-	}
-	return osFS{}.Rename(from, to)
-}
-
-func (f *faultFS) RemoveAll(path string) error {
-	if err := f.op("remove %s", path); err != nil {
-		return err
-	}
-	return osFS{}.RemoveAll(path)
-}
-
-func (f *faultFS) SyncDir(dir string) error {
-	if err := f.op("syncdir %s", dir); err != nil {
-		return err
-	}
-	return osFS{}.SyncDir(dir)
-}
-
-type faultFile struct {
-	fs   *faultFS
-	file *os.File
-}
-
-func (f *faultFile) Write(p []byte) (int, error) {
-	if err := f.fs.op("write %s %d", f.file.Name(), len(p)); err != nil {
-		return 0, err
-	}
-	if f.fs.space >= 0 && int64(len(p)) > f.fs.space {
-		n, _ := f.file.Write(p[:f.fs.space])
-		f.fs.space = 0
-		return n, &os.PathError{Op: "write", Path: f.file.Name(), Err: syscall.ENOSPC}
-	}
-	if f.fs.space >= 0 {
-		f.fs.space -= int64(len(p))
-	}
-	return f.file.Write(p)
-}
-
-func (f *faultFile) Sync() error {
-	if err := f.fs.op("sync %s", f.file.Name()); err != nil {
-		return err
-	}
-	return f.file.Sync()
-}
-
-func (f *faultFile) Close() error {
-	err := f.fs.op("close %s", f.file.Name())
-	cerr := f.file.Close() // a killed process's files are closed too
-	if err != nil {
-		return err
-	}
-	return cerr
-}
-
 // withFS makes saves use f until the test ends.
-func withFS(t *testing.T, f fileSystem) {
+func withFS(t *testing.T, f fsx.FS) {
 	t.Helper()
-	fsys = f
-	t.Cleanup(func() { fsys = osFS{} })
+	fsx.Current = f
+	t.Cleanup(func() { fsx.Current = fsx.OS{} })
 }
 
 // nextCheckpoint returns a checkpoint at step whose every tensor and JSON
@@ -167,7 +48,7 @@ func nextCheckpoint(t *testing.T, prev *Checkpoint, step int) *Checkpoint {
 // isStep reports whether the checkpoint in dir loads as ck.
 func isStep(t *testing.T, dir string, ck *Checkpoint) bool {
 	t.Helper()
-	got, err := LoadCheckpoint(dir)
+	got, err := Load(dir)
 	if err != nil {
 		t.Fatalf("no checkpoint loads: %v", err)
 	}
@@ -197,30 +78,30 @@ func TestCheckpointCrashAtEveryOperation(t *testing.T) {
 	for k := 0; ; k++ {
 		dir, prev := saveTest(t, 10)
 		next := nextCheckpoint(t, prev, 20)
-		fault := noFaults()
-		fault.crashAfter = k
-		fsys = fault
-		err := SaveCheckpoint(dir, next)
-		fsys = osFS{}
-		if !fault.crashed {
+		fault := fsx.NoFaults()
+		fault.CrashAfter = k
+		fsx.Current = fault
+		err := Save(dir, next)
+		fsx.Current = fsx.OS{}
+		if !fault.Crashed {
 			if err != nil {
 				t.Fatalf("a save without faults failed: %v", err)
 			}
 			if k < 10 {
-				t.Fatalf("a save took only %d operations: %q", k, fault.ops)
+				t.Fatalf("a save took only %d operations: %q", k, fault.Ops)
 			}
 			t.Logf("a save is %d operations; each was interrupted in turn", k)
 			return
 		}
-		commit := slices.IndexFunc(fault.ops, func(op string) bool {
+		commit := slices.IndexFunc(fault.Ops, func(op string) bool {
 			return strings.HasPrefix(op, "rename ") && strings.HasSuffix(op, "/"+ManifestFile)
 		})
 		committed := commit >= 0 // the manifest's rename happened before the crash
 		switch {
 		case committed && !isStep(t, dir, next):
-			t.Fatalf("crash after %d operations (%s): the committed checkpoint does not load", k, fault.ops[k-1])
+			t.Fatalf("crash after %d operations (%s): the committed checkpoint does not load", k, fault.Ops[k-1])
 		case !committed && !isStep(t, dir, prev):
-			t.Fatalf("crash after %d operations (%s): the previous checkpoint does not load", k, fault.ops[max(k-1, 0)])
+			t.Fatalf("crash after %d operations (%s): the previous checkpoint does not load", k, fault.Ops[max(k-1, 0)])
 		}
 		if !committed && err == nil {
 			t.Fatalf("crash after %d operations: the save reported success before its commit", k)
@@ -228,7 +109,7 @@ func TestCheckpointCrashAtEveryOperation(t *testing.T) {
 		// The next save, with a working disk, succeeds and leaves nothing
 		// of the interrupted one.
 		third := nextCheckpoint(t, prev, 30)
-		if err := SaveCheckpoint(dir, third); err != nil {
+		if err := Save(dir, third); err != nil {
 			t.Fatalf("crash after %d operations: the next save fails: %v", k, err)
 		}
 		noTemps(t, dir)
@@ -260,15 +141,15 @@ func TestCheckpointDiskFull(t *testing.T) {
 	counts = append(counts, total-1)
 	t.Logf("the disk fills after each of %d byte counts from 0 to %d of a %d-byte save", len(counts), total-1, total)
 	for _, n := range counts {
-		fault := noFaults()
-		fault.space = n
+		fault := fsx.NoFaults()
+		fault.Space = n
 		withFS(t, fault)
-		err := SaveCheckpoint(dir, next)
-		fsys = osFS{}
+		err := Save(dir, next)
+		fsx.Current = fsx.OS{}
 		if !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("disk full after %d of %d bytes: err = %v, want ENOSPC", n, total, err)
 		}
-		if !strings.Contains(err.Error(), "train: checkpoint "+dir+"/") {
+		if !strings.Contains(err.Error(), "checkpoint: "+dir+"/") {
 			t.Errorf("disk full after %d bytes: error %q names no file", n, err)
 		}
 		noTemps(t, dir)
@@ -276,10 +157,10 @@ func TestCheckpointDiskFull(t *testing.T) {
 			t.Fatalf("disk full after %d bytes: the previous checkpoint does not load", n)
 		}
 	}
-	fault := noFaults()
-	fault.space = total
+	fault := fsx.NoFaults()
+	fault.Space = total
 	withFS(t, fault)
-	if err := SaveCheckpoint(dir, next); err != nil {
+	if err := Save(dir, next); err != nil {
 		t.Fatalf("a save with exactly enough space (%d bytes) fails: %v", total, err)
 	}
 	noTemps(t, dir)
@@ -296,12 +177,12 @@ func TestCheckpointFailingOperations(t *testing.T) {
 	for k := 0; ; k++ {
 		dir, prev := saveTest(t, 10)
 		next := nextCheckpoint(t, prev, 20)
-		fault := noFaults()
-		fault.failAt = k
-		fsys = fault
-		err := SaveCheckpoint(dir, next)
-		fsys = osFS{}
-		if !fault.failed {
+		fault := fsx.NoFaults()
+		fault.FailAt = k
+		fsx.Current = fault
+		err := Save(dir, next)
+		fsx.Current = fsx.OS{}
+		if !fault.Failed {
 			if err != nil {
 				t.Fatalf("a save without faults failed: %v", err)
 			}
@@ -315,11 +196,52 @@ func TestCheckpointFailingOperations(t *testing.T) {
 			}
 			continue
 		}
-		if !strings.Contains(err.Error(), "train: checkpoint "+dir) {
+		if !strings.Contains(err.Error(), "checkpoint: "+dir) {
 			t.Errorf("operation %d failed: error %q does not name the directory", k, err)
 		}
 		if !isStep(t, dir, prev) && !isStep(t, dir, next) {
 			t.Fatalf("operation %d failed: neither checkpoint loads", k)
 		}
 	}
+}
+
+// TestLoadWhileSaving loads a run directory over and over while another
+// goroutine saves checkpoint after checkpoint into it, as `qkv eval` may
+// while `qkv train` runs: every load returns one complete checkpoint, never
+// a mix of two or an error.
+func TestLoadWhileSaving(t *testing.T) {
+	dir, first := saveTest(t, 1)
+	done := make(chan error, 1)
+	go func() {
+		for step := 2; step <= 30; step++ {
+			if err := Save(dir, nextCheckpoint(t, first, step)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	loads := 0
+	for finished := false; !finished; loads++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		got, err := Load(dir)
+		if err != nil {
+			t.Fatalf("load %d while saving: %v", loads, err)
+		}
+		want := first
+		if got.Step != first.Step {
+			want = nextCheckpoint(t, first, got.Step)
+		}
+		if string(got.State) != string(want.State) || !equalTensors(got.Weights, want.Weights) || !equalTensors(got.Optimizer, want.Optimizer) {
+			t.Fatalf("load %d while saving: step %d mixes checkpoints", loads, got.Step)
+		}
+	}
+	t.Logf("%d consistent loads during 29 saves", loads)
 }

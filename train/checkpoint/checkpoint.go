@@ -1,4 +1,4 @@
-package train
+package checkpoint
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/nlpodyssey/safetensors"
+
+	"github.com/qkv-dev/qkv/internal/fsx"
 )
 
 // The files of a checkpoint.
@@ -32,14 +34,14 @@ const (
 // checkpointFormat is the value of the "format" metadata key of ModelFile.
 const checkpointFormat = "qkv"
 
-// ErrNoCheckpoint is returned (wrapped) by LoadCheckpoint when a directory
+// ErrNotFound is returned (wrapped) by Load when a directory
 // holds no checkpoint at all, as opposed to a damaged one.
-var ErrNoCheckpoint = errors.New("no checkpoint")
+var ErrNotFound = errors.New("no checkpoint")
 
 // Checkpoint is everything needed to resume training: the weights, the
 // optimizer state and the caller's configuration and state, all at Step.
 //
-// SaveCheckpoint writes it into a run directory as a folder of four files,
+// Save writes it into a run directory as a folder of four files,
 // named by ManifestFile: ModelFile (the weights as F32 or F64 safetensors,
 // with metadata "format" = "qkv", "step", and "config" and "config_sha256",
 // the configuration the weights belong to), OptimizerFile (F64
@@ -67,7 +69,7 @@ type Checkpoint struct {
 	Optimizer []NamedTensor
 }
 
-// SaveCheckpoint writes ck into the run directory dir, creating it if
+// Save writes ck into the run directory dir, creating it if
 // needed, and makes it the directory's current checkpoint.
 //
 // The save is all or nothing. Every input is checked first (a non-finite
@@ -81,60 +83,60 @@ type Checkpoint struct {
 // Leftovers of an interrupted save are removed by the next one.
 //
 // One process at a time may save into dir (train.Run holds a lock on it).
-func SaveCheckpoint(dir string, ck *Checkpoint) (err error) {
+func Save(dir string, ck *Checkpoint) (err error) {
 	files, err := encodeCheckpoint(dir, ck)
 	if err != nil {
 		return err
 	}
 	fail := func(name string, err error) error {
-		return fmt.Errorf("train: checkpoint %s: %w", filepath.Join(dir, name), err)
+		return fmt.Errorf("checkpoint: %s: %w", filepath.Join(dir, name), err)
 	}
-	if err := fsys.MkdirAll(dir); err != nil {
+	if err := fsx.Current.MkdirAll(dir); err != nil {
 		return fail("", err)
 	}
 	current, known := currentCheckpoint(dir)
 	removeStale(dir, current, known)
 
-	folder, err := fsys.MkdirTemp(dir, ".checkpoint-*.tmp")
+	folder, err := fsx.Current.MkdirTemp(dir, ".checkpoint-*.tmp")
 	if err != nil {
 		return fail("", err)
 	}
 	committed := false
 	defer func() {
 		if !committed {
-			fsys.RemoveAll(folder)
+			fsx.Current.RemoveAll(folder)
 		}
 	}()
 	for _, name := range checkpointFiles {
 		b := files[name]
-		err := writeSynced(filepath.Join(folder, name), func(w io.Writer) error { _, err := w.Write(b); return err })
+		err := fsx.WriteSynced(filepath.Join(folder, name), func(w io.Writer) error { _, err := w.Write(b); return err })
 		if err != nil {
 			return fail(name, err)
 		}
 	}
-	if err := fsys.SyncDir(folder); err != nil {
+	if err := fsx.Current.SyncDir(folder); err != nil {
 		return fail("", err)
 	}
 	name := freeCheckpointName(dir, ck.Step)
-	if err := fsys.Rename(folder, filepath.Join(dir, name)); err != nil {
+	if err := fsx.Current.Rename(folder, filepath.Join(dir, name)); err != nil {
 		return fail(name, err)
 	}
 	folder = filepath.Join(dir, name)
-	if err := fsys.SyncDir(dir); err != nil {
+	if err := fsx.Current.SyncDir(dir); err != nil {
 		return fail("", err)
 	}
 
-	tmp := filepath.Join(dir, tempName(ManifestFile))
+	tmp := filepath.Join(dir, fsx.TempName(ManifestFile))
 	m := newManifest(ck.Step, name, files).encode()
-	if err := writeSynced(tmp, func(w io.Writer) error { _, err := w.Write(m); return err }); err != nil {
+	if err := fsx.WriteSynced(tmp, func(w io.Writer) error { _, err := w.Write(m); return err }); err != nil {
 		return fail(ManifestFile, err)
 	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
-		fsys.RemoveAll(tmp)
+	if err := fsx.Current.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
+		fsx.Current.RemoveAll(tmp)
 		return fail(ManifestFile, err)
 	}
 	committed = true
-	if err := fsys.SyncDir(dir); err != nil {
+	if err := fsx.Current.SyncDir(dir); err != nil {
 		return fail(ManifestFile, err)
 	}
 	removeStale(dir, name, true)
@@ -144,18 +146,18 @@ func SaveCheckpoint(dir string, ck *Checkpoint) (err error) {
 // encodeCheckpoint checks ck and returns the bytes of each of its files.
 func encodeCheckpoint(dir string, ck *Checkpoint) (map[string][]byte, error) {
 	if ck == nil {
-		return nil, fmt.Errorf("train: checkpoint %s: nil checkpoint", dir)
+		return nil, fmt.Errorf("checkpoint: %s: nil checkpoint", dir)
 	}
 	if ck.Step < 0 {
-		return nil, fmt.Errorf("train: checkpoint %s: negative step %d", dir, ck.Step)
+		return nil, fmt.Errorf("checkpoint: %s: negative step %d", dir, ck.Step)
 	}
 	config, err := jsonOrNull(ck.Config)
 	if err != nil {
-		return nil, fmt.Errorf("train: checkpoint %s: Config: %w", filepath.Join(dir, ConfigFile), err)
+		return nil, fmt.Errorf("checkpoint: %s: Config: %w", filepath.Join(dir, ConfigFile), err)
 	}
 	state, err := jsonOrNull(ck.State)
 	if err != nil {
-		return nil, fmt.Errorf("train: checkpoint %s: State: %w", filepath.Join(dir, StateFile), err)
+		return nil, fmt.Errorf("checkpoint: %s: State: %w", filepath.Join(dir, StateFile), err)
 	}
 	step := strconv.Itoa(ck.Step)
 	model, err := tensorViews(filepath.Join(dir, ModelFile), ck.Weights, false)
@@ -171,10 +173,10 @@ func encodeCheckpoint(dir string, ck *Checkpoint) (map[string][]byte, error) {
 	// an edited config.json is caught and the changed field named.
 	meta := map[string]string{"format": checkpointFormat, "step": step, "config": string(config), "config_sha256": sha256Hex(config)}
 	if files[ModelFile], err = safetensors.Serialize(model, meta); err != nil {
-		return nil, fmt.Errorf("train: checkpoint %s: %w", filepath.Join(dir, ModelFile), err)
+		return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(dir, ModelFile), err)
 	}
 	if files[OptimizerFile], err = safetensors.Serialize(optim, map[string]string{"step": step}); err != nil {
-		return nil, fmt.Errorf("train: checkpoint %s: %w", filepath.Join(dir, OptimizerFile), err)
+		return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(dir, OptimizerFile), err)
 	}
 	files[StateFile] = encodeStateFile(ck.Step, state)
 	return files, nil
@@ -199,6 +201,29 @@ func freeCheckpointName(dir string, step int) string {
 			return name
 		}
 	}
+}
+
+// File returns the path of the file name (ModelFile, ConfigFile, ...) of
+// the current checkpoint of the run directory dir: inside the folder its
+// manifest names, or in dir itself for the layout before manifests. It
+// reads only the manifest and is meant for messages and for other tools;
+// Load is what verifies the files.
+func File(dir, name string) string {
+	if current, _ := currentCheckpoint(dir); current != "" {
+		return filepath.Join(dir, current, name)
+	}
+	return filepath.Join(dir, name)
+}
+
+// Exists reports whether dir holds a checkpoint, complete or not, of either
+// layout: what a fresh run must not overwrite.
+func Exists(dir string) bool {
+	for _, name := range []string{ManifestFile, StateFile} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // currentCheckpoint returns the folder the manifest of dir names ("" if
@@ -232,13 +257,10 @@ func removeStale(dir, keep string, known bool) {
 	legacy := 0
 	for _, e := range ents {
 		name := e.Name()
-		temp := strings.HasPrefix(name, ".checkpoint-") && strings.HasSuffix(name, ".tmp") ||
-			slices.ContainsFunc([]string{ManifestFile, SummaryFile, MetricsFile}, func(f string) bool {
-				return strings.HasPrefix(name, "."+f+".tmp-")
-			})
+		temp := strings.HasPrefix(name, ".checkpoint-") && strings.HasSuffix(name, ".tmp") || fsx.IsTemp(name, ManifestFile)
 		old := known && name != keep && e.IsDir() && checkpointDirRE.MatchString(name)
 		if temp || old {
-			fsys.RemoveAll(filepath.Join(dir, name))
+			fsx.Current.RemoveAll(filepath.Join(dir, name))
 		}
 		if slices.Contains(checkpointFiles, name) {
 			legacy++
@@ -246,7 +268,7 @@ func removeStale(dir, keep string, known bool) {
 	}
 	if known && keep != "" && legacy == len(checkpointFiles) {
 		for _, name := range checkpointFiles {
-			fsys.RemoveAll(filepath.Join(dir, name))
+			fsx.Current.RemoveAll(filepath.Join(dir, name))
 		}
 	}
 }
@@ -258,7 +280,7 @@ const maxLoadAttempts = 10
 // while the files were read.
 var errChanged = errors.New("the checkpoint changed while it was read")
 
-// LoadCheckpoint reads the current checkpoint of the run directory dir.
+// Load reads the current checkpoint of the run directory dir.
 //
 // It verifies the size and SHA-256 of every file against ManifestFile
 // before decoding it, and fails, naming the file and where relevant the
@@ -267,30 +289,30 @@ var errChanged = errors.New("the checkpoint changed while it was read")
 // saved with (naming the fields that differ); if a tensor's data does not
 // match its shape and dtype, a dtype is not F32 or F64, or a value is NaN or
 // infinite; or if the files disagree on the step. A directory with no
-// checkpoint gives an error wrapping ErrNoCheckpoint. A checkpoint written
+// checkpoint gives an error wrapping ErrNotFound. A checkpoint written
 // before manifests existed (the four files directly in dir) still loads,
-// without the checksums. LoadCheckpoint never panics, whatever the files
+// without the checksums. Load never panics, whatever the files
 // hold, and a save that commits while it reads is retried.
-func LoadCheckpoint(dir string) (*Checkpoint, error) {
+func Load(dir string) (*Checkpoint, error) {
 	for attempt := 1; ; attempt++ {
-		ck, err := loadCheckpoint(dir)
+		ck, err := load(dir)
 		if err == nil || attempt == maxLoadAttempts || !errors.Is(err, errChanged) {
 			return ck, err
 		}
 	}
 }
 
-func loadCheckpoint(dir string) (*Checkpoint, error) {
+func load(dir string) (*Checkpoint, error) {
 	path := filepath.Join(dir, ManifestFile)
 	mb, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Stat(filepath.Join(dir, StateFile)); err == nil {
 			return loadLegacy(dir)
 		}
-		return nil, fmt.Errorf("train: checkpoint %s: %w (no %s)", dir, ErrNoCheckpoint, ManifestFile)
+		return nil, fmt.Errorf("checkpoint: %s: %w (no %s)", dir, ErrNotFound, ManifestFile)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("train: checkpoint %s: %w", path, err)
+		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
 	m, err := parseManifest(path, mb)
 	if err != nil {
@@ -304,16 +326,16 @@ func loadCheckpoint(dir string) (*Checkpoint, error) {
 		b, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			if now, _ := os.ReadFile(filepath.Join(dir, ManifestFile)); !bytes.Equal(now, mb) {
-				return nil, fmt.Errorf("train: checkpoint %s: %w", dir, errChanged)
+				return nil, fmt.Errorf("checkpoint: %s: %w", dir, errChanged)
 			}
-			return nil, fmt.Errorf("train: checkpoint %s: missing file %s (%s names it)", folder, name, ManifestFile)
+			return nil, fmt.Errorf("checkpoint: %s: missing file %s (%s names it)", folder, name, ManifestFile)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("train: checkpoint %s: %w", path, err)
+			return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 		}
 		rec := m.file(name)
 		if sum := sha256Hex(b); int64(len(b)) != rec.Size || sum != rec.SHA256 {
-			err := fmt.Errorf("train: checkpoint %s: changed since it was saved (corrupt or edited): %d bytes with sha256 %s, %s records %d bytes with sha256 %s",
+			err := fmt.Errorf("checkpoint: %s: changed since it was saved (corrupt or edited): %d bytes with sha256 %s, %s records %d bytes with sha256 %s",
 				path, len(b), sum, ManifestFile, rec.Size, rec.SHA256)
 			if name != ConfigFile {
 				return nil, err
@@ -330,7 +352,7 @@ func loadCheckpoint(dir string) (*Checkpoint, error) {
 		return nil, configErr
 	}
 	if ck.Step != m.Step {
-		return nil, fmt.Errorf("train: checkpoint %s: %s is step %d, %s step %d", dir, ManifestFile, m.Step, StateFile, ck.Step)
+		return nil, fmt.Errorf("checkpoint: %s: %s is step %d, %s step %d", dir, ManifestFile, m.Step, StateFile, ck.Step)
 	}
 	return ck, nil
 }
@@ -343,10 +365,10 @@ func loadLegacy(dir string) (*Checkpoint, error) {
 		path := filepath.Join(dir, name)
 		b, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("train: checkpoint %s: missing file %s", dir, name)
+			return nil, fmt.Errorf("checkpoint: %s: missing file %s", dir, name)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("train: checkpoint %s: %w", path, err)
+			return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 		}
 		files[name] = b
 	}
@@ -359,7 +381,7 @@ func decodeCheckpoint(dir string, files map[string][]byte, bound bool) (*Checkpo
 	ck := &Checkpoint{}
 	config := files[ConfigFile]
 	if !json.Valid(config) {
-		return nil, fmt.Errorf("train: checkpoint %s: corrupt JSON", filepath.Join(dir, ConfigFile))
+		return nil, fmt.Errorf("checkpoint: %s: corrupt JSON", filepath.Join(dir, ConfigFile))
 	}
 	if !isNull(config) {
 		ck.Config = json.RawMessage(config)
@@ -398,7 +420,7 @@ func decodeCheckpoint(dir string, files map[string][]byte, bound bool) (*Checkpo
 		step int
 	}{{ModelFile, modelStep}, {OptimizerFile, optimStep}} {
 		if f.step != ck.Step {
-			return nil, fmt.Errorf("train: checkpoint %s: incomplete checkpoint: %s is step %d, %s step %d",
+			return nil, fmt.Errorf("checkpoint: %s: incomplete checkpoint: %s is step %d, %s step %d",
 				dir, f.name, f.step, StateFile, ck.Step)
 		}
 	}
@@ -413,13 +435,13 @@ func parseStateFile(path string, b []byte) (int, json.RawMessage, error) {
 		State json.RawMessage `json:"state"`
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return 0, nil, fmt.Errorf("train: checkpoint %s: corrupt JSON: %w", path, err)
+		return 0, nil, fmt.Errorf("checkpoint: %s: corrupt JSON: %w", path, err)
 	}
 	if st.Step == nil {
-		return 0, nil, fmt.Errorf("train: checkpoint %s: no \"step\"", path)
+		return 0, nil, fmt.Errorf("checkpoint: %s: no \"step\"", path)
 	}
 	if *st.Step < 0 {
-		return 0, nil, fmt.Errorf("train: checkpoint %s: negative step %d", path, *st.Step)
+		return 0, nil, fmt.Errorf("checkpoint: %s: negative step %d", path, *st.Step)
 	}
 	if isNull(st.State) {
 		return *st.Step, nil, nil
@@ -436,7 +458,7 @@ const maxConfigDiffs = 5
 func configMismatch(path string, saved, now []byte) error {
 	var a, b any
 	if json.Unmarshal(saved, &a) != nil || json.Unmarshal(now, &b) != nil {
-		return fmt.Errorf("train: checkpoint %s: not the configuration %s was saved with (edited after the save?)", path, ModelFile)
+		return fmt.Errorf("checkpoint: %s: not the configuration %s was saved with (edited after the save?)", path, ModelFile)
 	}
 	var diffs []string
 	jsonDiff("", a, b, &diffs)
@@ -446,7 +468,7 @@ func configMismatch(path string, saved, now []byte) error {
 	if len(diffs) > maxConfigDiffs {
 		diffs = append(diffs[:maxConfigDiffs], fmt.Sprintf("and %d more", len(diffs)-maxConfigDiffs))
 	}
-	return fmt.Errorf("train: checkpoint %s: edited after the weights in %s were saved: %s", path, ModelFile, strings.Join(diffs, "; "))
+	return fmt.Errorf("checkpoint: %s: edited after the weights in %s were saved: %s", path, ModelFile, strings.Join(diffs, "; "))
 }
 
 // jsonDiff appends to out, for every leaf where the decoded JSON values a
@@ -512,7 +534,7 @@ func parseModelFile(path string, b []byte) (map[string]string, int, []NamedTenso
 		return nil, 0, nil, err
 	}
 	if f := meta["format"]; f != checkpointFormat {
-		return nil, 0, nil, fmt.Errorf("train: checkpoint %s: metadata format %q, want %q", path, f, checkpointFormat)
+		return nil, 0, nil, fmt.Errorf("checkpoint: %s: metadata format %q, want %q", path, f, checkpointFormat)
 	}
 	step, err := metadataStep(path, meta)
 	if err != nil {
@@ -525,11 +547,11 @@ func parseModelFile(path string, b []byte) (map[string]string, int, []NamedTenso
 func metadataStep(path string, meta map[string]string) (int, error) {
 	s, ok := meta["step"]
 	if !ok {
-		return 0, fmt.Errorf("train: checkpoint %s: no \"step\" in the metadata", path)
+		return 0, fmt.Errorf("checkpoint: %s: no \"step\" in the metadata", path)
 	}
 	step, err := strconv.Atoi(s)
 	if err != nil || step < 0 {
-		return 0, fmt.Errorf("train: checkpoint %s: metadata step %q is not a step number", path, s)
+		return 0, fmt.Errorf("checkpoint: %s: metadata step %q is not a step number", path, s)
 	}
 	return step, nil
 }

@@ -1,4 +1,4 @@
-package train
+package checkpoint
 
 import (
 	"bytes"
@@ -103,7 +103,7 @@ func saveTest(t *testing.T, step int) (string, *Checkpoint) {
 		Optimizer: ckOptimizer(),
 	}
 	dir := filepath.Join(t.TempDir(), "run", "ckpt")
-	if err := SaveCheckpoint(dir, ck); err != nil {
+	if err := Save(dir, ck); err != nil {
 		t.Fatal(err)
 	}
 	return dir, ck
@@ -256,7 +256,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				Optimizer: ckOptimizer(),
 			}
 			dir := filepath.Join(t.TempDir(), "ck")
-			if err := SaveCheckpoint(dir, ck); err != nil {
+			if err := Save(dir, ck); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := dirNames(t, dir), []string{"checkpoint-001234", ManifestFile}; !slices.Equal(got, want) {
@@ -275,7 +275,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 					t.Errorf("manifest records %s as %d bytes, sha256 %s; it has %d bytes, sha256 %x", f.Name, f.Size, f.SHA256, len(b), sum)
 				}
 			}
-			got, err := LoadCheckpoint(dir)
+			got, err := Load(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -359,10 +359,10 @@ func TestCheckpointRoundTrip(t *testing.T) {
 
 func TestCheckpointNullJSON(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ck")
-	if err := SaveCheckpoint(dir, &Checkpoint{Step: 0}); err != nil {
+	if err := Save(dir, &Checkpoint{Step: 0}); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := LoadCheckpoint(dir)
+	ck, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestCheckpointOverwrite(t *testing.T) {
 	dir, ck := saveTest(t, 10)
 	ck.Step = 20
 	ck.Weights[0].Data[0] = 7
-	if err := SaveCheckpoint(dir, ck); err != nil {
+	if err := Save(dir, ck); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := dirNames(t, dir), []string{"checkpoint-000020", ManifestFile}; !slices.Equal(got, want) {
@@ -394,18 +394,18 @@ func TestCheckpointOverwrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := LoadCheckpoint(dir); err != nil {
+	if _, err := Load(dir); err != nil {
 		t.Fatalf("stale files break loading: %v", err)
 	}
 	// Saving the same step again makes a second folder, then removes the
 	// first.
-	if err := SaveCheckpoint(dir, ck); err != nil {
+	if err := Save(dir, ck); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := dirNames(t, dir), []string{"checkpoint-000020-1", "checkpoint-000021.txt", ManifestFile, "notes.txt"}; !slices.Equal(got, want) {
 		t.Fatalf("after a save over stale files the dir holds %q, want %q", got, want)
 	}
-	got, err := LoadCheckpoint(dir)
+	got, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,16 +459,16 @@ func TestCheckpointRejectsTruncated(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			// The checksum catches it first; behind it, the parser too.
 			rewrite(t, dir, ModelFile, func([]byte) []byte { return valid[:n] })
-			_, err := LoadCheckpoint(dir)
+			_, err := Load(dir)
 			wantErr(t, err, path+": changed since it was saved", fmt.Sprintf(": %d bytes", n))
 			forge(t, dir, ModelFile, func([]byte) []byte { return valid[:n] })
-			_, err = LoadCheckpoint(dir)
+			_, err = Load(dir)
 			wantErr(t, err, path+": truncated")
 		})
 	}
 	forge(t, dir, ModelFile, func([]byte) []byte { return valid })
 	forge(t, dir, OptimizerFile, func(b []byte) []byte { return b[:len(b)-8] })
-	_, err := LoadCheckpoint(dir)
+	_, err := Load(dir)
 	wantErr(t, err, ckPath(t, dir, OptimizerFile)+": truncated")
 }
 
@@ -521,8 +521,8 @@ func TestCheckpointRejectsCorrupt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir, _ := saveTest(t, 3)
 			forge(t, dir, ModelFile, func([]byte) []byte { return c.file })
-			_, err := LoadCheckpoint(dir)
-			wantErr(t, err, "train: checkpoint "+ckFolder(t, dir)+"/", c.want)
+			_, err := Load(dir)
+			wantErr(t, err, "checkpoint: "+ckFolder(t, dir)+"/", c.want)
 		})
 	}
 	// A hand-made valid file loads, so the cases above fail for their own
@@ -530,7 +530,7 @@ func TestCheckpointRejectsCorrupt(t *testing.T) {
 	forge(t, dir0, ModelFile, func([]byte) []byte {
 		return modelFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},`+meta+`}`, []byte{0, 0, 0x80, 0x3f})
 	})
-	got, err := LoadCheckpoint(dir0)
+	got, err := Load(dir0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +539,7 @@ func TestCheckpointRejectsCorrupt(t *testing.T) {
 	for _, content := range []string{`{"step": 3,`, `{"state": {}}`, `{"step": -3}`, "\x00\x01"} {
 		dir, _ := saveTest(t, 3)
 		forge(t, dir, StateFile, func([]byte) []byte { return []byte(content) })
-		_, err := LoadCheckpoint(dir)
+		_, err := Load(dir)
 		wantErr(t, err, ckPath(t, dir, StateFile)+": ")
 	}
 }
@@ -551,11 +551,11 @@ func TestCheckpointRejectsChangedFiles(t *testing.T) {
 		size := len(readFile(t, ckPath(t, dir, name)))
 		for _, at := range []int{0, size / 2, size - 1} {
 			rewrite(t, dir, name, func(b []byte) []byte { b[at] ^= 1; return b })
-			_, err := LoadCheckpoint(dir)
+			_, err := Load(dir)
 			wantErr(t, err, ckPath(t, dir, name)+": ")
 			rewrite(t, dir, name, func(b []byte) []byte { b[at] ^= 1; return b })
 		}
-		if _, err := LoadCheckpoint(dir); err != nil {
+		if _, err := Load(dir); err != nil {
 			t.Fatalf("restored %s: %v", name, err)
 		}
 	}
@@ -571,15 +571,15 @@ func TestCheckpointRejectsEditedConfig(t *testing.T) {
 	// model file still knows the configuration it was saved with.
 	dir, _ := saveTest(t, 3)
 	rewrite(t, dir, ConfigFile, edit)
-	_, err := LoadCheckpoint(dir)
+	_, err := Load(dir)
 	wantErr(t, err, want...)
 	dir, _ = saveTest(t, 3)
 	forge(t, dir, ConfigFile, edit)
-	_, err = LoadCheckpoint(dir)
+	_, err = Load(dir)
 	wantErr(t, err, want...)
 	// Not JSON at all.
 	forge(t, dir, ConfigFile, func([]byte) []byte { return []byte("{") })
-	_, err = LoadCheckpoint(dir)
+	_, err = Load(dir)
 	wantErr(t, err, ckPath(t, dir, ConfigFile)+": corrupt JSON")
 }
 
@@ -614,8 +614,8 @@ func TestCheckpointRejectsBadManifest(t *testing.T) {
 			if err := os.WriteFile(path, []byte(c.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := LoadCheckpoint(dir)
-			wantErr(t, err, "train: checkpoint "+dir, c.want)
+			_, err := Load(dir)
+			wantErr(t, err, "checkpoint: "+dir, c.want)
 		})
 	}
 }
@@ -623,17 +623,17 @@ func TestCheckpointRejectsBadManifest(t *testing.T) {
 func TestCheckpointRefusesNonFinite(t *testing.T) {
 	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 		dir, prev := saveTest(t, 10)
-		ck, err := LoadCheckpoint(dir)
+		ck, err := Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ck.Step = 20
 		named(t, ck.Weights, "blocks.0.ln.gain").Data[2] = v
-		wantErr(t, SaveCheckpoint(dir, ck), ModelFile, `tensor "blocks.0.ln.gain": value 2 is `+fmt.Sprint(v))
+		wantErr(t, Save(dir, ck), ModelFile, `tensor "blocks.0.ln.gain": value 2 is `+fmt.Sprint(v))
 		loadsStep(t, dir, prev)
 		named(t, ck.Weights, "blocks.0.ln.gain").Data[2] = 1
 		named(t, ck.Optimizer, "adam.t").Data[0] = v
-		wantErr(t, SaveCheckpoint(dir, ck), OptimizerFile, `tensor "adam.t": value 0 is `+fmt.Sprint(v))
+		wantErr(t, Save(dir, ck), OptimizerFile, `tensor "adam.t": value 0 is `+fmt.Sprint(v))
 		loadsStep(t, dir, prev)
 	}
 }
@@ -657,7 +657,7 @@ func TestCheckpointLegacyLayout(t *testing.T) {
 	// The next save writes the new layout and removes the old files.
 	ck.Step = 8
 	ck.State = json.RawMessage(`{"step":8}`)
-	if err := SaveCheckpoint(dir, ck); err != nil {
+	if err := Save(dir, ck); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := dirNames(t, dir), []string{"checkpoint-000008", ManifestFile}; !slices.Equal(got, want) {
@@ -683,7 +683,7 @@ func TestCheckpointRejectsMissingFile(t *testing.T) {
 			if err := os.Remove(ckPath(t, dir, name)); err != nil {
 				t.Fatal(err)
 			}
-			_, err := LoadCheckpoint(dir)
+			_, err := Load(dir)
 			wantErr(t, err, ckFolder(t, dir), "missing file "+name)
 		})
 	}
@@ -692,9 +692,9 @@ func TestCheckpointRejectsMissingFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []string{dir, filepath.Join(t.TempDir(), "nowhere")} {
-		_, err := LoadCheckpoint(d)
-		if !errors.Is(err, ErrNoCheckpoint) {
-			t.Errorf("LoadCheckpoint(%s) = %v, want ErrNoCheckpoint", d, err)
+		_, err := Load(d)
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("Load(%s) = %v, want ErrNotFound", d, err)
 		}
 		wantErr(t, err, d, "no checkpoint.json")
 	}
@@ -706,7 +706,7 @@ func TestCheckpointRejectsStepMismatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir20, _ := saveTest(t, 20)
 			forge(t, dir20, name, func([]byte) []byte { return readFile(t, ckPath(t, dir10, name)) })
-			_, err := LoadCheckpoint(dir20)
+			_, err := Load(dir20)
 			wantErr(t, err, ckFolder(t, dir20), "incomplete checkpoint: "+name+" is step 10, state.json step 20")
 		})
 	}
@@ -715,7 +715,7 @@ func TestCheckpointRejectsStepMismatch(t *testing.T) {
 func TestCheckpointLoadParamsMismatch(t *testing.T) {
 	dir, ck := saveTest(t, 3) // a float32 model of width 4
 	file := ckPath(t, dir, ModelFile)
-	loaded, err := LoadCheckpoint(dir)
+	loaded, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -777,7 +777,7 @@ func noTemps(t *testing.T, dir string) {
 // loadsStep fails unless dir holds a valid checkpoint equal to ck.
 func loadsStep(t *testing.T, dir string, ck *Checkpoint) {
 	t.Helper()
-	got, err := LoadCheckpoint(dir)
+	got, err := Load(dir)
 	if err != nil {
 		t.Fatalf("the previous checkpoint no longer loads: %v", err)
 	}
@@ -811,13 +811,13 @@ func TestCheckpointFailedSave(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir, prev := saveTest(t, 10)
-			ck, err := LoadCheckpoint(dir)
+			ck, err := Load(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ck.Step = 20
 			c.modify(ck)
-			wantErr(t, SaveCheckpoint(dir, ck), c.want)
+			wantErr(t, Save(dir, ck), c.want)
 			noTemps(t, dir)
 			loadsStep(t, dir, prev)
 		})
@@ -828,8 +828,8 @@ func TestCheckpointFailedSave(t *testing.T) {
 		if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, SaveCheckpoint(file, &Checkpoint{Step: 1}), "train: checkpoint "+file)
-		wantErr(t, SaveCheckpoint(filepath.Join(file, "sub"), &Checkpoint{Step: 1}), "train: checkpoint "+file)
+		wantErr(t, Save(file, &Checkpoint{Step: 1}), "checkpoint: "+file)
+		wantErr(t, Save(filepath.Join(file, "sub"), &Checkpoint{Step: 1}), "checkpoint: "+file)
 	})
 
 	t.Run("unwritable dir", func(t *testing.T) {
@@ -843,7 +843,7 @@ func TestCheckpointFailedSave(t *testing.T) {
 		defer os.Chmod(dir, 0o755)
 		next := *prev
 		next.Step = 20
-		wantErr(t, SaveCheckpoint(dir, &next), "train: checkpoint "+dir)
+		wantErr(t, Save(dir, &next), "checkpoint: "+dir)
 		noTemps(t, dir)
 		loadsStep(t, dir, prev)
 	})
@@ -851,7 +851,7 @@ func TestCheckpointFailedSave(t *testing.T) {
 
 // FuzzLoadModel checks that reading a model file never panics, whatever it
 // holds, and that what it accepts is consistent and saves back the same. It
-// calls parseModelFile, which is all LoadCheckpoint does with the bytes of
+// calls parseModelFile, which is all Load does with the bytes of
 // ModelFile, to skip the file system and fuzz faster.
 func FuzzLoadModel(f *testing.F) {
 	g := G.NewGraph()
@@ -864,10 +864,10 @@ func FuzzLoadModel(f *testing.F) {
 		f.Fatal(err)
 	}
 	dir := filepath.Join(f.TempDir(), "ck")
-	if err := SaveCheckpoint(dir, &Checkpoint{Step: 3, Weights: w, Optimizer: ckOptimizer()}); err != nil {
+	if err := Save(dir, &Checkpoint{Step: 3, Weights: w, Optimizer: ckOptimizer()}); err != nil {
 		f.Fatal(err)
 	}
-	if _, err := LoadCheckpoint(dir); err != nil {
+	if _, err := Load(dir); err != nil {
 		f.Fatal(err)
 	}
 	path := ckPath(f, dir, ModelFile)
@@ -885,7 +885,7 @@ func FuzzLoadModel(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, step, ws, err := parseModelFile(path, b)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "train: checkpoint "+path+": ") {
+			if !strings.HasPrefix(err.Error(), "checkpoint: "+path+": ") {
 				t.Fatalf("error %q does not name the file", err)
 			}
 			return
@@ -896,7 +896,7 @@ func FuzzLoadModel(f *testing.F) {
 				t.Fatalf("accepted tensor %q: shape %v, %d values, dtype %v", w.Name, w.Shape, len(w.Data), w.DType)
 			}
 		}
-		// What loads encodes again as SaveCheckpoint would, and reads back
+		// What loads encodes again as Save would, and reads back
 		// the same.
 		views, err := tensorViews(path, ws, false)
 		if err != nil {

@@ -1,4 +1,4 @@
-package train
+package checkpoint
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ const (
 
 // manifest is ManifestFile: the step, the folder of the run directory that
 // holds the checkpoint's files, and each file's size and SHA-256, which
-// LoadCheckpoint verifies before reading anything.
+// Load verifies before reading anything.
 type manifest struct {
 	Format  string         `json:"format"`
 	Version int            `json:"version"`
@@ -99,7 +99,7 @@ var sha256HexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // and a SHA-256. It never panics.
 func parseManifest(path string, b []byte) (manifest, error) {
 	fail := func(format string, args ...any) (manifest, error) {
-		return manifest{}, fmt.Errorf("train: checkpoint %s: "+format, append([]any{path}, args...)...)
+		return manifest{}, fmt.Errorf("checkpoint: %s: "+format, append([]any{path}, args...)...)
 	}
 	var m manifest
 	dec := json.NewDecoder(bytes.NewReader(b))

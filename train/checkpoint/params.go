@@ -1,4 +1,4 @@
-package train
+package checkpoint
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ func ParamTensors(params []graph.Param) ([]NamedTensor, error) {
 	seen := make(map[string]bool, len(params))
 	for _, p := range params {
 		if seen[p.Name] {
-			return nil, fmt.Errorf("train: param %q: duplicate name", p.Name)
+			return nil, fmt.Errorf("checkpoint: param %q: duplicate name", p.Name)
 		}
 		seen[p.Name] = true
 		d, err := paramDense(p)
@@ -28,7 +28,7 @@ func ParamTensors(params []graph.Param) ([]NamedTensor, error) {
 		if d.IsMaterializable() {
 			m, ok := d.Materialize().(*tensor.Dense)
 			if !ok {
-				return nil, fmt.Errorf("train: param %q: cannot materialize its view", p.Name)
+				return nil, fmt.Errorf("checkpoint: param %q: cannot materialize its view", p.Name)
 			}
 			d = m
 		}
@@ -44,7 +44,7 @@ func ParamTensors(params []graph.Param) ([]NamedTensor, error) {
 			t.Data = append([]float64(nil), d.Float64s()...)
 		}
 		if n := d.Shape().TotalSize(); n != len(t.Data) {
-			return nil, fmt.Errorf("train: param %q: %d values for shape %v", p.Name, len(t.Data), t.Shape)
+			return nil, fmt.Errorf("checkpoint: param %q: %d values for shape %v", p.Name, len(t.Data), t.Shape)
 		}
 		out = append(out, t)
 	}
@@ -54,18 +54,18 @@ func ParamTensors(params []graph.Param) ([]NamedTensor, error) {
 // paramDense returns the float32 or float64 *tensor.Dense value of p.
 func paramDense(p graph.Param) (*tensor.Dense, error) {
 	if p.Node == nil {
-		return nil, fmt.Errorf("train: param %q: nil node", p.Name)
+		return nil, fmt.Errorf("checkpoint: param %q: nil node", p.Name)
 	}
 	v := p.Node.Value()
 	if v == nil {
-		return nil, fmt.Errorf("train: param %q: no value", p.Name)
+		return nil, fmt.Errorf("checkpoint: param %q: no value", p.Name)
 	}
 	d, ok := v.(*tensor.Dense)
 	if !ok {
-		return nil, fmt.Errorf("train: param %q: value of type %T, want *tensor.Dense", p.Name, v)
+		return nil, fmt.Errorf("checkpoint: param %q: value of type %T, want *tensor.Dense", p.Name, v)
 	}
 	if err := graph.CheckFloat(d.Dtype()); err != nil {
-		return nil, fmt.Errorf("train: param %q: %w", p.Name, err)
+		return nil, fmt.Errorf("checkpoint: param %q: %w", p.Name, err)
 	}
 	return d, nil
 }
@@ -85,19 +85,19 @@ func LoadParams(params []graph.Param, tensors []NamedTensor, file string) error 
 	for i := range tensors {
 		t := &tensors[i]
 		if _, dup := byName[t.Name]; dup {
-			return fmt.Errorf("train: checkpoint %s: tensor %q: duplicate name", file, t.Name)
+			return fmt.Errorf("checkpoint: %s: tensor %q: duplicate name", file, t.Name)
 		}
 		byName[t.Name] = t
 	}
 	var errs []error
 	report := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("train: checkpoint %s: "+format, append([]any{file}, args...)...))
+		errs = append(errs, fmt.Errorf("checkpoint: %s: "+format, append([]any{file}, args...)...))
 	}
 	dense := make([]*tensor.Dense, len(params))
 	used := make(map[string]bool, len(params))
 	for i, p := range params {
 		if used[p.Name] {
-			return fmt.Errorf("train: param %q: duplicate name", p.Name)
+			return fmt.Errorf("checkpoint: param %q: duplicate name", p.Name)
 		}
 		used[p.Name] = true
 		d, err := paramDense(p)
@@ -105,7 +105,7 @@ func LoadParams(params []graph.Param, tensors []NamedTensor, file string) error 
 			return err
 		}
 		if d.IsMaterializable() {
-			return fmt.Errorf("train: param %q: value is a view; cannot load into it in place", p.Name)
+			return fmt.Errorf("checkpoint: param %q: value is a view; cannot load into it in place", p.Name)
 		}
 		dense[i] = d
 		t, ok := byName[p.Name]
@@ -132,7 +132,7 @@ func LoadParams(params []graph.Param, tensors []NamedTensor, file string) error 
 			have = len(d.Float64s())
 		}
 		if have != len(t.Data) {
-			return fmt.Errorf("train: param %q: %d values for shape %v", p.Name, have, []int(d.Shape()))
+			return fmt.Errorf("checkpoint: param %q: %d values for shape %v", p.Name, have, []int(d.Shape()))
 		}
 	}
 	var extra []string
@@ -149,7 +149,7 @@ func LoadParams(params []graph.Param, tensors []NamedTensor, file string) error 
 	if len(errs) > 0 {
 		if len(errs) > maxLoadErrors {
 			more := len(errs) - maxLoadErrors
-			errs = append(errs[:maxLoadErrors], fmt.Errorf("train: checkpoint %s: and %d more mismatched tensors", file, more))
+			errs = append(errs[:maxLoadErrors], fmt.Errorf("checkpoint: %s: and %d more mismatched tensors", file, more))
 		}
 		return errors.Join(errs...)
 	}

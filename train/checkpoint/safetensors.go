@@ -1,4 +1,4 @@
-package train
+package checkpoint
 
 import (
 	"encoding/binary"
@@ -32,20 +32,20 @@ func tensorViews(file string, tensors []NamedTensor, allF64 bool) (map[string]ra
 	views := make(map[string]rawView, len(tensors))
 	for _, t := range tensors {
 		if t.Name == "" {
-			return nil, fmt.Errorf("train: checkpoint %s: tensor with an empty name", file)
+			return nil, fmt.Errorf("checkpoint: %s: tensor with an empty name", file)
 		}
 		if t.Name == "__metadata__" {
-			return nil, fmt.Errorf("train: checkpoint %s: tensor %q: the name is reserved by safetensors", file, t.Name)
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q: the name is reserved by safetensors", file, t.Name)
 		}
 		if _, dup := views[t.Name]; dup {
-			return nil, fmt.Errorf("train: checkpoint %s: tensor %q: duplicate name", file, t.Name)
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q: duplicate name", file, t.Name)
 		}
 		n, err := numElements(t.Shape)
 		if err != nil {
-			return nil, fmt.Errorf("train: checkpoint %s: tensor %q: %w", file, t.Name, err)
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", file, t.Name, err)
 		}
 		if n != len(t.Data) {
-			return nil, fmt.Errorf("train: checkpoint %s: tensor %q: %d values, want %d for shape %v", file, t.Name, len(t.Data), n, t.Shape)
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q: %d values, want %d for shape %v", file, t.Name, len(t.Data), n, t.Shape)
 		}
 		dt := safetensors.F64
 		if !allF64 {
@@ -54,11 +54,11 @@ func tensorViews(file string, tensors []NamedTensor, allF64 bool) (map[string]ra
 			case tensor.Float32:
 				dt = safetensors.F32
 			default:
-				return nil, fmt.Errorf("train: checkpoint %s: tensor %q: dtype %v is not supported: use float32 or float64", file, t.Name, t.DType)
+				return nil, fmt.Errorf("checkpoint: %s: tensor %q: dtype %v is not supported: use float32 or float64", file, t.Name, t.DType)
 			}
 		}
 		if i := slices.IndexFunc(t.Data, func(v float64) bool { return !isFinite(v) }); i >= 0 {
-			return nil, fmt.Errorf("train: checkpoint %s: tensor %q: value %d is %v: refusing to save a non-finite tensor", file, t.Name, i, t.Data[i])
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q: value %d is %v: refusing to save a non-finite tensor", file, t.Name, i, t.Data[i])
 		}
 		shape := make([]uint64, len(t.Shape)) // never nil: nil is written as null
 		for i, d := range t.Shape {
@@ -80,6 +80,9 @@ func tensorViews(file string, tensors []NamedTensor, allF64 bool) (map[string]ra
 	}
 	return views, nil
 }
+
+// isFinite reports whether x is neither NaN nor infinite.
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // numElements returns the number of elements of shape, checking that no
 // dimension is negative and the product does not overflow.
@@ -104,11 +107,11 @@ func parseSafetensors(path string, b []byte) (meta map[string]string, out []Name
 	defer func() {
 		if r := recover(); r != nil {
 			meta, out = nil, nil
-			err = fmt.Errorf("train: checkpoint %s: corrupt safetensors file: %v", path, r)
+			err = fmt.Errorf("checkpoint: %s: corrupt safetensors file: %v", path, r)
 		}
 	}()
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("train: checkpoint %s: "+format, append([]any{path}, args...)...)
+		return fmt.Errorf("checkpoint: %s: "+format, append([]any{path}, args...)...)
 	}
 	if len(b) < 8 {
 		return nil, nil, fail("truncated: %d bytes, shorter than the 8-byte header length", len(b))
