@@ -47,8 +47,11 @@ func GradNorm(params []graph.Param) (float64, error) {
 
 // ClipGradNorm scales all gradients of params in place by maxNorm/norm when
 // their global norm exceeds maxNorm, so that their norm becomes maxNorm: the
-// global-norm clipping of torch.nn.utils.clip_grad_norm_ (without its 1e-6
-// added to the norm), which gorgonia's element-wise WithClip is not. It
+// global-norm clipping of torch.nn.utils.clip_grad_norm_, which gorgonia's
+// element-wise WithClip is not. PyTorch scales by maxNorm/(norm+1e-6) and
+// always multiplies (by a coefficient clamped to 1); this scales by
+// maxNorm/norm, in float64, and leaves gradients with norm <= maxNorm
+// untouched, so a port matches bit for bit only if it does the same. It
 // returns the norm before clipping, for the training log. maxNorm = +Inf
 // never clips, so a loop without clipping still gets the norm from one call.
 // A non-finite norm is returned as it is with the gradients unchanged:

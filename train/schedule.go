@@ -16,7 +16,10 @@ type Schedule struct {
 	// Warmup is the number of warmup steps; 0 starts the cosine at once.
 	Warmup int
 	// Total is the step at which the cosine reaches Min, usually the number
-	// of training steps.
+	// of training steps. Run sets it to Config.Steps and gives the update of
+	// 0-based step t the rate LR(t), so its last update (t = Total-1) runs
+	// just above Min, and a run that stops early at its target exact match
+	// stops part way down the same curve.
 	Total int
 }
 
