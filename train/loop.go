@@ -19,6 +19,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // ErrInterrupted is returned by Run when its context was cancelled (SIGINT or
@@ -540,16 +541,16 @@ func (t *trainer) finish(sum Summary) error {
 	if err != nil {
 		return fmt.Errorf("train: %s: %w", SummaryFile, err)
 	}
-	var loss []CurvePoint
-	var eval []EvalPoint
+	var loss []plot.CurvePoint
+	var eval []plot.EvalPoint
 	for _, m := range t.history {
-		loss = append(loss, CurvePoint{Step: m.Step, Loss: m.Loss})
+		loss = append(loss, plot.CurvePoint{Step: m.Step, Loss: m.Loss})
 		if m.Eval != nil {
-			eval = append(eval, EvalPoint{Step: m.Step, TokenAccuracy: m.Eval.TokenAccuracy, ExactMatch: m.Eval.ExactMatch})
+			eval = append(eval, plot.EvalPoint{Step: m.Step, TokenAccuracy: m.Eval.TokenAccuracy, ExactMatch: m.Eval.ExactMatch})
 		}
 	}
 	title := fmt.Sprintf("%s (%s): %d steps", t.cfg.Task.Name, t.cfg.Task.Params, sum.Steps)
-	return PlotCurves(filepath.Join(t.opt.Out, CurvesFile), title, loss, eval)
+	return plot.Curves(filepath.Join(t.opt.Out, CurvesFile), title, loss, eval)
 }
 
 func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

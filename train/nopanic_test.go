@@ -14,6 +14,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/graph/graphtest"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // TestNoPanics calls every exported function and method of train with nil,
@@ -171,12 +172,12 @@ func TestNoPanics(t *testing.T) {
 		}, []string{"Resume", "Force"}},
 
 		// Plots.
-		{"PlotCurves no path", func() error { return PlotCurves("", "t", []CurvePoint{{Step: 1, Loss: 1}}, nil) }, []string{"train"}},
-		{"PlotCurves no points", func() error { return PlotCurves(filepath.Join(dir, "c.png"), "t", nil, nil) }, []string{"train"}},
-		{"PlotAttention no maps", func() error { return PlotAttention(filepath.Join(dir, "a.png"), "t", []string{"a"}, nil) }, []string{"train"}},
+		{"PlotCurves no path", func() error { return plot.Curves("", "t", []plot.CurvePoint{{Step: 1, Loss: 1}}, nil) }, []string{"no file name"}},
+		{"PlotCurves no points", func() error { return plot.Curves(filepath.Join(dir, "c.png"), "t", nil, nil) }, []string{"plot: ", "no loss"}},
+		{"PlotAttention no maps", func() error { return plot.Attention(filepath.Join(dir, "a.png"), "t", []string{"a"}, nil) }, []string{"plot: ", "no attention maps"}},
 		{"PlotAttention ragged", func() error {
-			return PlotAttention(filepath.Join(dir, "a.png"), "t", []string{"a", "b"}, []AttentionMap{{Weights: [][]float64{{1}}}})
-		}, []string{"train"}},
+			return plot.Attention(filepath.Join(dir, "a.png"), "t", []string{"a", "b"}, []plot.AttentionMap{{Weights: [][]float64{{1}}}})
+		}, []string{"plot: ", "want 2"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

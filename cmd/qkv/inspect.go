@@ -11,6 +11,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // tooLargeAdvice is the advice for a checkpoint too large for the memory
@@ -151,7 +152,7 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 		tokens[i], _ = vocab.Symbol(id)
 	}
 	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
-	if err := train.PlotAttention(*out, title, tokens, maps); err != nil {
+	if err := plot.Attention(*out, title, tokens, maps); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", vocab.Decode(answer[0]), len(maps)/max(1, m.Decoder.Config.Heads), *out)
@@ -160,13 +161,13 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 
 // attention runs m (batch 1) on seq and returns every layer's and head's
 // attention weights over the real tokens.
-func attention(m *train.Model, seq []int) ([]train.AttentionMap, error) {
+func attention(m *train.Model, seq []int) ([]plot.AttentionMap, error) {
 	ids := make([]int, m.S)
 	copy(ids, seq)
 	if err := m.SetBatch(ids, []int{len(seq)}); err != nil {
 		return nil, err
 	}
-	var maps []train.AttentionMap
+	var maps []plot.AttentionMap
 	err := m.Run(func() error {
 		for layer, w := range m.Weights {
 			vals, err := graph.Float64s(w.Value()) // (1, H, S, S)
@@ -180,7 +181,7 @@ func attention(m *train.Model, seq []int) ([]train.AttentionMap, error) {
 					off := (head*m.S + i) * m.S
 					rows[i] = vals[off : off+len(seq)]
 				}
-				maps = append(maps, train.AttentionMap{Layer: layer, Head: head, Weights: rows})
+				maps = append(maps, plot.AttentionMap{Layer: layer, Head: head, Weights: rows})
 			}
 		}
 		return nil

@@ -1,4 +1,4 @@
-package train
+package plot
 
 import (
 	"cmp"
@@ -88,7 +88,7 @@ var (
 	colNaN        = color.Gray{Y: 128}
 )
 
-// PlotCurves writes a PNG line chart of a training run to path.
+// Curves writes a PNG line chart of a training run to path.
 //
 // The upper panel shows the training loss over steps, on a logarithmic
 // y axis when every plotted loss is positive (linear otherwise); with
@@ -102,7 +102,7 @@ var (
 // The file is written atomically: the PNG goes to a temporary file in the
 // same directory, which is then renamed over path. The directory must exist.
 // It is an error if there is nothing to plot.
-func PlotCurves(path string, title string, loss []CurvePoint, eval []EvalPoint) error {
+func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) error {
 	lossXY := make(plotter.XYs, 0, len(loss))
 	for _, p := range slices.SortedStableFunc(slices.Values(loss), func(a, b CurvePoint) int { return cmp.Compare(a.Step, b.Step) }) {
 		if plotFinite(p.Loss) {
@@ -416,7 +416,7 @@ func emaSmooth(xy plotter.XYs, logSpace bool) plotter.XYs {
 }
 
 // newStyledPlot returns a plot with light grid lines and the fonts and legend
-// layout used by PlotCurves.
+// layout used by Curves.
 func newStyledPlot() *plot.Plot {
 	p := plot.New()
 	g := plotter.NewGrid()
@@ -537,7 +537,7 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-// PlotAttention writes a PNG grid of attention heatmaps to path: one panel per
+// Attention writes a PNG grid of attention heatmaps to path: one panel per
 // map, rows are layers and columns heads (both in increasing order; a missing
 // layer×head combination leaves its cell empty). Each panel, titled
 // "layer L head H", shows Weights with the key tokens along the x axis and the
@@ -551,8 +551,8 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 // tokens labels the sequence positions: every map must be
 // len(tokens) x len(tokens). It is an error if tokens or maps is empty, if a
 // matrix is ragged or does not match the token count, or if a layer/head
-// pair occurs twice. The file is written atomically like PlotCurves.
-func PlotAttention(path string, title string, tokens []string, maps []AttentionMap) error {
+// pair occurs twice. The file is written atomically like Curves.
+func Attention(path string, title string, tokens []string, maps []AttentionMap) error {
 	n := len(tokens)
 	if n == 0 {
 		return plotErr(path, errors.New("no tokens"))
@@ -754,9 +754,9 @@ func (g attnGrid) Y(r int) float64    { return float64(r) }
 
 func plotFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// plotErr wraps err as "train: plot <path>: err".
+// plotErr wraps err as "plot: <path>: err".
 func plotErr(path string, err error) error {
-	return fmt.Errorf("train: plot %s: %w", path, err)
+	return fmt.Errorf("plot: %s: %w", path, err)
 }
 
 // titleBandHeight is the height drawTitle reserves at the top of a figure:
@@ -810,6 +810,9 @@ func renderPNG(path string, w, h vg.Length, fn func(draw.Canvas)) (err error) {
 // path, so readers never see a partial image.
 func writeAtomic(path string, wt io.WriterTo) error {
 	dir, base := filepath.Split(path)
+	if base == "" || base == "." || base == ".." {
+		return plotErr(path, errors.New("no file name to write the PNG to"))
+	}
 	if dir == "" {
 		dir = "."
 	}

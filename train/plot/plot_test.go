@@ -1,4 +1,4 @@
-package train
+package plot
 
 import (
 	"bytes"
@@ -99,7 +99,7 @@ func TestPlotCurves(t *testing.T) {
 	dir := plotSampleDir(t)
 	loss, eval := sampleCurves(400)
 	path := filepath.Join(dir, "curves.png")
-	if err := PlotCurves(path, "copy task: d_model 64, 2 layers", loss, eval); err != nil {
+	if err := Curves(path, "copy task: d_model 64, 2 layers", loss, eval); err != nil {
 		t.Fatal(err)
 	}
 	checkPNG(t, path, 900, 750)
@@ -132,7 +132,7 @@ func TestPlotCurvesVariants(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				path := filepath.Join(dir, "curves-"+c.name+".png")
-				if err := PlotCurves(path, c.name, c.loss, c.eval); err != nil {
+				if err := Curves(path, c.name, c.loss, c.eval); err != nil {
 					t.Fatal(err)
 				}
 				checkPNG(t, path, c.w, c.h)
@@ -149,7 +149,7 @@ func TestPlotCurvesOverwrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	loss, _ := sampleCurves(50)
-	if err := PlotCurves(path, "", loss, nil); err != nil {
+	if err := Curves(path, "", loss, nil); err != nil {
 		t.Fatal(err)
 	}
 	checkPNG(t, path, 900, 450)
@@ -172,11 +172,11 @@ func TestPlotCurvesErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := PlotCurves(c.path, "x", c.loss, c.eval)
+			err := Curves(c.path, "x", c.loss, c.eval)
 			if err == nil {
 				t.Fatal("expected an error")
 			}
-			if prefix := "train: plot " + c.path + ": "; !strings.HasPrefix(err.Error(), prefix) {
+			if prefix := "plot: " + c.path + ": "; !strings.HasPrefix(err.Error(), prefix) {
 				t.Errorf("error %q lacks prefix %q", err, prefix)
 			}
 			if !strings.Contains(err.Error(), c.want) {
@@ -233,7 +233,7 @@ func TestPlotAttention(t *testing.T) {
 	dir := plotSampleDir(t)
 	path := filepath.Join(dir, "attention.png")
 	maps := sampleAttention(2, 2, sampleTokens)
-	if err := PlotAttention(path, "attention on \"2 0 1 1 0 2 SEP 0\"", sampleTokens, maps); err != nil {
+	if err := Attention(path, "attention on \"2 0 1 1 0 2 SEP 0\"", sampleTokens, maps); err != nil {
 		t.Fatal(err)
 	}
 	img := checkPNG(t, path, 0, 0)
@@ -276,7 +276,7 @@ func TestPlotAttentionVariants(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				path := filepath.Join(dir, "attention-"+c.name+".png")
-				if err := PlotAttention(path, c.name, c.tokens, c.maps); err != nil {
+				if err := Attention(path, c.name, c.tokens, c.maps); err != nil {
 					t.Fatal(err)
 				}
 				img := checkPNG(t, path, 0, 0)
@@ -313,11 +313,11 @@ func TestPlotAttentionErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := PlotAttention(c.path, "x", c.tokens, c.maps)
+			err := Attention(c.path, "x", c.tokens, c.maps)
 			if err == nil {
 				t.Fatal("expected an error")
 			}
-			if prefix := "train: plot " + c.path + ": "; !strings.HasPrefix(err.Error(), prefix) {
+			if prefix := "plot: " + c.path + ": "; !strings.HasPrefix(err.Error(), prefix) {
 				t.Errorf("error %q lacks prefix %q", err, prefix)
 			}
 			if !strings.Contains(err.Error(), c.want) {
