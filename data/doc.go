@@ -52,7 +52,13 @@
 // or zero receiver as on an empty one; Stream.Draw is Take with the error.
 //
 // Token ids are small ints: PAD is always 0, so zero-filled buffers are
-// padded buffers, and SEP is 1.
+// padded buffers, and SEP is 1. The task's symbols follow in order from id 2:
+// copy, reverse and sort the symbols 0, 1, ... of their alphabet, add the
+// digits 0-9, recall its values (digits) first and then its keys (letters).
+//
+// Greedy decoding (train.Greedy) takes the argmax over the whole vocabulary,
+// so a model may answer with PAD or SEP; answers are always AnswerLen tokens,
+// with no stop token.
 //
 // The package uses only the standard library, and math/rand/v2's PCG for all
 // randomness, so the same seed gives the same data on every platform.
