@@ -9,61 +9,62 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // TestConfigErrorNamesField: every invalid value, NaN and Inf included, is
 // refused by Resolve (and Run) before anything is built, with a
-// *ConfigError naming its JSON field.
+// *config.Error naming its JSON field.
 func TestConfigErrorNamesField(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	cases := []struct {
 		field  string
-		mutate func(*Config)
+		mutate func(*config.Config)
 	}{
-		{"model.dropout", func(c *Config) { c.Model.Dropout = nan }},
-		{"model.dropout", func(c *Config) { c.Model.Dropout = 1 }},
-		{"model.attn_dropout", func(c *Config) { c.Model.AttnDropout = inf }},
-		{"model.attn_dropout", func(c *Config) { c.Model.AttnDropout = -0.5 }},
-		{"lr", func(c *Config) { c.LR = nan }},
-		{"lr", func(c *Config) { c.LR = inf }},
-		{"lr", func(c *Config) { c.LR = 0 }},
-		{"min_lr", func(c *Config) { c.MinLR = nan }},
-		{"min_lr", func(c *Config) { c.MinLR = c.LR * 2 }},
-		{"clip_norm", func(c *Config) { c.ClipNorm = inf }},
-		{"clip_norm", func(c *Config) { c.ClipNorm = nan }},
-		{"clip_norm", func(c *Config) { c.ClipNorm = -1 }},
-		{"weight_decay", func(c *Config) { c.WeightDecay = nan }},
-		{"weight_decay", func(c *Config) { c.WeightDecay = -1 }},
-		{"target_exact", func(c *Config) { c.TargetExact = nan }},
-		{"target_exact", func(c *Config) { c.TargetExact = 1.01 }},
-		{"optimizer", func(c *Config) { c.Optimizer = "sgd" }},
-		{"optimizer", func(c *Config) { c.Optimizer = "" }},
-		{"dtype", func(c *Config) { c.DType = "int8" }},
-		{"task.name", func(c *Config) { c.Task.Name = "juggle" }},
-		{"task.params.length", func(c *Config) { c.Task.Params.Length = -1 }},
-		{"task.params.alphabet", func(c *Config) { c.Task.Params.Alphabet = 99 }},
-		{"task.params.length", func(c *Config) { c.Task.Params.MinLength, c.Task.Params.MaxLength = 2, 5 }},
-		{"test_size", func(c *Config) { c.TestSize = 100000 }},
-		{"test_size", func(c *Config) { c.TestSize = MaxTestSize + 1 }},
-		{"test_size", func(c *Config) { c.Task.Params = data.TaskConfig{Length: 1, Alphabet: 3}; c.TestSize = 1 }},
-		{"model.heads", func(c *Config) { c.Model.Heads = 5 }},
-		{"model.dim", func(c *Config) { c.Model.Dim = 0 }},
-		{"model.layers", func(c *Config) { c.Model.Layers = MaxLayers + 1 }},
-		{"model.activation", func(c *Config) { c.Model.Activation = "swish" }},
-		{"model.positions", func(c *Config) { c.Model.Positions = "rotary" }},
-		{"batch", func(c *Config) { c.Batch = 0 }},
-		{"steps", func(c *Config) { c.Steps = -1 }},
-		{"warmup", func(c *Config) { c.Warmup = c.Steps + 1 }},
-		{"eval_every", func(c *Config) { c.EvalEvery = 0 }},
-		{"checkpoint_every", func(c *Config) { c.CheckpointEvery = 0 }},
+		{"model.dropout", func(c *config.Config) { c.Model.Dropout = nan }},
+		{"model.dropout", func(c *config.Config) { c.Model.Dropout = 1 }},
+		{"model.attn_dropout", func(c *config.Config) { c.Model.AttnDropout = inf }},
+		{"model.attn_dropout", func(c *config.Config) { c.Model.AttnDropout = -0.5 }},
+		{"lr", func(c *config.Config) { c.LR = nan }},
+		{"lr", func(c *config.Config) { c.LR = inf }},
+		{"lr", func(c *config.Config) { c.LR = 0 }},
+		{"min_lr", func(c *config.Config) { c.MinLR = nan }},
+		{"min_lr", func(c *config.Config) { c.MinLR = c.LR * 2 }},
+		{"clip_norm", func(c *config.Config) { c.ClipNorm = inf }},
+		{"clip_norm", func(c *config.Config) { c.ClipNorm = nan }},
+		{"clip_norm", func(c *config.Config) { c.ClipNorm = -1 }},
+		{"weight_decay", func(c *config.Config) { c.WeightDecay = nan }},
+		{"weight_decay", func(c *config.Config) { c.WeightDecay = -1 }},
+		{"target_exact", func(c *config.Config) { c.TargetExact = nan }},
+		{"target_exact", func(c *config.Config) { c.TargetExact = 1.01 }},
+		{"optimizer", func(c *config.Config) { c.Optimizer = "sgd" }},
+		{"optimizer", func(c *config.Config) { c.Optimizer = "" }},
+		{"dtype", func(c *config.Config) { c.DType = "int8" }},
+		{"task.name", func(c *config.Config) { c.Task.Name = "juggle" }},
+		{"task.params.length", func(c *config.Config) { c.Task.Params.Length = -1 }},
+		{"task.params.alphabet", func(c *config.Config) { c.Task.Params.Alphabet = 99 }},
+		{"task.params.length", func(c *config.Config) { c.Task.Params.MinLength, c.Task.Params.MaxLength = 2, 5 }},
+		{"test_size", func(c *config.Config) { c.TestSize = 100000 }},
+		{"test_size", func(c *config.Config) { c.TestSize = config.MaxTestSize + 1 }},
+		{"test_size", func(c *config.Config) { c.Task.Params = data.TaskConfig{Length: 1, Alphabet: 3}; c.TestSize = 1 }},
+		{"model.heads", func(c *config.Config) { c.Model.Heads = 5 }},
+		{"model.dim", func(c *config.Config) { c.Model.Dim = 0 }},
+		{"model.layers", func(c *config.Config) { c.Model.Layers = config.MaxLayers + 1 }},
+		{"model.activation", func(c *config.Config) { c.Model.Activation = "swish" }},
+		{"model.positions", func(c *config.Config) { c.Model.Positions = "rotary" }},
+		{"batch", func(c *config.Config) { c.Batch = 0 }},
+		{"steps", func(c *config.Config) { c.Steps = -1 }},
+		{"warmup", func(c *config.Config) { c.Warmup = c.Steps + 1 }},
+		{"eval_every", func(c *config.Config) { c.EvalEvery = 0 }},
+		{"checkpoint_every", func(c *config.Config) { c.CheckpointEvery = 0 }},
 	}
 	for _, c := range cases {
-		cfg := DefaultConfig()
+		cfg := config.Default()
 		c.mutate(&cfg)
 		_, err := cfg.Resolve()
-		var ce *ConfigError
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Field != c.field {
-			t.Errorf("%s: Resolve returned %v, want a *ConfigError for %s", c.field, err, c.field)
+			t.Errorf("%s: Resolve returned %v, want a *config.Error for %s", c.field, err, c.field)
 			continue
 		}
 		if !strings.Contains(err.Error(), c.field) {
@@ -81,16 +82,16 @@ func TestConfigErrorNamesField(t *testing.T) {
 // resolved configuration survives config.json unchanged.
 func TestAcceptedConfigsMarshal(t *testing.T) {
 	for _, name := range data.Names() {
-		cfg := DefaultConfig()
-		cfg.Task = TaskSpec{Name: name, Params: data.DefaultConfig(name)}
+		cfg := config.Default()
+		cfg.Task = config.TaskSpec{Name: name, Params: data.DefaultConfig(name)}
 		if _, err := cfg.Resolve(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		b, err := MarshalConfig(cfg)
+		b, err := config.Marshal(cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		back, err := UnmarshalConfig(b)
+		back, err := config.Unmarshal(b)
 		if err != nil || back != cfg {
 			t.Errorf("%s: round trip gave %+v, %v", name, back, err)
 		}
@@ -100,7 +101,7 @@ func TestAcceptedConfigsMarshal(t *testing.T) {
 // TestBuildModelRefusesLargeModels: BuildModel checks its estimate against
 // the memory limit before allocating.
 func TestBuildModelRefusesLargeModels(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,17 +110,17 @@ func TestBuildModelRefusesLargeModels(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	_, err := BuildModel(cfg, 1_000_000_000_000, cfg.Model.MaxLen, true)
 	runtime.ReadMemStats(&after)
-	var me *MemoryError
+	var me *config.MemoryError
 	if !errors.As(err, &me) || !strings.Contains(err.Error(), "activations") {
-		t.Fatalf("BuildModel of 1e12 sequences: %v, want a *MemoryError with the breakdown", err)
+		t.Fatalf("BuildModel of 1e12 sequences: %v, want a *config.MemoryError with the breakdown", err)
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 		t.Errorf("refusing allocated %d bytes", grew)
 	}
-	// A limit set by SetMemoryLimit applies, and restores.
-	prev := SetMemoryLimit(1 << 10)
+	// A limit set by config.SetMemoryLimit applies, and restores.
+	prev := config.SetMemoryLimit(1 << 10)
 	_, err = BuildModel(cfg, 1, cfg.Model.MaxLen, false)
-	SetMemoryLimit(prev)
+	config.SetMemoryLimit(prev)
 	if !errors.As(err, &me) || me.Limit != 1<<10 {
 		t.Fatalf("BuildModel under a 1 KiB limit: %v", err)
 	}
@@ -134,7 +135,7 @@ func TestBuildModelRefusesLargeModels(t *testing.T) {
 // inference, the parameter count is BuildModel's, and absurd sizes are
 // estimated without overflowing.
 func TestEstimateMemory(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,12 +144,12 @@ func TestEstimateMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if got, want := NumParams(cfg.Model), float64(m.NumParams()); got != want {
+	if got, want := config.NumParams(cfg.Model), float64(m.NumParams()); got != want {
 		t.Errorf("NumParams = %v, BuildModel has %v", got, want)
 	}
-	inf, _ := EstimateMemory(cfg, 8, 12, false)
-	tr, _ := EstimateMemory(cfg, 8, 12, true)
-	if !(tr.Total() > inf.Total()) || tr.Optimizer != NumParams(cfg.Model)*16 || inf.Grads != 0 || inf.Optimizer != 0 {
+	inf, _ := config.EstimateMemory(cfg, 8, 12, false)
+	tr, _ := config.EstimateMemory(cfg, 8, 12, true)
+	if !(tr.Total() > inf.Total()) || tr.Optimizer != config.NumParams(cfg.Model)*16 || inf.Grads != 0 || inf.Optimizer != 0 {
 		t.Errorf("training %v vs inference %v", tr, inf)
 	}
 	if sum := tr.Params + tr.Grads + tr.Optimizer + tr.Activations + tr.Attention + tr.Logits; sum != tr.Total() {
@@ -161,35 +162,35 @@ func TestEstimateMemory(t *testing.T) {
 	}
 	huge := cfg
 	huge.Model.Dim, huge.Model.Hidden, huge.Model.Heads = math.MaxInt, math.MaxInt, 1
-	e, err := EstimateMemory(huge, math.MaxInt, math.MaxInt, true)
+	e, err := config.EstimateMemory(huge, math.MaxInt, math.MaxInt, true)
 	if err != nil || !(e.Total() > 1e30) || math.IsInf(e.Total(), 0) {
 		t.Errorf("huge: %v, %v", e, err)
 	}
-	if _, err := EstimateMemory(cfg, 0, 12, true); err == nil {
+	if _, err := config.EstimateMemory(cfg, 0, 12, true); err == nil {
 		t.Error("batch 0 was estimated")
 	}
-	run, _ := EstimateRun(cfg)
+	run, _ := config.EstimateRun(cfg)
 	if want := tr.Total(); !(run.Total() > want) {
-		t.Errorf("EstimateRun %v is not more than the training model alone", run)
+		t.Errorf("config.EstimateRun %v is not more than the training model alone", run)
 	}
 }
 
 func TestParseBytes(t *testing.T) {
 	good := map[string]int64{"16GiB": 16 << 30, "512MiB": 512 << 20, "1.5G": 3 << 29, "100000": 100000, "2 kb": 2000, "1e9": 1e9, "8B": 8}
 	for s, want := range good {
-		if got, err := ParseBytes(s); err != nil || got != want {
-			t.Errorf("ParseBytes(%q) = %d, %v; want %d", s, got, err, want)
+		if got, err := config.ParseBytes(s); err != nil || got != want {
+			t.Errorf("config.ParseBytes(%q) = %d, %v; want %d", s, got, err, want)
 		}
 	}
 	for _, s := range []string{"", "lots", "NaN", "Inf", "-1GiB", "0", "0.5", "1e30", "GiB", "16 GiBs"} {
-		if got, err := ParseBytes(s); err == nil {
-			t.Errorf("ParseBytes(%q) = %d, want an error", s, got)
+		if got, err := config.ParseBytes(s); err == nil {
+			t.Errorf("config.ParseBytes(%q) = %d, want an error", s, got)
 		}
 	}
-	if n := AvailableMemory(); n <= 0 {
-		t.Errorf("AvailableMemory = %d", n)
+	if n := config.AvailableMemory(); n <= 0 {
+		t.Errorf("config.AvailableMemory = %d", n)
 	}
-	if got := FormatBytes(1.5 * (1 << 30)); got != "1.5 GiB" {
-		t.Errorf("FormatBytes = %q", got)
+	if got := config.FormatBytes(1.5 * (1 << 30)); got != "1.5 GiB" {
+		t.Errorf("config.FormatBytes = %q", got)
 	}
 }

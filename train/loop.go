@@ -19,6 +19,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/plot"
 )
 
@@ -45,15 +46,15 @@ type Metric struct {
 
 // Summary is summary.json: what a run did and how well it ended.
 type Summary struct {
-	Task          TaskSpec `json:"task"`
-	Steps         int      `json:"steps"`
-	WallSeconds   float64  `json:"wall_seconds"`
-	Params        int      `json:"params"`
-	ExactMatch    float64  `json:"exact_match"`
-	TokenAccuracy float64  `json:"token_accuracy"`
-	StoppedEarly  bool     `json:"stopped_early"`
-	MsPerStep     float64  `json:"ms_per_step"`
-	Config        Config   `json:"config"`
+	Task          config.TaskSpec `json:"task"`
+	Steps         int             `json:"steps"`
+	WallSeconds   float64         `json:"wall_seconds"`
+	Params        int             `json:"params"`
+	ExactMatch    float64         `json:"exact_match"`
+	TokenAccuracy float64         `json:"token_accuracy"`
+	StoppedEarly  bool            `json:"stopped_early"`
+	MsPerStep     float64         `json:"ms_per_step"`
+	Config        config.Config   `json:"config"`
 }
 
 // Options says where a run writes and how it reports.
@@ -85,7 +86,7 @@ type runState struct {
 
 // trainer holds one run's pieces.
 type trainer struct {
-	cfg    Config
+	cfg    config.Config
 	opt    Options
 	task   data.Task
 	stream *data.Stream
@@ -116,7 +117,7 @@ type trainer struct {
 // directory, in this process or another, fails at once with ErrLocked. A
 // fresh run into a directory holding a checkpoint fails with ErrRunExists
 // unless opt.Force.
-func Run(ctx context.Context, cfg Config, opt Options) (Summary, error) {
+func Run(ctx context.Context, cfg config.Config, opt Options) (Summary, error) {
 	if ctx == nil {
 		return Summary{}, errors.New("train: nil context")
 	}
@@ -141,7 +142,7 @@ func (t *trainer) close() {
 	}
 }
 
-func newTrainer(cfg Config, opt Options) (t *trainer, err error) {
+func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 	task, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
@@ -163,7 +164,7 @@ func newTrainer(cfg Config, opt Options) (t *trainer, err error) {
 		}
 	}()
 	// Both models together must fit before either is built.
-	est, err := EstimateRun(cfg)
+	est, err := config.EstimateRun(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func newTrainer(cfg Config, opt Options) (t *trainer, err error) {
 	if t.model, err = BuildModel(cfg, cfg.Batch, s, true); err != nil {
 		return nil, err
 	}
-	if t.eval, err = BuildModel(cfg, min(cfg.TestSize, MaxEvalBatch), s, false); err != nil {
+	if t.eval, err = BuildModel(cfg, min(cfg.TestSize, config.MaxEvalBatch), s, false); err != nil {
 		return nil, err
 	}
 	if t.optim, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, t.model.Params); err != nil {
@@ -390,7 +391,7 @@ func (t *trainer) save(wall float64) error {
 }
 
 func (t *trainer) writeCheckpoint(wall float64) error {
-	cfgJSON, err := MarshalConfig(t.cfg)
+	cfgJSON, err := config.Marshal(t.cfg)
 	if err != nil {
 		return err
 	}

@@ -15,12 +15,13 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // tinyConfig is a model and task small enough to train in a few seconds.
-func tinyConfig() Config {
-	cfg := DefaultConfig()
-	cfg.Task = TaskSpec{Name: "copy", Params: data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 4}}
+func tinyConfig() config.Config {
+	cfg := config.Default()
+	cfg.Task = config.TaskSpec{Name: "copy", Params: data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 4}}
 	cfg.Model = layers.StackConfig{Dim: 16, Heads: 2, Layers: 1, Hidden: 32, Activation: layers.ActivationGELU, Bias: true}
 	cfg.Batch = 16
 	cfg.Steps = 150
@@ -208,13 +209,13 @@ func TestInterruptSavesCheckpoint(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	cases := map[string]func(*Config){
-		"batch must be positive": func(c *Config) { c.Batch = 0 },
-		"dtype":                  func(c *Config) { c.DType = "int8" },
-		"unknown task":           func(c *Config) { c.Task.Name = "juggle" },
-		"min_lr":                 func(c *Config) { c.MinLR = 1 },
-		"target_exact":           func(c *Config) { c.TargetExact = 2 },
-		"not divisible":          func(c *Config) { c.Model.Heads = 5 },
+	cases := map[string]func(*config.Config){
+		"batch must be positive": func(c *config.Config) { c.Batch = 0 },
+		"dtype":                  func(c *config.Config) { c.DType = "int8" },
+		"unknown task":           func(c *config.Config) { c.Task.Name = "juggle" },
+		"min_lr":                 func(c *config.Config) { c.MinLR = 1 },
+		"target_exact":           func(c *config.Config) { c.TargetExact = 2 },
+		"not divisible":          func(c *config.Config) { c.Model.Heads = 5 },
 	}
 	for want, mutate := range cases {
 		cfg := tinyConfig()

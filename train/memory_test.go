@@ -5,18 +5,19 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // measureStep returns the heap the process keeps after building cfg's
 // training (or inference) model for b sequences and running one step.
-func measureStep(t *testing.T, cfg Config, b int, training bool) (MemoryEstimate, float64) {
+func measureStep(t *testing.T, cfg config.Config, b int, training bool) (config.MemoryEstimate, float64) {
 	t.Helper()
 	task, err := cfg.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := task.MaxLen() - 1
-	est, err := EstimateMemory(cfg, b, s, training)
+	est, err := config.EstimateMemory(cfg, b, s, training)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,29 +72,31 @@ func measureStep(t *testing.T, cfg Config, b int, training bool) (MemoryEstimate
 func TestMemoryEstimateMatchesHeap(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		mod   func(*Config)
+		mod   func(*config.Config)
 		b     int
 		train bool
 	}{
-		{"default training", func(c *Config) {}, 64, true},
-		{"default inference", func(c *Config) {}, 64, false},
-		{"wide", func(c *Config) { c.Model.Dim, c.Model.Hidden = 256, 1024 }, 16, true},
-		{"long sequences", func(c *Config) {
-			c.Task = TaskSpec{"copy", data.TaskConfig{Length: 48, Alphabet: 10}}
+		{"default training", func(c *config.Config) {}, 64, true},
+		{"default inference", func(c *config.Config) {}, 64, false},
+		{"wide", func(c *config.Config) { c.Model.Dim, c.Model.Hidden = 256, 1024 }, 16, true},
+		{"long sequences", func(c *config.Config) {
+			c.Task = config.TaskSpec{Name: "copy", Params: data.TaskConfig{Length: 48, Alphabet: 10}}
 			c.Model.Heads = 8
 		}, 16, true},
-		{"long inference", func(c *Config) { c.Task = TaskSpec{"copy", data.TaskConfig{Length: 48, Alphabet: 10}} }, 32, false},
-		{"float64 deep", func(c *Config) { c.DType = "float64"; c.Model.Layers = 4 }, 32, true},
-		{"dropout", func(c *Config) { c.Model.Dropout, c.Model.AttnDropout = 0.1, 0.1 }, 64, true},
-		{"post-LN sinusoidal", func(c *Config) { c.Model.PostLN, c.Model.Positions = true, "sinusoidal" }, 64, true},
+		{"long inference", func(c *config.Config) {
+			c.Task = config.TaskSpec{Name: "copy", Params: data.TaskConfig{Length: 48, Alphabet: 10}}
+		}, 32, false},
+		{"float64 deep", func(c *config.Config) { c.DType = "float64"; c.Model.Layers = 4 }, 32, true},
+		{"dropout", func(c *config.Config) { c.Model.Dropout, c.Model.AttnDropout = 0.1, 0.1 }, 64, true},
+		{"post-LN sinusoidal", func(c *config.Config) { c.Model.PostLN, c.Model.Positions = true, "sinusoidal" }, 64, true},
 	} {
-		cfg := DefaultConfig()
+		cfg := config.Default()
 		c.mod(&cfg)
 		est, got := measureStep(t, cfg, c.b, c.train)
 		ratio := est.Total() / got
-		t.Logf("%s: estimate %s; heap grew %s: ratio %.2f", c.name, est, FormatBytes(got), ratio)
+		t.Logf("%s: estimate %s; heap grew %s: ratio %.2f", c.name, est, config.FormatBytes(got), ratio)
 		if !(ratio >= 0.5 && ratio <= 3) {
-			t.Errorf("%s: estimate %s is %.2f times the measured %s, want 0.5 to 3", c.name, FormatBytes(est.Total()), ratio, FormatBytes(got))
+			t.Errorf("%s: estimate %s is %.2f times the measured %s, want 0.5 to 3", c.name, config.FormatBytes(est.Total()), ratio, config.FormatBytes(got))
 		}
 	}
 }

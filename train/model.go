@@ -9,6 +9,7 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // Model is a decoder-only model compiled once for batches of B sequences of S
@@ -34,14 +35,14 @@ type Model struct {
 // and its gradients; an inference model runs forward only.
 //
 // Before allocating anything it estimates the memory the model needs
-// (EstimateMemory) and returns a *MemoryError if that exceeds MemoryLimit,
+// (config.EstimateMemory) and returns a *config.MemoryError if that exceeds config.MemoryLimit,
 // instead of letting the runtime die of an out-of-memory fatal error.
-func BuildModel(cfg Config, b, s int, training bool) (*Model, error) {
+func BuildModel(cfg config.Config, b, s int, training bool) (*Model, error) {
 	dt, err := cfg.Dtype()
 	if err != nil {
 		return nil, err
 	}
-	est, err := EstimateMemory(cfg, b, s, training)
+	est, err := config.EstimateMemory(cfg, b, s, training)
 	if err != nil {
 		return nil, err
 	}

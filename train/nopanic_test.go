@@ -14,6 +14,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/graph/graphtest"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/plot"
 )
 
@@ -45,7 +46,7 @@ func TestNoPanics(t *testing.T) {
 	dir := t.TempDir()
 	huge := tiny
 	huge.Batch = math.MaxInt / 2
-	bad := func(mutate func(*Config)) Config {
+	bad := func(mutate func(*config.Config)) config.Config {
 		c := tinyConfig()
 		mutate(&c)
 		return c
@@ -70,7 +71,7 @@ func TestNoPanics(t *testing.T) {
 		}, []string{`tensor "w": shape`, "too large"}},
 		{"LoadCheckpoint empty name", func() error { _, err := checkpoint.Load(""); return err }, []string{"no checkpoint"}},
 		{"LoadCheckpoint a file", func() error { _, err := checkpoint.Load("/dev/null"); return err }, []string{"/dev/null"}},
-		{"LoadConfig missing", func() error { _, err := LoadConfig(filepath.Join(dir, "none")); return err }, []string{"no checkpoint"}},
+		{"LoadConfig missing", func() error { _, err := config.Load(filepath.Join(dir, "none")); return err }, []string{"no checkpoint"}},
 		{"LoadModel missing", func() error { _, _, _, err := LoadModel(filepath.Join(dir, "none"), 1); return err }, []string{"no checkpoint"}},
 		{"checkpoint.ParamTensors nil node", func() error { _, err := checkpoint.ParamTensors(nilNode); return err }, []string{`param "w": nil node`}},
 		{"checkpoint.ParamTensors no value", func() error { _, err := checkpoint.ParamTensors(noValue); return err }, []string{`param "nv": no value`}},
@@ -109,7 +110,7 @@ func TestNoPanics(t *testing.T) {
 		{"Schedule NaN", func() error { return Schedule{Peak: math.NaN(), Total: 10}.Validate() }, []string{"NaN"}},
 
 		// Models.
-		{"BuildModel zero config", func() error { _, err := BuildModel(Config{}, 1, 1, true); return err }, []string{"train"}},
+		{"BuildModel zero config", func() error { _, err := BuildModel(config.Config{}, 1, 1, true); return err }, []string{"sizes must be positive"}},
 		{"BuildModel zero batch", func() error { _, err := BuildModel(tiny, 0, 4, true); return err }, []string{"0"}},
 		{"BuildModel negative length", func() error { _, err := BuildModel(tiny, 1, -4, true); return err }, []string{"-4"}},
 		{"BuildModel huge batch", func() error { _, err := BuildModel(huge, huge.Batch, 4, true); return err }, []string{"memory"}},
@@ -128,31 +129,34 @@ func TestNoPanics(t *testing.T) {
 		{"Evaluate nil task", func() error { _, err := Evaluate(inf, nil, nil); return err }, []string{"nil task"}},
 
 		// Runs.
-		{"Run zero config", func() error { _, err := Run(context.Background(), Config{}, Options{Out: t.TempDir()}); return err }, []string{"train"}},
+		{"Run zero config", func() error {
+			_, err := Run(context.Background(), config.Config{}, Options{Out: t.TempDir()})
+			return err
+		}, []string{"config: task.name"}},
 		{"Run no directory", func() error { _, err := Run(context.Background(), tiny, Options{}); return err }, []string{"no output directory"}},
 		{"Run nil context", func() error {
 			_, err := Run(nil, tiny, Options{Out: t.TempDir()}) //lint:ignore SA1012 a nil context is the point
 			return err
 		}, []string{"nil context"}},
 		{"Run Inf clip", func() error {
-			_, err := Run(context.Background(), bad(func(c *Config) { c.ClipNorm = math.Inf(1) }), Options{Out: t.TempDir()})
+			_, err := Run(context.Background(), bad(func(c *config.Config) { c.ClipNorm = math.Inf(1) }), Options{Out: t.TempDir()})
 			return err
 		}, []string{"clip"}},
 		{"Run NaN target", func() error {
-			_, err := Run(context.Background(), bad(func(c *Config) { c.TargetExact = math.NaN() }), Options{Out: t.TempDir()})
+			_, err := Run(context.Background(), bad(func(c *config.Config) { c.TargetExact = math.NaN() }), Options{Out: t.TempDir()})
 			return err
 		}, []string{"target_exact"}},
 		{"Run huge batch", func() error { _, err := Run(context.Background(), huge, Options{Out: t.TempDir()}); return err }, []string{"memory"}},
-		{"UnmarshalConfig garbage", func() error { _, err := UnmarshalConfig([]byte("{")); return err }, []string{"config.json"}},
-		{"UnmarshalConfig NaN", func() error { _, err := UnmarshalConfig(json.RawMessage(`{"lr": NaN}`)); return err }, []string{"config.json"}},
+		{"config.Unmarshal garbage", func() error { _, err := config.Unmarshal([]byte("{")); return err }, []string{"config.json"}},
+		{"config.Unmarshal NaN", func() error { _, err := config.Unmarshal(json.RawMessage(`{"lr": NaN}`)); return err }, []string{"config.json"}},
 
-		{"EstimateMemory zero config", func() error { _, err := EstimateMemory(Config{}, 1, 1, true); return err }, []string{"sizes must be positive"}},
-		{"EstimateMemory zero batch", func() error { _, err := EstimateMemory(resolved, 0, 4, false); return err }, []string{"B=0"}},
-		{"EstimateRun zero config", func() error { _, err := EstimateRun(Config{}); return err }, []string{"sizes must be positive"}},
-		{"ParseBytes words", func() error { _, err := ParseBytes("lots"); return err }, []string{`"lots"`}},
-		{"ParseBytes negative", func() error { _, err := ParseBytes("-1GiB"); return err }, []string{"at least 1 byte"}},
-		{"ParseBytes NaN", func() error { _, err := ParseBytes("NaN"); return err }, []string{"at least 1 byte"}},
-		{"ParseBytes overflow", func() error { _, err := ParseBytes("1e30TiB"); return err }, []string{"below 8 EiB"}},
+		{"config.EstimateMemory zero config", func() error { _, err := config.EstimateMemory(config.Config{}, 1, 1, true); return err }, []string{"sizes must be positive"}},
+		{"config.EstimateMemory zero batch", func() error { _, err := config.EstimateMemory(resolved, 0, 4, false); return err }, []string{"B=0"}},
+		{"config.EstimateRun zero config", func() error { _, err := config.EstimateRun(config.Config{}); return err }, []string{"sizes must be positive"}},
+		{"config.ParseBytes words", func() error { _, err := config.ParseBytes("lots"); return err }, []string{`"lots"`}},
+		{"config.ParseBytes negative", func() error { _, err := config.ParseBytes("-1GiB"); return err }, []string{"at least 1 byte"}},
+		{"config.ParseBytes NaN", func() error { _, err := config.ParseBytes("NaN"); return err }, []string{"at least 1 byte"}},
+		{"config.ParseBytes overflow", func() error { _, err := config.ParseBytes("1e30TiB"); return err }, []string{"below 8 EiB"}},
 		{"SaveCheckpoint empty tensor name", func() error {
 			return checkpoint.Save(dir, &checkpoint.Checkpoint{Weights: []checkpoint.NamedTensor{{Shape: []int{1}, DType: tensor.Float32, Data: []float64{1}}}})
 		}, []string{"empty name"}},

@@ -12,15 +12,7 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train/checkpoint"
-)
-
-// Optimizer kinds accepted in OptimizerConfig.Kind.
-const (
-	// OptimizerAdam is Adam without weight decay.
-	OptimizerAdam = "adam"
-	// OptimizerAdamW is Adam with decoupled weight decay (Loshchilov &
-	// Hutter), applied to weight matrices only.
-	OptimizerAdamW = "adamw"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // Defaults used for zero fields of OptimizerConfig: PyTorch's Adam and AdamW
@@ -77,11 +69,11 @@ func (c OptimizerConfig) WithDefaults() OptimizerConfig {
 		c.Eps = DefaultEps
 	}
 	switch c.Kind {
-	case OptimizerAdamW:
+	case config.OptimizerAdamW:
 		if c.WeightDecay == 0 {
 			c.WeightDecay = DefaultWeightDecay
 		}
-	case OptimizerAdam:
+	case config.OptimizerAdam:
 		c.WeightDecay = 0
 	}
 	return c
@@ -97,11 +89,11 @@ func (c OptimizerConfig) Validate() error {
 	}
 	c = c.WithDefaults()
 	switch c.Kind {
-	case OptimizerAdam, OptimizerAdamW:
+	case config.OptimizerAdam, config.OptimizerAdamW:
 	case "":
-		return fmt.Errorf("train: optimizer: kind is empty: want %q or %q", OptimizerAdam, OptimizerAdamW)
+		return fmt.Errorf("train: optimizer: kind is empty: want %q or %q", config.OptimizerAdam, config.OptimizerAdamW)
 	default:
-		return fmt.Errorf("train: optimizer: unknown kind %q: want %q or %q", c.Kind, OptimizerAdam, OptimizerAdamW)
+		return fmt.Errorf("train: optimizer: unknown kind %q: want %q or %q", c.Kind, config.OptimizerAdam, config.OptimizerAdamW)
 	}
 	if !(c.Beta1 >= 0 && c.Beta1 < 1) {
 		return fmt.Errorf("train: optimizer: beta1 %v is outside [0, 1)", c.Beta1)
@@ -180,7 +172,7 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 			return nil, fmt.Errorf("train: optimizer: parameter %q: %w", p.Name, err)
 		}
 		o.shapes[i] = d.Shape().Clone()
-		o.decay[i] = o.cfg.Kind == OptimizerAdamW && decays(p.Name, d.Dims())
+		o.decay[i] = o.cfg.Kind == config.OptimizerAdamW && decays(p.Name, d.Dims())
 		n := o.shapes[i].TotalSize()
 		o.m[i] = make([]float64, n)
 		o.v[i] = make([]float64, n)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 func TestRunDirLocked(t *testing.T) {
@@ -146,22 +147,22 @@ func TestRunDirTooLarge(t *testing.T) {
 	if _, err := resolved.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	est, err := EstimateRun(resolved)
+	est, err := config.EstimateRun(resolved)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Room for the training model alone, not for both.
-	train, err := EstimateMemory(resolved, cfg.Batch, resolved.Model.MaxLen, true)
+	train, err := config.EstimateMemory(resolved, cfg.Batch, resolved.Model.MaxLen, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev := SetMemoryLimit(int64((train.Total() + est.Total()) / 2))
-	defer SetMemoryLimit(prev)
+	prev := config.SetMemoryLimit(int64((train.Total() + est.Total()) / 2))
+	defer config.SetMemoryLimit(prev)
 	dir := filepath.Join(t.TempDir(), "run")
 	_, err = Run(context.Background(), cfg, Options{Out: dir})
-	var memErr *MemoryError
+	var memErr *config.MemoryError
 	if !errors.As(err, &memErr) {
-		t.Fatalf("got %v, want a *MemoryError", err)
+		t.Fatalf("got %v, want a *config.MemoryError", err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused run created %s (%v)", dir, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // torchScript is the independent PyTorch reference, relative to this package.
@@ -65,9 +66,9 @@ type torchVariant struct {
 // torchConfig is a tiny two-block model on reverse with rows of 2 to 4
 // symbols (vocab 6, S = 8), trained a few steps at a high learning rate so
 // that LayerNorm gains and biases move away from their initial 1 and 0.
-func torchConfig(v torchVariant) train.Config {
-	cfg := train.DefaultConfig()
-	cfg.Task = train.TaskSpec{Name: "reverse", Params: data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 4}}
+func torchConfig(v torchVariant) config.Config {
+	cfg := config.Default()
+	cfg.Task = config.TaskSpec{Name: "reverse", Params: data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 4}}
 	cfg.Model = v.model
 	cfg.DType = v.dtype
 	cfg.Seed = 7

@@ -14,10 +14,11 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	cfg := train.DefaultConfig()
+	cfg := config.Default()
 	fs := newFlags("bench", "[flags]", stderr)
 	resolveTask := configFlags(fs, &cfg)
 	steps := fs.Int("n", 30, "timed training steps (after 3 untimed), at least 1")
@@ -32,8 +33,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := resolveTask(); err != nil {
 		return err
 	}
-	task, err := mem.resolve(&cfg, func(c train.Config) (train.MemoryEstimate, error) {
-		return train.EstimateMemory(c, c.Batch, c.Model.MaxLen, true)
+	task, err := mem.resolve(&cfg, func(c config.Config) (config.MemoryEstimate, error) {
+		return config.EstimateMemory(c, c.Batch, c.Model.MaxLen, true)
 	})
 	if err != nil {
 		return err
@@ -45,7 +46,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	m, err := train.BuildModel(cfg, cfg.Batch, task.MaxLen()-1, true)
 	if err != nil {
-		return configError(err, cfg) // a *train.MemoryError: exit 2 naming the sizes
+		return configError(err, cfg) // a *config.MemoryError: exit 2 naming the sizes
 	}
 	defer m.Close()
 	opt, err := train.NewOptimizer(train.OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, m.Params)
@@ -108,8 +109,8 @@ type torchBench struct {
 // benchTorch times the same configuration's training step (forward,
 // weighted cross-entropy, backward, clipping, AdamW) in PyTorch, through the
 // reference implementation in tools/torchref, and prints it beside qkv's.
-func benchTorch(stdout io.Writer, python string, cfg train.Config, steps int) error {
-	b, err := train.MarshalConfig(cfg)
+func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int) error {
+	b, err := config.Marshal(cfg)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/plot"
 )
 
@@ -23,27 +24,27 @@ const tooLargeAdvice = "raise --max-memory if the machine has it"
 // of b sequences. It reads and checks the checkpoint's config.json first,
 // naming the file if it is invalid, and refuses (exit 2) a model estimated
 // to need more memory than --max-memory before building it.
-func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, train.Config, data.Task, error) {
+func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, config.Config, data.Task, error) {
 	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
 	mem := registerMemory(fs)
-	return func(b int) (*train.Model, train.Config, data.Task, error) {
+	return func(b int) (*train.Model, config.Config, data.Task, error) {
 		if *dir == "" {
-			return nil, train.Config{}, nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
+			return nil, config.Config{}, nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
 		}
-		cfg, err := train.LoadConfig(*dir)
+		cfg, err := config.Load(*dir)
 		if err != nil {
-			return nil, train.Config{}, nil, err
+			return nil, config.Config{}, nil, err
 		}
 		file := checkpoint.File(*dir, checkpoint.ConfigFile)
 		defer mem.apply()()
-		_, tooLarge, err := mem.fits(&cfg, func(c train.Config) (train.MemoryEstimate, error) {
-			return train.EstimateMemory(c, b, c.Model.MaxLen, false)
+		_, tooLarge, err := mem.fits(&cfg, func(c config.Config) (config.MemoryEstimate, error) {
+			return config.EstimateMemory(c, b, c.Model.MaxLen, false)
 		}, tooLargeAdvice)
 		if tooLarge != "" {
-			return nil, train.Config{}, nil, fmt.Errorf("%w: %s: %s", errUsage, file, tooLarge)
+			return nil, config.Config{}, nil, fmt.Errorf("%w: %s: %s", errUsage, file, tooLarge)
 		}
 		if err != nil { // the checkpoint's config.json is wrong, not a flag
-			return nil, train.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
+			return nil, config.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
 		}
 		return train.LoadModel(*dir, b)
 	}
@@ -55,7 +56,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	m, cfg, task, err := load(train.MaxEvalBatch)
+	m, cfg, task, err := load(config.MaxEvalBatch)
 	if err != nil {
 		return err
 	}

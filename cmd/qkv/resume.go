@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"strconv"
 
-	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // runControlFlags are the train flags that may differ from the checkpoint
@@ -24,22 +24,22 @@ var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkp
 // A checkpoint that cannot be read, or whose config.json is not valid, is
 // reported naming the file; one too large for the memory limit (mem) is a
 // usage error naming the sizes.
-func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (train.Config, error) {
+func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (config.Config, error) {
 	ck, err := checkpoint.Load(dir)
 	if err != nil {
-		return train.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
+		return config.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
 	}
 	file := checkpoint.File(dir, checkpoint.ConfigFile)
-	cfg, err := train.UnmarshalConfig(ck.Config)
+	cfg, err := config.Unmarshal(ck.Config)
 	if err != nil {
-		return train.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
+		return config.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
 	}
-	_, tooLarge, err := mem.fits(&cfg, train.EstimateRun, tooLargeAdvice)
+	_, tooLarge, err := mem.fits(&cfg, config.EstimateRun, tooLargeAdvice)
 	if tooLarge != "" {
-		return train.Config{}, fmt.Errorf("%w: --resume: %s: %s", errUsage, file, tooLarge)
+		return config.Config{}, fmt.Errorf("%w: --resume: %s: %s", errUsage, file, tooLarge)
 	}
 	if err != nil { // the checkpoint's config.json is wrong, not a flag
-		return train.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
+		return config.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
 	}
 
 	// Each flag given is applied alone to a copy of the checkpoint's
@@ -84,10 +84,10 @@ func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (train.Config, 
 		}
 	})
 	if refuse != nil {
-		return train.Config{}, refuse
+		return config.Config{}, refuse
 	}
 	if cfg.Steps < ck.Step {
-		return train.Config{}, fmt.Errorf("%w: --steps %d: the checkpoint in %s is already at step %d; give a total of at least %d", errUsage, cfg.Steps, dir, ck.Step, ck.Step)
+		return config.Config{}, fmt.Errorf("%w: --steps %d: the checkpoint in %s is already at step %d; give a total of at least %d", errUsage, cfg.Steps, dir, ck.Step, ck.Step)
 	}
 	return cfg, nil
 }

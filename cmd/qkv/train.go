@@ -16,6 +16,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // taskFlags are the task parameters as flags; 0 keeps the task's default.
@@ -69,7 +70,7 @@ func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 // configFlags registers every training flag on fs, defaulting to cfg, and
 // returns a function that resolves the task flags into cfg after parsing,
 // refusing a fixed length (pairs) given with a range.
-func configFlags(fs *flag.FlagSet, cfg *train.Config) func() error {
+func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	var tf taskFlags
 	tf.register(fs, cfg.Task.Name)
 	m := &cfg.Model
@@ -100,7 +101,7 @@ func configFlags(fs *flag.FlagSet, cfg *train.Config) func() error {
 		if err := taskConflicts(fs); err != nil {
 			return err
 		}
-		cfg.Task = train.TaskSpec{Name: tf.name, Params: tf.resolve(fs)}
+		cfg.Task = config.TaskSpec{Name: tf.name, Params: tf.resolve(fs)}
 		if !flagGiven(fs, "warmup") {
 			cfg.Warmup = defaultWarmup(cfg.Warmup, cfg.Steps)
 		}
@@ -125,7 +126,7 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	cfg := train.DefaultConfig()
+	cfg := config.Default()
 	fs := newFlags("train", "[flags]", stderr)
 	resolveTask := configFlags(fs, &cfg)
 	fs.Lookup("warmup").DefValue = fmt.Sprintf("min(%d, steps/10)", cfg.Warmup) // as --help shows it
@@ -159,7 +160,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	default:
 		opts.Out = filepath.Join("runs", cfg.Task.Name)
 	}
-	if _, err := mem.resolve(&cfg, train.EstimateRun); err != nil {
+	if _, err := mem.resolve(&cfg, config.EstimateRun); err != nil {
 		return err
 	}
 
@@ -173,7 +174,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %v: continue it with --resume %s, or start afresh with --force (which moves it to %s.old-N)", errUsage, err, opts.Out, filepath.Clean(opts.Out))
 	}
 	if err != nil {
-		return configError(err, cfg) // a *train.MemoryError of BuildModel: exit 2 naming the sizes
+		return configError(err, cfg) // a *config.MemoryError of BuildModel: exit 2 naming the sizes
 	}
 	fmt.Fprintf(stdout, "task %s (%s): %d steps in %.1f s (%.1f ms/step), %d params\n",
 		sum.Task.Name, sum.Task.Params, sum.Steps, sum.WallSeconds, sum.MsPerStep, sum.Params)

@@ -7,11 +7,11 @@ import (
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
-// fieldFlags maps the JSON path of a train.Config field (as a
-// train.ConfigError names it) to the flag of train and bench that sets it.
+// fieldFlags maps the JSON path of a config.Config field (as a
+// config.Error names it) to the flag of train and bench that sets it.
 var fieldFlags = map[string]string{
 	"task.name":              "task",
 	"task.params.length":     "length",
@@ -57,7 +57,7 @@ var fieldFlags = map[string]string{
 // flagFor names the flag that sets a Config field ("--lr"); fields no flag
 // sets keep their JSON path. The task's parameters as a whole are written
 // as the flags that give them, from cfg.
-func flagFor(field string, cfg train.Config) string {
+func flagFor(field string, cfg config.Config) string {
 	switch field {
 	case "task.params":
 		return taskAsFlags(cfg.Task)
@@ -73,7 +73,7 @@ func flagFor(field string, cfg train.Config) string {
 
 // taskAsFlags writes a task as the flags that select it, e.g.
 // "--task sort --length 6 --alphabet 3".
-func taskAsFlags(t train.TaskSpec) string {
+func taskAsFlags(t config.TaskSpec) string {
 	s := "--task " + t.Name
 	p := t.Params
 	for _, f := range []struct {
@@ -89,11 +89,11 @@ func taskAsFlags(t train.TaskSpec) string {
 	return s
 }
 
-// configError turns a *train.ConfigError in err into a usage error naming
-// the flags (exit 2), and a *train.MemoryError into one naming the sizes
+// configError turns a *config.Error in err into a usage error naming
+// the flags (exit 2), and a *config.MemoryError into one naming the sizes
 // and --max-memory; other errors are returned as they are.
-func configError(err error, cfg train.Config) error {
-	var ce *train.ConfigError
+func configError(err error, cfg config.Config) error {
+	var ce *config.Error
 	if errors.As(err, &ce) {
 		name := flagFor(ce.Field, cfg)
 		if len(ce.With) > 0 {
@@ -105,7 +105,7 @@ func configError(err error, cfg train.Config) error {
 		}
 		return fmt.Errorf("%w: %s: %s", errUsage, name, ce.Problem)
 	}
-	var me *train.MemoryError
+	var me *config.MemoryError
 	if errors.As(err, &me) {
 		return memoryUsage(me.Estimate, me.Limit, cfg, false)
 	}
@@ -115,7 +115,7 @@ func configError(err error, cfg train.Config) error {
 // resolve resolves cfg, whose values came from flags, and checks that
 // est(cfg) fits the memory limit before anything is built. Its errors are
 // usage errors naming the flags, or the sizes and --max-memory.
-func (m *memoryFlag) resolve(cfg *train.Config, est func(train.Config) (train.MemoryEstimate, error)) (data.Task, error) {
+func (m *memoryFlag) resolve(cfg *config.Config, est func(config.Config) (config.MemoryEstimate, error)) (data.Task, error) {
 	task, tooLarge, err := m.fits(cfg, est, "lower --batch, --dim, --hidden or --layers, or raise --max-memory")
 	if tooLarge != "" {
 		return nil, fmt.Errorf("%w: %s", errUsage, tooLarge)
@@ -132,9 +132,9 @@ func (m *memoryFlag) resolve(cfg *train.Config, est func(train.Config) (train.Me
 // model the layers refuse (e.g. more weights than a graph holds) that would
 // not fit in memory either is reported as too large: the sizes and
 // --max-memory say more than the layers' limit.
-func (m *memoryFlag) fits(cfg *train.Config, est func(train.Config) (train.MemoryEstimate, error), advice string) (task data.Task, tooLarge string, err error) {
+func (m *memoryFlag) fits(cfg *config.Config, est func(config.Config) (config.MemoryEstimate, error), advice string) (task data.Task, tooLarge string, err error) {
 	task, err = cfg.Resolve()
-	var ce *train.ConfigError
+	var ce *config.Error
 	if err != nil && !(errors.As(err, &ce) && ce.Field == "model" && cfg.Model.Vocab > 0) {
 		return nil, "", err
 	}
@@ -159,11 +159,11 @@ func (m *memoryFlag) String() string {
 	if m == nil || m.n == 0 {
 		return ""
 	}
-	return train.FormatBytes(float64(m.n))
+	return config.FormatBytes(float64(m.n))
 }
 
 func (m *memoryFlag) Set(s string) error {
-	n, err := train.ParseBytes(s)
+	n, err := config.ParseBytes(s)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (m *memoryFlag) Set(s string) error {
 // registerMemory adds --max-memory to fs.
 func registerMemory(fs *flag.FlagSet) *memoryFlag {
 	m := &memoryFlag{}
-	fs.Var(m, "max-memory", "refuse, before building, models estimated to need more memory than `SIZE`, e.g. 16GiB or 512MiB (default: the machine's available memory, "+train.FormatBytes(float64(train.AvailableMemory()))+" now)")
+	fs.Var(m, "max-memory", "refuse, before building, models estimated to need more memory than `SIZE`, e.g. 16GiB or 512MiB (default: the machine's available memory, "+config.FormatBytes(float64(config.AvailableMemory()))+" now)")
 	return m
 }
 
@@ -183,7 +183,7 @@ func (m *memoryFlag) limit() (int64, bool) {
 	if m.n > 0 {
 		return m.n, true
 	}
-	return train.AvailableMemory(), false
+	return config.AvailableMemory(), false
 }
 
 // apply makes the library's own check (train.BuildModel) use the limit given
@@ -192,13 +192,13 @@ func (m *memoryFlag) apply() func() {
 	if m.n == 0 {
 		return func() {}
 	}
-	prev := train.SetMemoryLimit(m.n)
-	return func() { train.SetMemoryLimit(prev) }
+	prev := config.SetMemoryLimit(m.n)
+	return func() { config.SetMemoryLimit(prev) }
 }
 
 // check refuses est (exit 2) if it exceeds the limit, before anything is
 // built.
-func (m *memoryFlag) check(est train.MemoryEstimate, cfg train.Config) error {
+func (m *memoryFlag) check(est config.MemoryEstimate, cfg config.Config) error {
 	limit, given := m.limit()
 	if est.Total() <= float64(limit) {
 		return nil
@@ -208,20 +208,20 @@ func (m *memoryFlag) check(est train.MemoryEstimate, cfg train.Config) error {
 
 // memoryUsage is the usage error of a model too large for the limit: it
 // names the sizes that make it large and --max-memory.
-func memoryUsage(est train.MemoryEstimate, limit int64, cfg train.Config, given bool) error {
+func memoryUsage(est config.MemoryEstimate, limit int64, cfg config.Config, given bool) error {
 	return fmt.Errorf("%w: %s", errUsage, memoryText(est, limit, cfg, given, "lower --batch, --dim, --hidden or --layers, or raise --max-memory"))
 }
 
 // memoryText says that est exceeds limit, with the model's sizes and the
 // advice what to do.
-func memoryText(est train.MemoryEstimate, limit int64, cfg train.Config, given bool, advice string) string {
+func memoryText(est config.MemoryEstimate, limit int64, cfg config.Config, given bool, advice string) string {
 	m := cfg.Model
 	from := "the machine's available memory"
 	if given {
 		from = "--max-memory"
 	}
 	return fmt.Sprintf("--max-memory: the model (dim %d, hidden %d, layers %d, heads %d, vocabulary %d) needs about %s; that is more than %s, %s (%s)",
-		m.Dim, m.Hidden, m.Layers, m.Heads, m.Vocab, est, train.FormatBytes(float64(limit)), from, advice)
+		m.Dim, m.Hidden, m.Layers, m.Heads, m.Vocab, est, config.FormatBytes(float64(limit)), from, advice)
 }
 
 // taskConflicts refuses a fixed length (pairs) given together with a range

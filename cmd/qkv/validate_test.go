@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // qkvNoPanic is qkv that turns a panic into a test error (exit -1).
@@ -202,7 +202,7 @@ func TestResumeFlags(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "6 steps") {
 		t.Fatalf("resume with equal flags and --steps 6: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
-	cfg, err := train.LoadConfig(dir)
+	cfg, err := config.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +274,11 @@ func TestResumeFlags(t *testing.T) {
 }
 
 // TestFieldFlags: every field of config.json that a flag sets maps to a
-// flag train and bench register, so that a train.ConfigError names it.
+// flag train and bench register, so that a config.Error names it.
 func TestFieldFlags(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	cfg := train.DefaultConfig()
+	cfg := config.Default()
 	configFlags(fs, &cfg)
 	for field, name := range fieldFlags {
 		if name != "" && fs.Lookup(name) == nil {
@@ -318,13 +318,13 @@ func TestFieldFlags(t *testing.T) {
 		}
 	}
 	// And the mapping is what errors use.
-	err = configError(&train.ConfigError{Field: "clip_norm", Problem: "x"}, cfg)
+	err = configError(&config.Error{Field: "clip_norm", Problem: "x"}, cfg)
 	if got := fmt.Sprint(err); !strings.Contains(got, "--clip: x") || !errors.Is(err, errUsage) {
 		t.Errorf("configError = %q, want a usage error --clip: x", got)
 	}
-	// A *train.MemoryError (of BuildModel, within train.Run) exits 2 too.
-	est := train.MemoryEstimate{B: 3, S: 4, Params: 1 << 20}
-	err = configError(fmt.Errorf("train: %w", &train.MemoryError{Estimate: est, Limit: 1 << 10}), cfg)
+	// A *config.MemoryError (of BuildModel, within train.Run) exits 2 too.
+	est := config.MemoryEstimate{B: 3, S: 4, Params: 1 << 20}
+	err = configError(fmt.Errorf("train: %w", &config.MemoryError{Estimate: est, Limit: 1 << 10}), cfg)
 	if got := fmt.Sprint(err); !errors.Is(err, errUsage) || !strings.Contains(got, "--max-memory") || !strings.Contains(got, "B=3 S=4") {
 		t.Errorf("configError of a MemoryError = %q", got)
 	}

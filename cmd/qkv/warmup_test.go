@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // tinyRun is a small, fast training configuration without --steps,
@@ -58,7 +58,7 @@ func TestWarmupAdaptsToSteps(t *testing.T) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", c.name, code, out, stderr)
 			continue
 		}
-		cfg, err := train.LoadConfig(dir)
+		cfg, err := config.Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestWarmupAdaptsToSteps(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("resume with --steps 50: exit %d: %s", code, stderr)
 	}
-	cfg, err := train.LoadConfig(dir)
+	cfg, err := config.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package train
+package config
 
 import (
 	"encoding/json"
@@ -18,23 +18,23 @@ import (
 // keep each input to a moment.
 func FuzzConfig(f *testing.F) {
 	seed := func(c Config) {
-		b, err := MarshalConfig(c)
+		b, err := Marshal(c)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
-	seed(DefaultConfig())
+	seed(Default())
 	for _, name := range data.Names() {
-		c := DefaultConfig()
+		c := Default()
 		c.Task = TaskSpec{Name: name, Params: data.DefaultConfig(name)}
 		seed(c)
 	}
-	c := DefaultConfig()
+	c := Default()
 	c.Model.PostLN, c.Model.Positions, c.Model.Activation, c.DType = true, "sinusoidal", "relu", "float64"
 	c.Model.Dropout, c.Model.AttnDropout, c.ClipNorm, c.TargetExact, c.Optimizer = 0.1, 0.1, 0, 0, "adam"
 	seed(c)
-	c = DefaultConfig()
+	c = Default()
 	c.Model.Dim, c.Model.Heads, c.Model.Hidden, c.Model.Layers = 1, 1, 1, 1
 	c.Batch, c.Steps, c.Warmup, c.TestSize, c.MinLR = 1, 1, 1, 1, c.LR
 	seed(c)
@@ -49,14 +49,14 @@ func FuzzConfig(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cfg, err := UnmarshalConfig(b)
+		cfg, err := Unmarshal(b)
 		if err != nil {
 			return
 		}
 		verr := cfg.Validate()
-		var ce *ConfigError
+		var ce *Error
 		if verr != nil && !errors.As(verr, &ce) {
-			t.Fatalf("Validate returned %T %v, want a *ConfigError", verr, verr)
+			t.Fatalf("Validate returned %T %v, want a *Error", verr, verr)
 		}
 		if cfg.TestSize > 500 {
 			return // drawing a large held-out set takes long
@@ -69,15 +69,15 @@ func FuzzConfig(f *testing.F) {
 		if err != nil {
 			var me *MemoryError
 			if !errors.As(err, &ce) && !errors.As(err, &me) {
-				t.Fatalf("Resolve returned %T %v, want a *ConfigError or *MemoryError", err, err)
+				t.Fatalf("Resolve returned %T %v, want a *Error or *MemoryError", err, err)
 			}
 			return
 		}
-		out, err := MarshalConfig(resolved)
+		out, err := Marshal(resolved)
 		if err != nil {
 			t.Fatalf("accepted config does not marshal: %v", err)
 		}
-		back, err := UnmarshalConfig(out)
+		back, err := Unmarshal(out)
 		if err != nil {
 			t.Fatalf("marshalled config does not unmarshal: %v\n%s", err, out)
 		}

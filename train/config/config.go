@@ -1,4 +1,4 @@
-package train
+package config
 
 import (
 	"encoding/json"
@@ -12,6 +12,15 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
+)
+
+// Optimizer kinds accepted in Config.Optimizer and train.OptimizerConfig.
+const (
+	// OptimizerAdam is Adam without weight decay.
+	OptimizerAdam = "adam"
+	// OptimizerAdamW is Adam with decoupled weight decay (Loshchilov &
+	// Hutter), applied to weight matrices only.
+	OptimizerAdamW = "adamw"
 )
 
 // Config is everything a training run depends on. It is saved as config.json
@@ -62,7 +71,7 @@ type TaskSpec struct {
 
 // DefaultConfig is what `qkv train` runs without flags: a small pre-LN
 // decoder on minGPT's sort demo (6 symbols over an alphabet of 3).
-func DefaultConfig() Config {
+func Default() Config {
 	return Config{
 		Task: TaskSpec{Name: "sort", Params: data.DefaultConfig("sort")},
 		Model: layers.StackConfig{
@@ -94,7 +103,7 @@ func (c Config) Dtype() (tensor.Dtype, error) {
 	case "float64":
 		return tensor.Float64, nil
 	}
-	return tensor.Dtype{}, fmt.Errorf("train: dtype %q: want float32 or float64", c.DType)
+	return tensor.Dtype{}, fmt.Errorf("config: dtype %q: want float32 or float64", c.DType)
 }
 
 // MaxLayers, MaxTestSize and MaxEvalBatch bound configurations: more blocks
@@ -107,11 +116,11 @@ const (
 	MaxEvalBatch = 128
 )
 
-// ConfigError is a Config value that is invalid, naming it by its JSON path
+// Error is a Config value that is invalid, naming it by its JSON path
 // ("lr", "model.dim", "task.params.min_length"), so that a command line can
 // name the flag that set it. Every error of Validate and of Resolve's checks
-// is a *ConfigError; find it with errors.As.
-type ConfigError struct {
+// is a *Error; find it with errors.As.
+type Error struct {
 	// Field is the JSON path of the offending value.
 	Field string
 	// With lists other fields the problem involves, e.g. the other side of
@@ -122,17 +131,17 @@ type ConfigError struct {
 	Problem string
 }
 
-// Error reads "train: config: <field> (with <others>) <problem>".
-func (e *ConfigError) Error() string {
-	s := "train: config: " + e.Field
+// Error reads "config: <field> (with <others>) <problem>".
+func (e *Error) Error() string {
+	s := "config: " + e.Field
 	if len(e.With) > 0 {
 		s += " (with " + strings.Join(e.With, ", ") + ")"
 	}
 	return s + " " + e.Problem
 }
 
-func cfgErr(field, format string, args ...any) *ConfigError {
-	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+func cfgErr(field, format string, args ...any) *Error {
+	return &Error{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
 // checkFloat checks that v is a finite number within [lo, hi] (hi excluded when
@@ -160,7 +169,7 @@ func checkInt(field string, v, lo, hi int) error {
 
 // Validate checks every field of c that can be checked without building
 // the task: sizes, rates and names, and that every float is finite (so that
-// config.json can hold it). Its errors are *ConfigError. Resolve calls it.
+// config.json can hold it). Its errors are *Error. Resolve calls it.
 func (c Config) Validate() error {
 	if !slices.Contains(data.Names(), c.Task.Name) {
 		return cfgErr("task.name", "unknown task %q (known tasks: %s)", c.Task.Name, strings.Join(data.Names(), ", "))
@@ -189,7 +198,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if m.Dim%m.Heads != 0 {
-		return &ConfigError{Field: "model.heads", With: []string{"model.dim"},
+		return &Error{Field: "model.heads", With: []string{"model.dim"},
 			Problem: fmt.Sprintf("dim %d is not divisible by heads %d", m.Dim, m.Heads)}
 	}
 	switch m.Activation {
@@ -220,7 +229,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Warmup < 0 || c.Warmup > c.Steps {
-		return &ConfigError{Field: "warmup", With: []string{"steps"},
+		return &Error{Field: "warmup", With: []string{"steps"},
 			Problem: fmt.Sprintf("must be an integer in [0, steps=%d], got %d", c.Steps, c.Warmup)}
 	}
 	if err := checkFloat("lr", c.LR, math.SmallestNonzeroFloat64, math.MaxFloat64, false, "> 0"); err != nil {
@@ -230,7 +239,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.MinLR > c.LR {
-		return &ConfigError{Field: "min_lr", With: []string{"lr"},
+		return &Error{Field: "min_lr", With: []string{"lr"},
 			Problem: fmt.Sprintf("must not exceed lr %v, got %v", c.LR, c.MinLR)}
 	}
 	switch c.Optimizer {
@@ -254,12 +263,12 @@ func (c Config) Validate() error {
 // package's error messages, which name the parameter at fault first.
 var taskFields = regexp.MustCompile(`\b(min_length|max_length|length|alphabet|digits|min_pairs|max_pairs|pairs|keys|values)\b`)
 
-// taskError turns an error of data.New into a *ConfigError naming the first
+// taskError turns an error of data.New into a *Error naming the first
 // task parameter its message mentions (and the others it mentions in With).
 func taskError(err error) error {
 	msg := strings.TrimPrefix(err.Error(), "data: ")
 	names := taskFields.FindAllString(msg, -1)
-	e := &ConfigError{Field: "task.params", Problem: msg}
+	e := &Error{Field: "task.params", Problem: msg}
 	for _, n := range names {
 		f := "task.params." + n
 		switch {
@@ -276,7 +285,7 @@ func taskError(err error) error {
 // from it. Besides Validate's checks it checks the task's parameters, that
 // the held-out set leaves prompts to train on, and that the model is one
 // the layers can build (without building it: memory is checked where models
-// are built, by BuildModel). Its errors are *ConfigError.
+// are built, by BuildModel). Its errors are *Error.
 func (c *Config) Resolve() (data.Task, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -289,13 +298,13 @@ func (c *Config) Resolve() (data.Task, error) {
 	c.Model.Vocab = task.Vocab().Size()
 	c.Model.MaxLen = task.MaxLen() - 1
 	if space := task.NumPrompts(); float64(c.TestSize) >= space {
-		return nil, &ConfigError{Field: "test_size", With: []string{"task.params"},
+		return nil, &Error{Field: "test_size", With: []string{"task.params"},
 			Problem: fmt.Sprintf("a held-out set of %d prompts leaves none to train on: task %s (%v) has only %.0f distinct prompts", c.TestSize, c.Task.Name, c.Task.Params, space)}
 	}
 	// Drawing the held-out set is the one complete check that it can be
 	// drawn (some prompts may never be held out); it costs test_size draws.
 	if _, err := data.NewStream(task, c.Seed, c.TestSize); err != nil {
-		return nil, &ConfigError{Field: "test_size", With: []string{"task.params"}, Problem: strings.TrimPrefix(err.Error(), "data: ")}
+		return nil, &Error{Field: "test_size", With: []string{"task.params"}, Problem: strings.TrimPrefix(err.Error(), "data: ")}
 	}
 	if err := validateModel(*c); err != nil {
 		return nil, err
@@ -308,19 +317,19 @@ func (c *Config) Resolve() (data.Task, error) {
 // model configuration may be, and it allocates nothing.
 func validateModel(c Config) error {
 	if err := c.Model.Validate(); err != nil {
-		return &ConfigError{Field: "model", Problem: err.Error()}
+		return &Error{Field: "model", Problem: err.Error()}
 	}
 	return nil
 }
 
 // MarshalConfig returns c as indented JSON, the content of config.json.
-func MarshalConfig(c Config) ([]byte, error) { return json.MarshalIndent(c, "", "  ") }
+func Marshal(c Config) ([]byte, error) { return json.MarshalIndent(c, "", "  ") }
 
 // UnmarshalConfig parses config.json.
-func UnmarshalConfig(b []byte) (Config, error) {
+func Unmarshal(b []byte) (Config, error) {
 	var c Config
 	if err := json.Unmarshal(b, &c); err != nil {
-		return Config{}, fmt.Errorf("train: config.json: %w", err)
+		return Config{}, fmt.Errorf("config: config.json: %w", err)
 	}
 	return c, nil
 }

@@ -1,4 +1,4 @@
-package train
+package config
 
 import (
 	"bufio"
@@ -106,7 +106,7 @@ const (
 func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error) {
 	m := cfg.Model
 	if b <= 0 || s <= 0 || m.Dim <= 0 || m.Hidden <= 0 || m.Heads <= 0 || m.Layers <= 0 || m.Vocab <= 0 || m.MaxLen <= 0 {
-		return MemoryEstimate{}, fmt.Errorf("train: memory estimate: sizes must be positive, got B=%d S=%d dim=%d hidden=%d heads=%d layers=%d vocab=%d max_len=%d",
+		return MemoryEstimate{}, fmt.Errorf("config: memory estimate: sizes must be positive, got B=%d S=%d dim=%d hidden=%d heads=%d layers=%d vocab=%d max_len=%d",
 			b, s, m.Dim, m.Hidden, m.Heads, m.Layers, m.Vocab, m.MaxLen)
 	}
 	dt, err := cfg.Dtype()
@@ -188,7 +188,7 @@ type MemoryError struct {
 
 // Error gives the estimate with its breakdown and the limit.
 func (e *MemoryError) Error() string {
-	return fmt.Sprintf("train: the model needs about %s, more than the memory limit of %s", e.Estimate, FormatBytes(float64(e.Limit)))
+	return fmt.Sprintf("config: the model needs about %s, more than the memory limit of %s", e.Estimate, FormatBytes(float64(e.Limit)))
 }
 
 // Check returns a *MemoryError if e's total exceeds limit bytes; a limit <=
