@@ -14,14 +14,17 @@ import (
 // queries q (B, Sq, D), keys k (B, Sk, D) and values v (B, Sk, D), with
 // dk = D/H and head h reading columns [h*dk, (h+1)*dk):
 //
-//	P_h = softmax(Q_h K_h^T / sqrt(dk) + mask)   weights (B, H, Sq, Sk)
-//	out = Concat(P_1 V_1, ..., P_H V_H)           (B, Sq, D)
+//	P_h = softmax(Q_h K_h^T / sqrt(dk) + mask.Bias)   weights (B, H, Sq, Sk)
+//	out = Concat(P_1 V_1, ..., P_H V_H)                (B, Sq, D)
 //
-// mask (B, Sq, Sk) may be nil; keep, the keep-mask of attention dropout
-// (B, H, Sq, Sk), may be nil too, else out uses P * keep in place of P.
+// mask (B, Sq, Sk), shared by the heads, may be nil: its Bias is 0 where a
+// query may see a key and -Inf where it may not, so hidden keys get weight
+// exactly 0. keep, the keep-mask of attention dropout (B, H, Sq, Sk), may be
+// nil too, else out uses P * keep in place of P. For an additive bias of the
+// scores (ALiBi, relative positions) use AttentionWithBias.
 //
-// The softmax subtracts each row's own max; hidden keys get weight exactly 0;
-// a query that may see no key gets all-zero weights, not NaN.
+// The softmax subtracts each row's own max; a query that may see no key gets
+// all-zero weights and zero gradients, not NaN.
 //
 // Each of the two steps is one op forward and one per input backward,
 // computed head by head in plain loops on the (B, S, D) layout, instead of
@@ -29,6 +32,37 @@ import (
 // arithmetic without copying the heads around. The tests check both steps
 // against plain loops and their gradients against finite differences.
 func Attention(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (out, weights *G.Node, err error) {
+	return attention(q, k, v, heads, mask, nil, keep)
+}
+
+// AttentionWithBias is Attention with an additive bias of the scores:
+//
+//	P_h = softmax(Q_h K_h^T / sqrt(dk) + bias_h + mask.Bias)
+//
+// bias is (H, Sq, Sk), one (Sq, Sk) block per head shared by the batch (ALiBi,
+// relative-position biases), or (B, H, Sq, Sk); nil means no bias. Its values
+// should be finite: the mask, not the bias, says what is hidden (a -Inf entry
+// hides its key as the mask does; +Inf or NaN make the row NaN). A hidden key
+// still gets weight exactly 0, whatever its bias.
+//
+// The bias is differentiable: G.Grad gives its gradient, summed over the
+// batch for an (H, Sq, Sk) bias, so a learned relative-position bias can be
+// trained. The gradient op runs whenever the attention is differentiated,
+// even for a constant bias (B*H*Sq*Sk multiply-adds, a fraction of the
+// backward pass).
+func AttentionWithBias(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (out, weights *G.Node, err error) {
+	if bias == nil {
+		// A nil bias is "no bias", as a nil mask is "no mask": callers that
+		// pass an optional bias along need no branch of their own.
+		return attention(q, k, v, heads, mask, nil, keep)
+	}
+	if err := CheckNode(bias, "score bias"); err != nil {
+		return nil, nil, fmt.Errorf("graph: attention: %w", err)
+	}
+	return attention(q, k, v, heads, mask, bias, keep)
+}
+
+func attention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (out, weights *G.Node, err error) {
 	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
 		return nil, nil, fmt.Errorf("graph: attention: %w", err)
 	}
@@ -40,20 +74,23 @@ func Attention(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (out, w
 			return nil, nil, fmt.Errorf("graph: attention: %w", err)
 		}
 	}
-	d, err := attentionDims(q, k, v, heads, mask, keep)
+	d, err := attentionDims(q, k, v, heads, mask, bias, keep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("graph: attention: %w", err)
 	}
-	scoreIn := G.Nodes{q, k}
+	scoreIn := G.Nodes{q, k} // (B, Sq, D), (B, Sk, D)
 	if mask != nil {
-		scoreIn = append(scoreIn, mask.Bias)
+		scoreIn = append(scoreIn, mask.Bias) // (B, Sq, Sk)
+	}
+	if bias != nil {
+		scoreIn = append(scoreIn, bias) // (H, Sq, Sk) or (B, H, Sq, Sk)
 	}
 	if weights, err = G.ApplyOp(attentionOp{dims: d, out: attnWeights}, scoreIn...); err != nil {
 		return nil, nil, fmt.Errorf("graph: attention weights: %w", err)
 	}
-	mixIn := G.Nodes{weights, v}
+	mixIn := G.Nodes{weights, v} // (B, H, Sq, Sk), (B, Sk, D)
 	if keep != nil {
-		mixIn = append(mixIn, keep)
+		mixIn = append(mixIn, keep) // (B, H, Sq, Sk)
 	}
 	if out, err = G.ApplyOp(attentionOp{dims: d, out: attnOutput}, mixIn...); err != nil {
 		return nil, nil, fmt.Errorf("graph: attention: %w", err)
@@ -65,9 +102,21 @@ func Attention(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (out, w
 type attnDims struct {
 	B, Sq, Sk, D, H int
 	Masked, Dropped bool
+	// Bias is the rank of the score bias: 0 without one, 3 for (H, Sq, Sk)
+	// shared by the batch, 4 for (B, H, Sq, Sk).
+	Bias int
 }
 
-func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (attnDims, error) {
+// biasBlock is the index of the (Sq, Sk) block of the score bias that head h
+// of sequence b adds.
+func (d attnDims) biasBlock(b, h int) int {
+	if d.Bias == 4 {
+		return b*d.H + h
+	}
+	return h
+}
+
+func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (attnDims, error) {
 	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
 	if len(qs) != 3 || len(ks) != 3 || !ks.Eq(vs) || ks[0] != qs[0] || ks[2] != qs[2] {
 		return attnDims{}, fmt.Errorf("q %v, k %v, v %v: want (B, Sq, D), (B, Sk, D), (B, Sk, D)", qs, ks, vs)
@@ -92,6 +141,20 @@ func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (at
 			return attnDims{}, fmt.Errorf("mask is %v, q is %v", mask.Bias.Dtype(), q.Dtype())
 		}
 	}
+	if bias != nil {
+		switch bs := bias.Shape(); {
+		case bs.Eq(tensor.Shape{d.H, d.Sq, d.Sk}):
+			d.Bias = 3
+		case bs.Eq(tensor.Shape{d.B, d.H, d.Sq, d.Sk}):
+			d.Bias = 4
+		default:
+			return attnDims{}, fmt.Errorf("score bias %q is %v, want (H, Sq, Sk) = (%d, %d, %d) or (B, H, Sq, Sk) = (%d, %d, %d, %d)",
+				bias.Name(), bs, d.H, d.Sq, d.Sk, d.B, d.H, d.Sq, d.Sk)
+		}
+		if bias.Dtype() != q.Dtype() {
+			return attnDims{}, fmt.Errorf("score bias %q is %v, q is %v", bias.Name(), bias.Dtype(), q.Dtype())
+		}
+	}
 	if keep != nil && (!keep.Shape().Eq(tensor.Shape{d.B, d.H, d.Sq, d.Sk}) || keep.Dtype() != q.Dtype()) {
 		return attnDims{}, fmt.Errorf("dropout keep-mask %v %v, want %v (%d, %d, %d, %d)", keep.Dtype(), keep.Shape(), q.Dtype(), d.B, d.H, d.Sq, d.Sk)
 	}
@@ -109,12 +172,13 @@ func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (at
 
 // What an attentionOp computes, and from which inputs ([x] when present):
 const (
-	attnWeights = iota // P from q, k, [bias]
-	attnOutput         // out from P, v, [keep]
-	attnGradQ          // dq from P, dP, k
-	attnGradK          // dk from P, dP, q
-	attnGradP          // dP from dout, v, [keep]
-	attnGradV          // dv from P, dout, [keep]
+	attnWeights  = iota // P (B, H, Sq, Sk) from q, k, [mask], [bias]
+	attnOutput          // out (B, Sq, D) from P, v, [keep]
+	attnGradQ           // dq (B, Sq, D) from P, dP, k
+	attnGradK           // dk (B, Sk, D) from P, dP, q
+	attnGradP           // dP (B, H, Sq, Sk) from dout (B, Sq, D), v, [keep]
+	attnGradV           // dv (B, Sk, D) from P, dout, [keep]
+	attnGradBias        // dbias, the bias's shape, from P, dP
 )
 
 // attentionOp is one step of Attention or of its gradient; which one is out.
@@ -123,27 +187,35 @@ type attentionOp struct {
 	out  int
 }
 
-// inputs lists the number of dimensions of each input.
+// inputs lists the number of dimensions of each input, in order. gorgonia
+// does not compare these with the nodes the op is applied to (the ranks of
+// a declared type are not unified), so TestOpDeclaredTypes does.
 func (op attentionOp) inputs() []int {
 	d := op.dims
+	var in []int
 	switch op.out {
-	case attnWeights:
+	case attnWeights: // q, k, [mask], [bias]
+		in = []int{3, 3}
 		if d.Masked {
-			return []int{3, 3, 3}
+			in = append(in, 3)
 		}
-		return []int{3, 3}
-	case attnOutput, attnGradP:
-		if d.Dropped {
-			return []int{4, 3, 4}
+		if d.Bias != 0 {
+			in = append(in, d.Bias)
 		}
-		return []int{4, 3}
-	case attnGradV:
-		if d.Dropped {
-			return []int{4, 3, 4}
-		}
-		return []int{4, 3}
+		return in
+	case attnGradQ, attnGradK: // P, dP, k or q
+		return []int{4, 4, 3}
+	case attnGradBias: // P, dP
+		return []int{4, 4}
+	case attnOutput, attnGradV: // P, v or dout
+		in = []int{4, 3}
+	case attnGradP: // dout, v
+		in = []int{3, 3}
 	}
-	return []int{4, 4, 3} // attnGradQ, attnGradK
+	if d.Dropped { // [keep]
+		in = append(in, 4)
+	}
+	return in
 }
 
 func (op attentionOp) shape() tensor.Shape {
@@ -153,6 +225,11 @@ func (op attentionOp) shape() tensor.Shape {
 		return tensor.Shape{d.B, d.H, d.Sq, d.Sk}
 	case attnGradK, attnGradV:
 		return tensor.Shape{d.B, d.Sk, d.D}
+	case attnGradBias:
+		if d.Bias == 4 {
+			return tensor.Shape{d.B, d.H, d.Sq, d.Sk}
+		}
+		return tensor.Shape{d.H, d.Sq, d.Sk}
 	}
 	return tensor.Shape{d.B, d.Sq, d.D}
 }
@@ -186,19 +263,25 @@ func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 	sqk, sqd, skd := make([]float64, d.Sq*d.Sk), make([]float64, d.Sq*dk), make([]float64, d.Sk*dk)
 	p, keep := make([]float64, d.Sq*d.Sk), make([]float64, d.Sq*d.Sk)
 	res := make([]float64, max(d.Sq, d.Sk)*max(dk, d.Sk))
+	block := d.Sq * d.Sk
 	for b := 0; b < d.B; b++ {
 		for h := 0; h < d.H; h++ {
 			head := func(x []T, n int, dst []float64) []float64 { return gatherHead(x, dst, b, h, n, d.D, dk) }
 			weights := func(x []T, dst []float64) []float64 { return gatherWeights(x, dst, b, h, d) }
 			var r []float64
 			switch op.out {
-			case attnWeights: // P = softmax(Q K^T * scale + bias)
+			case attnWeights: // P = softmax(Q K^T * scale + mask + bias)
 				r = mulNT(head(in[0], d.Sq, sqd), head(in[1], d.Sk, skd), res, d.Sq, d.Sk, dk)
-				var bias []T
+				var mask, bias []T
+				next := 2
 				if d.Masked {
-					bias = in[2][b*d.Sq*d.Sk:][:d.Sq*d.Sk]
+					mask = in[next][b*block:][:block]
+					next++
 				}
-				softmaxHead(r, bias, scale, d.Sk)
+				if d.Bias != 0 {
+					bias = in[next][d.biasBlock(b, h)*block:][:block]
+				}
+				softmaxHead(r, scale, mask, bias, d.Sk)
 			case attnOutput: // out = (P * keep) V
 				pk := dropped(weights(in[0], p), in, 2, weights, keep, d)
 				r = mulNN(pk, head(in[1], d.Sk, skd), res, d.Sq, d.Sk, dk)
@@ -215,6 +298,14 @@ func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 				} else { // dK = dS^T Q
 					r = mulTN(ds, head(in[2], d.Sq, sqd), res, d.Sk, d.Sq, dk)
 				}
+			case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
+				ds := scoresGrad(weights(in[0], p), weights(in[1], sqk), 1, d.Sk)
+				// A bias shared by the batch collects every sequence's gradient.
+				dst := out[d.biasBlock(b, h)*block:][:block]
+				for i, g := range ds {
+					dst[i] += T(g)
+				}
+				continue
 			}
 			if op.out == attnWeights || op.out == attnGradP {
 				scatterWeights(r, out, b, h, d)
@@ -278,19 +369,22 @@ func dropped[T float32 | float64](w []float64, in [][]T, i int, gather func([]T,
 	return w
 }
 
-// softmaxHead turns scores s (rows of n) into softmax(s * scale + bias) in
-// place, row by row.
-func softmaxHead[T float32 | float64](s []float64, bias []T, scale float64, n int) {
+// softmaxHead turns scores s (rows of n) into softmax(s * scale + mask + bias)
+// in place, row by row; mask and bias are blocks of s's shape, or nil. A
+// hidden entry's mask is -Inf, so its weight is exp(-Inf) = 0 whatever its
+// score and bias. Without a bias the arithmetic is that of MaskedSoftmax:
+// s * scale + 0 is s * scale, bit for bit.
+func softmaxHead[T float32 | float64](s []float64, scale float64, mask, bias []T, n int) {
+	for i := range s {
+		s[i] *= scale
+	}
+	for _, add := range [][]T{mask, bias} {
+		for i, a := range add { // nothing to add for a nil block
+			s[i] += float64(a)
+		}
+	}
 	for i := 0; i*n < len(s); i++ {
-		r := s[i*n : (i+1)*n]
-		for j := range r {
-			r[j] *= scale
-		}
-		var br []T
-		if bias != nil {
-			br = bias[i*n : (i+1)*n]
-		}
-		softmaxRow(r, br)
+		softmaxRow(s[i*n : (i+1)*n])
 	}
 }
 
@@ -371,15 +465,22 @@ func (op attentionOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "qkv.attention %+v
 func (op attentionOp) Hashcode() uint32      { return hashOf(op) }
 
 func (op attentionOp) String() string {
-	return [...]string{"qkv.AttentionWeights", "qkv.AttentionMix", "qkv.AttentionGradQ", "qkv.AttentionGradK", "qkv.AttentionGradP", "qkv.AttentionGradV"}[op.out]
+	return [...]string{"qkv.AttentionWeights", "qkv.AttentionMix", "qkv.AttentionGradQ", "qkv.AttentionGradK",
+		"qkv.AttentionGradP", "qkv.AttentionGradV", "qkv.AttentionGradBias"}[op.out]
 }
 
-// DiffWRT: the weights are differentiable in q and k, the output in P and v;
-// the mask and the dropout keep-mask are constants. Gradient ops are not
-// differentiated again.
+// DiffWRT: the weights are differentiable in q, k and the score bias, the
+// output in P and v; the mask and the dropout keep-mask are constants.
+// Gradient ops are not differentiated again.
 func (op attentionOp) DiffWRT(inputs int) []bool {
 	d := make([]bool, inputs)
-	if op.out == attnWeights || op.out == attnOutput {
+	switch op.out {
+	case attnWeights:
+		d[0], d[1] = true, true
+		if op.dims.Bias != 0 {
+			d[inputs-1] = true // the bias is the last input
+		}
+	case attnOutput:
 		d[0], d[1] = true, true
 	}
 	return d
@@ -394,11 +495,16 @@ func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, er
 	}
 	var err error
 	switch op.out {
-	case attnWeights: // inputs q, k, [bias]; output P; grad dP
+	case attnWeights: // inputs q, k, [mask], [bias]; output P; grad dP
 		if grads[0], err = apply(attnGradQ, output, grad, inputs[1]); err != nil {
 			return nil, err
 		}
-		grads[1], err = apply(attnGradK, output, grad, inputs[0])
+		if grads[1], err = apply(attnGradK, output, grad, inputs[0]); err != nil {
+			return nil, err
+		}
+		if op.dims.Bias != 0 {
+			grads[len(inputs)-1], err = apply(attnGradBias, output, grad)
+		}
 	case attnOutput: // inputs P, v, [keep]; grad dout
 		rest := inputs[2:]
 		if grads[0], err = apply(attnGradP, append(G.Nodes{grad, inputs[1]}, rest...)...); err != nil {

@@ -10,9 +10,9 @@ import (
 )
 
 // attentionRef is Attention in plain loops: per sequence b and head h,
-// P = softmax(q_h k_h^T / sqrt(dk)) over the allowed keys (all 0 when none
-// is), out_h = (P * keep) v_h.
-func attentionRef(q, k, v []float64, allow []bool, keep []float64, b, sq, sk, d, heads int) (out, weights []float64) {
+// P = softmax(q_h k_h^T / sqrt(dk) + bias) over the allowed keys (all 0 when
+// none is), out_h = (P * keep) v_h. bias(n, h, i, j) may be nil (no bias).
+func attentionRef(q, k, v []float64, allow []bool, bias func(n, h, i, j int) float64, keep []float64, b, sq, sk, d, heads int) (out, weights []float64) {
 	dk := d / heads
 	out = make([]float64, b*sq*d)
 	weights = make([]float64, b*heads*sq*sk)
@@ -27,6 +27,9 @@ func attentionRef(q, k, v []float64, allow []bool, keep []float64, b, sq, sk, d,
 						scores[j] += q[(n*sq+i)*d+h*dk+c] * k[(n*sk+j)*d+h*dk+c]
 					}
 					scores[j] /= math.Sqrt(float64(dk))
+					if bias != nil {
+						scores[j] += bias(n, h, i, j)
+					}
 				}
 				m, sum := math.Inf(-1), 0.0
 				for j, s := range scores {
@@ -100,7 +103,7 @@ func TestAttentionMatchesLoops(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := eval(t, lets, out, weights)
-			wantOut, wantW := attentionRef(qv, kv, vv, tc.allow, keepRef, b, sq, sk, d, heads)
+			wantOut, wantW := attentionRef(qv, kv, vv, tc.allow, nil, keepRef, b, sq, sk, d, heads)
 			checkClose(t, dt.String()+" "+tc.name+": output", got[0], wantOut, tolFor(dt))
 			checkClose(t, dt.String()+" "+tc.name+": weights", got[1], wantW, tolFor(dt))
 		}

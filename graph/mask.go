@@ -3,16 +3,20 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
-// maskedBias is the additive bias of a hidden attention entry: any negative
-// bias hides its entry from MaskedSoftmax. It is finite so that adding two
-// masks never computes -Inf + Inf, and so that someone who adds it to scores
-// before a plain softmax still gets exp(-1e9) = 0 in float32 and float64.
-const maskedBias = -1e9
+// maskedBias is the additive bias of a hidden attention entry. It is -Inf,
+// not a large finite number such as -1e9, so that the bias is exactly what
+// the docs say it is: softmax(scores + bias) gives a hidden entry
+// exp(-Inf) = 0 whatever its score or any finite bias added to it, and
+// adding two masks (-Inf + -Inf, -Inf + 0) still hides what either hides. A
+// finite stand-in is only approximately a mask: a row of -1e9 entries would
+// get uniform weights, not zero ones.
+var maskedBias = math.Inf(-1)
 
 // Mask says which keys each query may attend to, for a batch of B sequences of
 // Sq queries and Sk keys. The one convention of qkv: true means "may attend".
@@ -113,9 +117,21 @@ func (m Mask) check() error {
 	return nil
 }
 
-// MaskNode is a Mask in a graph: Bias, a (B, Sq, Sk) node of the graph's
-// dtype that is 0 where attention is allowed and -1e9 where it is hidden, the
-// additive bias of the scores. It is not learnable.
+// MaskNode is a Mask in a graph. Bias, a (B, Sq, Sk) node of the graph's
+// dtype, is 0 where attention is allowed and -Inf where it is hidden: it is
+// added to the scores of every head, so that softmax(scores + Bias) gives a
+// hidden key weight exactly 0, and a query with no visible key gets all-zero
+// weights and gradients (the softmax of a row of -Inf is taken to be 0, not
+// 0/0). It is a constant input, never differentiated.
+//
+// Bias is added as it is: a finite value bound into it with G.Let shifts the
+// scores of every head alike. An additive bias per head (ALiBi, relative
+// positions) goes to AttentionWithBias instead, beside the mask.
+//
+// The -Inf entries are real infinities: G.WithInfWatch reports the node
+// CombineMasks adds (an op output), though not a mask from NewMaskInput or
+// NewMaskConst. To debug a graph with WithInfWatch, combine masks on the Go
+// side with Mask.And and bind one mask.
 type MaskNode struct {
 	Bias      *G.Node
 	B, Sq, Sk int
@@ -198,7 +214,7 @@ func (n *MaskNode) Set(m Mask) error {
 	if m.B != n.B || m.Sq != n.Sq || m.Sk != n.Sk {
 		return fmt.Errorf("graph: mask %q: got (B, Sq, Sk) = (%d, %d, %d), want (%d, %d, %d)", n.Bias.Name(), m.B, m.Sq, m.Sk, n.B, n.Sq, n.Sk)
 	}
-	bias := make([]float64, len(m.Allow))
+	bias := make([]float64, len(m.Allow)) // 0: allowed
 	for i, ok := range m.Allow {
 		if !ok {
 			bias[i] = maskedBias
@@ -227,7 +243,7 @@ func CombineMasks(a, b *MaskNode) (*MaskNode, error) {
 	if a.B != b.B || a.Sq != b.Sq || a.Sk != b.Sk {
 		return nil, fmt.Errorf("graph: combine masks: (B, Sq, Sk) = (%d, %d, %d) and (%d, %d, %d) differ", a.B, a.Sq, a.Sk, b.B, b.Sq, b.Sk)
 	}
-	// A sum of biases is negative wherever either mask hides.
+	// The sum of the biases is -Inf wherever either mask hides, 0 elsewhere.
 	bias, err := G.Add(a.Bias, b.Bias)
 	if err != nil {
 		return nil, fmt.Errorf("graph: combine masks: %w", err)

@@ -10,13 +10,14 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// softmaxOp is softmax over the last axis as one op, optionally with an
-// additive mask bias: x is (rows..., cols) and bias, if present, is
-// (B, Sq, Sk) shared by the H heads of a (B, H, Sq, Sk) x. Composing softmax
-// from gorgonia's reductions and broadcasts costs about 20 ops forward and as
-// many backward per attention layer; this is one each way, with the same
-// arithmetic: each row's own max is subtracted before exp, hidden entries
-// (bias < 0) get weight exactly 0, and a row with nothing visible is all 0.
+// softmaxOp is softmax over the last axis as one op, optionally of x plus an
+// additive bias: x is (rows..., cols) and bias, if present, is (B, Sq, Sk)
+// shared by the H heads of a (B, H, Sq, Sk) x, the Bias of a MaskNode (0
+// where visible, -Inf where hidden). Composing softmax from gorgonia's
+// reductions and broadcasts costs about 20 ops forward and as many backward
+// per attention layer; this is one each way, with the same arithmetic: each
+// row's own max is subtracted before exp, an entry of x + bias at -Inf gets
+// weight exactly 0, and a row with every entry at -Inf is all 0.
 type softmaxOp struct {
 	shape  tensor.Shape // of x
 	masked bool
@@ -62,19 +63,20 @@ func optional[T float32 | float64](in [][]T, i int) []T {
 
 // softmaxRows writes softmax(x + bias) of every row of x into out. Row r of x
 // reads bias row (r / (heads*sq))*sq + r%sq: x is (B, H, Sq, cols) and bias
-// (B, Sq, cols). A nil bias hides nothing.
+// (B, Sq, cols). A nil bias adds nothing.
 func softmaxRows[T float32 | float64](x, bias, out []T, cols, sq, heads int) {
 	row := make([]float64, cols)
 	for r := 0; r*cols < len(x); r++ {
 		for j, v := range x[r*cols : (r+1)*cols] {
 			row[j] = float64(v)
 		}
-		var br []T
 		if bias != nil {
 			b := (r/(heads*sq))*sq + r%sq
-			br = bias[b*cols : (b+1)*cols]
+			for j, v := range bias[b*cols : (b+1)*cols] {
+				row[j] += float64(v) // 0 keeps row[j] bit for bit, -Inf hides it
+			}
 		}
-		softmaxRow(row, br)
+		softmaxRow(row)
 		for j, v := range row {
 			out[r*cols+j] = T(v)
 		}
@@ -82,17 +84,15 @@ func softmaxRows[T float32 | float64](x, bias, out []T, cols, sq, heads int) {
 }
 
 // softmaxRow turns one row of scores into its softmax in place, subtracting
-// the row's max over the visible entries first. Entries whose bias is
-// negative are hidden and get exactly 0; a row with no visible entry is all
-// 0, not 0/0. A nil bias hides nothing. Softmax and Attention both use it.
-func softmaxRow[T float32 | float64](s []float64, bias []T) {
+// the row's max first. Entries at -Inf (hidden by a mask) get exactly
+// exp(-Inf) = 0. A row whose every entry is -Inf, a query that may see
+// nothing, is all 0 rather than 0/0 = NaN: such a row then contributes
+// nothing downstream, and its gradient P * (dP - rowsum(P * dP)) is 0 too.
+// Softmax, MaskedSoftmax and Attention all use it.
+func softmaxRow(s []float64) {
 	m := math.Inf(-1)
-	for j := range s {
-		if bias != nil && bias[j] < 0 {
-			s[j] = math.Inf(-1)
-			continue
-		}
-		m = math.Max(m, s[j])
+	for _, v := range s {
+		m = math.Max(m, v)
 	}
 	if math.IsInf(m, -1) {
 		clear(s)
@@ -100,7 +100,7 @@ func softmaxRow[T float32 | float64](s []float64, bias []T) {
 	}
 	var sum float64
 	for j := range s {
-		s[j] = math.Exp(s[j] - m) // exp(-Inf) = 0 for hidden entries
+		s[j] = math.Exp(s[j] - m)
 		sum += s[j]
 	}
 	for j := range s {
@@ -125,7 +125,7 @@ func (op softmaxOp) String() string {
 	return "qkv.Softmax"
 }
 
-// DiffWRT: the mask bias is a constant input, never differentiated.
+// DiffWRT: the mask is a constant input, never differentiated.
 func (op softmaxOp) DiffWRT(inputs int) []bool {
 	d := make([]bool, inputs)
 	d[0] = true
