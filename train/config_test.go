@@ -10,6 +10,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
 )
 
 // TestConfigErrorNamesField: every invalid value, NaN and Inf included, is
@@ -108,7 +109,7 @@ func TestBuildModelRefusesLargeModels(t *testing.T) {
 	// Far beyond any machine: 1e12 sequences.
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := BuildModel(cfg, 1_000_000_000_000, cfg.Model.MaxLen, true)
+	_, err := BuildModel(cfg, 1_000_000_000_000, cfg.Model.MaxLen)
 	runtime.ReadMemStats(&after)
 	var me *config.MemoryError
 	if !errors.As(err, &me) || !strings.Contains(err.Error(), "activations") {
@@ -119,12 +120,12 @@ func TestBuildModelRefusesLargeModels(t *testing.T) {
 	}
 	// A limit set by config.SetMemoryLimit applies, and restores.
 	prev := config.SetMemoryLimit(1 << 10)
-	_, err = BuildModel(cfg, 1, cfg.Model.MaxLen, false)
+	_, err = infer.Build(cfg, 1, cfg.Model.MaxLen)
 	config.SetMemoryLimit(prev)
 	if !errors.As(err, &me) || me.Limit != 1<<10 {
 		t.Fatalf("BuildModel under a 1 KiB limit: %v", err)
 	}
-	m, err := BuildModel(cfg, 1, cfg.Model.MaxLen, false)
+	m, err := infer.Build(cfg, 1, cfg.Model.MaxLen)
 	if err != nil {
 		t.Fatalf("after restoring the limit: %v", err)
 	}
@@ -139,7 +140,7 @@ func TestEstimateMemory(t *testing.T) {
 	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := BuildModel(cfg, 2, cfg.Model.MaxLen, false)
+	m, err := infer.Build(cfg, 2, cfg.Model.MaxLen)
 	if err != nil {
 		t.Fatal(err)
 	}

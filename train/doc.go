@@ -1,11 +1,12 @@
 // Package train trains qkv's decoder-only models on the toy tasks of package
 // data: Adam and AdamW written over the graph's values and gradients
 // (gorgonia's AdamW does not update), global-norm gradient clipping, warm-up
-// then cosine learning-rate decay, the training loop (graph built once,
-// batches bound every step), greedy autoregressive evaluation on a held-out
-// set, atomic safetensors checkpoints that resume bit for bit, metrics as
-// JSON lines, and PNG plots of the curves and of attention.
+// then cosine learning-rate decay, and the training loop (graph built once,
+// batches bound every step, greedy evaluation on a held-out set, checkpoints
+// that resume bit for bit, metrics as JSON lines, curves as a PNG).
 //
-// Run is the whole job behind `qkv train`; BuildModel, LoadModel, Greedy and
-// Evaluate are the pieces the other subcommands use.
+// Run is the whole job behind `qkv train`; BuildModel is the training model
+// bench times. The packages beside it hold the rest: config (what a run
+// depends on), checkpoint (weights and checkpoints on disk), infer (models
+// that run forward only: loading, greedy decoding, evaluation) and plot.
 package train

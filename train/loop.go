@@ -20,6 +20,7 @@ import (
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
 	"github.com/qkv-dev/qkv/train/plot"
 )
 
@@ -36,12 +37,12 @@ const (
 
 // Metric is one line of metrics.jsonl.
 type Metric struct {
-	Step         int         `json:"step"`
-	Loss         float64     `json:"loss"`
-	LR           float64     `json:"lr"`
-	GradNorm     float64     `json:"grad_norm"`
-	TokensPerSec float64     `json:"tokens_per_s"`
-	Eval         *EvalResult `json:"eval,omitempty"`
+	Step         int               `json:"step"`
+	Loss         float64           `json:"loss"`
+	LR           float64           `json:"lr"`
+	GradNorm     float64           `json:"grad_norm"`
+	TokensPerSec float64           `json:"tokens_per_s"`
+	Eval         *infer.EvalResult `json:"eval,omitempty"`
 }
 
 // Summary is summary.json: what a run did and how well it ended.
@@ -91,7 +92,7 @@ type trainer struct {
 	task   data.Task
 	stream *data.Stream
 	model  *Model
-	eval   *Model
+	eval   *infer.Model
 	optim  *Optimizer
 	sched  Schedule
 	step   int
@@ -178,10 +179,10 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 		return nil, err
 	}
 	s := task.MaxLen() - 1
-	if t.model, err = BuildModel(cfg, cfg.Batch, s, true); err != nil {
+	if t.model, err = BuildModel(cfg, cfg.Batch, s); err != nil {
 		return nil, err
 	}
-	if t.eval, err = BuildModel(cfg, min(cfg.TestSize, config.MaxEvalBatch), s, false); err != nil {
+	if t.eval, err = infer.Build(cfg, min(cfg.TestSize, config.MaxEvalBatch), s); err != nil {
 		return nil, err
 	}
 	if t.optim, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, t.model.Params); err != nil {
@@ -254,7 +255,7 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 	start := time.Now()
 	wall := func() float64 { return t.wall + time.Since(start).Seconds() }
 	startStep := t.step
-	last := EvalResult{}
+	last := infer.EvalResult{}
 	stoppedEarly := false
 	for t.step < t.cfg.Steps {
 		if ctx.Err() != nil || (t.opt.StopAfter > 0 && t.step >= t.opt.StopAfter) {
@@ -365,11 +366,11 @@ func (t *trainer) clip() float64 {
 	return t.cfg.ClipNorm
 }
 
-func (t *trainer) evaluate() (EvalResult, error) {
-	if err := t.eval.CopyParamsFrom(t.model); err != nil {
-		return EvalResult{}, err
+func (t *trainer) evaluate() (infer.EvalResult, error) {
+	if err := t.eval.CopyParamsFrom(t.model.Model); err != nil {
+		return infer.EvalResult{}, err
 	}
-	return Evaluate(t.eval, t.task, t.stream.Test())
+	return infer.Evaluate(t.eval, t.task, t.stream.Test())
 }
 
 // save writes the checkpoint of the current step, unless it is the last one

@@ -16,6 +16,7 @@ import (
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
 )
 
 // tinyConfig is a model and task small enough to train in a few seconds.
@@ -242,7 +243,7 @@ func TestPlottedHistoryIsEveryEvaluation(t *testing.T) {
 	if _, err := tr.run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var fromFile, inMemory []EvalResult
+	var fromFile, inMemory []infer.EvalResult
 	for _, m := range readMetrics(t, dir) {
 		if m.Eval != nil {
 			fromFile = append(fromFile, *m.Eval)
@@ -256,7 +257,7 @@ func TestPlottedHistoryIsEveryEvaluation(t *testing.T) {
 	if len(fromFile) != 6 || len(inMemory) != len(fromFile) {
 		t.Fatalf("%d evaluations in metrics.jsonl, %d in history, want 6", len(fromFile), len(inMemory))
 	}
-	distinct := map[EvalResult]bool{}
+	distinct := map[infer.EvalResult]bool{}
 	for i := range fromFile {
 		if fromFile[i] != inMemory[i] {
 			t.Errorf("evaluation %d: %+v in metrics.jsonl, %+v in the plotted history", i, fromFile[i], inMemory[i])

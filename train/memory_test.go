@@ -6,6 +6,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
 )
 
 // measureStep returns the heap the process keeps after building cfg's
@@ -33,20 +34,24 @@ func measureStep(t *testing.T, cfg config.Config, b int, training bool) (config.
 	runtime.GC()
 	runtime.GC() // twice: sync.Pools keep a victim cache through one
 	runtime.ReadMemStats(&before)
-	m, err := BuildModel(cfg, b, s, training)
-	if err != nil {
+	var m *infer.Model
+	var opt *Optimizer
+	if training {
+		tm, err := BuildModel(cfg, b, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opt, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, tm.Params); err != nil {
+			t.Fatal(err)
+		}
+		if err := tm.Targets.Set(batch.Targets, batch.Weights); err != nil {
+			t.Fatal(err)
+		}
+		m = tm.Model
+	} else if m, err = infer.Build(cfg, b, s); err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	var opt *Optimizer
-	if training {
-		if opt, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, m.Params); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Targets.Set(batch.Targets, batch.Weights); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := m.SetBatch(batch.Inputs, batch.Lengths); err != nil {
 		t.Fatal(err)
 	}

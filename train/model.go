@@ -5,172 +5,89 @@ import (
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
 )
 
-// Model is a decoder-only model compiled once for batches of B sequences of S
-// tokens. Every batch re-binds IDs, Pad (and, when training, Targets) and runs
-// the same machine.
+// Model is a decoder compiled for training: the inference model's graph
+// (infer.Assemble) with the targets, the weighted cross-entropy cost and the
+// gradients of every parameter, which its machine accumulates into the
+// parameters' dual values.
 type Model struct {
-	B, S    int
-	DType   tensor.Dtype
-	Decoder *layers.Decoder
-	Params  []graph.Param
-	IDs     *graph.IDs
-	Pad     *graph.MaskNode
-	Logits  *G.Node   // (B, S, Vocab)
-	Weights []*G.Node // per layer (B, H, S, S)
-	// Targets and Cost exist in training models only.
+	*infer.Model
 	Targets *graph.Targets
 	Cost    *G.Node
-	VM      G.VM
 }
 
-// BuildModel builds and compiles the decoder of cfg (resolved) for batches of
-// b sequences of s tokens. A training model also has the cross-entropy cost
-// and its gradients; an inference model runs forward only.
+// BuildModel builds and compiles the decoder of cfg (resolved) for training
+// on batches of b sequences of s tokens.
 //
 // Before allocating anything it estimates the memory the model needs
-// (config.EstimateMemory) and returns a *config.MemoryError if that exceeds config.MemoryLimit,
-// instead of letting the runtime die of an out-of-memory fatal error.
-func BuildModel(cfg config.Config, b, s int, training bool) (*Model, error) {
-	dt, err := cfg.Dtype()
-	if err != nil {
-		return nil, err
-	}
-	est, err := config.EstimateMemory(cfg, b, s, training)
+// (config.EstimateMemory) and returns a *config.MemoryError if that exceeds
+// config.MemoryLimit.
+func BuildModel(cfg config.Config, b, s int) (*Model, error) {
+	est, err := config.EstimateMemory(cfg, b, s, true)
 	if err != nil {
 		return nil, err
 	}
 	if err := est.Check(0); err != nil {
 		return nil, err
 	}
-	g := G.NewGraph()
-	scope, err := layers.NewScope(g, dt, cfg.Seed)
+	dec, err := infer.Assemble(cfg, b, s)
 	if err != nil {
 		return nil, err
 	}
-	dec, err := layers.NewDecoder(scope, cfg.Model)
-	if err != nil {
+	m := &Model{Model: dec}
+	if m.Targets, err = graph.NewTargets(dec.Graph, dec.DType, b*s, cfg.Model.Vocab, "targets"); err != nil {
 		return nil, err
 	}
-	m := &Model{B: b, S: s, DType: dt, Decoder: dec, Params: dec.Params()}
-	if m.IDs, err = graph.NewIDs(g, b, s, cfg.Model.Vocab, "ids"); err != nil {
+	if m.Cost, err = graph.CrossEntropy(dec.Logits, m.Targets); err != nil {
 		return nil, err
 	}
-	if m.Pad, err = graph.NewMaskInput(g, dt, b, s, s, "pad"); err != nil {
-		return nil, err
+	nodes := graph.Nodes(dec.Params)
+	if _, err = G.Grad(m.Cost, nodes...); err != nil {
+		return nil, fmt.Errorf("train: gradient: %w", err)
 	}
-	if m.Logits, m.Weights, err = dec.Forward(m.IDs, m.Pad); err != nil {
-		return nil, err
-	}
-	var opts []G.VMOpt
-	if training {
-		if m.Targets, err = graph.NewTargets(g, dt, b*s, cfg.Model.Vocab, "targets"); err != nil {
-			return nil, err
-		}
-		if m.Cost, err = graph.CrossEntropy(m.Logits, m.Targets); err != nil {
-			return nil, err
-		}
-		nodes := graph.Nodes(m.Params)
-		if _, err = G.Grad(m.Cost, nodes...); err != nil {
-			return nil, fmt.Errorf("train: gradient: %w", err)
-		}
-		opts = append(opts, G.BindDualValues(nodes...))
-	}
-	if m.VM, err = graph.NewMachine(g, opts...); err != nil {
+	if dec.VM, err = graph.NewMachine(dec.Graph, G.BindDualValues(nodes...)); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// SetBatch binds token ids (B*S, row-major) and the key-padding mask made
-// from per-row lengths for the next run.
+// errNilModel is the error of a method called on a nil or zero *Model,
+// which the embedded inference model's methods cannot report themselves.
+var errNilModel = errors.New("train: nil or unbuilt model: build it with BuildModel")
+
+// SetBatch binds token ids and the key-padding mask; see infer.Model.
 func (m *Model) SetBatch(ids []int, lengths []int) error {
-	if err := m.check(); err != nil {
-		return err
+	if m == nil || m.Model == nil {
+		return errNilModel
 	}
-	if err := m.IDs.Set(ids); err != nil {
-		return err
-	}
-	pad, err := graph.KeyPadding(lengths, m.S, m.S)
-	if err != nil {
-		return err
-	}
-	return m.Pad.Set(pad)
+	return m.Model.SetBatch(ids, lengths)
 }
 
-// Run executes the machine once and calls read before the machine is reset,
-// since values may alias buffers the next run reuses.
+// Run runs forward and backward once; see infer.Model.Run.
 func (m *Model) Run(read func() error) error {
-	if err := m.check(); err != nil {
-		return err
+	if m == nil || m.Model == nil {
+		return errNilModel
 	}
-	defer m.VM.Reset()
-	if err := m.VM.RunAll(); err != nil {
-		return fmt.Errorf("train: run: %w", err)
-	}
-	if read == nil {
-		return nil
-	}
-	return read()
-}
-
-// CopyParamsFrom copies every parameter value of src into m: the evaluation
-// model reads the training model's current weights this way.
-func (m *Model) CopyParamsFrom(src *Model) error {
-	if err := m.check(); err != nil {
-		return err
-	}
-	if err := src.check(); err != nil {
-		return fmt.Errorf("train: copy params from: %w", err)
-	}
-	if len(src.Params) != len(m.Params) {
-		return fmt.Errorf("train: copy params: %d params, want %d", len(src.Params), len(m.Params))
-	}
-	for i, p := range m.Params {
-		from, to := src.Params[i].Node.Value().(*tensor.Dense), p.Node.Value().(*tensor.Dense)
-		if src.Params[i].Name != p.Name || !from.Shape().Eq(to.Shape()) {
-			return fmt.Errorf("train: copy params: %q %v vs %q %v", src.Params[i].Name, from.Shape(), p.Name, to.Shape())
-		}
-		if err := tensor.Copy(to, from); err != nil {
-			return fmt.Errorf("train: copy params %q: %w", p.Name, err)
-		}
-	}
-	return nil
+	return m.Model.Run(read)
 }
 
 // Close releases the machine.
 func (m *Model) Close() error {
-	if err := m.check(); err != nil {
-		return err
+	if m == nil || m.Model == nil {
+		return errNilModel
 	}
-	return m.VM.Close()
-}
-
-// check reports a nil Model, or one BuildModel did not make.
-func (m *Model) check() error {
-	switch {
-	case m == nil:
-		return errors.New("train: nil model")
-	case m.VM == nil || m.IDs == nil || m.Pad == nil:
-		return errors.New("train: model has no machine: build it with BuildModel or LoadModel")
-	}
-	return nil
+	return m.Model.Close()
 }
 
 // NumParams returns the number of scalar parameters.
 func (m *Model) NumParams() int {
-	if m == nil {
+	if m == nil || m.Model == nil {
 		return 0
 	}
-	n := 0
-	for _, p := range m.Params {
-		n += p.Node.Shape().TotalSize()
-	}
-	return n
+	return m.Model.NumParams()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/qkv-dev/qkv/graph/graphtest"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
 	"github.com/qkv-dev/qkv/train/plot"
 )
 
@@ -28,12 +29,12 @@ func TestNoPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	resolved := tiny
-	m, err := BuildModel(tiny, 2, task.MaxLen()-1, true)
+	m, err := BuildModel(tiny, 2, task.MaxLen()-1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	inf, err := BuildModel(tiny, 2, task.MaxLen()-1, false)
+	inf, err := infer.Build(tiny, 2, task.MaxLen()-1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestNoPanics(t *testing.T) {
 		{"LoadCheckpoint empty name", func() error { _, err := checkpoint.Load(""); return err }, []string{"no checkpoint"}},
 		{"LoadCheckpoint a file", func() error { _, err := checkpoint.Load("/dev/null"); return err }, []string{"/dev/null"}},
 		{"LoadConfig missing", func() error { _, err := config.Load(filepath.Join(dir, "none")); return err }, []string{"no checkpoint"}},
-		{"LoadModel missing", func() error { _, _, _, err := LoadModel(filepath.Join(dir, "none"), 1); return err }, []string{"no checkpoint"}},
+		{"LoadModel missing", func() error { _, _, _, err := infer.Load(filepath.Join(dir, "none"), 1); return err }, []string{"no checkpoint"}},
 		{"checkpoint.ParamTensors nil node", func() error { _, err := checkpoint.ParamTensors(nilNode); return err }, []string{`param "w": nil node`}},
 		{"checkpoint.ParamTensors no value", func() error { _, err := checkpoint.ParamTensors(noValue); return err }, []string{`param "nv": no value`}},
 		{"checkpoint.LoadParams nil node", func() error { return checkpoint.LoadParams(nilNode, nil, "f") }, []string{`param "w": nil node`}},
@@ -110,23 +111,23 @@ func TestNoPanics(t *testing.T) {
 		{"Schedule NaN", func() error { return Schedule{Peak: math.NaN(), Total: 10}.Validate() }, []string{"NaN"}},
 
 		// Models.
-		{"BuildModel zero config", func() error { _, err := BuildModel(config.Config{}, 1, 1, true); return err }, []string{"sizes must be positive"}},
-		{"BuildModel zero batch", func() error { _, err := BuildModel(tiny, 0, 4, true); return err }, []string{"0"}},
-		{"BuildModel negative length", func() error { _, err := BuildModel(tiny, 1, -4, true); return err }, []string{"-4"}},
-		{"BuildModel huge batch", func() error { _, err := BuildModel(huge, huge.Batch, 4, true); return err }, []string{"memory"}},
-		{"Model nil SetBatch", func() error { return nilModel.SetBatch(nil, nil) }, []string{"nil model"}},
-		{"Model nil Run", func() error { return nilModel.Run(nil) }, []string{"nil model"}},
-		{"Model nil Close", func() error { return nilModel.Close() }, []string{"nil model"}},
-		{"Model zero Run", func() error { return (&Model{}).Run(nil) }, []string{"no machine"}},
+		{"BuildModel zero config", func() error { _, err := BuildModel(config.Config{}, 1, 1); return err }, []string{"sizes must be positive"}},
+		{"BuildModel zero batch", func() error { _, err := BuildModel(tiny, 0, 4); return err }, []string{"0"}},
+		{"BuildModel negative length", func() error { _, err := BuildModel(tiny, 1, -4); return err }, []string{"-4"}},
+		{"BuildModel huge batch", func() error { _, err := BuildModel(huge, huge.Batch, 4); return err }, []string{"memory"}},
+		{"Model nil SetBatch", func() error { return nilModel.SetBatch(nil, nil) }, []string{"nil or unbuilt model"}},
+		{"Model nil Run", func() error { return nilModel.Run(nil) }, []string{"nil or unbuilt model"}},
+		{"Model nil Close", func() error { return nilModel.Close() }, []string{"nil or unbuilt model"}},
+		{"Model zero Run", func() error { return (&Model{}).Run(nil) }, []string{"BuildModel"}},
 		{"Model SetBatch short", func() error { return m.SetBatch([]int{1}, []int{1, 1}) }, []string{"ids"}},
 		{"Model SetBatch bad id", func() error { return m.SetBatch(make([]int, m.B*m.S), []int{-1, 1}) }, []string{"-1"}},
 		{"CopyParamsFrom nil", func() error { return m.CopyParamsFrom(nil) }, []string{"nil model"}},
-		{"CopyParamsFrom zero", func() error { return m.CopyParamsFrom(&Model{}) }, []string{"no machine"}},
-		{"Greedy nil model", func() error { _, err := Greedy(nil, task, [][]int{prompt}); return err }, []string{"nil model"}},
-		{"Greedy nil task", func() error { _, err := Greedy(inf, nil, [][]int{prompt}); return err }, []string{"nil task"}},
-		{"Greedy bad prompt", func() error { _, err := Greedy(inf, task, [][]int{{999}}); return err }, []string{"prompt"}},
-		{"Evaluate nil model", func() error { _, err := Evaluate(nil, task, nil); return err }, []string{"nil model"}},
-		{"Evaluate nil task", func() error { _, err := Evaluate(inf, nil, nil); return err }, []string{"nil task"}},
+		{"CopyParamsFrom zero", func() error { return m.CopyParamsFrom(&infer.Model{}) }, []string{"no machine"}},
+		{"Greedy nil model", func() error { _, err := infer.Greedy(nil, task, [][]int{prompt}); return err }, []string{"nil model"}},
+		{"Greedy nil task", func() error { _, err := infer.Greedy(inf, nil, [][]int{prompt}); return err }, []string{"nil task"}},
+		{"Greedy bad prompt", func() error { _, err := infer.Greedy(inf, task, [][]int{{999}}); return err }, []string{"prompt"}},
+		{"Evaluate nil model", func() error { _, err := infer.Evaluate(nil, task, nil); return err }, []string{"nil model"}},
+		{"Evaluate nil task", func() error { _, err := infer.Evaluate(inf, nil, nil); return err }, []string{"nil task"}},
 
 		// Runs.
 		{"Run zero config", func() error {

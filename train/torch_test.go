@@ -17,6 +17,7 @@ import (
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
 )
 
 // torchScript is the independent PyTorch reference, relative to this package.
@@ -174,7 +175,7 @@ func TestTorchReferenceLogits(t *testing.T) {
 				t.Fatal(err)
 			}
 			const b = 6
-			m, cfg, _, err := train.LoadModel(dir, b)
+			m, cfg, _, err := infer.Load(dir, b)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -44,7 +44,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if clip == 0 {
 		clip = math.Inf(1)
 	}
-	m, err := train.BuildModel(cfg, cfg.Batch, task.MaxLen()-1, true)
+	m, err := train.BuildModel(cfg, cfg.Batch, task.MaxLen()-1)
 	if err != nil {
 		return configError(err, cfg) // a *config.MemoryError: exit 2 naming the sizes
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
 	"github.com/qkv-dev/qkv/train/plot"
 )
 
@@ -24,10 +24,10 @@ const tooLargeAdvice = "raise --max-memory if the machine has it"
 // of b sequences. It reads and checks the checkpoint's config.json first,
 // naming the file if it is invalid, and refuses (exit 2) a model estimated
 // to need more memory than --max-memory before building it.
-func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, config.Config, data.Task, error) {
+func checkpointFlag(fs *flag.FlagSet) func(b int) (*infer.Model, config.Config, data.Task, error) {
 	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
 	mem := registerMemory(fs)
-	return func(b int) (*train.Model, config.Config, data.Task, error) {
+	return func(b int) (*infer.Model, config.Config, data.Task, error) {
 		if *dir == "" {
 			return nil, config.Config{}, nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
 		}
@@ -46,7 +46,7 @@ func checkpointFlag(fs *flag.FlagSet) func(b int) (*train.Model, config.Config, 
 		if err != nil { // the checkpoint's config.json is wrong, not a flag
 			return nil, config.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
 		}
-		return train.LoadModel(*dir, b)
+		return infer.Load(*dir, b)
 	}
 }
 
@@ -65,7 +65,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := train.Evaluate(m, task, stream.Test())
+	res, err := infer.Evaluate(m, task, stream.Test())
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	got, err := train.Greedy(m, task, [][]int{prompt})
+	got, err := infer.Greedy(m, task, [][]int{prompt})
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	answer, err := train.Greedy(m, task, [][]int{prompt})
+	answer, err := infer.Greedy(m, task, [][]int{prompt})
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 
 // attention runs m (batch 1) on seq and returns every layer's and head's
 // attention weights over the real tokens.
-func attention(m *train.Model, seq []int) ([]plot.AttentionMap, error) {
+func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
 	ids := make([]int, m.S)
 	copy(ids, seq)
 	if err := m.SetBatch(ids, []int{len(seq)}); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/infer"
 )
 
 // runMainEnv, when set, makes the test binary run qkv's main instead of the
@@ -67,7 +68,7 @@ type metricLine struct {
 	Step     int
 	Loss, LR float64
 	GradNorm float64 `json:"grad_norm"`
-	Eval     *train.EvalResult
+	Eval     *infer.EvalResult
 }
 
 func readMetricLines(t *testing.T, dir string) []metricLine {

@@ -1,4 +1,4 @@
-package train
+package infer
 
 import (
 	"fmt"
@@ -8,24 +8,24 @@ import (
 	"github.com/qkv-dev/qkv/train/config"
 )
 
-// LoadModel rebuilds the model and task of the checkpoint in dir from its
+// Load rebuilds the model and task of the checkpoint in dir from its
 // config.json and loads its weights, compiled for inference on batches of b
 // sequences. A checkpoint whose weights do not fit its config (another shape,
 // a missing or extra tensor) gives an error naming the file and tensor.
-func LoadModel(dir string, b int) (*Model, config.Config, data.Task, error) {
+func Load(dir string, b int) (*Model, config.Config, data.Task, error) {
 	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		return nil, config.Config{}, nil, err
 	}
 	cfg, err := config.Unmarshal(ck.Config)
 	if err != nil {
-		return nil, config.Config{}, nil, fmt.Errorf("train: checkpoint %s: %w", dir, err)
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: %w", dir, err)
 	}
 	task, err := cfg.Resolve()
 	if err != nil {
-		return nil, config.Config{}, nil, fmt.Errorf("train: checkpoint %s: config.json: %w", dir, err)
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: config.json: %w", dir, err)
 	}
-	m, err := BuildModel(cfg, b, task.MaxLen()-1, false)
+	m, err := Build(cfg, b, task.MaxLen()-1)
 	if err != nil {
 		return nil, config.Config{}, nil, err
 	}

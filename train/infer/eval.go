@@ -1,4 +1,4 @@
-package train
+package infer
 
 import (
 	"errors"
@@ -53,7 +53,7 @@ func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
 			}
 			for i, seq := range seqs {
 				if len(seq) > m.S {
-					return nil, fmt.Errorf("train: greedy: sequence of %d tokens exceeds the model's %d", len(seq), m.S)
+					return nil, fmt.Errorf("infer: greedy: sequence of %d tokens exceeds the model's %d", len(seq), m.S)
 				}
 				copy(ids[i*m.S:], seq)
 				lengths[i] = len(seq)
@@ -135,13 +135,11 @@ func argmax(xs []float64) int {
 // checkModelTask checks the arguments of Greedy and Evaluate: a compiled
 // model and a task.
 func checkModelTask(m *Model, task data.Task) error {
-	switch {
-	case m == nil:
-		return errors.New("train: nil model")
-	case m.VM == nil || m.B <= 0 || m.S <= 0:
-		return errors.New("train: model has no machine: build it with BuildModel or LoadModel")
-	case task == nil:
-		return errors.New("train: nil task")
+	if err := m.check(); err != nil {
+		return err
+	}
+	if task == nil {
+		return errors.New("infer: nil task")
 	}
 	return nil
 }

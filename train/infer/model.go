@@ -1,0 +1,175 @@
+package infer
+
+import (
+	"errors"
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/config"
+)
+
+// Model is a decoder-only model compiled once for batches of B sequences of
+// S tokens, forward only: its machine never computes or accumulates
+// gradients. Every batch re-binds IDs and Pad and runs the same machine.
+type Model struct {
+	B, S    int
+	DType   tensor.Dtype
+	Decoder *layers.Decoder
+	Params  []graph.Param
+	IDs     *graph.IDs
+	Pad     *graph.MaskNode
+	Logits  *G.Node   // (B, S, Vocab)
+	Weights []*G.Node // per layer (B, H, S, S)
+	// Graph holds the nodes; a training model adds its cost to it before
+	// compiling.
+	Graph *G.ExprGraph
+	VM    G.VM
+}
+
+// Assemble builds the decoder of cfg (resolved) for batches of b sequences
+// of s tokens as an uncompiled graph: token ids and the padding mask in,
+// logits and every layer's attention weights out. It is the one decoder
+// builder: Build compiles it for inference, train.BuildModel adds the cost
+// and gradients first.
+func Assemble(cfg config.Config, b, s int) (*Model, error) {
+	dt, err := cfg.Dtype()
+	if err != nil {
+		return nil, err
+	}
+	g := G.NewGraph()
+	scope, err := layers.NewScope(g, dt, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := layers.NewDecoder(scope, cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{B: b, S: s, DType: dt, Decoder: dec, Params: dec.Params(), Graph: g}
+	if m.IDs, err = graph.NewIDs(g, b, s, cfg.Model.Vocab, "ids"); err != nil {
+		return nil, err
+	}
+	if m.Pad, err = graph.NewMaskInput(g, dt, b, s, s, "pad"); err != nil {
+		return nil, err
+	}
+	if m.Logits, m.Weights, err = dec.Forward(m.IDs, m.Pad); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Build builds and compiles the decoder of cfg (resolved) for inference on
+// batches of b sequences of s tokens.
+//
+// Before allocating anything it estimates the memory the model needs
+// (config.EstimateMemory) and returns a *config.MemoryError if that exceeds
+// config.MemoryLimit, instead of letting the runtime die of an
+// out-of-memory fatal error.
+func Build(cfg config.Config, b, s int) (*Model, error) {
+	est, err := config.EstimateMemory(cfg, b, s, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := est.Check(0); err != nil {
+		return nil, err
+	}
+	m, err := Assemble(cfg, b, s)
+	if err != nil {
+		return nil, err
+	}
+	if m.VM, err = graph.NewMachine(m.Graph); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// SetBatch binds token ids (B*S, row-major) and the key-padding mask made
+// from per-row lengths for the next run.
+func (m *Model) SetBatch(ids []int, lengths []int) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if err := m.IDs.Set(ids); err != nil {
+		return err
+	}
+	pad, err := graph.KeyPadding(lengths, m.S, m.S)
+	if err != nil {
+		return err
+	}
+	return m.Pad.Set(pad)
+}
+
+// Run executes the machine once and calls read before the machine is reset,
+// since values may alias buffers the next run reuses.
+func (m *Model) Run(read func() error) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	defer m.VM.Reset()
+	if err := m.VM.RunAll(); err != nil {
+		return fmt.Errorf("infer: run: %w", err)
+	}
+	if read == nil {
+		return nil
+	}
+	return read()
+}
+
+// CopyParamsFrom copies every parameter value of src into m: the evaluation
+// model reads the training model's current weights this way.
+func (m *Model) CopyParamsFrom(src *Model) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if err := src.check(); err != nil {
+		return fmt.Errorf("infer: copy params from: %w", err)
+	}
+	if len(src.Params) != len(m.Params) {
+		return fmt.Errorf("infer: copy params: %d params, want %d", len(src.Params), len(m.Params))
+	}
+	for i, p := range m.Params {
+		from, to := src.Params[i].Node.Value().(*tensor.Dense), p.Node.Value().(*tensor.Dense)
+		if src.Params[i].Name != p.Name || !from.Shape().Eq(to.Shape()) {
+			return fmt.Errorf("infer: copy params: %q %v vs %q %v", src.Params[i].Name, from.Shape(), p.Name, to.Shape())
+		}
+		if err := tensor.Copy(to, from); err != nil {
+			return fmt.Errorf("infer: copy params %q: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// Close releases the machine.
+func (m *Model) Close() error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.VM.Close()
+}
+
+// check reports a nil Model, or one no builder made.
+func (m *Model) check() error {
+	switch {
+	case m == nil:
+		return errors.New("infer: nil model")
+	case m.VM == nil || m.IDs == nil || m.Pad == nil:
+		return errors.New("infer: model has no machine: build it with Build or Load")
+	}
+	return nil
+}
+
+// NumParams returns the number of scalar parameters.
+func (m *Model) NumParams() int {
+	if m == nil {
+		return 0
+	}
+	n := 0
+	for _, p := range m.Params {
+		n += p.Node.Shape().TotalSize()
+	}
+	return n
+}
