@@ -30,8 +30,13 @@ type AttentionConfig struct {
 // MultiHeadAttention computes
 //
 //	Q = query Wq, K = key Wk, V = value Wv
-//	head_h = softmax(Q_h K_h^T / sqrt(dk) + mask) V_h
+//	head_h = softmax(Q_h K_h^T / sqrt(dk) + bias_h + mask) V_h
 //	out = Concat(head_1..head_H) Wo
+//
+// where mask is 0 where query i may see key j and -Inf where it may not
+// (hidden keys get weight exactly 0, a query that sees nothing gets zeros),
+// and bias_h is an optional finite bias of the scores given to
+// ForwardWithBias (ALiBi, relative positions); Forward adds none.
 //
 // Self-attention passes one X as query, key and value; cross-attention takes
 // the query from one sequence and key and value from another, possibly of a
@@ -121,14 +126,29 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 // (B, Sk, ValueDim). mask, if not nil, is (B, Sq, Sk) and says which keys each
 // query may see; with Causal the layer also hides the future itself. It
 // returns the output (B, Sq, D) and the attention weights (B, H, Sq, Sk).
-// Shape mismatches are found here, while the graph is built.
+// Shape mismatches are found here, while the graph is built. Forward is
+// ForwardWithBias without a bias.
 func (a *MultiHeadAttention) Forward(query, key, value *G.Node, mask *graph.MaskNode) (out, weights *G.Node, err error) {
+	return a.ForwardWithBias(query, key, value, mask, nil)
+}
+
+// ForwardWithBias is Forward with bias, a finite additive bias of the scores
+// of the layer's dtype: (H, Sq, Sk), one block per head shared by the batch
+// (ALiBi, relative positions), or (B, H, Sq, Sk); nil adds nothing. It is
+// added before the softmax, beside the mask, which alone decides what is
+// hidden: a hidden key gets weight exactly 0 whatever its bias. The bias may
+// be a constant input or computed from learnable parameters: G.Grad
+// differentiates it (see graph.AttentionWithBias).
+func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *graph.MaskNode, bias *G.Node) (out, weights *G.Node, err error) {
 	if err := a.check(); err != nil {
 		return nil, nil, err
 	}
 	name := a.s.prefix
 	b, sq, sk, err := a.checkShapes(query, key, value, mask)
 	if err != nil {
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
+	if err := a.checkBias(bias, b, sq, sk); err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
 	if a.Config.Causal && (mask == nil || !mask.Causal) {
@@ -156,11 +176,11 @@ func (a *MultiHeadAttention) Forward(query, key, value *G.Node, mask *graph.Mask
 		keep = drop.Keep()
 	}
 	// Per head h, on columns [h*dk, (h+1)*dk) of q, k, v:
-	//   P_h = softmax(Q_h K_h^T / sqrt(dk) + mask)  (B, H, Sq, Sk)
-	//   y   = Concat(P_1 V_1, ..., P_H V_H)          (B, Sq, D)
+	//   P_h = softmax(Q_h K_h^T / sqrt(dk) + bias_h + mask)  (B, H, Sq, Sk)
+	//   y   = Concat(P_1 V_1, ..., P_H V_H)                   (B, Sq, D)
 	// The scale is 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps
 	// the dot products of dk unit-variance terms at unit variance.
-	y, weights, err := graph.Attention(q, k, v, a.Config.Heads, mask, keep)
+	y, weights, err := graph.AttentionWithBias(q, k, v, a.Config.Heads, mask, bias, keep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
@@ -208,6 +228,25 @@ func (a *MultiHeadAttention) checkShapes(query, key, value *G.Node, mask *graph.
 		return 0, 0, 0, fmt.Errorf("causal attention needs as many queries as keys, got Sq=%d Sk=%d", sq, sk)
 	}
 	return b, sq, sk, nil
+}
+
+// checkBias returns an error unless bias is nil or a node of the layer's
+// dtype shaped (H, Sq, Sk) or (B, H, Sq, Sk).
+func (a *MultiHeadAttention) checkBias(bias *G.Node, b, sq, sk int) error {
+	if bias == nil {
+		return nil
+	}
+	if err := graph.CheckNode(bias, "bias"); err != nil {
+		return err
+	}
+	h := a.Config.Heads
+	if bs := bias.Shape(); !bs.Eq(tensor.Shape{h, sq, sk}) && !bs.Eq(tensor.Shape{b, h, sq, sk}) {
+		return fmt.Errorf("bias %q is %v, want (H, Sq, Sk) = (%d, %d, %d) or (B, H, Sq, Sk) = (%d, %d, %d, %d)", bias.Name(), bs, h, sq, sk, b, h, sq, sk)
+	}
+	if bias.Dtype() != a.s.dt {
+		return fmt.Errorf("bias %q is %v, the layer is %v", bias.Name(), bias.Dtype(), a.s.dt)
+	}
+	return nil
 }
 
 // check returns an error unless a was made by NewMultiHeadAttention: a nil or
