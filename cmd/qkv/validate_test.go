@@ -78,6 +78,7 @@ func TestFlagValidation(t *testing.T) {
 		{args("train --weight-decay NaN"), 2, []string{"--weight-decay:", "NaN"}},
 		{args("train --weight-decay -1"), 2, []string{"--weight-decay:", "-1"}},
 		{args("train --weight-decay Inf"), 2, []string{"--weight-decay:"}},
+		{args("train --weight-decay 0"), 2, []string{"--weight-decay (with --optimizer): must be > 0 with \"adamw\""}},
 		{args("train --target-exact NaN"), 2, []string{"--target-exact:", "NaN"}},
 		{args("train --target-exact 1.5"), 2, []string{"--target-exact:"}},
 		// Names.

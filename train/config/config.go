@@ -45,7 +45,7 @@ type Config struct {
 	MinLR     float64 `json:"min_lr"`
 	Warmup    int     `json:"warmup"`
 	Optimizer string  `json:"optimizer"`
-	// WeightDecay applies to AdamW only.
+	// WeightDecay applies to AdamW only, where it must be positive.
 	WeightDecay float64 `json:"weight_decay"`
 	// ClipNorm is the global gradient norm above which gradients are scaled
 	// down; 0 disables clipping.
@@ -249,6 +249,12 @@ func (c Config) Validate() error {
 	}
 	if err := checkFloat("weight_decay", c.WeightDecay, 0, math.MaxFloat64, false, ">= 0"); err != nil {
 		return err
+	}
+	// The optimizer reads a zero decay as its default: refuse it rather than
+	// train with a decay config.json does not show.
+	if c.Optimizer == OptimizerAdamW && c.WeightDecay == 0 {
+		return &Error{Field: "weight_decay", With: []string{"optimizer"},
+			Problem: fmt.Sprintf("must be > 0 with %q, got 0 (for no decay use %q)", OptimizerAdamW, OptimizerAdam)}
 	}
 	if err := checkFloat("clip_norm", c.ClipNorm, 0, math.MaxFloat64, false, ">= 0 (0: off)"); err != nil {
 		return err
