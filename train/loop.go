@@ -16,7 +16,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
@@ -325,45 +324,12 @@ func (t *trainer) trainStep() (Metric, error) {
 	if err != nil {
 		return Metric{}, err
 	}
-	m := t.model
-	if err := m.SetBatch(batch.Inputs, batch.Lengths); err != nil {
-		return Metric{}, err
+	lr := t.sched.LR(t.step)
+	res, err := t.model.Step(batch, t.optim, StepOptions{LR: lr, Clip: t.cfg.ClipNorm, Step: t.step})
+	if errors.Is(err, ErrNonFinite) {
+		err = fmt.Errorf("train: step %d: %w; %s", t.step+1, err, t.lastCheckpoint())
 	}
-	if err := m.Targets.Set(batch.Targets, batch.Weights); err != nil {
-		return Metric{}, err
-	}
-	for _, d := range m.Decoder.Dropouts() {
-		if err := d.Resample(uint64(t.step)); err != nil {
-			return Metric{}, err
-		}
-	}
-	metric := Metric{LR: t.sched.LR(t.step)}
-	err = m.Run(func() error {
-		loss, err := graph.Float64s(m.Cost.Value())
-		if err != nil {
-			return err
-		}
-		metric.Loss = loss[0]
-		if metric.GradNorm, err = ClipGradNorm(m.Params, t.clip()); err != nil {
-			return err
-		}
-		if !isFinite(metric.Loss) || !isFinite(metric.GradNorm) {
-			what := fmt.Sprintf("non-finite loss %v", metric.Loss)
-			if isFinite(metric.Loss) {
-				what = fmt.Sprintf("non-finite gradient norm %v (loss %v)", metric.GradNorm, metric.Loss)
-			}
-			return fmt.Errorf("train: step %d: %s; %s", t.step+1, what, t.lastCheckpoint())
-		}
-		return t.optim.Step(metric.LR)
-	})
-	return metric, err
-}
-
-func (t *trainer) clip() float64 {
-	if t.cfg.ClipNorm == 0 {
-		return math.Inf(1)
-	}
-	return t.cfg.ClipNorm
+	return Metric{LR: lr, Loss: res.Loss, GradNorm: res.GradNorm}, err
 }
 
 func (t *trainer) evaluate() (infer.EvalResult, error) {

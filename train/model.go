@@ -3,9 +3,11 @@ package train
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
@@ -35,6 +37,26 @@ func BuildModel(cfg config.Config, b, s int) (*Model, error) {
 	if err := est.Check(0); err != nil {
 		return nil, err
 	}
+	m, err := Assemble(cfg, b, s)
+	if err != nil {
+		return nil, err
+	}
+	nodes := graph.Nodes(m.Params)
+	if _, err = G.Grad(m.Cost, nodes...); err != nil {
+		return nil, fmt.Errorf("train: gradient: %w", err)
+	}
+	if m.VM, err = graph.NewMachine(m.Graph, G.BindDualValues(nodes...)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Assemble builds the training graph of cfg (resolved) for b sequences of s
+// tokens without compiling it: the decoder of infer.Assemble, the targets
+// and the weighted cross-entropy cost (the mean over all weighted tokens of
+// the batch). BuildModel adds the gradients and compiles it; a gradient
+// check runs it as it is.
+func Assemble(cfg config.Config, b, s int) (*Model, error) {
 	dec, err := infer.Assemble(cfg, b, s)
 	if err != nil {
 		return nil, err
@@ -46,14 +68,76 @@ func BuildModel(cfg config.Config, b, s int) (*Model, error) {
 	if m.Cost, err = graph.CrossEntropy(dec.Logits, m.Targets); err != nil {
 		return nil, err
 	}
-	nodes := graph.Nodes(dec.Params)
-	if _, err = G.Grad(m.Cost, nodes...); err != nil {
-		return nil, fmt.Errorf("train: gradient: %w", err)
-	}
-	if dec.VM, err = graph.NewMachine(dec.Graph, G.BindDualValues(nodes...)); err != nil {
-		return nil, err
-	}
 	return m, nil
+}
+
+// ErrNonFinite is returned (wrapped) by Step when the loss or the gradient
+// norm is NaN or infinite; the parameters are left unchanged.
+var ErrNonFinite = errors.New("non-finite")
+
+// StepOptions are the settings of one training step.
+type StepOptions struct {
+	// LR is the learning rate of this update.
+	LR float64
+	// Clip is the global gradient norm above which gradients are scaled
+	// down; 0 turns clipping off.
+	Clip float64
+	// Step numbers the update from 0; it seeds the dropout masks, so that a
+	// resumed run draws the masks it would have drawn.
+	Step int
+}
+
+// StepResult is what one training step measured.
+type StepResult struct {
+	// Loss is the batch's cross-entropy before the update.
+	Loss float64
+	// GradNorm is the global gradient norm before clipping.
+	GradNorm float64
+}
+
+// Step runs one optimisation step on batch: it binds the batch, resamples
+// dropout, runs forward and backward, clips the gradients' global norm and
+// lets opt update the parameters. It is the one training step of qkv: the
+// loop, `qkv bench` and anyone's own loop call it alike. A non-finite loss or
+// gradient norm returns an error wrapping ErrNonFinite and changes nothing.
+func (m *Model) Step(batch data.Batch, opt *Optimizer, o StepOptions) (StepResult, error) {
+	if m == nil || m.Model == nil {
+		return StepResult{}, errNilModel
+	}
+	if err := m.SetBatch(batch.Inputs, batch.Lengths); err != nil {
+		return StepResult{}, err
+	}
+	if err := m.Targets.Set(batch.Targets, batch.Weights); err != nil {
+		return StepResult{}, err
+	}
+	for _, d := range m.Decoder.Dropouts() {
+		if err := d.Resample(uint64(o.Step)); err != nil {
+			return StepResult{}, err
+		}
+	}
+	clip := o.Clip
+	if clip == 0 {
+		clip = math.Inf(1)
+	}
+	var res StepResult
+	err := m.Run(func() error {
+		loss, err := graph.Float64s(m.Cost.Value())
+		if err != nil {
+			return err
+		}
+		res.Loss = loss[0]
+		if res.GradNorm, err = ClipGradNorm(m.Params, clip); err != nil {
+			return err
+		}
+		if !isFinite(res.Loss) {
+			return fmt.Errorf("%w loss %v", ErrNonFinite, res.Loss)
+		}
+		if !isFinite(res.GradNorm) {
+			return fmt.Errorf("%w gradient norm %v (loss %v)", ErrNonFinite, res.GradNorm, res.Loss)
+		}
+		return opt.Step(o.LR)
+	})
+	return res, err
 }
 
 // errNilModel is the error of a method called on a nil or zero *Model,

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,10 +39,6 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mem.apply()()
-	clip := cfg.ClipNorm // as training clips: 0 is off
-	if clip == 0 {
-		clip = math.Inf(1)
-	}
 	m, err := train.BuildModel(cfg, cfg.Batch, task.MaxLen()-1)
 	if err != nil {
 		return configError(err, cfg) // a *config.MemoryError: exit 2 naming the sizes
@@ -57,23 +52,19 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	step := func() error {
-		batch, err := data.BatchFor(task, stream.Take(cfg.Batch))
+	n := 0
+	step := func() error { // the training step of qkv train, at the peak rate
+		examples, err := stream.Draw(cfg.Batch)
 		if err != nil {
 			return err
 		}
-		if err := m.SetBatch(batch.Inputs, batch.Lengths); err != nil {
+		batch, err := data.BatchFor(task, examples)
+		if err != nil {
 			return err
 		}
-		if err := m.Targets.Set(batch.Targets, batch.Weights); err != nil {
-			return err
-		}
-		return m.Run(func() error {
-			if _, err := train.ClipGradNorm(m.Params, clip); err != nil {
-				return err
-			}
-			return opt.Step(cfg.LR)
-		})
+		_, err = m.Step(batch, opt, train.StepOptions{LR: cfg.LR, Clip: cfg.ClipNorm, Step: n})
+		n++
+		return err
 	}
 	for i := 0; i < 3; i++ {
 		if err := step(); err != nil {

@@ -6,11 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
-
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 func runGradcheck(args []string, stdout, stderr io.Writer) error {
@@ -48,36 +47,12 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 // gains too, which start at 0 and 1) on a random padded batch with a
 // weighted cross-entropy.
 func gradcheckDecoder(cfg layers.StackConfig, b int, seed uint64) (graph.GradReport, error) {
-	g := G.NewGraph()
-	s, err := layers.NewScope(g, tensor.Float64, seed)
-	if err != nil {
-		return nil, err
-	}
-	dec, err := layers.NewDecoder(s, cfg)
-	if err != nil {
-		return nil, err
-	}
 	n := cfg.MaxLen
-	ids, err := graph.NewIDs(g, b, n, cfg.Vocab, "ids")
+	m, err := train.Assemble(config.Config{Model: cfg, DType: "float64", Seed: seed}, b, n)
 	if err != nil {
 		return nil, err
 	}
-	pad, err := graph.NewMaskInput(g, tensor.Float64, b, n, n, "pad")
-	if err != nil {
-		return nil, err
-	}
-	logits, _, err := dec.Forward(ids, pad)
-	if err != nil {
-		return nil, err
-	}
-	targets, err := graph.NewTargets(g, tensor.Float64, b*n, cfg.Vocab, "targets")
-	if err != nil {
-		return nil, err
-	}
-	cost, err := graph.CrossEntropy(logits, targets)
-	if err != nil {
-		return nil, err
-	}
+	dec, ids, pad, targets, cost := m.Decoder, m.IDs, m.Pad, m.Targets, m.Cost
 
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for _, p := range dec.Params() {
