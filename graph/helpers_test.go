@@ -6,9 +6,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/qkv-dev/qkv/graph/graphtest"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // Helpers shared with the layers tests.

@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/graph/graphtest"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // Helpers shared with the graph tests.

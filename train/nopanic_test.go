@@ -12,7 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/graph/graphtest"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
