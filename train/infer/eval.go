@@ -3,9 +3,9 @@ package infer
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
 )
 
 // EvalResult is the score of greedy decoding on a set of examples.
@@ -17,71 +17,81 @@ type EvalResult struct {
 	N          int     `json:"n"`
 }
 
-// Greedy decodes the answer of every prompt autoregressively: it feeds
-// prompt + SEP, appends the most likely next token, and repeats until the
-// task's answer length. m is an inference model; prompts are decoded m.B at a
-// time. The causal mask makes the PAD after the last real token invisible to
-// it, so one compiled length S serves every step.
+// LM is a token-level language model: for each sequence of token ids it
+// gives the logits of the token that follows it. *Model is one; Generate
+// decodes with any.
+type LM interface {
+	NextLogits(seqs [][]int) ([][]float64, error)
+}
+
+// Generate extends each sequence seqs[i] greedily by steps[i] tokens: it
+// appends the most likely next token (the lowest id among ties) and asks lm
+// again, until every sequence has its tokens. It returns only the new
+// tokens, and leaves seqs as they were. Nothing stops a model from
+// generating padding or separator ids: a caller that wants to stop at one
+// truncates the result.
+func Generate(lm LM, seqs [][]int, steps []int) ([][]int, error) {
+	if lm == nil {
+		return nil, errors.New("infer: generate: nil model")
+	}
+	if len(steps) != len(seqs) {
+		return nil, fmt.Errorf("infer: generate: %d step counts for %d sequences", len(steps), len(seqs))
+	}
+	grown := make([][]int, len(seqs))
+	longest := 0
+	for i, seq := range seqs {
+		if steps[i] < 0 {
+			return nil, fmt.Errorf("infer: generate: sequence %d: negative step count %d", i, steps[i])
+		}
+		grown[i] = slices.Clone(seq)
+		longest = max(longest, steps[i])
+	}
+	for t := 0; t < longest; t++ {
+		var open []int // the sequences still growing
+		for i := range grown {
+			if t < steps[i] {
+				open = append(open, i)
+			}
+		}
+		batch := make([][]int, len(open))
+		for k, i := range open {
+			batch[k] = grown[i]
+		}
+		logits, err := lm.NextLogits(batch)
+		if err != nil {
+			return nil, err
+		}
+		if len(logits) != len(open) {
+			return nil, fmt.Errorf("infer: generate: the model gave %d rows of logits for %d sequences", len(logits), len(open))
+		}
+		for k, i := range open {
+			grown[i] = append(grown[i], argmax(logits[k]))
+		}
+	}
+	out := make([][]int, len(seqs))
+	for i, seq := range seqs {
+		out[i] = grown[i][len(seq):]
+	}
+	return out, nil
+}
+
+// Greedy decodes the answer of every prompt of task autoregressively: it
+// feeds prompt + SEP and generates the task's answer length of tokens
+// (Generate). The answer may hold PAD or SEP if the model predicts them.
 func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
 	if err := checkModelTask(m, task); err != nil {
 		return nil, err
 	}
-	vocab := task.Vocab()
-	out := make([][]int, len(prompts))
-	ids := make([]int, m.B*m.S)
-	lengths := make([]int, m.B)
-	var logits []float64
-	for start := 0; start < len(prompts); start += m.B {
-		chunk := prompts[start:min(start+m.B, len(prompts))]
-		seqs := make([][]int, len(chunk))
-		want := make([]int, len(chunk))
-		steps := 0
-		for i, p := range chunk {
-			if err := task.ValidatePrompt(p); err != nil {
-				return nil, err
-			}
-			seqs[i] = append(append([]int(nil), p...), vocab.SEP())
-			want[i] = task.AnswerLen(p)
-			steps = max(steps, want[i])
+	seqs := make([][]int, len(prompts))
+	steps := make([]int, len(prompts))
+	for i, p := range prompts {
+		if err := task.ValidatePrompt(p); err != nil {
+			return nil, err
 		}
-		for t := 0; t < steps; t++ {
-			for i := range ids {
-				ids[i] = vocab.PAD()
-			}
-			for i := range lengths {
-				lengths[i] = 0
-			}
-			for i, seq := range seqs {
-				if len(seq) > m.S {
-					return nil, fmt.Errorf("infer: greedy: sequence of %d tokens exceeds the model's %d", len(seq), m.S)
-				}
-				copy(ids[i*m.S:], seq)
-				lengths[i] = len(seq)
-			}
-			if err := m.SetBatch(ids, lengths); err != nil {
-				return nil, err
-			}
-			err := m.Run(func() (err error) {
-				logits, err = graph.Float64s(m.Logits.Value())
-				return err
-			})
-			if err != nil {
-				return nil, err
-			}
-			v := vocab.Size()
-			for i, seq := range seqs {
-				if len(seq)-len(chunk[i])-1 >= want[i] {
-					continue
-				}
-				row := logits[(i*m.S+len(seq)-1)*v : (i*m.S+len(seq))*v]
-				seqs[i] = append(seq, argmax(row))
-			}
-		}
-		for i, seq := range seqs {
-			out[start+i] = seq[len(chunk[i])+1:]
-		}
+		seqs[i] = append(slices.Clone(p), task.Vocab().SEP())
+		steps[i] = task.AnswerLen(p)
 	}
-	return out, nil
+	return Generate(m, seqs, steps)
 }
 
 // Evaluate decodes every example's prompt greedily and scores the answers.

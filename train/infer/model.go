@@ -3,6 +3,7 @@ package infer
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -101,6 +102,52 @@ func (m *Model) SetBatch(ids []int, lengths []int) error {
 		return err
 	}
 	return m.Pad.Set(pad)
+}
+
+// NextLogits runs the model on seqs, any number of them, each of 1 to S
+// valid token ids, m.B at a time, and returns for each the logits of the
+// token that follows its last (a row of the vocabulary's size). Rows of a
+// batch that seqs do not fill are left empty (length 0: every key hidden),
+// and positions past a sequence's end are hidden by the causal and padding
+// masks, so one compiled shape serves any batch.
+func (m *Model) NextLogits(seqs [][]int) ([][]float64, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	v := m.Logits.Shape()[2]
+	ids := make([]int, m.B*m.S)
+	lengths := make([]int, m.B)
+	out := make([][]float64, 0, len(seqs))
+	for start := 0; start < len(seqs); start += m.B {
+		chunk := seqs[start:min(start+m.B, len(seqs))]
+		clear(ids)
+		clear(lengths)
+		for i, seq := range chunk {
+			if len(seq) == 0 || len(seq) > m.S {
+				return nil, fmt.Errorf("infer: sequence %d has %d tokens, want 1 to the model's %d", start+i, len(seq), m.S)
+			}
+			copy(ids[i*m.S:], seq)
+			lengths[i] = len(seq)
+		}
+		if err := m.SetBatch(ids, lengths); err != nil {
+			return nil, err
+		}
+		err := m.Run(func() error {
+			logits, err := graph.Float64s(m.Logits.Value()) // (B, S, V)
+			if err != nil {
+				return err
+			}
+			for i, seq := range chunk {
+				at := (i*m.S + len(seq) - 1) * v
+				out = append(out, slices.Clone(logits[at:at+v]))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Run executes the machine once and calls read before the machine is reset,
