@@ -30,11 +30,7 @@ type Model struct {
 // (config.EstimateMemory) and returns a *config.MemoryError if that exceeds
 // config.MemoryLimit.
 func BuildModel(cfg config.Config, b, s int) (*Model, error) {
-	est, err := config.EstimateMemory(cfg, b, s, true)
-	if err != nil {
-		return nil, err
-	}
-	if err := est.Check(0); err != nil {
+	if err := config.CheckMemory(cfg, b, s, true); err != nil {
 		return nil, err
 	}
 	m, err := Assemble(cfg, b, s)

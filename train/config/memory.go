@@ -203,6 +203,17 @@ func (e MemoryEstimate) Check(limit int64) error {
 	return nil
 }
 
+// CheckMemory estimates what the model of cfg needs for b sequences of s
+// tokens (EstimateMemory) and returns a *MemoryError if that exceeds
+// MemoryLimit: the check every model builder makes before it allocates.
+func CheckMemory(cfg Config, b, s int, training bool) error {
+	est, err := EstimateMemory(cfg, b, s, training)
+	if err != nil {
+		return err
+	}
+	return est.Check(0)
+}
+
 // DefaultMemory is the memory limit where the available memory cannot be
 // read (no /proc/meminfo): generous, so that it refuses only the absurd.
 const DefaultMemory int64 = 64 << 30

@@ -71,11 +71,7 @@ func Assemble(cfg config.Config, b, s int) (*Model, error) {
 // config.MemoryLimit, instead of letting the runtime die of an
 // out-of-memory fatal error.
 func Build(cfg config.Config, b, s int) (*Model, error) {
-	est, err := config.EstimateMemory(cfg, b, s, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := est.Check(0); err != nil {
+	if err := config.CheckMemory(cfg, b, s, false); err != nil {
 		return nil, err
 	}
 	m, err := Assemble(cfg, b, s)
