@@ -182,7 +182,7 @@ func TestErrorsNotPanics(t *testing.T) {
 		{"NewVocab PAD symbol", func(*testing.T) error { _, err := data.NewVocab([]string{data.PADSymbol}); return err }, []string{`"_" already has id 0`}},
 		{"NewVocab Unicode space", func(*testing.T) error { _, err := data.NewVocab([]string{"a\u00a0b"}); return err }, []string{"white space"}},
 
-		// NewStream and MakeSplit: test sizes the task cannot hold.
+		// NewStream: test sizes the task cannot hold.
 		{"NewStream nil task", func(*testing.T) error { _, err := data.NewStream(nil, 1, 10); return err }, []string{"new stream: nil task"}},
 		{"NewStream task without vocab", func(*testing.T) error { _, err := data.NewStream(fakeTask{prompts: 10}, 1, 1); return err }, []string{`task "fake"`, "no vocabulary"}},
 		{"NewStream NaN prompts", func(t *testing.T) error {
@@ -205,10 +205,6 @@ func TestErrorsNotPanics(t *testing.T) {
 			return streamErr(t, "copy", data.TaskConfig{MinLength: 1, MaxLength: 8, Alphabet: 2}, 509)
 		}, []string{"test_size 509 holds out", "lower test_size"}},
 		{"NewStream generator stuck", func(t *testing.T) error { _, err := data.NewStream(okFake(t), 1, 5); return err }, []string{`task "fake"`, "test_size 5: found only 1 distinct prompts in 6000 draws"}},
-		{"MakeSplit nil task", func(*testing.T) error { _, err := data.MakeSplit(nil, 1, 0, 1); return err }, []string{"nil task"}},
-		{"MakeSplit n_train -1", func(t *testing.T) error { _, err := data.MakeSplit(mustNew(t, "sort", sort), 1, -1, 1); return err }, []string{`task "sort"`, "training set size must be 0 to 262144, got -1"}},
-		{"MakeSplit n_train 1<<40", func(t *testing.T) error { _, err := data.MakeSplit(mustNew(t, "sort", sort), 1, 1<<40, 1); return err }, []string{"got 1099511627776"}},
-		{"MakeSplit test_size 1<<40", func(t *testing.T) error { _, err := data.MakeSplit(mustNew(t, "sort", sort), 1, 1, 1<<40); return err }, []string{"test_size 1099511627776", "729"}},
 
 		// Stream methods: nil and zero streams, sizes, foreign states.
 		{"Stream nil Draw", func(*testing.T) error { _, err := (*data.Stream)(nil).Draw(1); return err }, []string{"nil Stream"}},

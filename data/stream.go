@@ -39,12 +39,12 @@ const minTrainShare = 1e-3
 // what training on these tasks uses (a test set of hundreds, batches of
 // tens).
 const (
-	// MaxTestSize bounds the held-out set of NewStream and MakeSplit.
+	// MaxTestSize bounds the held-out set of NewStream.
 	// Finding it takes up to maxTestDraws draws per prompt, so the bound
 	// also keeps a failing NewStream to seconds.
 	MaxTestSize = 1 << 16
 	// MaxExamples bounds the examples one call returns or lays out:
-	// Stream.Draw and Take, MakeSplit's training set, MakeBatch, BatchFor
+	// Stream.Draw and Take, MakeBatch, BatchFor
 	// and Batch.PadRows rows.
 	MaxExamples = 1 << 18
 )
@@ -323,29 +323,4 @@ func (s *Stream) Restore(state []byte) error {
 	s.rng = rand.New(pcg)
 	s.drawn = st.Drawn
 	return nil
-}
-
-// Split is a materialised train/test split: a fixed training set and the
-// held-out test set, disjoint in prompts.
-type Split struct {
-	Train []Example `json:"train"`
-	Test  []Example `json:"test"`
-}
-
-// MakeSplit returns the first nTrain training examples and the nTest test
-// examples of NewStream(t, seed, nTest). Training examples may repeat one
-// another, as a stream's do; they never repeat a test prompt. nTrain must be in [0, MaxExamples].
-func MakeSplit(t Task, seed uint64, nTrain, nTest int) (Split, error) {
-	if nTrain < 0 || nTrain > MaxExamples {
-		return Split{}, fmt.Errorf("data: task %q: training set size must be 0 to %d, got %d", taskName(t), MaxExamples, nTrain)
-	}
-	s, err := NewStream(t, seed, nTest)
-	if err != nil {
-		return Split{}, err
-	}
-	train, err := s.Draw(nTrain)
-	if err != nil {
-		return Split{}, err
-	}
-	return Split{Train: train, Test: s.Test()}, nil
 }

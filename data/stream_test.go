@@ -95,14 +95,6 @@ func TestStreamDeterminism(t *testing.T) {
 	if !equal(test4[:50], test1) {
 		t.Error("the first 50 of an 80-example test set differ from the 50-example test set")
 	}
-	// MakeSplit is the stream's test set and first training examples.
-	sp, err := data.MakeSplit(task, 9, 300, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !equal(sp.Test, test1) || !equal(sp.Train, train1) {
-		t.Error("MakeSplit differs from NewStream with the same seed")
-	}
 }
 
 func TestStreamTooSmall(t *testing.T) {
@@ -125,9 +117,6 @@ func TestStreamTooSmall(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), `"`+tt.name+`"`) {
 			t.Errorf("%s %+v nTest=%d: error %v, want one naming the task and saying %q", tt.name, tt.cfg, tt.nTest, err, tt.want)
 		}
-		if _, err := data.MakeSplit(task, 1, 10, tt.nTest); err == nil {
-			t.Errorf("%s: MakeSplit succeeded with nTest=%d", tt.name, tt.nTest)
-		}
 	}
 	// One prompt left over is enough, and training then yields only it.
 	task := mustNew(t, "copy", data.TaskConfig{Length: 2, Alphabet: 2})
@@ -140,9 +129,6 @@ func TestStreamTooSmall(t *testing.T) {
 		if p := s.Next().Prompt; !slices.Equal(p, first) {
 			t.Fatalf("training yielded %v and %v with one prompt left", first, p)
 		}
-	}
-	if _, err := data.MakeSplit(task, 1, -1, 1); err == nil {
-		t.Error("MakeSplit accepted nTrain = -1")
 	}
 	if _, err := data.NewStream(nil, 1, 1); err == nil {
 		t.Error("NewStream accepted a nil task")

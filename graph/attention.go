@@ -372,8 +372,8 @@ func dropped[T float32 | float64](w []float64, in [][]T, i int, gather func([]T,
 // softmaxHead turns scores s (rows of n) into softmax(s * scale + mask + bias)
 // in place, row by row; mask and bias are blocks of s's shape, or nil. A
 // hidden entry's mask is -Inf, so its weight is exp(-Inf) = 0 whatever its
-// score and bias. Without a bias the arithmetic is that of MaskedSoftmax:
-// s * scale + 0 is s * scale, bit for bit.
+// score and bias. Without a bias nothing is added, so the weights are those of
+// scores and mask alone, bit for bit.
 func softmaxHead[T float32 | float64](s []float64, scale float64, mask, bias []T, n int) {
 	for i := range s {
 		s[i] *= scale
@@ -385,6 +385,30 @@ func softmaxHead[T float32 | float64](s []float64, scale float64, mask, bias []T
 	}
 	for i := 0; i*n < len(s); i++ {
 		softmaxRow(s[i*n : (i+1)*n])
+	}
+}
+
+// softmaxRow turns one row of scores into its softmax in place, subtracting
+// the row's max first. Entries at -Inf (hidden by a mask) get exactly
+// exp(-Inf) = 0. A row whose every entry is -Inf, a query that may see
+// nothing, is all 0 rather than 0/0 = NaN: such a row then contributes
+// nothing downstream, and its gradient P * (dP - rowsum(P * dP)) is 0 too.
+func softmaxRow(s []float64) {
+	m := math.Inf(-1)
+	for _, v := range s {
+		m = math.Max(m, v)
+	}
+	if math.IsInf(m, -1) {
+		clear(s)
+		return
+	}
+	var sum float64
+	for j := range s {
+		s[j] = math.Exp(s[j] - m)
+		sum += s[j]
+	}
+	for j := range s {
+		s[j] /= sum
 	}
 }
 

@@ -50,7 +50,7 @@ func TestDefectSoftMaxRowMax(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours, err := Softmax(x)
+			ours, err := softmaxOf(x)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,9 +79,9 @@ func TestDefectSoftMaxRowMax(t *testing.T) {
 			}
 			tol := tolFor(test.dt)
 			if !allFinite(got[2]) || !allFinite(got[3]) {
-				t.Fatalf("graph.Softmax = %v, graph.LogSoftmax = %v: not finite", got[2], got[3])
+				t.Fatalf("exp(graph.LogSoftmax) = %v, graph.LogSoftmax = %v: not finite", got[2], got[3])
 			}
-			checkClose(t, "graph.Softmax", got[2], want, tol)
+			checkClose(t, "exp(graph.LogSoftmax)", got[2], want, tol)
 			checkClose(t, "graph.LogSoftmax", got[3], wantLog, tol)
 		})
 	}
@@ -103,7 +103,7 @@ func TestDefectLogOfSoftMaxRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := Softmax(x)
+	ours, err := softmaxOf(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestDefectLogOfSoftMaxRewrite(t *testing.T) {
 		t.Logf("Log(SoftMax) same node: %v; SoftMax node value %v, softmax %v", rewritten, got[0], want)
 		noLongerReproduces(t, "Log(SoftMax) in-place rewrite", "softmax.go")
 	}
-	checkClose(t, "graph.Softmax", got[2], want, 1e-12)
+	checkClose(t, "exp(graph.LogSoftmax)", got[2], want, 1e-12)
 	checkClose(t, "graph.LogSoftmax", got[3], wantLog, 1e-12)
 }
 
@@ -143,11 +143,11 @@ func TestDefectMiddleAxisReduction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := Sum(x, axis)
+	sum, err := reduceViaMatrix(G.Sum, x, axis)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mean, err := Mean(x, axis)
+	mean, err := reduceViaMatrix(G.Mean, x, axis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +167,9 @@ func TestDefectMiddleAxisReduction(t *testing.T) {
 			rawOK = closeTo(got[i][j], want[j], 1e-9)
 		}
 		if rawOK {
-			noLongerReproduces(t, "G."+name+" along a middle axis", "reduce.go")
+			noLongerReproduces(t, "G."+name+" along a middle axis", "softmax.go")
 		}
-		checkClose(t, "graph."+name, got[i+2], want, 1e-12)
+		checkClose(t, name+" via a 3-D view", got[i+2], want, 1e-12)
 	}
 }
 
@@ -179,10 +179,10 @@ func TestDefectMiddleAxisReduction(t *testing.T) {
 // after it), a G.Read of the reshape scheduled after that op sees the
 // overwritten data. This is the forward-pass face of the alias that
 // TestDefectReshapeAlias (reshape_test.go) pins through a gradient. Before
-// graph.Reshape copied, graph.Sum and graph.Mean taken along the same middle
-// axis of one tensor hit exactly this (hash-consing made them share the inner
-// sum node); TestDefectMiddleAxisReduction and TestSumMean read both from one
-// graph to keep it fixed.
+// graph.Reshape copied, a sum and a mean taken along the same middle
+// axis of one tensor through a reshaped view hit exactly this (hash-consing
+// made them share the inner sum node); TestDefectMiddleAxisReduction reads
+// both from one graph to keep it fixed.
 func TestDefectReshapeAliasesInput(t *testing.T) {
 	shape := tensor.Shape{2, 3, 4, 5}
 	xs := uniform(newRand(11), shape.TotalSize(), -1, 1)
@@ -248,13 +248,15 @@ func TestDefectInverseSqrtGrad(t *testing.T) {
 		}
 	}
 	if wrong == 0 {
-		noLongerReproduces(t, "InverseSqrt gradient", "reduce.go")
+		noLongerReproduces(t, "InverseSqrt gradient", "layernorm.go")
 	}
 
 	// Ours, against central differences and the analytic gradient.
 	g = G.NewGraph()
 	p := param(g, tensor.Shape{len(xs)}, xs, "x")
-	ours, err := InvSqrt(p.Node, 0)
+	// Ours is Pow(x, -0.5), whose gradient gorgonia gets right; LayerNorm
+	// computes its inverse deviation inside its own op.
+	ours, err := G.Pow(p.Node, Scalar(tensor.Float64, -0.5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,14 +269,14 @@ func TestDefectInverseSqrtGrad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if w := report.Worst(); w.Rel > 1e-6 || w.Norm == 0 {
-		t.Errorf("graph.InvSqrt gradient check failed:\n%v", report)
+		t.Errorf("Pow(x, -0.5) gradient check failed:\n%v", report)
 	}
 	var norm float64
 	for _, v := range xs {
 		norm += 0.25 * math.Pow(v, -3)
 	}
 	if got, want := report[0].Norm, math.Sqrt(norm); !closeTo(got, want, 1e-6) {
-		t.Errorf("norm of the numerical gradient of graph.InvSqrt = %v, want analytic %v", got, want)
+		t.Errorf("norm of the numerical gradient of Pow(x, -0.5) = %v, want analytic %v", got, want)
 	}
 }
 
@@ -465,4 +467,28 @@ func reduceRef(x []float64, shape tensor.Shape, axis int) (sum, mean []float64) 
 		mean[i] = s / float64(n)
 	}
 	return sum, mean
+}
+
+// reduceViaMatrix reduces x along axis with op (G.Sum or G.Mean) on a
+// (before, axis, after) view, where gorgonia reduces axis 1 of a 3-D tensor
+// correctly: the workaround of the middle-axis defect, kept here as the
+// reference "ours" since no product code reduces a middle axis any more
+// (LogSoftmax reduces the last axis of a matrix, LayerNorm in its own op).
+func reduceViaMatrix(op func(*G.Node, ...int) (*G.Node, error), x *G.Node, axis int) (*G.Node, error) {
+	s := x.Shape()
+	before, after := 1, 1
+	for _, d := range s[:axis] {
+		before *= d
+	}
+	for _, d := range s[axis+1:] {
+		after *= d
+	}
+	v, err := Reshape(x, tensor.Shape{before, s[axis], after})
+	if err != nil {
+		return nil, err
+	}
+	if v, err = op(v, 1); err != nil {
+		return nil, err
+	}
+	return Reshape(v, append(append(tensor.Shape{}, s[:axis]...), s[axis+1:]...))
 }

@@ -1,23 +1,24 @@
 // Package graph holds the verified gorgonia primitives that the rest of qkv
-// builds on: Linear, embedding lookup, numerically stable softmax and
-// log-softmax, attention masks, scaled dot-product attention, LayerNorm,
-// cross-entropy, reductions, inverse square root, dropout, GELU, a copying
-// reshape, validated token-id inputs and a reusable finite-difference
+// builds on: Linear, embedding lookup, numerically stable log-softmax,
+// attention masks, scaled dot-product attention, LayerNorm, cross-entropy,
+// dropout, GELU, a copying reshape, validated token-id inputs and a reusable finite-difference
 // gradient checker, GradCheck.
 //
 // gorgonia v0.9.18 has ops whose forward pass or gradient is wrong: SoftMax
 // forward, Log(SoftMax) rewritten in place, middle-axis reductions of 4-D
 // tensors, InverseSqrt's gradient, Dropout's backward scale, out-of-range
 // ByIndices ids, and Reshape's untracked memory alias. Every workaround for
-// them lives in this package and nowhere else; each is pinned by a test
-// (defects_test.go, reshape_test.go) that shows the raw op is wrong and ours
-// right, so an engine upgrade that changes the behaviour is noticed. Layers
-// call these functions instead of the gorgonia ops they wrap.
+// them lives in this package and nowhere else (attention and LayerNorm compute
+// their softmax, reductions and inverse square root inside their own ops,
+// LogSoftmax reduces rows of a matrix); each is pinned by a test
+// (defects_test.go, reshape_test.go) that shows the raw op is wrong and a
+// correct composition right, so an engine upgrade that changes the behaviour
+// is noticed. Layers call these functions instead of the gorgonia ops they
+// wrap.
 //
-// Attention, softmax, LayerNorm and Linear are custom gorgonia ops
-// (attention.go, softmax_op.go, layernorm.go, linear.go): one op each way
-// instead of tens of reshapes, transposes and broadcasts. Attention, softmax
-// and LayerNorm run as plain loops; Linear is one matrix product (GEMM) on the
+// Attention, LayerNorm and Linear are custom gorgonia ops (attention.go,
+// layernorm.go, linear.go): one op each way instead of tens of reshapes,
+// transposes and broadcasts. Attention and LayerNorm run as plain loops; Linear is one matrix product (GEMM) on the
 // rows of its input forward and one per input backward, on gonum's pure-Go
 // BLAS by default or OpenBLAS with the openblas build tag (blas_openblas.go).
 // Each is tested against plain-loop references and finite differences in

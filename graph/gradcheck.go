@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	G "gorgonia.org/gorgonia"
@@ -226,11 +225,4 @@ func compareGrads(name string, symbolic, numerical []float64, floor float64) Gra
 	}
 	denom := math.Max(math.Max(math.Sqrt(ns), math.Sqrt(nn)), floor)
 	return GradError{Name: name, Size: len(symbolic), MaxAbs: maxAbs, Rel: math.Sqrt(diff) / denom, Norm: math.Sqrt(nn)}
-}
-
-// SortedByRel returns a copy of the report, worst relative error first.
-func (r GradReport) SortedByRel() GradReport {
-	out := append(GradReport(nil), r...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Rel > out[j].Rel })
-	return out
 }

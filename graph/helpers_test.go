@@ -199,3 +199,36 @@ func checkClose(t *testing.T, what string, got, want []float64, tol float64) {
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float64, tensor.Float32}
+
+// softmaxOf is the softmax over the last axis composed as
+// exp(LogSoftmax(x)): the reference the defect pins and the softmax tests
+// check, now that attention computes its softmax inside its own op and the
+// package exports no separate softmax.
+func softmaxOf(x *G.Node) (*G.Node, error) {
+	l, err := LogSoftmax(x)
+	if err != nil {
+		return nil, err
+	}
+	return G.Exp(l)
+}
+
+// maskedSoftmaxOf returns softmax(scores + mask) of (B, Sq, Sk) scores as the
+// weights of one-head Attention with the scores as queries and sqrt(Sk)·I as
+// keys, so that Q K^T / sqrt(dk) is the scores again (exactly when Sk is a
+// power of 4). It is differentiable in scores.
+func maskedSoftmaxOf(scores *G.Node, mask *MaskNode) (*G.Node, error) {
+	s := scores.Shape()
+	b, sq, sk := s[0], s[1], s[2]
+	eye := make([]float64, b*sk*sk)
+	for n := 0; n < b; n++ {
+		for j := 0; j < sk; j++ {
+			eye[(n*sk+j)*sk+j] = math.Sqrt(float64(sk))
+		}
+	}
+	k := G.NewConstant(NewDense(scores.Dtype(), tensor.Shape{b, sk, sk}, eye), G.WithName("sqrt_sk_eye"), G.In(scores.Graph()))
+	_, w, err := Attention(scores, k, k, 1, mask, nil)
+	if err != nil {
+		return nil, err
+	}
+	return Reshape(w, tensor.Shape{b, sq, sk})
+}

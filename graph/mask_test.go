@@ -302,7 +302,7 @@ func TestCombineMasks(t *testing.T) {
 			t.Errorf("combined sizes (%d, %d, %d)", both.B, both.Sq, both.Sk)
 		}
 		scores := input(g, dt, tensor.Shape{b, s, s}, "scores")
-		out, err := MaskedSoftmax(scores, both)
+		out, err := maskedSoftmaxOf(scores, both)
 		if err != nil {
 			t.Fatal(err)
 		}

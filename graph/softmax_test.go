@@ -35,7 +35,7 @@ func TestSoftmaxLastAxis(t *testing.T) {
 			}
 			g := G.NewGraph()
 			x := input(g, dt, test.shape, "x")
-			sm, err := Softmax(x)
+			sm, err := softmaxOf(x)
 			if err != nil {
 				t.Fatalf("test %d %v: Softmax: %v", i, dt, err)
 			}
@@ -79,7 +79,7 @@ func TestSoftmaxLargeFloat32(t *testing.T) {
 	}
 	g := G.NewGraph()
 	x := input(g, tensor.Float32, shape, "x")
-	sm, err := Softmax(x)
+	sm, err := softmaxOf(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,141 +129,25 @@ func testMask() Mask {
 	})
 }
 
-func TestMaskedSoftmax(t *testing.T) {
-	m := testMask()
-	for i, test := range []struct {
-		heads   int // 0 for (B, Sq, Sk) scores
-		scale   float64
-		asInput bool // bind the mask with Set instead of making it constant
-	}{
-		{heads: 0, scale: 1},
-		{heads: 0, scale: 100, asInput: true},
-		{heads: 2, scale: 1, asInput: true},
-		{heads: 3, scale: 1000},
-	} {
-		for _, dt := range floatTypes {
-			shape := tensor.Shape{m.B, m.Sq, m.Sk}
-			if test.heads > 0 {
-				shape = tensor.Shape{m.B, test.heads, m.Sq, m.Sk}
-			}
-			h := max(test.heads, 1)
-			xs := roundTo(dt, uniform(newRand(uint64(200+i)), shape.TotalSize(), -test.scale, test.scale))
-			// The mask of every row of the scores, repeated over heads.
-			allow := make([]bool, len(xs))
-			for n := 0; n < m.B; n++ {
-				for hh := 0; hh < h; hh++ {
-					for q := 0; q < m.Sq; q++ {
-						for k := 0; k < m.Sk; k++ {
-							allow[((n*h+hh)*m.Sq+q)*m.Sk+k] = m.At(n, q, k)
-						}
-					}
-				}
-			}
-
-			g := G.NewGraph()
-			x := input(g, dt, shape, "scores")
-			var mn *MaskNode
-			var err error
-			if test.asInput {
-				if mn, err = NewMaskInput(g, dt, m.B, m.Sq, m.Sk, "mask"); err == nil {
-					err = mn.Set(m)
-				}
-			} else {
-				mn, err = NewMaskConst(g, dt, m, "mask")
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := MaskedSoftmax(x, mn)
-			if err != nil {
-				t.Fatalf("test %d %v: %v", i, dt, err)
-			}
-			if !out.Shape().Eq(shape) {
-				t.Errorf("test %d: shape %v, want %v", i, out.Shape(), shape)
-			}
-			got := eval(t, map[*G.Node]G.Value{x: NewDense(dt, shape, xs)}, out)[0]
-			if !allFinite(got) {
-				t.Fatalf("test %d %v: not finite: %v", i, dt, got)
-			}
-			tol := tolFor(dt)
-			checkClose(t, "MaskedSoftmax", got, maskedSoftmaxRef(xs, allow, m.Sk), tol)
-			for r := 0; r < len(xs)/m.Sk; r++ {
-				var s float64
-				visible := 0
-				for k := 0; k < m.Sk; k++ {
-					v := got[r*m.Sk+k]
-					if !allow[r*m.Sk+k] {
-						if v != 0 {
-							t.Errorf("test %d %v: hidden entry (row %d, key %d) = %v, want exactly 0", i, dt, r, k, v)
-						}
-						continue
-					}
-					visible++
-					s += v
-				}
-				want := 1.0
-				if visible == 0 {
-					want = 0
-				}
-				if !closeTo(s, want, float64(m.Sk)*tol) {
-					t.Errorf("test %d %v: row %d (%d visible) sums to %v, want %v", i, dt, r, visible, s, want)
-				}
-			}
-		}
-	}
-}
-
-func TestMaskedSoftmaxNilMask(t *testing.T) {
-	shape := tensor.Shape{2, 3, 4}
-	xs := uniform(newRand(5), shape.TotalSize(), -3, 3)
-	g := G.NewGraph()
-	x := input(g, tensor.Float64, shape, "x")
-	out, err := MaskedSoftmax(x, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := eval(t, map[*G.Node]G.Value{x: NewDense(tensor.Float64, shape, xs)}, out)[0]
-	checkClose(t, "MaskedSoftmax(x, nil)", got, softmaxRef(xs, 4), 1e-12)
-}
-
 func TestSoftmaxErrors(t *testing.T) {
 	g := G.NewGraph()
-	mask, err := NewMaskInput(g, tensor.Float64, 2, 3, 4, "mask")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, test := range []struct {
 		name  string
 		build func() (*G.Node, error)
 		want  string
 	}{
 		{"softmax of a vector", func() (*G.Node, error) {
-			return Softmax(G.NewVector(g, tensor.Float64, G.WithShape(4), G.WithName("v")))
+			return softmaxOf(G.NewVector(g, tensor.Float64, G.WithShape(4), G.WithName("v")))
 		}, "2-D, 3-D or 4-D"},
 		{"softmax of a 5-D tensor", func() (*G.Node, error) {
-			return Softmax(input(g, tensor.Float64, tensor.Shape{1, 2, 1, 2, 3}, "t5"))
+			return softmaxOf(input(g, tensor.Float64, tensor.Shape{1, 2, 1, 2, 3}, "t5"))
 		}, "2-D, 3-D or 4-D"},
 		{"softmax of ints", func() (*G.Node, error) {
-			return Softmax(G.NewMatrix(g, tensor.Int, G.WithShape(2, 3), G.WithName("ints")))
+			return softmaxOf(G.NewMatrix(g, tensor.Int, G.WithShape(2, 3), G.WithName("ints")))
 		}, "not supported"},
 		{"log-softmax of a vector", func() (*G.Node, error) {
 			return LogSoftmax(G.NewVector(g, tensor.Float64, G.WithShape(4), G.WithName("v2")))
 		}, "2-D, 3-D or 4-D"},
-		{"masked: wrong Sq", func() (*G.Node, error) {
-			return MaskedSoftmax(input(g, tensor.Float64, tensor.Shape{2, 4, 4}, "s1"), mask)
-		}, "does not match mask"},
-		{"masked: wrong Sk", func() (*G.Node, error) {
-			return MaskedSoftmax(input(g, tensor.Float64, tensor.Shape{2, 3, 5}, "s2"), mask)
-		}, "does not match mask"},
-		{"masked: wrong B, 4-D", func() (*G.Node, error) {
-			return MaskedSoftmax(input(g, tensor.Float64, tensor.Shape{1, 2, 3, 4}, "s3"), mask)
-		}, "does not match mask"},
-		{"masked: 2-D scores", func() (*G.Node, error) {
-			return MaskedSoftmax(input(g, tensor.Float64, tensor.Shape{3, 4}, "s4"), mask)
-		}, "does not match mask"},
-		{"masked: dtype", func() (*G.Node, error) {
-			return MaskedSoftmax(input(g, tensor.Float32, tensor.Shape{2, 3, 4}, "s5"), mask)
-		}, "float32"},
 	} {
 		var out *G.Node
 		err := noPanic(t, test.name, func() (err error) {

@@ -73,7 +73,7 @@ func ExampleMultiHeadAttention() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	pooled, err := graph.Mean(h, 1) // (B, D)
+	pooled, err := G.Mean(h, 1) // (B, D): gorgonia reduces axis 1 of a 3-D tensor correctly
 	if err != nil {
 		log.Fatal(err)
 	}
