@@ -119,11 +119,11 @@ func (d attnDims) biasBlock(b, h int) int {
 func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (attnDims, error) {
 	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
 	if len(qs) != 3 || len(ks) != 3 || !ks.Eq(vs) || ks[0] != qs[0] || ks[2] != qs[2] {
-		return attnDims{}, fmt.Errorf("q %v, k %v, v %v: want (B, Sq, D), (B, Sk, D), (B, Sk, D)", qs, ks, vs)
+		return attnDims{}, shapeErrorf("q %v, k %v, v %v: want (B, Sq, D), (B, Sk, D), (B, Sk, D)", qs, ks, vs)
 	}
 	d := attnDims{B: qs[0], Sq: qs[1], Sk: ks[1], D: qs[2], H: heads, Masked: mask != nil, Dropped: keep != nil}
 	if heads <= 0 || d.D%heads != 0 {
-		return attnDims{}, fmt.Errorf("width %d is not divisible by %d heads", d.D, heads)
+		return attnDims{}, shapeErrorf("width %d is not divisible by %d heads", d.D, heads)
 	}
 	if err := CheckFloat(q.Dtype()); err != nil {
 		return attnDims{}, err
@@ -135,7 +135,7 @@ func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Nod
 	}
 	if mask != nil {
 		if mask.B != d.B || mask.Sq != d.Sq || mask.Sk != d.Sk {
-			return attnDims{}, fmt.Errorf("mask is (B, Sq, Sk) = (%d, %d, %d), want (%d, %d, %d)", mask.B, mask.Sq, mask.Sk, d.B, d.Sq, d.Sk)
+			return attnDims{}, shapeErrorf("mask is (B, Sq, Sk) = (%d, %d, %d), want (%d, %d, %d)", mask.B, mask.Sq, mask.Sk, d.B, d.Sq, d.Sk)
 		}
 		if mask.Bias.Dtype() != q.Dtype() {
 			return attnDims{}, fmt.Errorf("mask is %v, q is %v", mask.Bias.Dtype(), q.Dtype())
@@ -148,7 +148,7 @@ func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Nod
 		case bs.Eq(tensor.Shape{d.B, d.H, d.Sq, d.Sk}):
 			d.Bias = 4
 		default:
-			return attnDims{}, fmt.Errorf("score bias %q is %v, want (H, Sq, Sk) = (%d, %d, %d) or (B, H, Sq, Sk) = (%d, %d, %d, %d)",
+			return attnDims{}, shapeErrorf("score bias %q is %v, want (H, Sq, Sk) = (%d, %d, %d) or (B, H, Sq, Sk) = (%d, %d, %d, %d)",
 				bias.Name(), bs, d.H, d.Sq, d.Sk, d.B, d.H, d.Sq, d.Sk)
 		}
 		if bias.Dtype() != q.Dtype() {
@@ -156,7 +156,7 @@ func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Nod
 		}
 	}
 	if keep != nil && (!keep.Shape().Eq(tensor.Shape{d.B, d.H, d.Sq, d.Sk}) || keep.Dtype() != q.Dtype()) {
-		return attnDims{}, fmt.Errorf("dropout keep-mask %v %v, want %v (%d, %d, %d, %d)", keep.Dtype(), keep.Shape(), q.Dtype(), d.B, d.H, d.Sq, d.Sk)
+		return attnDims{}, shapeErrorf("dropout keep-mask %v %v, want %v (%d, %d, %d, %d)", keep.Dtype(), keep.Shape(), q.Dtype(), d.B, d.H, d.Sq, d.Sk)
 	}
 	// The weights (B, H, Sq, Sk) and runAttention's per-head buffers are
 	// allocated when the graph runs, where a failed make cannot be caught:

@@ -22,10 +22,10 @@ func Embed(table *G.Node, ids *IDs) (*G.Node, error) {
 	}
 	s := table.Shape()
 	if len(s) != 2 {
-		return nil, fmt.Errorf("graph: embed: table %q must be (vocab, dim), got shape %v", table.Name(), s)
+		return nil, shapeErrorf("graph: embed: table %q must be (vocab, dim), got shape %v", table.Name(), s)
 	}
 	if ids.Vocab > s[0] {
-		return nil, fmt.Errorf("graph: embed: ids %q range over %d tokens but table %q has %d rows", ids.Node.Name(), ids.Vocab, table.Name(), s[0])
+		return nil, shapeErrorf("graph: embed: ids %q range over %d tokens but table %q has %d rows", ids.Node.Name(), ids.Vocab, table.Name(), s[0])
 	}
 	// B*S ids and a (vocab, dim) table may each be small enough while the
 	// (B, S, dim) rows they select are not.

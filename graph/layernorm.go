@@ -27,12 +27,12 @@ func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
 	}
 	s := x.Shape()
 	if s.Dims() < 2 {
-		return nil, fmt.Errorf("graph: layernorm: input shape %v, want (..., D)", s)
+		return nil, shapeErrorf("graph: layernorm: input shape %v, want (..., D)", s)
 	}
 	d := s[len(s)-1]
 	for _, p := range []*G.Node{gain, bias} {
 		if !p.Shape().Eq(tensor.Shape{d}) || p.Dtype() != x.Dtype() {
-			return nil, fmt.Errorf("graph: layernorm: %q is %v %v, want %v (%d) to match input %v", p.Name(), p.Dtype(), p.Shape(), x.Dtype(), d, s)
+			return nil, shapeErrorf("graph: layernorm: %q is %v %v, want %v (%d) to match input %v", p.Name(), p.Dtype(), p.Shape(), x.Dtype(), d, s)
 		}
 	}
 	if err := CheckFloat(x.Dtype()); err != nil {

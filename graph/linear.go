@@ -31,7 +31,7 @@ func Linear(x, w, b *G.Node) (*G.Node, error) {
 	}
 	s, ws := x.Shape(), w.Shape()
 	if s.Dims() < 2 || ws.Dims() != 2 || s[len(s)-1] != ws[0] {
-		return nil, fmt.Errorf("graph: linear: input %v and weights %v: want (..., In) and (In, Out)", s, ws)
+		return nil, shapeErrorf("graph: linear: input %v and weights %v: want (..., In) and (In, Out)", s, ws)
 	}
 	if err := CheckFloat(x.Dtype()); err != nil {
 		return nil, fmt.Errorf("graph: linear: %w", err)
@@ -49,7 +49,7 @@ func Linear(x, w, b *G.Node) (*G.Node, error) {
 		return G.ApplyOp(op, x, w)
 	}
 	if !b.Shape().Eq(tensor.Shape{ws[1]}) || b.Dtype() != x.Dtype() {
-		return nil, fmt.Errorf("graph: linear: bias %q is %v %v, want %v (%d)", b.Name(), b.Dtype(), b.Shape(), x.Dtype(), ws[1])
+		return nil, shapeErrorf("graph: linear: bias %q is %v %v, want %v (%d)", b.Name(), b.Dtype(), b.Shape(), x.Dtype(), ws[1])
 	}
 	op.bias = true
 	return G.ApplyOp(op, x, w, b)

@@ -84,7 +84,7 @@ func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
 	}
 	s := logits.Shape()
 	if len(s) < 2 || s.TotalSize() != t.N*t.Classes || s[len(s)-1] != t.Classes {
-		return nil, fmt.Errorf("graph: cross-entropy: logits shape %v does not match targets %q of (N, classes) = (%d, %d)", s, t.Node.Name(), t.N, t.Classes)
+		return nil, shapeErrorf("graph: cross-entropy: logits shape %v does not match targets %q of (N, classes) = (%d, %d)", s, t.Node.Name(), t.N, t.Classes)
 	}
 	if logits.Dtype() != t.Node.Dtype() {
 		return nil, fmt.Errorf("graph: cross-entropy: logits are %v but targets are %v", logits.Dtype(), t.Node.Dtype())

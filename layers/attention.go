@@ -41,8 +41,11 @@ type AttentionConfig struct {
 // Self-attention passes one X as query, key and value; cross-attention takes
 // the query from one sequence and key and value from another, possibly of a
 // different length and width.
+//
+// Its configuration is fixed when it is built: Config returns a copy, and
+// the getters (WQ, BQ, ...) return its parameters by role.
 type MultiHeadAttention struct {
-	Config         AttentionConfig
+	cfg            AttentionConfig
 	wq, wk, wv, wo *Linear
 	s              *Scope
 	dropouts       []*graph.Dropout
@@ -71,7 +74,7 @@ func (c AttentionConfig) validate(name string) error {
 		return layerErr("attention", name, err)
 	}
 	if c.Dim%c.Heads != 0 {
-		return layerErr("attention", name, fmt.Errorf("Dim %d is not divisible by Heads %d", c.Dim, c.Heads))
+		return layerErr("attention", name, configErrorf("Dim %d is not divisible by Heads %d", c.Dim, c.Heads))
 	}
 	if err := checkRate("Dropout", c.Dropout); err != nil {
 		return layerErr("attention", name, err)
@@ -108,7 +111,7 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	a := &MultiHeadAttention{Config: cfg, s: s}
+	a := &MultiHeadAttention{cfg: cfg, s: s}
 	for _, p := range []struct {
 		l    **Linear
 		in   int
@@ -121,6 +124,49 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 	}
 	return a, nil
 }
+
+// Config returns a copy of the configuration the layer was built with,
+// KeyDim and ValueDim filled in; the zero AttentionConfig for a nil layer.
+func (a *MultiHeadAttention) Config() AttentionConfig {
+	if a == nil {
+		return AttentionConfig{}
+	}
+	return a.cfg
+}
+
+// projection returns the Linear of wq (i = 0), wk, wv or wo; nil for a nil
+// layer, whose getters then return the zero Param.
+func (a *MultiHeadAttention) projection(i int) *Linear {
+	if a == nil {
+		return nil
+	}
+	return [4]*Linear{a.wq, a.wk, a.wv, a.wo}[i]
+}
+
+// WQ returns the query projection wq (Dim, Dim), role graph.RoleWeight.
+func (a *MultiHeadAttention) WQ() graph.Param { return a.projection(0).Weight() }
+
+// WK returns the key projection wk (KeyDim, Dim), role graph.RoleWeight.
+func (a *MultiHeadAttention) WK() graph.Param { return a.projection(1).Weight() }
+
+// WV returns the value projection wv (ValueDim, Dim), role graph.RoleWeight.
+func (a *MultiHeadAttention) WV() graph.Param { return a.projection(2).Weight() }
+
+// WO returns the output projection wo (Dim, Dim), role graph.RoleWeight.
+func (a *MultiHeadAttention) WO() graph.Param { return a.projection(3).Weight() }
+
+// BQ returns the query bias bq (Dim), role graph.RoleBias; the zero Param
+// without Bias. BK, BV and BO are the other three.
+func (a *MultiHeadAttention) BQ() graph.Param { return a.projection(0).Bias() }
+
+// BK returns the key bias bk (Dim); the zero Param without Bias.
+func (a *MultiHeadAttention) BK() graph.Param { return a.projection(1).Bias() }
+
+// BV returns the value bias bv (Dim); the zero Param without Bias.
+func (a *MultiHeadAttention) BV() graph.Param { return a.projection(2).Bias() }
+
+// BO returns the output bias bo (Dim); the zero Param without Bias.
+func (a *MultiHeadAttention) BO() graph.Param { return a.projection(3).Bias() }
 
 // Forward attends from query (B, Sq, D) to key (B, Sk, KeyDim) and value
 // (B, Sk, ValueDim). mask, if not nil, is (B, Sq, Sk) and says which keys each
@@ -151,7 +197,7 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	if err := a.checkBias(bias, b, sq, sk); err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
-	if a.Config.Causal && (mask == nil || !mask.Causal) {
+	if a.cfg.Causal && (mask == nil || !mask.Causal) {
 		if mask, err = a.withCausal(mask, b, sq); err != nil {
 			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 		}
@@ -169,7 +215,7 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 		return nil, nil, err
 	}
 	var keep *G.Node // attention dropout, in training only
-	if drop, err := a.s.dropout(fmt.Sprintf("drop%d", len(a.dropouts)), a.Config.Dropout, tensor.Shape{b, a.Config.Heads, sq, sk}); err != nil {
+	if drop, err := a.s.dropout(fmt.Sprintf("drop%d", len(a.dropouts)), a.cfg.Dropout, tensor.Shape{b, a.cfg.Heads, sq, sk}); err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	} else if drop != nil {
 		a.dropouts = append(a.dropouts, drop)
@@ -180,7 +226,7 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	//   y   = Concat(P_1 V_1, ..., P_H V_H)                   (B, Sq, D)
 	// The scale is 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps
 	// the dot products of dk unit-variance terms at unit variance.
-	y, weights, err := graph.AttentionWithBias(q, k, v, a.Config.Heads, mask, bias, keep)
+	y, weights, err := graph.AttentionWithBias(q, k, v, a.cfg.Heads, mask, bias, keep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
@@ -205,15 +251,15 @@ func (a *MultiHeadAttention) checkShapes(query, key, value *G.Node, mask *graph.
 		return 0, 0, 0, err
 	}
 	qs, ks, vs := query.Shape(), key.Shape(), value.Shape()
-	c := a.Config
+	c := a.cfg
 	if len(qs) != 3 || qs[2] != c.Dim {
-		return 0, 0, 0, fmt.Errorf("query shape %v, want (B, Sq, %d)", qs, c.Dim)
+		return 0, 0, 0, shapeErrorf("query shape %v, want (B, Sq, %d)", qs, c.Dim)
 	}
 	if len(ks) != 3 || ks[0] != qs[0] || ks[2] != c.KeyDim {
-		return 0, 0, 0, fmt.Errorf("key shape %v, want (%d, Sk, %d) to match query %v", ks, qs[0], c.KeyDim, qs)
+		return 0, 0, 0, shapeErrorf("key shape %v, want (%d, Sk, %d) to match query %v", ks, qs[0], c.KeyDim, qs)
 	}
 	if len(vs) != 3 || vs[0] != qs[0] || vs[1] != ks[1] || vs[2] != c.ValueDim {
-		return 0, 0, 0, fmt.Errorf("value shape %v, want (%d, %d, %d) to match key %v", vs, ks[0], ks[1], c.ValueDim, ks)
+		return 0, 0, 0, shapeErrorf("value shape %v, want (%d, %d, %d) to match key %v", vs, ks[0], ks[1], c.ValueDim, ks)
 	}
 	for _, n := range []*G.Node{query, key, value} {
 		if n.Dtype() != a.s.dt {
@@ -222,10 +268,10 @@ func (a *MultiHeadAttention) checkShapes(query, key, value *G.Node, mask *graph.
 	}
 	b, sq, sk = qs[0], qs[1], ks[1]
 	if mask != nil && (mask.B != b || mask.Sq != sq || mask.Sk != sk) {
-		return 0, 0, 0, fmt.Errorf("mask is (B, Sq, Sk) = (%d, %d, %d), inputs need (%d, %d, %d)", mask.B, mask.Sq, mask.Sk, b, sq, sk)
+		return 0, 0, 0, shapeErrorf("mask is (B, Sq, Sk) = (%d, %d, %d), inputs need (%d, %d, %d)", mask.B, mask.Sq, mask.Sk, b, sq, sk)
 	}
 	if c.Causal && sq != sk {
-		return 0, 0, 0, fmt.Errorf("causal attention needs as many queries as keys, got Sq=%d Sk=%d", sq, sk)
+		return 0, 0, 0, shapeErrorf("causal attention needs as many queries as keys, got Sq=%d Sk=%d", sq, sk)
 	}
 	return b, sq, sk, nil
 }
@@ -239,9 +285,9 @@ func (a *MultiHeadAttention) checkBias(bias *G.Node, b, sq, sk int) error {
 	if err := graph.CheckNode(bias, "bias"); err != nil {
 		return err
 	}
-	h := a.Config.Heads
+	h := a.cfg.Heads
 	if bs := bias.Shape(); !bs.Eq(tensor.Shape{h, sq, sk}) && !bs.Eq(tensor.Shape{b, h, sq, sk}) {
-		return fmt.Errorf("bias %q is %v, want (H, Sq, Sk) = (%d, %d, %d) or (B, H, Sq, Sk) = (%d, %d, %d, %d)", bias.Name(), bs, h, sq, sk, b, h, sq, sk)
+		return shapeErrorf("bias %q is %v, want (H, Sq, Sk) = (%d, %d, %d) or (B, H, Sq, Sk) = (%d, %d, %d, %d)", bias.Name(), bs, h, sq, sk, b, h, sq, sk)
 	}
 	if bias.Dtype() != a.s.dt {
 		return fmt.Errorf("bias %q is %v, the layer is %v", bias.Name(), bias.Dtype(), a.s.dt)

@@ -107,7 +107,7 @@ func TestAttentionMatchesReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			perturb(t, a.Params(), rng)
-			c := a.Config // with KeyDim and ValueDim filled in
+			c := a.Config() // with KeyDim and ValueDim filled in
 			dims := attnDims{B: tc.b, Sq: tc.sq, Sk: tc.sk, Dim: c.Dim, KeyDim: c.KeyDim, ValueDim: c.ValueDim, Heads: c.Heads}
 			g := s.Graph()
 			xq := roundTo(tc.dt, uniformVals(rng, tc.b*tc.sq*c.Dim, -1.5, 1.5))

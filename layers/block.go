@@ -13,7 +13,7 @@ import (
 type BlockConfig struct {
 	Dim, Heads, Hidden int
 	// Activation of the feed-forward layer; "" means ReLU.
-	Activation string
+	Activation Activation
 	// Causal makes the self-attention causal (decoder blocks).
 	Causal bool
 	// PostLN normalises after each residual sum, as the original Transformer:
@@ -30,8 +30,10 @@ type BlockConfig struct {
 }
 
 // Block is a Transformer block with parameters ln1, attn, ln2, ff in its scope.
+// Its configuration is fixed when it is built: Config returns a copy, and
+// LN1, Attention, LN2 and FeedForward return its sublayers.
 type Block struct {
-	Config   BlockConfig
+	cfg      BlockConfig
 	ln1, ln2 *LayerNorm
 	attn     *MultiHeadAttention
 	ff       *FeedForward
@@ -100,7 +102,50 @@ func NewBlock(s *Scope, cfg BlockConfig) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Block{Config: cfg, ln1: ln1, ln2: ln2, attn: attn, ff: ff, s: s}, nil
+	return &Block{cfg: cfg, ln1: ln1, ln2: ln2, attn: attn, ff: ff, s: s}, nil
+}
+
+// Config returns a copy of the configuration the block was built with; the
+// zero BlockConfig for a nil Block.
+func (b *Block) Config() BlockConfig {
+	if b == nil {
+		return BlockConfig{}
+	}
+	return b.cfg
+}
+
+// LN1 returns the LayerNorm of the attention sublayer (its input with pre-LN,
+// its residual sum with post-LN); nil for a nil Block.
+func (b *Block) LN1() *LayerNorm {
+	if b == nil {
+		return nil
+	}
+	return b.ln1
+}
+
+// Attention returns the block's self-attention; nil for a nil Block.
+func (b *Block) Attention() *MultiHeadAttention {
+	if b == nil {
+		return nil
+	}
+	return b.attn
+}
+
+// LN2 returns the LayerNorm of the feed-forward sublayer; nil for a nil
+// Block.
+func (b *Block) LN2() *LayerNorm {
+	if b == nil {
+		return nil
+	}
+	return b.ln2
+}
+
+// FeedForward returns the block's feed-forward layer; nil for a nil Block.
+func (b *Block) FeedForward() *FeedForward {
+	if b == nil {
+		return nil
+	}
+	return b.ff
 }
 
 // Forward maps x (B, S, D) to (B, S, D) and returns the attention weights
@@ -139,7 +184,7 @@ func (b *Block) check() error {
 func (b *Block) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, error), dropName string) (*G.Node, error) {
 	in := x
 	var err error
-	if !b.Config.PostLN {
+	if !b.cfg.PostLN {
 		if in, err = ln.Forward(x); err != nil {
 			return nil, err
 		}
@@ -148,7 +193,7 @@ func (b *Block) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, err
 	if err != nil {
 		return nil, err
 	}
-	drop, err := b.s.dropout(dropName, b.Config.Dropout, fx.Shape())
+	drop, err := b.s.dropout(dropName, b.cfg.Dropout, fx.Shape())
 	if err != nil {
 		return nil, fmt.Errorf("layers: block %q: %w", b.s.prefix, err)
 	}
@@ -162,7 +207,7 @@ func (b *Block) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, err
 	if err != nil {
 		return nil, fmt.Errorf("layers: block %q: residual: %w", b.s.prefix, err)
 	}
-	if b.Config.PostLN {
+	if b.cfg.PostLN {
 		return ln.Forward(sum)
 	}
 	return sum, nil

@@ -4,7 +4,11 @@
 //
 // Every layer is made by a validating constructor from a Config, builds its
 // part of the graph in Forward, and lists its learnable nodes in Params with
-// stable hierarchical names ("blocks.0.attn.wq"). Layers are built once; the
+// stable hierarchical names ("blocks.0.attn.wq") and a graph.Role (weight,
+// bias, gain, embedding). Getters return them by role too (attn.WQ(),
+// ff.W1(), ln.Gain(), emb.Table(), dec.Blocks()[i].Attention()). A built
+// layer cannot change: its configuration is kept unexported and Config()
+// returns a copy, defaults filled in. Layers are built once; the
 // inputs (graph.IDs, graph.MaskNode, graph.Targets) are re-bound every batch,
 // so a trainer compiles one machine and feeds it batch after batch.
 //
@@ -13,7 +17,9 @@
 // graph.MaxElements: StackConfig.Validate is how a caller checks a model's
 // configuration without building the model. Constructors call the same
 // checks first. A nil or zero-value Scope, layer, input node, graph.IDs or
-// graph.MaskNode is an error naming the layer, never a panic.
+// graph.MaskNode is an error naming the layer, never a panic. A configuration
+// the layers refuse matches ErrConfig with errors.Is, inputs whose shapes do
+// not fit match ErrShape (graph.ErrShape).
 //
 // Activations are (B, S, D) nodes. Weights are stored (in, out): y = x W + b.
 // The arithmetic lives in package graph (Linear, LayerNorm, Attention, ...):

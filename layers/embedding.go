@@ -14,9 +14,28 @@ type EmbeddingConfig struct {
 }
 
 // Embedding maps token ids to learned vectors: row id of a (Vocab, Dim) table.
+// Its configuration is fixed when it is built: Config returns a copy.
 type Embedding struct {
-	Config EmbeddingConfig
-	Table  graph.Param
+	cfg   EmbeddingConfig
+	table graph.Param
+}
+
+// Config returns a copy of the configuration the layer was built with; the
+// zero EmbeddingConfig for a nil Embedding.
+func (e *Embedding) Config() EmbeddingConfig {
+	if e == nil {
+		return EmbeddingConfig{}
+	}
+	return e.cfg
+}
+
+// Table returns the (Vocab, Dim) table, role graph.RoleEmbedding; the zero
+// Param for a nil Embedding.
+func (e *Embedding) Table() graph.Param {
+	if e == nil {
+		return graph.Param{}
+	}
+	return e.table
 }
 
 // NewEmbedding returns an embedding in scope s with entries drawn from
@@ -28,11 +47,11 @@ func NewEmbedding(s *Scope, cfg EmbeddingConfig) (*Embedding, error) {
 	if err := cfg.validate(s.path()); err != nil {
 		return nil, err
 	}
-	table, err := s.param("table", normal(1), cfg.Vocab, cfg.Dim)
+	table, err := s.param("table", graph.RoleEmbedding, normal(1), cfg.Vocab, cfg.Dim)
 	if err != nil {
 		return nil, layerErr("embedding", s.path(), err)
 	}
-	return &Embedding{Config: cfg, Table: table}, nil
+	return &Embedding{cfg: cfg, table: table}, nil
 }
 
 // Validate checks what NewEmbedding checks, without allocating anything:
@@ -53,20 +72,20 @@ func (c EmbeddingConfig) validate(name string) error {
 // Forward looks up ids (B, S) and returns (B, S, Dim). The ids input checks
 // every id against the vocabulary when it is set, before the engine sees it.
 func (e *Embedding) Forward(ids *graph.IDs) (*G.Node, error) {
-	if e == nil || e.Table.Node == nil {
+	if e == nil || e.table.Node == nil {
 		return nil, errors.New("layers: embedding: the layer is nil or a zero value: make it with NewEmbedding")
 	}
-	out, err := graph.Embed(e.Table.Node, ids)
+	out, err := graph.Embed(e.table.Node, ids)
 	if err != nil {
-		return nil, fmt.Errorf("layers: embedding %q: %w", e.Table.Name, err)
+		return nil, fmt.Errorf("layers: embedding %q: %w", e.table.Name, err)
 	}
 	return out, nil
 }
 
 // Params returns the table; nothing for a nil Embedding.
 func (e *Embedding) Params() []graph.Param {
-	if e == nil || e.Table.Node == nil {
+	if e == nil || e.table.Node == nil {
 		return nil
 	}
-	return []graph.Param{e.Table}
+	return []graph.Param{e.table}
 }

@@ -96,8 +96,14 @@ func TestConstructorErrors(t *testing.T) {
 			_, err := NewFeedForward(sub(t, "ff"), FeedForwardConfig{Dim: 8})
 			return err
 		}, []string{`"blocks.0.ff"`, "Hidden", "got 0"}},
-		{"positions/unknown kind", func(t *testing.T) error { _, err := NewPositions(sub(t, "pos"), "rotary", 5, 8); return err }, []string{`"blocks.0.pos"`, `"rotary"`}},
-		{"positions/zero max len", func(t *testing.T) error { _, err := NewPositions(sub(t, "pos"), PositionsLearned, 0, 8); return err }, []string{`"blocks.0.pos"`, "MaxLen", "got 0"}},
+		{"positions/unknown kind", func(t *testing.T) error {
+			_, err := NewPositions(sub(t, "pos"), PositionsConfig{Kind: "rotary", MaxLen: 5, Dim: 8})
+			return err
+		}, []string{`"blocks.0.pos"`, `"rotary"`}},
+		{"positions/zero max len", func(t *testing.T) error {
+			_, err := NewPositions(sub(t, "pos"), PositionsConfig{Kind: PositionsLearned, MaxLen: 0, Dim: 8})
+			return err
+		}, []string{`"blocks.0.pos"`, "MaxLen", "got 0"}},
 		{"block/dropout", block(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Dropout: 1.5}), []string{`"blocks.0"`, "Dropout 1.5"}},
 		{"block/D%H", block(BlockConfig{Dim: 8, Heads: 3, Hidden: 16}), []string{`"blocks.0.attn"`, "Dim 8", "Heads 3"}},
 		{"block/attention dropout", block(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, AttnDropout: 1}), []string{`"blocks.0.attn"`, "Dropout 1"}},
@@ -260,7 +266,7 @@ func TestForwardErrors(t *testing.T) {
 		}, []string{`"blocks.0.ff.w1"`, "(2, 4, 6)"}},
 		{"positions/S > MaxLen", func(t *testing.T) error {
 			s := sub(t, "pos")
-			p, err := NewPositions(s, PositionsLearned, 5, 8)
+			p, err := NewPositions(s, PositionsConfig{Kind: PositionsLearned, MaxLen: 5, Dim: 8})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -269,7 +275,7 @@ func TestForwardErrors(t *testing.T) {
 		}, []string{`"blocks.0.pos"`, "(2, 6, 8)", "5"}},
 		{"positions/sinusoidal width", func(t *testing.T) error {
 			s := sub(t, "pos")
-			p, err := NewPositions(s, PositionsSinusoidal, 5, 8)
+			p, err := NewPositions(s, PositionsConfig{Kind: PositionsSinusoidal, MaxLen: 5, Dim: 8})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,26 +8,49 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-// Activations of the feed-forward layer.
-const (
-	ActivationReLU = "relu"
-	// ActivationGELU is GELU in its tanh form, as GPT-2 and PyTorch's
-	// gelu(approximate="tanh").
-	ActivationGELU = "gelu"
-)
-
 // FeedForwardConfig configures the position-wise feed-forward layer.
 type FeedForwardConfig struct {
 	Dim, Hidden int
 	// Activation is ActivationReLU or ActivationGELU; "" means ReLU.
-	Activation string
+	Activation Activation
 	Bias       bool
 }
 
 // FeedForward is act(x W1 + b1) W2 + b2, applied to each position alone.
+// Its configuration is fixed when it is built: Config returns a copy.
 type FeedForward struct {
-	Config FeedForwardConfig
+	cfg    FeedForwardConfig
 	w1, w2 *Linear
+}
+
+// Config returns a copy of the configuration the layer was built with,
+// Activation filled in; the zero FeedForwardConfig for a nil FeedForward.
+func (f *FeedForward) Config() FeedForwardConfig {
+	if f == nil {
+		return FeedForwardConfig{}
+	}
+	return f.cfg
+}
+
+// W1 returns w1 (Dim, Hidden), role graph.RoleWeight.
+func (f *FeedForward) W1() graph.Param { return f.linear(0).Weight() }
+
+// B1 returns b1 (Hidden), role graph.RoleBias; the zero Param without Bias.
+func (f *FeedForward) B1() graph.Param { return f.linear(0).Bias() }
+
+// W2 returns w2 (Hidden, Dim), role graph.RoleWeight.
+func (f *FeedForward) W2() graph.Param { return f.linear(1).Weight() }
+
+// B2 returns b2 (Dim), role graph.RoleBias; the zero Param without Bias.
+func (f *FeedForward) B2() graph.Param { return f.linear(1).Bias() }
+
+// linear returns w1 (i = 0) or w2, nil for a nil FeedForward; the getters
+// then return the zero Param.
+func (f *FeedForward) linear(i int) *Linear {
+	if f == nil {
+		return nil
+	}
+	return [2]*Linear{f.w1, f.w2}[i]
 }
 
 // Validate checks what NewFeedForward checks, without allocating anything: a
@@ -36,8 +59,8 @@ type FeedForward struct {
 func (c FeedForwardConfig) Validate() error { return c.validate("") }
 
 func (c FeedForwardConfig) validate(name string) error {
-	if c.Activation != "" && c.Activation != ActivationReLU && c.Activation != ActivationGELU {
-		return layerErr("feed-forward", name, fmt.Errorf("unknown activation %q, want %q or %q", c.Activation, ActivationReLU, ActivationGELU))
+	if !c.Activation.valid() {
+		return layerErr("feed-forward", name, configErrorf("unknown activation %q, want %q or %q", c.Activation, ActivationReLU, ActivationGELU))
 	}
 	if err := checkPositive(size{"Dim", c.Dim}, size{"Hidden", c.Hidden}); err != nil {
 		return layerErr("feed-forward", name, err)
@@ -73,7 +96,7 @@ func NewFeedForward(s *Scope, cfg FeedForwardConfig) (*FeedForward, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FeedForward{Config: cfg, w1: w1, w2: w2}, nil
+	return &FeedForward{cfg: cfg, w1: w1, w2: w2}, nil
 }
 
 // Forward maps x of shape (..., Dim) to (..., Dim).
@@ -85,13 +108,13 @@ func (f *FeedForward) Forward(x *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.Config.Activation == ActivationGELU {
+	if f.cfg.Activation == ActivationGELU {
 		h, err = graph.GELU(h)
 	} else {
 		h, err = G.Rectify(h)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("layers: feed-forward %q: %w", f.w1.W.Name, err)
+		return nil, fmt.Errorf("layers: feed-forward %q: %w", f.w1.w.Name, err)
 	}
 	return f.w2.Forward(h) // (..., Dim)
 }

@@ -265,9 +265,9 @@ var gradCases = []gradCase{
 	}},
 }
 
-func positionsGrad(kind string, maxLen, seqLen int) func(*testing.T, *Scope, *rand.Rand) (*G.Node, []graph.Param) {
+func positionsGrad(kind PositionsKind, maxLen, seqLen int) func(*testing.T, *Scope, *rand.Rand) (*G.Node, []graph.Param) {
 	return func(t *testing.T, s *Scope, rng *rand.Rand) (*G.Node, []graph.Param) {
-		p, err := NewPositions(s.Sub("pos"), kind, maxLen, 8)
+		p, err := NewPositions(s.Sub("pos"), PositionsConfig{Kind: kind, MaxLen: maxLen, Dim: 8})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,10 +18,38 @@ type LayerNormConfig struct {
 }
 
 // LayerNorm normalises each position's vector to zero mean and unit variance
-// (biased variance, as PyTorch), then scales by Gain and shifts by Bias.
+// (biased variance, as PyTorch), then scales by its gain and shifts by its
+// bias. Its configuration is fixed when it is built: Config returns a copy.
 type LayerNorm struct {
-	Config     LayerNormConfig
-	Gain, Bias graph.Param
+	cfg        LayerNormConfig
+	gain, bias graph.Param
+}
+
+// Config returns a copy of the configuration the layer was built with, Eps
+// filled in; the zero LayerNormConfig for a nil LayerNorm.
+func (l *LayerNorm) Config() LayerNormConfig {
+	if l == nil {
+		return LayerNormConfig{}
+	}
+	return l.cfg
+}
+
+// Gain returns the gain (Dim), role graph.RoleGain; the zero Param for a nil
+// LayerNorm.
+func (l *LayerNorm) Gain() graph.Param {
+	if l == nil {
+		return graph.Param{}
+	}
+	return l.gain
+}
+
+// Bias returns the bias (Dim), role graph.RoleBias; the zero Param for a nil
+// LayerNorm.
+func (l *LayerNorm) Bias() graph.Param {
+	if l == nil {
+		return graph.Param{}
+	}
+	return l.bias
 }
 
 // Validate checks what NewLayerNorm checks, without allocating anything: Dim
@@ -34,7 +62,7 @@ func (c LayerNormConfig) validate(name string) error {
 		return layerErr("layernorm", name, err)
 	}
 	if !(c.Eps >= 0) || math.IsInf(c.Eps, 0) {
-		return layerErr("layernorm", name, fmt.Errorf("Eps must be a finite number >= 0, got %v", c.Eps))
+		return layerErr("layernorm", name, configErrorf("Eps must be a finite number >= 0, got %v", c.Eps))
 	}
 	return nil
 }
@@ -53,33 +81,33 @@ func NewLayerNorm(s *Scope, cfg LayerNormConfig) (*LayerNorm, error) {
 	if cfg.Eps == 0 {
 		cfg.Eps = 1e-5
 	}
-	gain, err := s.param("gain", constant(1), cfg.Dim)
+	gain, err := s.param("gain", graph.RoleGain, constant(1), cfg.Dim)
 	if err != nil {
 		return nil, layerErr("layernorm", s.path(), err)
 	}
-	bias, err := s.param("bias", constant(0), cfg.Dim)
+	bias, err := s.param("bias", graph.RoleBias, constant(0), cfg.Dim)
 	if err != nil {
 		return nil, layerErr("layernorm", s.path(), err)
 	}
-	return &LayerNorm{Config: cfg, Gain: gain, Bias: bias}, nil
+	return &LayerNorm{cfg: cfg, gain: gain, bias: bias}, nil
 }
 
 // Forward normalises x of shape (..., Dim).
 func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
-	if l == nil || l.Gain.Node == nil || l.Bias.Node == nil {
+	if l == nil || l.gain.Node == nil || l.bias.Node == nil {
 		return nil, errors.New("layers: layernorm: the layer is nil or a zero value: make it with NewLayerNorm")
 	}
-	y, err := graph.LayerNorm(x, l.Gain.Node, l.Bias.Node, l.Config.Eps)
+	y, err := graph.LayerNorm(x, l.gain.Node, l.bias.Node, l.cfg.Eps)
 	if err != nil {
-		return nil, fmt.Errorf("layers: layernorm %q: %w", l.Gain.Name, err)
+		return nil, fmt.Errorf("layers: layernorm %q: %w", l.gain.Name, err)
 	}
 	return y, nil
 }
 
 // Params returns gain and bias; nothing for a nil LayerNorm.
 func (l *LayerNorm) Params() []graph.Param {
-	if l == nil || l.Gain.Node == nil {
+	if l == nil || l.gain.Node == nil {
 		return nil
 	}
-	return []graph.Param{l.Gain, l.Bias}
+	return []graph.Param{l.gain, l.bias}
 }

@@ -21,9 +21,37 @@ type LinearConfig struct {
 
 // Linear is an affine map over the last axis: (..., In) -> (..., Out).
 // W is stored (In, Out) so that y = x W, the transpose of PyTorch's layout.
+// Its configuration is fixed when it is built: Config returns a copy.
 type Linear struct {
-	Config LinearConfig
-	W, B   graph.Param // B.Node is nil without bias
+	cfg  LinearConfig
+	w, b graph.Param // b.Node is nil without bias
+}
+
+// Config returns a copy of the configuration the layer was built with, names
+// filled in; the zero LinearConfig for a nil Linear.
+func (l *Linear) Config() LinearConfig {
+	if l == nil {
+		return LinearConfig{}
+	}
+	return l.cfg
+}
+
+// Weight returns W (In, Out), role graph.RoleWeight; the zero Param for a nil
+// Linear.
+func (l *Linear) Weight() graph.Param {
+	if l == nil {
+		return graph.Param{}
+	}
+	return l.w
+}
+
+// Bias returns b (Out), role graph.RoleBias; the zero Param (nil Node)
+// without Bias or for a nil Linear.
+func (l *Linear) Bias() graph.Param {
+	if l == nil {
+		return graph.Param{}
+	}
+	return l.b
 }
 
 // Validate checks what NewLinear checks, without allocating anything: In and
@@ -64,13 +92,13 @@ func NewLinear(s *Scope, cfg LinearConfig) (*Linear, error) {
 	if cfg.BiasName == "" {
 		cfg.BiasName = "b"
 	}
-	l := &Linear{Config: cfg}
+	l := &Linear{cfg: cfg}
 	var err error
-	if l.W, err = s.param(cfg.WeightName, fanIn(cfg.In), cfg.In, cfg.Out); err != nil {
+	if l.w, err = s.param(cfg.WeightName, graph.RoleWeight, fanIn(cfg.In), cfg.In, cfg.Out); err != nil {
 		return nil, layerErr("linear", s.path(), err)
 	}
 	if cfg.Bias {
-		if l.B, err = s.param(cfg.BiasName, constant(0), cfg.Out); err != nil {
+		if l.b, err = s.param(cfg.BiasName, graph.RoleBias, constant(0), cfg.Out); err != nil {
 			return nil, layerErr("linear", s.path(), err)
 		}
 	}
@@ -80,7 +108,7 @@ func NewLinear(s *Scope, cfg LinearConfig) (*Linear, error) {
 // check returns an error unless l was made by NewLinear: a nil or zero-value
 // Linear has no weights to multiply by.
 func (l *Linear) check() error {
-	if l == nil || l.W.Node == nil {
+	if l == nil || l.w.Node == nil {
 		return errors.New("layers: linear: the layer is nil or a zero value: make it with NewLinear")
 	}
 	return nil
@@ -92,29 +120,29 @@ func (l *Linear) Forward(x *G.Node) (*G.Node, error) {
 		return nil, err
 	}
 	if err := graph.CheckNode(x, "input"); err != nil {
-		return nil, fmt.Errorf("layers: linear %q: %w", l.W.Name, err)
+		return nil, fmt.Errorf("layers: linear %q: %w", l.w.Name, err)
 	}
 	s := x.Shape()
-	if len(s) < 2 || s[len(s)-1] != l.Config.In {
-		return nil, fmt.Errorf("layers: linear %q: input shape %v, want (..., %d)", l.W.Name, s, l.Config.In)
+	if len(s) < 2 || s[len(s)-1] != l.cfg.In {
+		return nil, shapeErrorf("layers: linear %q: input shape %v, want (..., %d)", l.w.Name, s, l.cfg.In)
 	}
-	if x.Dtype() != l.W.Node.Dtype() {
-		return nil, fmt.Errorf("layers: linear %q: input is %v, weights are %v", l.W.Name, x.Dtype(), l.W.Node.Dtype())
+	if x.Dtype() != l.w.Node.Dtype() {
+		return nil, fmt.Errorf("layers: linear %q: input is %v, weights are %v", l.w.Name, x.Dtype(), l.w.Node.Dtype())
 	}
-	y, err := graph.Linear(x, l.W.Node, l.B.Node) // (..., Out) = x W + b
+	y, err := graph.Linear(x, l.w.Node, l.b.Node) // (..., Out) = x W + b
 	if err != nil {
-		return nil, fmt.Errorf("layers: linear %q: %w", l.W.Name, err)
+		return nil, fmt.Errorf("layers: linear %q: %w", l.w.Name, err)
 	}
 	return y, nil
 }
 
 // Params returns W and, with bias, b; nothing for a nil Linear.
 func (l *Linear) Params() []graph.Param {
-	if l == nil || l.W.Node == nil {
+	if l == nil || l.w.Node == nil {
 		return nil
 	}
-	if l.B.Node == nil {
-		return []graph.Param{l.W}
+	if l.b.Node == nil {
+		return []graph.Param{l.w}
 	}
-	return []graph.Param{l.W, l.B}
+	return []graph.Param{l.w, l.b}
 }

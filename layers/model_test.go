@@ -139,9 +139,9 @@ func linearCase(t *testing.T, s *Scope, cfg LinearConfig, shape tensor.Shape) ([
 	return evalOnce(t, nil, out)[0], r.linear(x, shape.TotalSize()/cfg.In, cfg.In, cfg.Out, "lin.w", "lin.b", cfg.Bias)
 }
 
-func positionsCase(t *testing.T, s *Scope, kind string, maxLen, seqLen int) ([]float64, []float64) {
+func positionsCase(t *testing.T, s *Scope, kind PositionsKind, maxLen, seqLen int) ([]float64, []float64) {
 	const b, d = 2, 8
-	p, err := NewPositions(s.Sub("pos"), kind, maxLen, d)
+	p, err := NewPositions(s.Sub("pos"), PositionsConfig{Kind: kind, MaxLen: maxLen, Dim: d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func buildAll(t *testing.T) built {
 	must(err)
 	b.emb, err = NewEmbedding(b.s.Sub("emb"), EmbeddingConfig{Vocab: 7, Dim: 8})
 	must(err)
-	b.pos, err = NewPositions(b.s.Sub("pos"), PositionsSinusoidal, 5, 8)
+	b.pos, err = NewPositions(b.s.Sub("pos"), PositionsConfig{Kind: PositionsSinusoidal, MaxLen: 5, Dim: 8})
 	must(err)
 	b.ln, err = NewLayerNorm(b.s.Sub("ln"), LayerNormConfig{Dim: 8})
 	must(err)
@@ -91,7 +91,10 @@ func TestNoPanic(t *testing.T) {
 	}{
 		{"NewLinear", func(s *Scope) error { _, err := NewLinear(s, LinearConfig{In: 2, Out: 3}); return err }},
 		{"NewEmbedding", func(s *Scope) error { _, err := NewEmbedding(s, EmbeddingConfig{Vocab: 2, Dim: 3}); return err }},
-		{"NewPositions", func(s *Scope) error { _, err := NewPositions(s, PositionsLearned, 2, 3); return err }},
+		{"NewPositions", func(s *Scope) error {
+			_, err := NewPositions(s, PositionsConfig{Kind: PositionsLearned, MaxLen: 2, Dim: 3})
+			return err
+		}},
 		{"NewLayerNorm", func(s *Scope) error { _, err := NewLayerNorm(s, LayerNormConfig{Dim: 3}); return err }},
 		{"NewFeedForward", func(s *Scope) error { _, err := NewFeedForward(s, FeedForwardConfig{Dim: 2, Hidden: 3}); return err }},
 		{"NewMultiHeadAttention", func(s *Scope) error {
@@ -145,7 +148,7 @@ func TestNoPanic(t *testing.T) {
 		{"Positions/nil layer", func(*testing.T) error { var p *Positions; return forward2(p.Forward(x)) }, []string{"positions", "NewPositions"}},
 		{"Positions/zero layer", func(*testing.T) error { return forward2((&Positions{}).Forward(x)) }, []string{"positions", "NewPositions"}},
 		{"Positions/learned without a table", func(*testing.T) error {
-			return forward2((&Positions{Kind: PositionsLearned, MaxLen: 5, Dim: 8}).Forward(x))
+			return forward2((&Positions{cfg: PositionsConfig{Kind: PositionsLearned, MaxLen: 5, Dim: 8}}).Forward(x))
 		}, []string{"positions", "NewPositions"}},
 		{"LayerNorm/nil layer", func(*testing.T) error { var l *LayerNorm; return forward2(l.Forward(x)) }, []string{"layernorm", "NewLayerNorm"}},
 		{"LayerNorm/zero layer", func(*testing.T) error { return forward2((&LayerNorm{}).Forward(x)) }, []string{"layernorm", "NewLayerNorm"}},
@@ -187,10 +190,13 @@ func TestNoPanic(t *testing.T) {
 			return err
 		}, []string{`embedding "huge"`, "overflows int"}},
 		{"NewPositions/sinusoidal over the cap", func(*testing.T) error {
-			_, err := NewPositions(s.Sub("huge"), PositionsSinusoidal, 1<<20, 1<<12)
+			_, err := NewPositions(s.Sub("huge"), PositionsConfig{Kind: PositionsSinusoidal, MaxLen: 1 << 20, Dim: 1 << 12})
 			return err
 		}, []string{`positions "huge"`, "exceed"}},
-		{"NewPositions/learned overflow", func(*testing.T) error { _, err := NewPositions(s.Sub("huge"), PositionsLearned, big, big); return err }, []string{`positions "huge"`, "overflows int"}},
+		{"NewPositions/learned overflow", func(*testing.T) error {
+			_, err := NewPositions(s.Sub("huge"), PositionsConfig{Kind: PositionsLearned, MaxLen: big, Dim: big})
+			return err
+		}, []string{`positions "huge"`, "overflows int"}},
 		{"NewFeedForward/overflow", func(*testing.T) error {
 			_, err := NewFeedForward(s.Sub("huge"), FeedForwardConfig{Dim: big, Hidden: big})
 			return err

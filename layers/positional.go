@@ -10,48 +10,69 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// Positional encodings: attention alone is permutation-equivariant, so the
-// order of tokens reaches the model only through a vector added at each
-// position.
-const (
-	// PositionsLearned is a learned (MaxLen, D) table.
-	PositionsLearned = "learned"
-	// PositionsSinusoidal is the fixed table of "Attention Is All You Need":
-	// PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)).
-	PositionsSinusoidal = "sinusoidal"
-	// PositionsNone adds nothing; the model then cannot tell positions apart.
-	PositionsNone = "none"
-)
-
-// Positions adds a positional encoding to (B, S, D) activations, S <= MaxLen.
-type Positions struct {
-	Kind   string
-	MaxLen int
-	Dim    int
-	name   string      // the scope, for error messages
-	table  *G.Node     // (MaxLen, D)
-	param  graph.Param // the table, when learned
+// PositionsConfig configures a positional encoding for sequences of up to
+// MaxLen positions of width Dim.
+type PositionsConfig struct {
+	// Kind is PositionsLearned (the default for ""), PositionsSinusoidal or
+	// PositionsNone.
+	Kind        PositionsKind
+	MaxLen, Dim int
 }
 
-// NewPositions returns the encoding of the given kind for sequences of up to
-// maxLen positions of width dim. A learned table is the parameter "table"
-// (maxLen, dim) of the scope, initialised from N(0, 1), the same scale as the
-// token embeddings (not GPT-2's 0.02); the sinusoidal table is a constant.
-func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
+// Positions adds a positional encoding to (B, S, D) activations, S <= MaxLen.
+// Its configuration is fixed when it is built: Config returns a copy.
+type Positions struct {
+	cfg   PositionsConfig
+	name  string      // the scope, for error messages
+	table *G.Node     // (MaxLen, D)
+	param graph.Param // the table, when learned
+}
+
+// Validate checks what NewPositions checks, without allocating anything: a
+// known kind, MaxLen and Dim positive, and the (MaxLen, Dim) table (learned or
+// sinusoidal) within graph.MaxElements.
+func (c PositionsConfig) Validate() error { return c.validate("") }
+
+// validate is Validate for the layer at scope prefix name.
+func (c PositionsConfig) validate(name string) error {
+	if err := checkPositive(size{"MaxLen", c.MaxLen}, size{"Dim", c.Dim}); err != nil {
+		return layerErr("positions", name, err)
+	}
+	switch c.Kind {
+	case "", PositionsLearned, PositionsSinusoidal:
+		if err := checkTensor("table (MaxLen, Dim)", c.MaxLen, c.Dim); err != nil {
+			return layerErr("positions", name, err)
+		}
+	case PositionsNone:
+	default:
+		return layerErr("positions", name, configErrorf("unknown kind %q, want %q, %q or %q", c.Kind, PositionsLearned, PositionsSinusoidal, PositionsNone))
+	}
+	return nil
+}
+
+// NewPositions returns the positional encoding cfg describes. A learned table
+// is the parameter "table" (MaxLen, Dim) of the scope, role
+// graph.RoleEmbedding, initialised from N(0, 1), the same scale as the token
+// embeddings (not GPT-2's 0.02); the sinusoidal table is a constant.
+func NewPositions(s *Scope, cfg PositionsConfig) (*Positions, error) {
 	if err := s.check(); err != nil {
 		return nil, layerErr("positions", s.path(), err)
 	}
-	if err := validatePositions(s.path(), kind, maxLen, dim); err != nil {
+	if err := cfg.validate(s.path()); err != nil {
 		return nil, err
 	}
-	p := &Positions{Kind: kind, MaxLen: maxLen, Dim: dim, name: s.prefix}
-	switch kind {
+	if cfg.Kind == "" {
+		cfg.Kind = PositionsLearned
+	}
+	maxLen, dim := cfg.MaxLen, cfg.Dim
+	p := &Positions{cfg: cfg, name: s.prefix}
+	switch cfg.Kind {
 	case PositionsLearned:
 		// N(0, 1), not GPT-2's 0.02: at 0.02 position was nearly invisible
 		// beside the N(0, 1) token embeddings, and reverse took 975 steps to
 		// learn instead of 325.
 		var err error
-		if p.param, err = s.param("table", normal(1), maxLen, dim); err != nil {
+		if p.param, err = s.param("table", graph.RoleEmbedding, normal(1), maxLen, dim); err != nil {
 			return nil, layerErr("positions", s.path(), err)
 		}
 		p.table = p.param.Node
@@ -79,45 +100,45 @@ func NewPositions(s *Scope, kind string, maxLen, dim int) (*Positions, error) {
 	return p, nil
 }
 
-// validatePositions checks what NewPositions checks, without allocating:
-// a known kind, MaxLen and Dim positive, and the (MaxLen, Dim) table (learned
-// or sinusoidal) within graph.MaxElements. name is the scope, for messages.
-func validatePositions(name, kind string, maxLen, dim int) error {
-	if err := checkPositive(size{"MaxLen", maxLen}, size{"Dim", dim}); err != nil {
-		return layerErr("positions", name, err)
+// Config returns a copy of the configuration the layer was built with, Kind
+// filled in; the zero PositionsConfig for a nil Positions.
+func (p *Positions) Config() PositionsConfig {
+	if p == nil {
+		return PositionsConfig{}
 	}
-	switch kind {
-	case PositionsLearned, PositionsSinusoidal:
-		if err := checkTensor("table (MaxLen, Dim)", maxLen, dim); err != nil {
-			return layerErr("positions", name, err)
-		}
-	case PositionsNone:
-	default:
-		return layerErr("positions", name, fmt.Errorf("unknown kind %q, want %q, %q or %q", kind, PositionsLearned, PositionsSinusoidal, PositionsNone))
+	return p.cfg
+}
+
+// Table returns the learned (MaxLen, Dim) table, role graph.RoleEmbedding;
+// the zero Param for fixed encodings (sinusoidal, none), which learn nothing.
+func (p *Positions) Table() graph.Param {
+	if p == nil {
+		return graph.Param{}
 	}
-	return nil
+	return p.param
 }
 
 // Forward returns x + PE[:S] for x of shape (B, S, D).
 func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
-	if p == nil || p.MaxLen <= 0 || p.Dim <= 0 || (p.table == nil) != (p.Kind == PositionsNone) {
+	if p == nil || p.cfg.MaxLen <= 0 || p.cfg.Dim <= 0 || (p.table == nil) != (p.cfg.Kind == PositionsNone) {
 		return nil, errors.New("layers: positions: the layer is nil or a zero value: make it with NewPositions")
 	}
+	kind := p.cfg.Kind
 	if err := graph.CheckNode(x, "input"); err != nil {
-		return nil, fmt.Errorf("layers: positions %q (%s): %w", p.name, p.Kind, err)
+		return nil, fmt.Errorf("layers: positions %q (%s): %w", p.name, kind, err)
 	}
 	s := x.Shape()
-	if len(s) != 3 || s[1] > p.MaxLen || s[2] != p.Dim {
-		return nil, fmt.Errorf("layers: positions %q (%s): input shape %v, want (B, S<=%d, %d)", p.name, p.Kind, s, p.MaxLen, p.Dim)
+	if len(s) != 3 || s[1] > p.cfg.MaxLen || s[2] != p.cfg.Dim {
+		return nil, shapeErrorf("layers: positions %q (%s): input shape %v, want (B, S<=%d, %d)", p.name, kind, s, p.cfg.MaxLen, p.cfg.Dim)
 	}
 	if p.table == nil {
 		return x, nil
 	}
 	pe := p.table // (MaxLen, D)
 	var err error
-	if s[1] < p.MaxLen {
+	if s[1] < p.cfg.MaxLen {
 		if pe, err = G.Slice(pe, G.S(0, s[1])); err != nil { // (S, D)
-			return nil, fmt.Errorf("layers: positions %q (%s): %w", p.name, p.Kind, err)
+			return nil, fmt.Errorf("layers: positions %q (%s): %w", p.name, kind, err)
 		}
 	}
 	return G.BroadcastAdd(x, pe, nil, []byte{0}) // (B, S, D)

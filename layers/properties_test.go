@@ -240,10 +240,10 @@ func TestPermutationEquivariance(t *testing.T) {
 	const b, seqLen = 2, 5
 	perms := [][]int{{3, 0, 4, 1, 2}, {4, 3, 2, 1, 0}}
 	for _, tc := range []struct {
-		positions   string
+		positions   PositionsKind
 		equivariant bool
 	}{{PositionsNone, true}, {PositionsLearned, false}} {
-		t.Run(tc.positions, func(t *testing.T) {
+		t.Run(string(tc.positions), func(t *testing.T) {
 			rng := newRand(43)
 			cfg := StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true, Positions: tc.positions}
 			m := buildModel(t, tensor.Float64, 7, false, cfg, b, seqLen, nil)

@@ -100,7 +100,7 @@ func geluRef(x float64) float64 {
 }
 
 // feedForward returns act(x W1 + b1) W2 + b2 for x (n, d).
-func (r ref) feedForward(x []float64, n, d, hidden int, prefix, act string, bias bool) []float64 {
+func (r ref) feedForward(x []float64, n, d, hidden int, prefix string, act Activation, bias bool) []float64 {
 	r.t.Helper()
 	h := r.linear(x, n, d, hidden, join(prefix, "w1"), join(prefix, "b1"), bias)
 	for i, v := range h {
@@ -236,7 +236,7 @@ func sinusoid(pos, i, d int) float64 {
 }
 
 // positions returns x (B, S, D) plus the positional encoding of kind.
-func (r ref) positions(prefix, kind string, x []float64, b, s, d int) []float64 {
+func (r ref) positions(prefix string, kind PositionsKind, x []float64, b, s, d int) []float64 {
 	r.t.Helper()
 	out := append([]float64(nil), x...)
 	if kind == PositionsNone {

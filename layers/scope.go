@@ -34,7 +34,7 @@ func NewScope(g *G.ExprGraph, dt tensor.Dtype, seed uint64) (*Scope, error) {
 		return nil, errors.New("layers: scope: the graph is nil: pass the gorgonia graph the model is built in")
 	}
 	if err := graph.CheckFloat(dt); err != nil {
-		return nil, fmt.Errorf("layers: %w", err)
+		return nil, configError(fmt.Errorf("layers: %w", err))
 	}
 	return &Scope{g: g, dt: dt, rng: rand.New(rand.NewPCG(seed, 0x716b76)), seed: seed}, nil
 }
@@ -118,10 +118,10 @@ func constant(v float64) initFn {
 // fanIn is PyTorch's nn.Linear default bound, U(-1/sqrt(in), 1/sqrt(in)).
 func fanIn(in int) initFn { return uniform(1 / math.Sqrt(float64(in))) }
 
-// param creates the learnable node named s.Name(local) with the given shape
-// and initial values. Constructors validate their configuration first; the
+// param creates the learnable node named s.Name(local) with the given role,
+// shape and initial values. Constructors validate their configuration first; the
 // size check here guards the allocation itself all the same.
-func (s *Scope) param(local string, fill initFn, shape ...int) (graph.Param, error) {
+func (s *Scope) param(local string, role graph.Role, fill initFn, shape ...int) (graph.Param, error) {
 	if err := graph.CheckElements(shape...); err != nil {
 		return graph.Param{}, fmt.Errorf("parameter %q: %w", s.Name(local), err)
 	}
@@ -137,7 +137,7 @@ func (s *Scope) param(local string, fill initFn, shape ...int) (graph.Param, err
 	} else {
 		n = G.NewTensor(s.g, s.dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(value))
 	}
-	return graph.Param{Name: name, Node: n}, nil
+	return graph.Param{Name: name, Node: n, Role: role}, nil
 }
 
 // dropout returns a dropout of rate p for nodes of the given shape, seeded
@@ -168,7 +168,7 @@ type size struct {
 func checkPositive(sizes ...size) error {
 	for _, s := range sizes {
 		if s.v <= 0 {
-			return fmt.Errorf("%s must be positive, got %d", s.name, s.v)
+			return configErrorf("%s must be positive, got %d", s.name, s.v)
 		}
 	}
 	return nil
@@ -179,7 +179,7 @@ func checkPositive(sizes ...size) error {
 // product still overflow int or exceed graph.MaxElements.
 func checkTensor(what string, shape ...int) error {
 	if err := graph.CheckElements(shape...); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return configError(fmt.Errorf("%s: %w", what, err))
 	}
 	return nil
 }
@@ -188,7 +188,7 @@ func checkTensor(what string, shape ...int) error {
 // Written as !(p >= 0 && p < 1) so that NaN is refused too.
 func checkRate(name string, p float64) error {
 	if !(p >= 0 && p < 1) {
-		return fmt.Errorf("%s %v is outside [0, 1)", name, p)
+		return configErrorf("%s %v is outside [0, 1)", name, p)
 	}
 	return nil
 }
@@ -210,7 +210,7 @@ func addCounts(what string, counts ...int) (int, error) {
 	for _, c := range counts {
 		total += c
 		if total > graph.MaxElements {
-			return 0, fmt.Errorf("%s: more than graph.MaxElements = %d parameters", what, graph.MaxElements)
+			return 0, configErrorf("%s: more than graph.MaxElements = %d parameters", what, graph.MaxElements)
 		}
 	}
 	return total, nil

@@ -22,10 +22,10 @@ type StackConfig struct {
 	Layers int `json:"layers"`
 	Hidden int `json:"hidden"`
 	// Activation of the feed-forward layers; "" means ReLU.
-	Activation string `json:"activation"`
+	Activation Activation `json:"activation"`
 	// Positions is PositionsLearned (the default for ""), PositionsSinusoidal
 	// or PositionsNone.
-	Positions string `json:"positions"`
+	Positions PositionsKind `json:"positions"`
 	// PostLN selects post-LN blocks; the default is pre-LN with a final norm.
 	PostLN bool `json:"post_ln"`
 	// Bias adds biases to attention and feed-forward projections.
@@ -37,7 +37,7 @@ type StackConfig struct {
 
 // stack is what Decoder and Encoder share: embeddings, blocks, final norm.
 type stack struct {
-	Config   StackConfig
+	cfg      StackConfig
 	tok      *Embedding
 	pos      *Positions
 	blocks   []*Block
@@ -90,7 +90,7 @@ func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
 	if err := emb.validate(sub("tok_emb")); err != nil {
 		return 0, err
 	}
-	if err := validatePositions(sub("pos_emb"), c.Positions, c.MaxLen, c.Dim); err != nil {
+	if err := c.positionsConfig().validate(sub("pos_emb")); err != nil {
 		return 0, err
 	}
 	block := c.blockConfig(false)
@@ -111,7 +111,7 @@ func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
 	// overflow; the product with Layers is checked before it is taken.
 	per := block.params()
 	if per > graph.MaxElements/c.Layers {
-		return 0, fmt.Errorf("layers: %s: %d layers of %d parameters each exceed graph.MaxElements = %d", kind, c.Layers, per, graph.MaxElements)
+		return 0, configErrorf("layers: %s: %d layers of %d parameters each exceed graph.MaxElements = %d", kind, c.Layers, per, graph.MaxElements)
 	}
 	counts := []int{emb.Vocab * emb.Dim, per * c.Layers}
 	if c.Positions == PositionsLearned {
@@ -130,6 +130,11 @@ func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
 	return total, nil
 }
 
+// positionsConfig is the configuration of the stack's positional encoding.
+func (c StackConfig) positionsConfig() PositionsConfig {
+	return PositionsConfig{Kind: c.Positions, MaxLen: c.MaxLen, Dim: c.Dim}
+}
+
 func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, error) {
 	if err := s.check(); err != nil {
 		return nil, fmt.Errorf("layers: %s: %w", kind, err)
@@ -140,12 +145,12 @@ func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, erro
 	if cfg.Positions == "" {
 		cfg.Positions = PositionsLearned
 	}
-	st := &stack{Config: cfg, s: s, causal: causal, kind: kind}
+	st := &stack{cfg: cfg, s: s, causal: causal, kind: kind}
 	var err error
 	if st.tok, err = NewEmbedding(s.Sub("tok_emb"), EmbeddingConfig{Vocab: cfg.Vocab, Dim: cfg.Dim}); err != nil {
 		return nil, err
 	}
-	if st.pos, err = NewPositions(s.Sub("pos_emb"), cfg.Positions, cfg.MaxLen, cfg.Dim); err != nil {
+	if st.pos, err = NewPositions(s.Sub("pos_emb"), cfg.positionsConfig()); err != nil {
 		return nil, err
 	}
 	for i := 0; i < cfg.Layers; i++ {
@@ -172,8 +177,8 @@ func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Nod
 	if err := pad.Check(); err != nil {
 		return nil, nil, fmt.Errorf("layers: %s %q: padding mask: %w", st.kind, st.s.prefix, err)
 	}
-	if ids.S > st.Config.MaxLen {
-		return nil, nil, fmt.Errorf("layers: %s %q: sequence length %d exceeds MaxLen %d", st.kind, st.s.prefix, ids.S, st.Config.MaxLen)
+	if ids.S > st.cfg.MaxLen {
+		return nil, nil, shapeErrorf("layers: %s %q: sequence length %d exceeds MaxLen %d", st.kind, st.s.prefix, ids.S, st.cfg.MaxLen)
 	}
 	mask := pad
 	if st.causal {
@@ -196,7 +201,7 @@ func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Nod
 	if x, err = st.pos.Forward(x); err != nil { // (B, S, D)
 		return nil, nil, err
 	}
-	drop, err := st.s.dropout("drop_emb", st.Config.Dropout, x.Shape())
+	drop, err := st.s.dropout("drop_emb", st.cfg.Dropout, x.Shape())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -223,7 +228,7 @@ func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Nod
 // check returns an error unless st was made by newStack: a nil or zero-value
 // Decoder or Encoder has no stack, or a stack without its layers.
 func (st *stack) check(kind, constructor string) error {
-	if st == nil || st.s.check() != nil || st.tok == nil || st.pos == nil || len(st.blocks) == 0 || (!st.Config.PostLN && st.lnf == nil) {
+	if st == nil || st.s.check() != nil || st.tok == nil || st.pos == nil || len(st.blocks) == 0 || (!st.cfg.PostLN && st.lnf == nil) {
 		return fmt.Errorf("layers: %s: the model is nil or a zero value: make it with %s", kind, constructor)
 	}
 	for _, b := range st.blocks {
@@ -259,11 +264,105 @@ func (st *stack) dropoutList() []*graph.Dropout {
 	return out
 }
 
+// config, tokens, positions, blockList and finalNorm are the getters Decoder
+// and Encoder share; each is safe on a nil stack.
+func (st *stack) config() StackConfig {
+	if st == nil {
+		return StackConfig{}
+	}
+	return st.cfg
+}
+
+func (st *stack) tokens() *Embedding {
+	if st == nil {
+		return nil
+	}
+	return st.tok
+}
+
+func (st *stack) positions() *Positions {
+	if st == nil {
+		return nil
+	}
+	return st.pos
+}
+
+// blockList returns a copy of the block slice, so that a caller cannot
+// replace the model's blocks.
+func (st *stack) blockList() []*Block {
+	if st == nil {
+		return nil
+	}
+	return append([]*Block(nil), st.blocks...)
+}
+
+func (st *stack) finalNorm() *LayerNorm {
+	if st == nil {
+		return nil
+	}
+	return st.lnf
+}
+
 // Decoder is the decoder-only language model: token and position embeddings,
 // Layers causal blocks, a final norm and a projection to vocabulary logits.
+// Its configuration is fixed when it is built: Config returns a copy, and
+// TokenEmbedding, Positions, Blocks, FinalNorm and Head return its layers.
 type Decoder struct {
 	*stack
 	head *Linear
+}
+
+// Config returns a copy of the configuration the model was built with,
+// Positions filled in; the zero StackConfig for a nil Decoder.
+func (d *Decoder) Config() StackConfig {
+	if d == nil {
+		return StackConfig{}
+	}
+	return d.config()
+}
+
+// TokenEmbedding returns the token embedding "tok_emb"; nil for a nil
+// Decoder.
+func (d *Decoder) TokenEmbedding() *Embedding {
+	if d == nil {
+		return nil
+	}
+	return d.tokens()
+}
+
+// Positions returns the positional encoding "pos_emb"; nil for a nil
+// Decoder.
+func (d *Decoder) Positions() *Positions {
+	if d == nil {
+		return nil
+	}
+	return d.positions()
+}
+
+// Blocks returns the blocks "blocks.<i>", in order, in a new slice.
+func (d *Decoder) Blocks() []*Block {
+	if d == nil {
+		return nil
+	}
+	return d.blockList()
+}
+
+// FinalNorm returns the final LayerNorm "ln_f", nil for post-LN models
+// (whose blocks end normalised) and for a nil Decoder.
+func (d *Decoder) FinalNorm() *LayerNorm {
+	if d == nil {
+		return nil
+	}
+	return d.finalNorm()
+}
+
+// Head returns the projection "head" from Dim to vocabulary logits; nil for a
+// nil Decoder.
+func (d *Decoder) Head() *Linear {
+	if d == nil {
+		return nil
+	}
+	return d.head
 }
 
 // NewDecoder returns a decoder-only model in scope s.
@@ -321,7 +420,54 @@ func (d *Decoder) Dropouts() []*graph.Dropout {
 
 // Encoder is a bidirectional stack: every position attends to every key that
 // the padding mask allows.
+//
+// Its configuration is fixed when it is built: Config returns a copy, and
+// TokenEmbedding, Positions, Blocks and FinalNorm return its layers.
 type Encoder struct{ *stack }
+
+// Config returns a copy of the configuration the encoder was built with,
+// Positions filled in; the zero StackConfig for a nil Encoder.
+func (e *Encoder) Config() StackConfig {
+	if e == nil {
+		return StackConfig{}
+	}
+	return e.config()
+}
+
+// TokenEmbedding returns the token embedding "tok_emb"; nil for a nil
+// Encoder.
+func (e *Encoder) TokenEmbedding() *Embedding {
+	if e == nil {
+		return nil
+	}
+	return e.tokens()
+}
+
+// Positions returns the positional encoding "pos_emb"; nil for a nil
+// Encoder.
+func (e *Encoder) Positions() *Positions {
+	if e == nil {
+		return nil
+	}
+	return e.positions()
+}
+
+// Blocks returns the blocks "blocks.<i>", in order, in a new slice.
+func (e *Encoder) Blocks() []*Block {
+	if e == nil {
+		return nil
+	}
+	return e.blockList()
+}
+
+// FinalNorm returns the final LayerNorm "ln_f", nil for post-LN encoders and
+// for a nil Encoder.
+func (e *Encoder) FinalNorm() *LayerNorm {
+	if e == nil {
+		return nil
+	}
+	return e.finalNorm()
+}
 
 // NewEncoder returns an encoder in scope s.
 func NewEncoder(s *Scope, cfg StackConfig) (*Encoder, error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -172,7 +171,7 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 			return nil, fmt.Errorf("train: optimizer: parameter %q: %w", p.Name, err)
 		}
 		o.shapes[i] = d.Shape().Clone()
-		o.decay[i] = o.cfg.Kind == config.OptimizerAdamW && decays(p.Name, d.Dims())
+		o.decay[i] = o.cfg.Kind == config.OptimizerAdamW && decays(p)
 		n := o.shapes[i].TotalSize()
 		o.m[i] = make([]float64, n)
 		o.v[i] = make([]float64, n)
@@ -180,12 +179,14 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 	return o, nil
 }
 
-// decays reports whether AdamW applies weight decay to a parameter: only to
-// weight matrices and higher, never to biases or LayerNorm gains and biases
-// (vectors) nor to embeddings, whose rows are pulled to zero when their token
-// is rare. This is minGPT's split.
-func decays(name string, dims int) bool {
-	return dims >= 2 && !strings.Contains(name, "emb")
+// decays reports whether AdamW applies weight decay to a parameter: to the
+// projection weights (graph.RoleWeight) only, never to biases, LayerNorm
+// gains and biases, nor embeddings, whose rows are pulled to zero when their
+// token is rare. This is minGPT's split, decided by the role the layers gave
+// each parameter rather than by its name or rank; a parameter of one's own
+// without a role (graph.RoleNone) is not decayed.
+func decays(p graph.Param) bool {
+	return p.Role == graph.RoleWeight
 }
 
 // Config returns the configuration in use, defaults filled in, for logs and
@@ -204,22 +205,6 @@ func (o *Optimizer) StepCount() int {
 		return 0
 	}
 	return o.step
-}
-
-// DecayedParams returns the names of the parameters that receive weight
-// decay (none for "adam"), so that a training log can show the split and a
-// misnamed embedding is noticed.
-func (o *Optimizer) DecayedParams() []string {
-	if o == nil {
-		return nil
-	}
-	var out []string
-	for i, p := range o.params {
-		if o.decay[i] {
-			out = append(out, p.Name)
-		}
-	}
-	return out
 }
 
 // Step applies one Adam or AdamW update with learning rate lr to every

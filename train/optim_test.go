@@ -11,6 +11,7 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // Helpers of the optimizer, clipping and schedule tests carry an "opt"
@@ -36,7 +37,7 @@ func optParams(t *testing.T, dt tensor.Dtype, specs ...optSpec) []graph.Param {
 	for i, s := range specs {
 		n := G.NewTensor(g, dt, len(s.shape), G.WithShape(s.shape...), G.WithName(s.name),
 			G.WithValue(graph.NewDense(dt, s.shape, s.vals)))
-		params[i] = graph.Param{Name: s.name, Node: n}
+		params[i] = graph.Param{Name: s.name, Node: n, Role: optRole(s.name, len(s.shape))}
 		sum, err := G.Sum(n)
 		if err != nil {
 			t.Fatalf("sum of %q: %v", s.name, err)
@@ -61,6 +62,32 @@ func optParams(t *testing.T, dt tensor.Dtype, specs ...optSpec) []graph.Param {
 	}
 	vm.Reset()
 	return params
+}
+
+// optRole is the role the layers would give a test parameter of that name
+// and rank: embeddings by name, gains by name, matrices weights, vectors
+// biases. Tests that need another role set it themselves.
+func optRole(name string, dims int) graph.Role {
+	switch {
+	case strings.Contains(name, "emb"):
+		return graph.RoleEmbedding
+	case strings.HasSuffix(name, "gain"):
+		return graph.RoleGain
+	case dims >= 2:
+		return graph.RoleWeight
+	}
+	return graph.RoleBias
+}
+
+// optDecayed returns the names of the parameters o decays, in order.
+func optDecayed(o *Optimizer) []string {
+	var out []string
+	for i, p := range o.params {
+		if o.decay[i] {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }
 
 // optSetGrad overwrites the gradient of p with vals, in p's dtype.
@@ -371,8 +398,8 @@ func TestAdamWDecaysMatricesOnly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := opt.DecayedParams(); !slices.Equal(got, tc.decayed) {
-				t.Errorf("DecayedParams = %q, want %q", got, tc.decayed)
+			if got := optDecayed(opt); !slices.Equal(got, tc.decayed) {
+				t.Errorf("decayed %q, want %q", got, tc.decayed)
 			}
 			// Zero gradients: the Adam part of the update is exactly 0, so
 			// only the decay moves the weights.
@@ -805,5 +832,57 @@ func TestStepZeroesAccumulatedGradients(t *testing.T) {
 			}
 			check("after ZeroGrads", []float64{0, 0, 0})
 		})
+	}
+}
+
+// AdamW decays by role: a weight whose name says "emb" is decayed, an
+// embedding whose name does not is not, and a parameter without a role is
+// not decayed whatever its rank.
+func TestAdamWDecaysByRole(t *testing.T) {
+	params := optParams(t, tensor.Float64,
+		optSpec{"emb_proj.w", []int{2, 2}, []float64{1, 2, 3, 4}},
+		optSpec{"lookup", []int{2, 2}, []float64{1, 2, 3, 4}},
+		optSpec{"mine", []int{2, 2}, []float64{1, 2, 3, 4}},
+		optSpec{"scale", []int{2}, []float64{1, 2}})
+	params[0].Role, params[1].Role, params[2].Role, params[3].Role = graph.RoleWeight, graph.RoleEmbedding, graph.RoleNone, graph.RoleGain
+	opt, err := NewOptimizer(OptimizerConfig{Kind: "adamw", WeightDecay: 0.1}, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := optDecayed(opt), []string{"emb_proj.w"}; !slices.Equal(got, want) {
+		t.Errorf("decayed %q, want %q", got, want)
+	}
+}
+
+// The default decoder decays exactly what the name rule of earlier versions
+// (two or more dimensions, no "emb" in the name) decayed, so that training
+// runs repeat theirs bit for bit.
+func TestAdamWDefaultDecoderDecays(t *testing.T) {
+	cfg := config.Default()
+	if _, err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Assemble(cfg, 2, cfg.Model.MaxLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := NewOptimizer(OptimizerConfig{Kind: "adamw"}, m.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var byName []string
+	for _, p := range m.Params {
+		if p.Node.Dims() >= 2 && !strings.Contains(p.Name, "emb") {
+			byName = append(byName, p.Name)
+		}
+	}
+	want := []string{
+		"blocks.0.attn.wq", "blocks.0.attn.wk", "blocks.0.attn.wv", "blocks.0.attn.wo", "blocks.0.ff.w1", "blocks.0.ff.w2",
+		"blocks.1.attn.wq", "blocks.1.attn.wk", "blocks.1.attn.wv", "blocks.1.attn.wo", "blocks.1.ff.w1", "blocks.1.ff.w2",
+		"head.w",
+	}
+	got := optDecayed(opt)
+	if !slices.Equal(got, want) || !slices.Equal(byName, want) {
+		t.Errorf("decayed %q, by the old name rule %q, want %q", got, byName, want)
 	}
 }

@@ -19,7 +19,7 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Heads, "heads", cfg.Heads, "attention heads (must divide --dim)")
 	fs.IntVar(&cfg.Dim, "dim", cfg.Dim, fmt.Sprintf("model width (at most %d)", gradcheckMaxDim))
 	fs.IntVar(&cfg.Hidden, "hidden", cfg.Hidden, fmt.Sprintf("feed-forward width (at most %d)", gradcheckMaxHidden))
-	fs.StringVar(&cfg.Activation, "activation", cfg.Activation, "relu or gelu")
+	fs.Var(kindFlag[layers.Activation]{&cfg.Activation}, "activation", "relu or gelu")
 	fs.BoolVar(&cfg.PostLN, "post-ln", cfg.PostLN, "post-LN blocks")
 	batch := fs.Int("batch", 2, fmt.Sprintf("sequences (at most %d)", gradcheckMaxBatch))
 	seed := fs.Uint64("seed", 1, "seed of weights and data")

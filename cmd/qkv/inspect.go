@@ -156,7 +156,7 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	if err := plot.Attention(*out, title, tokens, maps); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", vocab.Decode(answer[0]), len(maps)/max(1, m.Decoder.Config.Heads), *out)
+	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", vocab.Decode(answer[0]), len(maps)/max(1, m.Decoder.Config().Heads), *out)
 	return nil
 }
 

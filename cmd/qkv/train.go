@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
@@ -67,6 +68,27 @@ func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 	return cfg
 }
 
+// kindFlag is the flag.Value of a string kind (layers.Activation,
+// layers.PositionsKind). It stores what it is given: an unknown name is
+// refused by the configuration's Validate, which names the flag, as for every
+// other flag.
+type kindFlag[T ~string] struct{ p *T }
+
+// String returns the current value ("" for the zero kindFlag the flag
+// package makes to find defaults).
+func (f kindFlag[T]) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return string(*f.p)
+}
+
+// Set stores s.
+func (f kindFlag[T]) Set(s string) error {
+	*f.p = T(s)
+	return nil
+}
+
 // configFlags registers every training flag on fs, defaulting to cfg, and
 // returns a function that resolves the task flags into cfg after parsing,
 // refusing a fixed length (pairs) given with a range.
@@ -78,8 +100,8 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.IntVar(&m.Heads, "heads", m.Heads, "attention heads per block (must divide --dim)")
 	fs.IntVar(&m.Dim, "dim", m.Dim, "model width d_model")
 	fs.IntVar(&m.Hidden, "hidden", m.Hidden, "feed-forward width")
-	fs.StringVar(&m.Activation, "activation", m.Activation, "feed-forward activation: relu or gelu")
-	fs.StringVar(&m.Positions, "positions", m.Positions, "positional encoding: learned, sinusoidal or none")
+	fs.Var(kindFlag[layers.Activation]{&m.Activation}, "activation", "feed-forward activation: relu or gelu")
+	fs.Var(kindFlag[layers.PositionsKind]{&m.Positions}, "positions", "positional encoding: learned, sinusoidal or none")
 	fs.BoolVar(&m.PostLN, "post-ln", m.PostLN, "post-LN blocks instead of pre-LN")
 	fs.Float64Var(&m.Dropout, "dropout", m.Dropout, "dropout on embeddings and sublayer outputs")
 	fs.Float64Var(&m.AttnDropout, "attn-dropout", m.AttnDropout, "dropout on attention weights")

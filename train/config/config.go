@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -116,10 +117,18 @@ const (
 	MaxEvalBatch = 128
 )
 
+// ErrInvalid is matched, with errors.Is, by every *Error: a configuration
+// that Validate or Resolve refuses. It is this package's own sentinel rather
+// than layers.ErrConfig because most fields (lr, steps, task) are not a
+// layer's; an *Error about the model (Field "model") matches
+// layers.ErrConfig too, through the layers error it carries.
+var ErrInvalid = errors.New("config: invalid configuration")
+
 // Error is a Config value that is invalid, naming it by its JSON path
 // ("lr", "model.dim", "task.params.min_length"), so that a command line can
 // name the flag that set it. Every error of Validate and of Resolve's checks
-// is a *Error; find it with errors.As.
+// is a *Error; find it with errors.As, or test for one with
+// errors.Is(err, ErrInvalid).
 type Error struct {
 	// Field is the JSON path of the offending value.
 	Field string
@@ -129,7 +138,17 @@ type Error struct {
 	// Problem says what is wrong, e.g. "must be a finite number > 0, got
 	// NaN"; Error writes it after the field.
 	Problem string
+	// cause is the error Problem was taken from, if any (the layers' error
+	// of a model the layers refuse), for errors.Is and errors.As.
+	cause error
 }
+
+// Is reports whether target is ErrInvalid, so that errors.Is(err,
+// ErrInvalid) holds for every *Error.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns the error the problem was taken from, or nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Error reads "config: <field> (with <others>) <problem>".
 func (e *Error) Error() string {
@@ -323,7 +342,7 @@ func (c *Config) Resolve() (data.Task, error) {
 // model configuration may be, and it allocates nothing.
 func validateModel(c Config) error {
 	if err := c.Model.Validate(); err != nil {
-		return &Error{Field: "model", Problem: err.Error()}
+		return &Error{Field: "model", Problem: err.Error(), cause: err}
 	}
 	return nil
 }

@@ -1,0 +1,111 @@
+package layers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/qkv-dev/qkv/graph"
+)
+
+// ErrConfig is matched, with errors.Is, by every error that reports a
+// configuration the layers cannot build: a size that is not positive, D not
+// divisible by H, an unknown activation or positions kind, a rate outside
+// [0, 1), a tensor beyond graph.MaxElements. Validate, the constructors and
+// StackConfig.Validate return it; the message names the layer and the field.
+var ErrConfig = errors.New("invalid layer configuration")
+
+// ErrShape is graph.ErrShape: Forward methods report inputs whose shapes do
+// not fit the layer with it, as the graph functions they call do.
+var ErrShape = graph.ErrShape
+
+// kindError is an error that also matches a sentinel (kind) with errors.Is,
+// while its message is err's alone, so that adding the sentinel changes no
+// message.
+type kindError struct{ kind, err error }
+
+func (e *kindError) Error() string { return e.err.Error() }
+
+// Unwrap returns kind and err, so that errors.Is and errors.As see both.
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// configErrorf is fmt.Errorf marked with ErrConfig.
+func configErrorf(format string, args ...any) error {
+	return &kindError{ErrConfig, fmt.Errorf(format, args...)}
+}
+
+// configError marks err with ErrConfig (nil stays nil).
+func configError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{ErrConfig, err}
+}
+
+// shapeErrorf is fmt.Errorf marked with ErrShape.
+func shapeErrorf(format string, args ...any) error {
+	return &kindError{ErrShape, fmt.Errorf(format, args...)}
+}
+
+// Activation is the nonlinearity of a feed-forward layer. Its JSON form is
+// the plain string ("relu", "gelu"), so config.json files keep loading.
+type Activation string
+
+// Activations of the feed-forward layer.
+const (
+	ActivationReLU Activation = "relu"
+	// ActivationGELU is GELU in its tanh form, as GPT-2 and PyTorch's
+	// gelu(approximate="tanh").
+	ActivationGELU Activation = "gelu"
+)
+
+// String returns the activation's name.
+func (a Activation) String() string { return string(a) }
+
+// valid reports whether a is a known activation or "" (the default, ReLU).
+func (a Activation) valid() bool {
+	return a == "" || a == ActivationReLU || a == ActivationGELU
+}
+
+// ParseActivation returns the activation named s, or an error matching
+// ErrConfig for any other name ("" included: the default is a Config's
+// business, not a name's).
+func ParseActivation(s string) (Activation, error) {
+	if a := Activation(s); a != "" && a.valid() {
+		return a, nil
+	}
+	return "", configErrorf("layers: unknown activation %q, want %q or %q", s, ActivationReLU, ActivationGELU)
+}
+
+// PositionsKind is the kind of positional encoding. Its JSON form is the
+// plain string ("learned", "sinusoidal", "none").
+type PositionsKind string
+
+// Positional encodings: attention alone is permutation-equivariant, so the
+// order of tokens reaches the model only through a vector added at each
+// position.
+const (
+	// PositionsLearned is a learned (MaxLen, D) table.
+	PositionsLearned PositionsKind = "learned"
+	// PositionsSinusoidal is the fixed table of "Attention Is All You Need":
+	// PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)).
+	PositionsSinusoidal PositionsKind = "sinusoidal"
+	// PositionsNone adds nothing; the model then cannot tell positions apart.
+	PositionsNone PositionsKind = "none"
+)
+
+// String returns the kind's name.
+func (k PositionsKind) String() string { return string(k) }
+
+// valid reports whether k is a known kind or "" (the default, learned).
+func (k PositionsKind) valid() bool {
+	return k == "" || k == PositionsLearned || k == PositionsSinusoidal || k == PositionsNone
+}
+
+// ParsePositionsKind returns the positional encoding named s, or an error
+// matching ErrConfig for any other name ("" included).
+func ParsePositionsKind(s string) (PositionsKind, error) {
+	if k := PositionsKind(s); k != "" && k.valid() {
+		return k, nil
+	}
+	return "", configErrorf("layers: unknown positions kind %q, want %q, %q or %q", s, PositionsLearned, PositionsSinusoidal, PositionsNone)
+}

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/qkv-dev/qkv/layers"
+)
+
+// configJSON is the config.json a checkpoint of the default run holds,
+// written before activation and positions had types of their own: it must
+// still load, mean the same model, and be written back byte for byte.
+const configJSON = `{
+  "task": {
+    "name": "sort",
+    "params": {
+      "length": 6,
+      "alphabet": 3
+    }
+  },
+  "model": {
+    "vocab": 5,
+    "max_len": 12,
+    "dim": 48,
+    "heads": 4,
+    "layers": 2,
+    "hidden": 192,
+    "activation": "gelu",
+    "positions": "learned",
+    "post_ln": false,
+    "bias": true,
+    "dropout": 0,
+    "attn_dropout": 0
+  },
+  "dtype": "float32",
+  "seed": 1,
+  "batch": 64,
+  "steps": 2000,
+  "lr": 0.003,
+  "min_lr": 0.0003,
+  "warmup": 50,
+  "optimizer": "adamw",
+  "weight_decay": 0.01,
+  "clip_norm": 1,
+  "eval_every": 25,
+  "test_size": 200,
+  "target_exact": 1,
+  "checkpoint_every": 500
+}`
+
+func TestConfigJSONCompatible(t *testing.T) {
+	c, err := Unmarshal([]byte(configJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model.Activation != layers.ActivationGELU || c.Model.Positions != layers.PositionsLearned {
+		t.Errorf("activation %q, positions %q; want gelu, learned", c.Model.Activation, c.Model.Positions)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Model.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != configJSON {
+		t.Errorf("written back as\n%s\nwant\n%s", b, configJSON)
+	}
+}
+
+func TestErrorIsErrInvalid(t *testing.T) {
+	bad := Default()
+	bad.LR = -1
+	err := bad.Validate()
+	if !errors.Is(err, ErrInvalid) || errors.Is(err, layers.ErrConfig) {
+		t.Errorf("lr -1: %v: errors.Is ErrInvalid %v, layers.ErrConfig %v; want true, false", err, errors.Is(err, ErrInvalid), errors.Is(err, layers.ErrConfig))
+	}
+	// A model the layers refuse is both: invalid here, and a layer config.
+	model := Default()
+	if _, err := model.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	model.Model.MaxLen = 1 << 40
+	err = validateModel(model)
+	var ce *Error
+	if !errors.Is(err, ErrInvalid) || !errors.Is(err, layers.ErrConfig) || !errors.As(err, &ce) || ce.Field != "model" {
+		t.Errorf("max_len 1<<40: %v: want a *Error on model matching ErrInvalid and layers.ErrConfig", err)
+	}
+	if errors.Is(errors.New("config: lr"), ErrInvalid) {
+		t.Error("a plain error matches ErrInvalid")
+	}
+}
