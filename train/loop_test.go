@@ -117,7 +117,7 @@ func TestResumeBitForBit(t *testing.T) {
 	for _, dtype := range []string{"float32", "float64"} {
 		t.Run(dtype, func(t *testing.T) {
 			cfg := tinyConfig()
-			cfg.DType = dtype
+			cfg.DType = config.DType(dtype)
 			cfg.Steps = 30
 			cfg.EvalEvery = 10
 			cfg.Model.Dropout = 0.1 // dropout masks must resume too

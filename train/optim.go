@@ -42,7 +42,7 @@ const (
 // cannot run with zero decay: use "adam" for that.
 type OptimizerConfig struct {
 	// Kind is "adam" or "adamw".
-	Kind string
+	Kind config.OptimizerKind
 	// Beta1 and Beta2 are the decay rates of the first and second moment
 	// estimates, in [0, 1); defaults 0.9 and 0.999.
 	Beta1, Beta2 float64

@@ -302,7 +302,7 @@ func TestAdamMinimizesQuadratic(t *testing.T) {
 	cases := []struct {
 		name  string
 		dt    tensor.Dtype
-		kind  string
+		kind  config.OptimizerKind
 		clip  float64 // ClipGradNorm before each step when > 0
 		sched Schedule
 		tol   float64

@@ -71,7 +71,7 @@ func torchConfig(v torchVariant) config.Config {
 	cfg := config.Default()
 	cfg.Task = config.TaskSpec{Name: "reverse", Params: data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 4}}
 	cfg.Model = v.model
-	cfg.DType = v.dtype
+	cfg.DType = config.DType(v.dtype)
 	cfg.Seed = 7
 	cfg.Batch = 8
 	cfg.Steps = 6

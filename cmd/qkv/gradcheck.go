@@ -48,7 +48,7 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 // weighted cross-entropy.
 func gradcheckDecoder(cfg layers.StackConfig, b int, seed uint64) (graph.GradReport, error) {
 	n := cfg.MaxLen
-	m, err := train.Assemble(config.Config{Model: cfg, DType: "float64", Seed: seed}, b, n)
+	m, err := train.Assemble(config.Config{Model: cfg, DType: config.Float64, Seed: seed}, b, n)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"gorgonia.org/tensor"
+
 	"github.com/qkv-dev/qkv/layers"
 )
 
@@ -91,5 +93,34 @@ func TestErrorIsErrInvalid(t *testing.T) {
 	}
 	if errors.Is(errors.New("config: lr"), ErrInvalid) {
 		t.Error("a plain error matches ErrInvalid")
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		ok   bool
+		want tensor.Dtype
+	}{{"float32", true, tensor.Float32}, {"float64", true, tensor.Float64}, {"", false, tensor.Dtype{}}, {"int8", false, tensor.Dtype{}}, {"Float32", false, tensor.Dtype{}}} {
+		d, err := ParseDType(c.s)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("ParseDType(%q) = %v, %v", c.s, d, err)
+			continue
+		}
+		if got, _ := d.Tensor(); c.ok && got != c.want {
+			t.Errorf("ParseDType(%q).Tensor() = %v, want %v", c.s, got, c.want)
+		}
+	}
+	if got, err := DType("").Tensor(); err != nil || got != tensor.Float32 {
+		t.Errorf("the empty DType is %v, %v; want float32", got, err)
+	}
+	for _, c := range []struct {
+		s  string
+		ok bool
+	}{{"adam", true}, {"adamw", true}, {"sgd", false}, {"", false}, {"AdamW", false}} {
+		k, err := ParseOptimizerKind(c.s)
+		if (err == nil) != c.ok || (err == nil && k.String() != c.s) || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("ParseOptimizerKind(%q) = %v, %v", c.s, k, err)
+		}
 	}
 }

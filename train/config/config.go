@@ -15,14 +15,30 @@ import (
 	"github.com/qkv-dev/qkv/layers"
 )
 
-// Optimizer kinds accepted in Config.Optimizer and train.OptimizerConfig.
+// OptimizerKind names an optimizer, as config.json and --optimizer spell
+// it.
+type OptimizerKind string
+
+// The optimizers train has.
 const (
 	// OptimizerAdam is Adam without weight decay.
-	OptimizerAdam = "adam"
+	OptimizerAdam OptimizerKind = "adam"
 	// OptimizerAdamW is Adam with decoupled weight decay (Loshchilov &
 	// Hutter), applied to weight matrices only.
-	OptimizerAdamW = "adamw"
+	OptimizerAdamW OptimizerKind = "adamw"
 )
+
+// String returns the name.
+func (k OptimizerKind) String() string { return string(k) }
+
+// ParseOptimizerKind returns the OptimizerKind named s.
+func ParseOptimizerKind(s string) (OptimizerKind, error) {
+	switch k := OptimizerKind(s); k {
+	case OptimizerAdam, OptimizerAdamW:
+		return k, nil
+	}
+	return "", fmt.Errorf("config: unknown optimizer %q: want %q or %q: %w", s, OptimizerAdam, OptimizerAdamW, ErrInvalid)
+}
 
 // Config is everything a training run depends on. It is saved as config.json
 // in the run directory, so that eval, predict, attend and --resume rebuild the
@@ -32,8 +48,9 @@ type Config struct {
 	// Model is the decoder's configuration; Vocab and MaxLen are filled in
 	// from the task.
 	Model layers.StackConfig `json:"model"`
-	// DType is "float32" (the default) or "float64".
-	DType string `json:"dtype"`
+	// DType is the dtype of weights and activations: Float32 (the default,
+	// also when empty) or Float64.
+	DType DType `json:"dtype"`
 	// Seed fixes initial weights, data and dropout: the same seed gives the
 	// same losses, bit for bit.
 	Seed uint64 `json:"seed"`
@@ -42,10 +59,10 @@ type Config struct {
 	Steps int `json:"steps"`
 	// LR is the peak learning rate, reached after Warmup steps and decayed
 	// along a cosine to MinLR at Steps.
-	LR        float64 `json:"lr"`
-	MinLR     float64 `json:"min_lr"`
-	Warmup    int     `json:"warmup"`
-	Optimizer string  `json:"optimizer"`
+	LR        float64       `json:"lr"`
+	MinLR     float64       `json:"min_lr"`
+	Warmup    int           `json:"warmup"`
+	Optimizer OptimizerKind `json:"optimizer"`
 	// WeightDecay applies to AdamW only, where it must be positive.
 	WeightDecay float64 `json:"weight_decay"`
 	// ClipNorm is the global gradient norm above which gradients are scaled
@@ -79,7 +96,7 @@ func Default() Config {
 			Dim: 48, Heads: 4, Layers: 2, Hidden: 192,
 			Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true,
 		},
-		DType:           "float32",
+		DType:           Float32,
 		Seed:            1,
 		Batch:           64,
 		Steps:           2000,
@@ -96,15 +113,36 @@ func Default() Config {
 	}
 }
 
-// Dtype returns the tensor dtype named by DType.
-func (c Config) Dtype() (tensor.Dtype, error) {
-	switch c.DType {
-	case "float32", "":
+// DType names a float dtype, as config.json and --dtype spell it.
+type DType string
+
+// The dtypes a model may have.
+const (
+	Float32 DType = "float32"
+	Float64 DType = "float64"
+)
+
+// String returns the name.
+func (d DType) String() string { return string(d) }
+
+// Tensor returns the tensor dtype d names; empty means Float32.
+func (d DType) Tensor() (tensor.Dtype, error) {
+	switch d {
+	case Float32, "":
 		return tensor.Float32, nil
-	case "float64":
+	case Float64:
 		return tensor.Float64, nil
 	}
-	return tensor.Dtype{}, fmt.Errorf("config: dtype %q: want float32 or float64", c.DType)
+	return tensor.Dtype{}, fmt.Errorf("config: dtype %q: want %s or %s: %w", string(d), Float32, Float64, ErrInvalid)
+}
+
+// ParseDType returns the DType named s.
+func ParseDType(s string) (DType, error) {
+	d := DType(s)
+	if _, err := d.Tensor(); err != nil || s == "" {
+		return "", fmt.Errorf("config: dtype %q: want %s or %s: %w", s, Float32, Float64, ErrInvalid)
+	}
+	return d, nil
 }
 
 // MaxLayers, MaxTestSize and MaxEvalBatch bound configurations: more blocks
@@ -204,7 +242,7 @@ func (c Config) Validate() error {
 			return cfgErr("task.params."+f.name, "must not be negative, got %d", f.v)
 		}
 	}
-	if _, err := c.Dtype(); err != nil {
+	if _, err := c.DType.Tensor(); err != nil {
 		return cfgErr("dtype", "must be float32 or float64, got %q", c.DType)
 	}
 	m := c.Model

@@ -109,7 +109,7 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 		return MemoryEstimate{}, fmt.Errorf("config: memory estimate: sizes must be positive, got B=%d S=%d dim=%d hidden=%d heads=%d layers=%d vocab=%d max_len=%d",
 			b, s, m.Dim, m.Hidden, m.Heads, m.Layers, m.Vocab, m.MaxLen)
 	}
-	dt, err := cfg.Dtype()
+	dt, err := cfg.DType.Tensor()
 	if err != nil {
 		return MemoryEstimate{}, err
 	}

@@ -37,7 +37,7 @@ type Model struct {
 // builder: Build compiles it for inference, train.BuildModel adds the cost
 // and gradients first.
 func Assemble(cfg config.Config, b, s int) (*Model, error) {
-	dt, err := cfg.Dtype()
+	dt, err := cfg.DType.Tensor()
 	if err != nil {
 		return nil, err
 	}
