@@ -34,6 +34,21 @@ const (
 // checkpointFormat is the value of the "format" metadata key of ModelFile.
 const checkpointFormat = "qkv"
 
+// ErrCorrupt is matched (errors.Is) by every error of Load about a
+// checkpoint that is there but damaged: a truncated, changed, missing or
+// undecodable file, an edited config.json, non-finite values, files of
+// different steps. Errors reading the disk itself are not.
+var ErrCorrupt = errors.New("corrupt checkpoint")
+
+// corruptError marks err as one of ErrCorrupt's, keeping its message.
+type corruptError struct{ error }
+
+func (e corruptError) Is(target error) bool { return target == ErrCorrupt }
+func (e corruptError) Unwrap() error        { return e.error }
+
+// corrupt marks err as a damaged checkpoint's.
+func corrupt(err error) error { return corruptError{err} }
+
 // ErrNotFound is returned (wrapped) by Load when a directory
 // holds no checkpoint at all, as opposed to a damaged one.
 var ErrNotFound = errors.New("no checkpoint")
@@ -316,7 +331,7 @@ func load(dir string) (*Checkpoint, error) {
 	}
 	m, err := parseManifest(path, mb)
 	if err != nil {
-		return nil, err
+		return nil, corrupt(err)
 	}
 	folder := filepath.Join(dir, m.Dir)
 	files := make(map[string][]byte, len(checkpointFiles))
@@ -328,7 +343,7 @@ func load(dir string) (*Checkpoint, error) {
 			if now, _ := os.ReadFile(filepath.Join(dir, ManifestFile)); !bytes.Equal(now, mb) {
 				return nil, fmt.Errorf("checkpoint: %s: %w", dir, errChanged)
 			}
-			return nil, fmt.Errorf("checkpoint: %s: missing file %s (%s names it)", folder, name, ManifestFile)
+			return nil, corrupt(fmt.Errorf("checkpoint: %s: missing file %s (%s names it)", folder, name, ManifestFile))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
@@ -338,7 +353,7 @@ func load(dir string) (*Checkpoint, error) {
 			err := fmt.Errorf("checkpoint: %s: changed since it was saved (corrupt or edited): %d bytes with sha256 %s, %s records %d bytes with sha256 %s",
 				path, len(b), sum, ManifestFile, rec.Size, rec.SHA256)
 			if name != ConfigFile {
-				return nil, err
+				return nil, corrupt(err)
 			}
 			configErr = err // the model file can say which fields changed
 		}
@@ -346,13 +361,13 @@ func load(dir string) (*Checkpoint, error) {
 	}
 	ck, err := decodeCheckpoint(folder, files, true)
 	if err != nil {
-		return nil, err
+		return nil, corrupt(err)
 	}
 	if configErr != nil {
-		return nil, configErr
+		return nil, corrupt(configErr)
 	}
 	if ck.Step != m.Step {
-		return nil, fmt.Errorf("checkpoint: %s: %s is step %d, %s step %d", dir, ManifestFile, m.Step, StateFile, ck.Step)
+		return nil, corrupt(fmt.Errorf("checkpoint: %s: %s is step %d, %s step %d", dir, ManifestFile, m.Step, StateFile, ck.Step))
 	}
 	return ck, nil
 }
@@ -365,14 +380,18 @@ func loadLegacy(dir string) (*Checkpoint, error) {
 		path := filepath.Join(dir, name)
 		b, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("checkpoint: %s: missing file %s", dir, name)
+			return nil, corrupt(fmt.Errorf("checkpoint: %s: missing file %s", dir, name))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 		}
 		files[name] = b
 	}
-	return decodeCheckpoint(dir, files, false)
+	ck, err := decodeCheckpoint(dir, files, false)
+	if err != nil {
+		return nil, corrupt(err)
+	}
+	return ck, nil
 }
 
 // decodeCheckpoint decodes the files of the checkpoint folder dir. bound

@@ -913,3 +913,46 @@ func FuzzLoadModel(f *testing.F) {
 		checkTensors(t, "weights", ws2, ws)
 	})
 }
+
+// TestErrCorrupt: every kind of damage matches ErrCorrupt, and an empty
+// directory matches ErrNotFound instead.
+func TestErrCorrupt(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+	}{
+		{"flipped bit", func(t *testing.T, dir string) {
+			rewrite(t, dir, ModelFile, func(b []byte) []byte { b[len(b)/2] ^= 1; return b })
+		}},
+		{"truncated", func(t *testing.T, dir string) {
+			forge(t, dir, OptimizerFile, func(b []byte) []byte { return b[:len(b)-3] })
+		}},
+		{"edited config", func(t *testing.T, dir string) {
+			rewrite(t, dir, ConfigFile, func([]byte) []byte { return []byte(`{"dim": 5}`) })
+		}},
+		{"missing file", func(t *testing.T, dir string) {
+			if err := os.Remove(ckPath(t, dir, StateFile)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"bad manifest", func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, ManifestFile), []byte("{"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"state", func(t *testing.T, dir string) { forge(t, dir, StateFile, func([]byte) []byte { return []byte(`{}`) }) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, _ := saveTest(t, 3)
+			c.damage(t, dir)
+			_, err := Load(dir)
+			if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound) {
+				t.Errorf("%v: errors.Is ErrCorrupt %v, ErrNotFound %v; want true, false", err, errors.Is(err, ErrCorrupt), errors.Is(err, ErrNotFound))
+			}
+		})
+	}
+	_, err := Load(t.TempDir())
+	if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt) {
+		t.Errorf("empty directory: %v: want ErrNotFound only", err)
+	}
+}
