@@ -236,14 +236,7 @@ func (op attentionOp) shape() tensor.Shape {
 
 func (op attentionOp) Arity() int { return len(op.inputs()) }
 
-func (op attentionOp) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	var ts []hm.Type
-	for _, dims := range op.inputs() {
-		ts = append(ts, &G.TensorType{Dims: dims, Of: a})
-	}
-	return hm.NewFnType(append(ts, &G.TensorType{Dims: op.shape().Dims(), Of: a})...)
-}
+func (op attentionOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dims()) }
 
 func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 

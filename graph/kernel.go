@@ -5,9 +5,22 @@ import (
 	"hash"
 	"hash/fnv"
 
+	"github.com/chewxy/hm"
+
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
+
+// opType is the gorgonia type of a custom op whose inputs are tensors of
+// the given ranks and whose output has rank out, all of one dtype.
+func opType(inputs []int, out int) hm.Type {
+	a := hm.TypeVariable('a')
+	ts := make([]hm.Type, 0, len(inputs)+1)
+	for _, dims := range inputs {
+		ts = append(ts, &G.TensorType{Dims: dims, Of: a})
+	}
+	return hm.NewFnType(append(ts, &G.TensorType{Dims: out, Of: a})...)
+}
 
 // runKernel is the Do of qkv's custom ops: it checks that the arity inputs
 // are dense tensors of one float dtype, allocates the output of the given

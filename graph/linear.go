@@ -108,14 +108,7 @@ func (op linearOp) shape() tensor.Shape {
 
 func (op linearOp) Arity() int { return len(op.inputs()) }
 
-func (op linearOp) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	var ts []hm.Type
-	for _, d := range op.inputs() {
-		ts = append(ts, &G.TensorType{Dims: d, Of: a})
-	}
-	return hm.NewFnType(append(ts, &G.TensorType{Dims: op.shape().Dims(), Of: a})...)
-}
+func (op linearOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dims()) }
 
 func (op linearOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
