@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 
 	"github.com/chewxy/hm"
-
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
