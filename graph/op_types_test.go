@@ -28,6 +28,8 @@ var customOps = []string{
 	"qkv.Linear", "qkv.LinearGradX", "qkv.LinearGradW", "qkv.LinearGradB",
 	"qkv.LayerNorm", "qkv.LayerNormGradX", "qkv.LayerNormGradGain", "qkv.LayerNormGradBias",
 	"qkv.Reshape",
+	"qkv.FlashAttention", "qkv.FlashOutput", "qkv.FlashPad", "qkv.FlashGrad",
+	"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV",
 }
 
 // opKind is the op's String() without its parameters ("qkv.Reshape(2, 3)").
@@ -153,6 +155,13 @@ func everyOp(t *testing.T, g *G.ExprGraph, dt tensor.Dtype) (cost *G.Node, wrt G
 		}
 		add(out)
 		add(weights)
+	}
+
+	for _, c := range []struct {
+		mask *MaskNode
+		opt  FlashOptions
+	}{{nil, FlashOptions{}}, {mask, FlashOptions{Causal: true, Tile: 2}}} {
+		add(must(FlashAttention(q, k, v, heads, c.mask, c.opt)))
 	}
 
 	x := val(tensor.Shape{b, sq, d}, "x")

@@ -1,0 +1,565 @@
+package graph
+
+import (
+	"fmt"
+	"hash"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// DefaultFlashTile is the number of keys (and of queries) per tile of
+// FlashAttention when FlashOptions.Tile is 0. A tile's scratch is a few
+// tiles of dk values, so the size trades loop overhead against cache use; it
+// does not change the results beyond rounding.
+const DefaultFlashTile = 64
+
+// FlashOptions configures FlashAttention. The zero value is non-causal
+// attention with DefaultFlashTile.
+type FlashOptions struct {
+	// Causal hides every key j > i from query i, as the mask of Causal
+	// does, without a mask tensor: the hidden entries are never computed,
+	// and tiles entirely above the diagonal are skipped, forward and
+	// backward. With Sq != Sk query i still sees keys j <= i (the corner
+	// (0, 0) is the diagonal's start), as a Mask that hides every j > i
+	// does with the fused Attention.
+	Causal bool
+	// Tile is the number of keys per tile, and of queries per block of the
+	// forward pass; 0 means DefaultFlashTile, a negative tile is an error.
+	Tile int
+}
+
+// FlashAttention returns the output (B, Sq, D) of scaled dot-product
+// attention of heads heads over q (B, Sq, D), k (B, Sk, D) and v (B, Sk, D),
+// the same function as the output of Attention, without ever forming the
+// (Sq, Sk) weights:
+//
+//	out_h = softmax(Q_h K_h^T / sqrt(dk) + mask.Bias) V_h,   dk = D/heads
+//
+// The forward pass walks the keys in tiles of opt.Tile, keeping for each
+// query a running max m and sum l of the exponentials (the online softmax),
+// and keeps only the output and each row's log-sum-exp L = m + log(l). The
+// backward pass recomputes each tile's weights P = exp(S - L) from q, k and
+// L, and with D_i = rowsum(dO ∘ O)_i gives dS = P ∘ (dO V^T - D) and from it
+// dQ, dK and dV. So the memory of forward and backward is O((Sq + Sk) D)
+// where Attention's is O(B H Sq Sk); the price is computing the scores
+// twice.
+//
+// mask (B, Sq, Sk) may be nil; as for Attention its entries are added to
+// the scores, -Inf hiding a key. opt.Causal hides the future without a
+// mask; both may be given. A query that sees no key gets output 0 and
+// gradients 0, not NaN.
+//
+// There is no score bias and no attention dropout: both need (Sq, Sk) values
+// per head that the tiles would have to read or regenerate; use Attention or
+// AttentionWithBias for them.
+//
+// Work is split over batch × heads × query blocks (forward) and batch ×
+// heads (backward) on runtime.GOMAXPROCS goroutines. Every output element
+// is written by one goroutine in a fixed order, so results do not depend on
+// scheduling. Internally everything is computed in float64, as Attention
+// does; float32 inputs give float32 results.
+func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions) (out *G.Node, err error) {
+	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
+		return nil, fmt.Errorf("graph: flash attention: %w", err)
+	}
+	if err := mask.Check(); err != nil {
+		return nil, fmt.Errorf("graph: flash attention: %w", err)
+	}
+	if opt.Tile < 0 {
+		return nil, fmt.Errorf("graph: flash attention: tile %d is negative: use 0 for the default (%d) or a positive size", opt.Tile, DefaultFlashTile)
+	}
+	a, err := attentionDims(q, k, v, heads, mask, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("graph: flash attention: %w", err)
+	}
+	d := flashDims{B: a.B, Sq: a.Sq, Sk: a.Sk, D: a.D, H: a.H, Tile: opt.Tile, Masked: mask != nil, Causal: opt.Causal}
+	if d.Tile == 0 {
+		d.Tile = DefaultFlashTile
+	}
+	// The packed forward value and the packed gradients are allocated when the
+	// graph runs, where a failed make cannot be caught: check them now.
+	if err := CheckElements(d.B, d.Sq, d.D+2*d.H); err != nil {
+		return nil, fmt.Errorf("graph: flash attention: output and log-sum-exp: %w", err)
+	}
+	if err := CheckElements(d.B, d.Sq+2*d.Sk, d.D); err != nil {
+		return nil, fmt.Errorf("graph: flash attention: gradients: %w", err)
+	}
+	in := G.Nodes{q, k, v}
+	if mask != nil {
+		in = append(in, mask.Bias)
+	}
+	packed, err := G.ApplyOp(flashOp{dims: d, out: flashForward}, in...)
+	if err != nil {
+		return nil, fmt.Errorf("graph: flash attention: %w", err)
+	}
+	if out, err = G.ApplyOp(flashOp{dims: d, out: flashOutput}, packed); err != nil {
+		return nil, fmt.Errorf("graph: flash attention: %w", err)
+	}
+	return out, nil
+}
+
+// flashDims are the sizes of one FlashAttention and its options.
+type flashDims struct {
+	B, Sq, Sk, D, H, Tile int
+	Masked, Causal        bool
+}
+
+// lse is the width of the log-sum-exp columns of the packed forward value:
+// two per head, L's float value and the rounding error of that value, so
+// that a float32 graph keeps L to about float64 precision. The backward pass
+// computes exp(S - L) for scores of any size (1e3 and more), and a float32 L
+// would make every weight off by up to |L| * 6e-8 relative.
+func (d flashDims) lse() int { return 2 * d.H }
+
+// What a flashOp computes, and from which inputs ([x] when present). The
+// forward pass is two ops so that gorgonia's autodiff hands the backward the
+// log-sum-exp: flashForward's value packs, for each query row, the output
+// (D columns) and then L (2H columns); flashOutput copies the output out of
+// it. The gradient of flashOutput pads dO to the packed width (flashPad),
+// flashGrad computes dQ, dK and dV in one pass into one (B, Sq+2Sk, D)
+// value, and flashGradQ/K/V copy each out.
+const (
+	flashForward = iota // packed (B, Sq, D+2H) from q, k, v, [mask]
+	flashOutput         // out (B, Sq, D) from packed
+	flashPad            // dpacked (B, Sq, D+2H) from dout (B, Sq, D)
+	flashGrad           // dq, dk, dv stacked (B, Sq+2Sk, D) from q, k, v, [mask], packed, dpacked
+	flashGradQ          // dq (B, Sq, D) from the stacked gradients
+	flashGradK          // dk (B, Sk, D) from the stacked gradients
+	flashGradV          // dv (B, Sk, D) from the stacked gradients
+)
+
+// flashOp is one step of FlashAttention or of its gradient; which one is out.
+type flashOp struct {
+	dims flashDims
+	out  int
+}
+
+// inputs lists the number of dimensions of each input, in order: all are
+// 3-D. TestOpDeclaredTypes compares them with the nodes the op is applied to.
+func (op flashOp) inputs() []int {
+	n := 1
+	switch op.out {
+	case flashForward:
+		n = 3
+	case flashGrad:
+		n = 5
+	}
+	if op.dims.Masked && (op.out == flashForward || op.out == flashGrad) {
+		n++
+	}
+	in := make([]int, n)
+	for i := range in {
+		in[i] = 3
+	}
+	return in
+}
+
+func (op flashOp) shape() tensor.Shape {
+	d := op.dims
+	switch op.out {
+	case flashForward, flashPad:
+		return tensor.Shape{d.B, d.Sq, d.D + d.lse()}
+	case flashGrad:
+		return tensor.Shape{d.B, d.Sq + 2*d.Sk, d.D}
+	case flashGradK, flashGradV:
+		return tensor.Shape{d.B, d.Sk, d.D}
+	}
+	return tensor.Shape{d.B, d.Sq, d.D}
+}
+
+func (op flashOp) Arity() int { return len(op.inputs()) }
+
+func (op flashOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dims()) }
+
+func (op flashOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
+
+func (op flashOp) Do(vals ...G.Value) (G.Value, error) {
+	// Shapes are checked here too: gorgonia's type check ignores them, and
+	// a wrong size would index out of range in a worker goroutine.
+	if len(vals) == op.Arity() {
+		for i, v := range vals {
+			if want := op.inputShape(i); v != nil && !v.Shape().Eq(want) {
+				return nil, fmt.Errorf("graph: %v: input %d is %v, want %v", op, i, v.Shape(), want)
+			}
+		}
+	}
+	return runKernel(op, vals, op.Arity(), op.shape(),
+		func(in [][]float64, out []float64) { runFlash(op, in, out) },
+		func(in [][]float32, out []float32) { runFlash(op, in, out) })
+}
+
+// inputShape is the shape input i of op must have.
+func (op flashOp) inputShape(i int) tensor.Shape {
+	d := op.dims
+	switch op.out {
+	case flashForward, flashGrad:
+		switch {
+		case i == 0:
+			return tensor.Shape{d.B, d.Sq, d.D}
+		case i <= 2:
+			return tensor.Shape{d.B, d.Sk, d.D}
+		case i == 3 && d.Masked:
+			return tensor.Shape{d.B, d.Sq, d.Sk}
+		}
+		return tensor.Shape{d.B, d.Sq, d.D + d.lse()} // packed, dpacked
+	case flashOutput:
+		return tensor.Shape{d.B, d.Sq, d.D + d.lse()}
+	case flashPad:
+		return tensor.Shape{d.B, d.Sq, d.D}
+	}
+	return tensor.Shape{d.B, d.Sq + 2*d.Sk, d.D}
+}
+
+func (op flashOp) ReturnsPtr() bool     { return false }
+func (op flashOp) CallsExtern() bool    { return false }
+func (op flashOp) OverwritesInput() int { return -1 }
+
+func (op flashOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "qkv.flash %+v %d", op.dims, op.out) }
+func (op flashOp) Hashcode() uint32      { return hashOf(op) }
+
+func (op flashOp) String() string {
+	return [...]string{"qkv.FlashAttention", "qkv.FlashOutput", "qkv.FlashPad", "qkv.FlashGrad",
+		"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV"}[op.out]
+}
+
+// DiffWRT: the forward op is differentiable in q, k and v (not the mask),
+// flashOutput in the packed value; gradient ops are not differentiated again.
+func (op flashOp) DiffWRT(inputs int) []bool {
+	d := make([]bool, inputs)
+	switch op.out {
+	case flashForward:
+		d[0], d[1], d[2] = true, true, true
+	case flashOutput:
+		d[0] = true
+	}
+	return d
+}
+
+// SymDiff returns the gradients of the inputs as flashOps over the forward
+// values and the incoming gradient.
+func (op flashOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	apply := func(which int, args ...*G.Node) (*G.Node, error) {
+		return G.ApplyOp(flashOp{dims: op.dims, out: which}, args...)
+	}
+	switch op.out {
+	case flashOutput: // input packed; grad dout
+		dp, err := apply(flashPad, grad)
+		if err != nil {
+			return nil, err
+		}
+		return G.Nodes{dp}, nil
+	case flashForward: // inputs q, k, v, [mask]; output packed; grad dpacked
+		all, err := apply(flashGrad, append(append(G.Nodes{}, inputs...), output, grad)...)
+		if err != nil {
+			return nil, err
+		}
+		grads := make(G.Nodes, len(inputs))
+		for i, which := range []int{flashGradQ, flashGradK, flashGradV} {
+			if grads[i], err = apply(which, all); err != nil {
+				return nil, err
+			}
+		}
+		return grads, nil
+	}
+	return nil, fmt.Errorf("graph: %v is not differentiable", op)
+}
+
+// runFlash runs one step of op on inputs in, writing out (zeroed).
+func runFlash[T float32 | float64](op flashOp, in [][]T, out []T) {
+	d := op.dims
+	w := d.D + d.lse()
+	switch op.out {
+	case flashForward:
+		flashForwardKernel(d, in, out)
+	case flashOutput: // copy the first D columns of each packed row
+		for r := 0; r < d.B*d.Sq; r++ {
+			copy(out[r*d.D:(r+1)*d.D], in[0][r*w:r*w+d.D])
+		}
+	case flashPad: // dO in the first D columns, 0 for the log-sum-exp
+		for r := 0; r < d.B*d.Sq; r++ {
+			copy(out[r*w:r*w+d.D], in[0][r*d.D:(r+1)*d.D])
+		}
+	case flashGrad:
+		flashBackwardKernel(d, in, out)
+	case flashGradQ, flashGradK, flashGradV:
+		rows, first := d.Sq, 0
+		switch op.out {
+		case flashGradK:
+			rows, first = d.Sk, d.Sq
+		case flashGradV:
+			rows, first = d.Sk, d.Sq+d.Sk
+		}
+		stride := d.Sq + 2*d.Sk
+		for b := 0; b < d.B; b++ {
+			copy(out[b*rows*d.D:(b+1)*rows*d.D], in[0][(b*stride+first)*d.D:][:rows*d.D])
+		}
+	}
+}
+
+// parallel calls work(worker, i) for every i in [0, n) on up to
+// runtime.GOMAXPROCS goroutines; worker, in [0, workers), lets each goroutine
+// keep its own scratch. Which goroutine runs an item varies from run to run,
+// so work must write only what item i owns.
+func parallel(n int, scratch func() any, work func(s any, i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		s := scratch()
+		for i := 0; i < n; i++ {
+			work(s, i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := scratch()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				work(s, i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// keyEnd is the end (exclusive) of the keys query i may see among [j0, j1):
+// with Causal, keys j > i are hidden.
+func (d flashDims) keyEnd(i, j1 int) int {
+	if d.Causal {
+		return min(j1, i+1)
+	}
+	return j1
+}
+
+// flashScratch is one forward worker's buffers, all O(Tile * dk).
+type flashScratch struct {
+	q, k, v, acc []float64 // (tile, dk)
+	m, l, s      []float64 // (tile)
+}
+
+// flashForwardKernel writes, for every sequence b, head h and query i, the
+// output and the log-sum-exp L into the packed rows of out. Work items are
+// (b, h, query block); each owns its block's output columns.
+func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
+	dk := d.D / d.H
+	scale := 1 / math.Sqrt(float64(dk))
+	t := d.Tile
+	blocks := (d.Sq + t - 1) / t
+	w := d.D + d.lse()
+	var mask []T
+	if d.Masked {
+		mask = in[3]
+	}
+	parallel(d.B*d.H*blocks, func() any {
+		return &flashScratch{
+			q: make([]float64, t*dk), k: make([]float64, t*dk), v: make([]float64, t*dk), acc: make([]float64, t*dk),
+			m: make([]float64, t), l: make([]float64, t), s: make([]float64, t),
+		}
+	}, func(sc any, item int) {
+		s := sc.(*flashScratch)
+		b, h, blk := item/(d.H*blocks), item/blocks%d.H, item%blocks
+		i0, i1 := blk*t, min((blk+1)*t, d.Sq)
+		nq := i1 - i0
+		gatherRows(in[0], s.q, b*d.Sq+i0, nq, d.D, h*dk, dk)
+		clear(s.acc[:nq*dk])
+		for r := 0; r < nq; r++ {
+			s.m[r], s.l[r] = math.Inf(-1), 0
+		}
+		for j0 := 0; j0 < d.Sk; j0 += t {
+			if d.Causal && j0 > i1-1 {
+				break // this tile and every later one are above the diagonal
+			}
+			j1 := min(j0+t, d.Sk)
+			gatherRows(in[1], s.k, b*d.Sk+j0, j1-j0, d.D, h*dk, dk)
+			gatherRows(in[2], s.v, b*d.Sk+j0, j1-j0, d.D, h*dk, dk)
+			for r := 0; r < nq; r++ {
+				i := i0 + r
+				end := d.keyEnd(i, j1)
+				if end <= j0 {
+					continue
+				}
+				qi := s.q[r*dk : (r+1)*dk]
+				sr := s.s[:end-j0]
+				mt := math.Inf(-1)
+				for c := range sr {
+					x := dot(qi, s.k[c*dk:(c+1)*dk]) * scale
+					if mask != nil {
+						x += float64(mask[(b*d.Sq+i)*d.Sk+j0+c])
+					}
+					sr[c] = x
+					mt = math.Max(mt, x)
+				}
+				if math.IsInf(mt, -1) {
+					continue // every key of this tile is hidden from query i
+				}
+				acc := s.acc[r*dk : (r+1)*dk]
+				if mt > s.m[r] {
+					// Rescale what was summed under the old max; exp(-Inf) = 0
+					// on the first visible tile.
+					alpha := math.Exp(s.m[r] - mt)
+					s.l[r] *= alpha
+					for c := range acc {
+						acc[c] *= alpha
+					}
+					s.m[r] = mt
+				}
+				for c, x := range sr {
+					p := math.Exp(x - s.m[r]) // exactly 0 for a hidden key
+					if p == 0 {
+						continue
+					}
+					s.l[r] += p
+					axpy(p, s.v[c*dk:(c+1)*dk], acc)
+				}
+			}
+		}
+		for r := 0; r < nq; r++ {
+			row := out[(b*d.Sq+i0+r)*w:][:w]
+			o := row[h*dk : (h+1)*dk]
+			lse := row[d.D+2*h : d.D+2*h+2]
+			if s.l[r] == 0 { // a query that sees no key
+				clear(o)
+				lse[0], lse[1] = T(math.Inf(-1)), 0
+				continue
+			}
+			for c, a := range s.acc[r*dk : (r+1)*dk] {
+				o[c] = T(a / s.l[r])
+			}
+			L := s.m[r] + math.Log(s.l[r])
+			lse[0] = T(L)
+			lse[1] = T(L - float64(lse[0]))
+		}
+	})
+}
+
+// flashBackScratch is one backward worker's buffers: the head's inputs and
+// gradients as float64 (n, dk) matrices, O((Sq + Sk) dk).
+type flashBackScratch struct {
+	q, k, v, o, do, dq, dk, dv []float64
+	lse, delta                 []float64 // (Sq)
+}
+
+// flashBackwardKernel writes dQ, dK and dV, stacked per sequence as
+// (Sq + 2Sk, D), into out. Work items are (b, h) pairs: each owns its head's
+// columns of the three gradients, so the sums over queries (dK, dV) and over
+// keys (dQ) run in one goroutine in a fixed order.
+func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
+	dk := d.D / d.H
+	scale := 1 / math.Sqrt(float64(dk))
+	t := d.Tile
+	w := d.D + d.lse()
+	var mask []T
+	next := 3
+	if d.Masked {
+		mask = in[3]
+		next++
+	}
+	packed, dpacked := in[next], in[next+1]
+	stride := d.Sq + 2*d.Sk
+	parallel(d.B*d.H, func() any {
+		return &flashBackScratch{
+			q: make([]float64, d.Sq*dk), o: make([]float64, d.Sq*dk), do: make([]float64, d.Sq*dk), dq: make([]float64, d.Sq*dk),
+			k: make([]float64, d.Sk*dk), v: make([]float64, d.Sk*dk), dk: make([]float64, d.Sk*dk), dv: make([]float64, d.Sk*dk),
+			lse: make([]float64, d.Sq), delta: make([]float64, d.Sq),
+		}
+	}, func(sc any, item int) {
+		s := sc.(*flashBackScratch)
+		b, h := item/d.H, item%d.H
+		gatherRows(in[0], s.q, b*d.Sq, d.Sq, d.D, h*dk, dk)
+		gatherRows(in[1], s.k, b*d.Sk, d.Sk, d.D, h*dk, dk)
+		gatherRows(in[2], s.v, b*d.Sk, d.Sk, d.D, h*dk, dk)
+		gatherRows(packed, s.o, b*d.Sq, d.Sq, w, h*dk, dk)
+		gatherRows(dpacked, s.do, b*d.Sq, d.Sq, w, h*dk, dk)
+		for i := 0; i < d.Sq; i++ {
+			row := packed[(b*d.Sq+i)*w:][:w]
+			s.lse[i] = float64(row[d.D+2*h]) + float64(row[d.D+2*h+1])
+			// D_i = rowsum(dO ∘ O)_i = sum_j P_ij dP_ij: the row's term of
+			// the softmax gradient, from O(dk) values instead of a row of P.
+			s.delta[i] = dot(s.do[i*dk:(i+1)*dk], s.o[i*dk:(i+1)*dk])
+		}
+		clear(s.dq)
+		clear(s.dk)
+		clear(s.dv)
+		for i0 := 0; i0 < d.Sq; i0 += t {
+			i1 := min(i0+t, d.Sq)
+			for j0 := 0; j0 < d.Sk; j0 += t {
+				if d.Causal && j0 > i1-1 {
+					break // above the diagonal: every weight is 0
+				}
+				j1 := min(j0+t, d.Sk)
+				for i := i0; i < i1; i++ {
+					L := s.lse[i]
+					if math.IsInf(L, -1) {
+						continue // a query that sees no key: no gradient
+					}
+					qi, doi := s.q[i*dk:(i+1)*dk], s.do[i*dk:(i+1)*dk]
+					dqi := s.dq[i*dk : (i+1)*dk]
+					for j := j0; j < d.keyEnd(i, j1); j++ {
+						x := dot(qi, s.k[j*dk:(j+1)*dk]) * scale
+						if mask != nil {
+							x += float64(mask[(b*d.Sq+i)*d.Sk+j])
+						}
+						p := math.Exp(x - L)
+						if p == 0 {
+							continue // hidden (or negligible): no gradient
+						}
+						axpy(p, doi, s.dv[j*dk:(j+1)*dk])
+						ds := p * (dot(doi, s.v[j*dk:(j+1)*dk]) - s.delta[i]) * scale
+						axpy(ds, s.k[j*dk:(j+1)*dk], dqi)
+						axpy(ds, qi, s.dk[j*dk:(j+1)*dk])
+					}
+				}
+			}
+		}
+		scatterRows(s.dq, out, b*stride, d.Sq, d.D, h*dk, dk)
+		scatterRows(s.dk, out, b*stride+d.Sq, d.Sk, d.D, h*dk, dk)
+		scatterRows(s.dv, out, b*stride+d.Sq+d.Sk, d.Sk, d.D, h*dk, dk)
+	})
+}
+
+// gatherRows copies columns [col, col+n) of rows [row, row+rows) of a
+// row-major matrix of width w into dst as a (rows, n) float64 matrix.
+func gatherRows[T float32 | float64](x []T, dst []float64, row, rows, w, col, n int) {
+	for r := 0; r < rows; r++ {
+		for c, v := range x[(row+r)*w+col:][:n] {
+			dst[r*n+c] = float64(v)
+		}
+	}
+}
+
+// scatterRows is the inverse of gatherRows.
+func scatterRows[T float32 | float64](src []float64, x []T, row, rows, w, col, n int) {
+	for r := 0; r < rows; r++ {
+		dst := x[(row+r)*w+col:][:n]
+		for c := range dst {
+			dst[c] = T(src[r*n+c])
+		}
+	}
+}
+
+func dot(a, b []float64) float64 {
+	var s float64
+	for i, x := range a {
+		s += x * b[i]
+	}
+	return s
+}
+
+// axpy adds a*x to y.
+func axpy(a float64, x, y []float64) {
+	for i, v := range x {
+		y[i] += a * v
+	}
+}
