@@ -1,0 +1,261 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// ComposedAttention computes exactly what AttentionWithBias computes, built
+// only from gorgonia graph ops, so that gorgonia's autodiff derives the
+// backward pass. It is the formula's home: read it first.
+//
+//	P_h = softmax(Q_h K_h^T / sqrt(dk) + mask + bias_h)   weights (B, H, Sq, Sk)
+//	out = Concat(P_1 V_1, ..., P_H V_H)                    (B, Sq, D)
+//
+// q is (B, Sq, D), k and v (B, Sk, D), dk = D/heads, and head h reads columns
+// [h*dk, (h+1)*dk). mask (B, Sq, Sk), shared by the heads, may be nil; it is
+// a constant input (0 where a query may see a key, -Inf where not). bias is
+// nil, (H, Sq, Sk) shared by the batch, or (B, H, Sq, Sk), and is
+// differentiable. keep, the dropout keep-mask (B, H, Sq, Sk), may be nil, else
+// out uses P * keep in place of P; weights are P before dropout. A query that
+// may see no key gets all-zero weights and zero gradients, not NaN, as long as
+// the bias is finite (it is the mask that says what is hidden).
+//
+// Attention (the fused op, loops forward and a hand-written backward) and
+// FlashAttention (tiled, online softmax) compute the same thing faster and in
+// less memory; their tests check them equal to this function, outputs and
+// gradients. This one spends memory freely: every step below is a node whose
+// value, (B*H, Sq, Sk) for the scores, is kept for the backward pass.
+//
+// gorgonia v0.9.18's SoftMax forward and its reductions along the middle axes
+// of 4-D tensors are wrong (defects_test.go), so the heads are folded into the
+// batch, (B*H, S, dk), and the softmax is composed from reductions along the
+// last axis of 3-D tensors, which are right; Reshape copies (reshape.go).
+func ComposedAttention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (out, weights *G.Node, err error) {
+	d, err := composedDims(q, k, v, heads, mask, bias, keep)
+	if err != nil {
+		return nil, nil, fmt.Errorf("graph: composed attention: %w", err)
+	}
+	B, H, Sq, Sk, dk := d.B, d.H, d.Sq, d.Sk, d.D/d.H
+	c := composer{dt: q.Dtype()}
+
+	Q := c.splitHeads(q, H) // (B*H, Sq, dk)
+	K := c.splitHeads(k, H) // (B*H, Sk, dk)
+	V := c.splitHeads(v, H) // (B*H, Sk, dk)
+
+	s := c.matmul(Q, K, true)                // Q K^T  (B*H, Sq, Sk)
+	s = c.scale(s, 1/math.Sqrt(float64(dk))) // / sqrt(dk)
+	if mask != nil {
+		// + mask, the same (Sq, Sk) for every head of a sequence: -Inf hides.
+		s = c.addBroadcast(s, mask.Bias, tensor.Shape{B, H, Sq * Sk}, 1)
+	}
+	switch d.Bias {
+	case 3: // + bias_h, the same (H, Sq, Sk) for every sequence
+		s = c.addBroadcast(s, bias, tensor.Shape{B, H * Sq * Sk}, 0)
+	case 4: // + bias (B, H, Sq, Sk), one (Sq, Sk) block per sequence and head
+		s = c.binary(G.Add, s, c.reshape(bias, tensor.Shape{B * H, Sq, Sk}))
+	}
+	P := c.softmax(s) // (B*H, Sq, Sk): rows sum to 1, or are 0 where no key is visible
+	weights = c.reshape(P, tensor.Shape{B, H, Sq, Sk})
+	if keep != nil { // dropout: P * keep
+		P = c.binary(G.HadamardProd, P, c.reshape(keep, tensor.Shape{B * H, Sq, Sk}))
+	}
+
+	O := c.matmul(P, V, false)  // P V  (B*H, Sq, dk)
+	out = c.mergeHeads(O, B, H) // Concat(heads)  (B, Sq, D)
+	if c.err != nil {
+		return nil, nil, fmt.Errorf("graph: composed attention: %w", c.err)
+	}
+	return out, weights, nil
+}
+
+// composedDims checks ComposedAttention's inputs as AttentionWithBias does,
+// with the same messages: nil nodes, the mask, the shapes of every input and
+// their dtypes.
+func composedDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (attnDims, error) {
+	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
+		return attnDims{}, err
+	}
+	if err := mask.Check(); err != nil {
+		return attnDims{}, err
+	}
+	if bias != nil {
+		if err := CheckNode(bias, "score bias"); err != nil {
+			return attnDims{}, err
+		}
+	}
+	if keep != nil {
+		if err := CheckNode(keep, "dropout keep-mask"); err != nil {
+			return attnDims{}, err
+		}
+	}
+	return attentionDims(q, k, v, heads, mask, bias, keep)
+}
+
+// composer builds the steps of ComposedAttention and keeps the first error,
+// so that the function reads as the formula instead of as error checks: once
+// an error is kept, every later step returns nil without touching the graph,
+// and ComposedAttention returns the error.
+type composer struct {
+	dt  tensor.Dtype
+	err error
+}
+
+// ok reports whether no step failed yet and every node given is there.
+func (c *composer) ok(nodes ...*G.Node) bool {
+	for _, n := range nodes {
+		if n == nil && c.err == nil {
+			c.err = errors.New("internal: a step returned no node")
+		}
+	}
+	return c.err == nil
+}
+
+// do keeps err and returns n (nil after any error).
+func (c *composer) do(n *G.Node, err error) *G.Node {
+	if c.err == nil && err != nil {
+		c.err = err
+	}
+	if c.err != nil {
+		return nil
+	}
+	return n
+}
+
+// unary applies f to x unless a step failed.
+func (c *composer) unary(f func(*G.Node) (*G.Node, error), x *G.Node) *G.Node {
+	if !c.ok(x) {
+		return nil
+	}
+	return c.do(f(x))
+}
+
+// binary applies f to a and b unless a step failed.
+func (c *composer) binary(f func(a, b *G.Node) (*G.Node, error), a, b *G.Node) *G.Node {
+	if !c.ok(a, b) {
+		return nil
+	}
+	return c.do(f(a, b))
+}
+
+// matmul returns the batched product a b, or a b^T with transB.
+func (c *composer) matmul(a, b *G.Node, transB bool) *G.Node {
+	return c.binary(func(a, b *G.Node) (*G.Node, error) { return G.BatchedMatMul(a, b, false, transB) }, a, b)
+}
+
+// scale returns x * f, f a constant of x's dtype.
+func (c *composer) scale(x *G.Node, f float64) *G.Node {
+	return c.binary(G.Mul, x, Scalar(c.dt, f))
+}
+
+// rowwise applies a broadcast op f to x (N, Sq, Sk) and r (N, Sq), r
+// repeated along x's last axis.
+func (c *composer) rowwise(f func(a, b *G.Node, left, right []byte) (*G.Node, error), x, r *G.Node) *G.Node {
+	return c.binary(func(x, r *G.Node) (*G.Node, error) { return f(x, r, nil, []byte{2}) }, x, r)
+}
+
+// reduce applies a reduction f (G.Max, G.Sum) along the last axis of a 3-D x.
+func (c *composer) reduce(f func(*G.Node, ...int) (*G.Node, error), x *G.Node) *G.Node {
+	return c.unary(func(x *G.Node) (*G.Node, error) { return f(x, 2) }, x)
+}
+
+// reshape is the copying Reshape (gorgonia's aliases its input).
+func (c *composer) reshape(x *G.Node, to tensor.Shape) *G.Node {
+	if !c.ok(x) {
+		return nil
+	}
+	return c.do(Reshape(x, to))
+}
+
+// splitHeads turns x (B, S, D) into (B*H, S, dk): head h of sequence b is
+// block b*H+h, so that the heads are one more batch of matrices.
+func (c *composer) splitHeads(x *G.Node, heads int) *G.Node {
+	s := x.Shape()
+	b, n, dk := s[0], s[1], s[2]/heads
+	x = c.reshape(x, tensor.Shape{b, n, heads, dk})     // (B, S, H, dk)
+	x = c.unary(transpose12, x)                         // (B, H, S, dk)
+	return c.reshape(x, tensor.Shape{b * heads, n, dk}) // (B*H, S, dk)
+}
+
+// mergeHeads is splitHeads backwards: (B*H, S, dk) to (B, S, H*dk), the
+// heads side by side along the last axis, in order.
+func (c *composer) mergeHeads(x *G.Node, b, heads int) *G.Node {
+	if !c.ok(x) {
+		return nil
+	}
+	s := x.Shape()
+	n, dk := s[1], s[2]
+	x = c.reshape(x, tensor.Shape{b, heads, n, dk})     // (B, H, S, dk)
+	x = c.unary(transpose12, x)                         // (B, S, H, dk)
+	return c.reshape(x, tensor.Shape{b, n, heads * dk}) // (B, S, D)
+}
+
+// transpose12 swaps the middle axes of a 4-D x, (B, S, H, dk) <-> (B, H, S, dk).
+func transpose12(x *G.Node) (*G.Node, error) { return G.Transpose(x, 0, 2, 1, 3) }
+
+// addBroadcast returns s + x where x is repeated along one axis: s is viewed
+// as the shape view, x as view without that axis. The mask (B, Sq*Sk) is
+// repeated over the heads of (B, H, Sq*Sk) (axis 1), a shared bias
+// (H*Sq*Sk) over the sequences of (B, H*Sq*Sk) (axis 0). Both views are at
+// most 3-D, where gorgonia's broadcast gradients are right; the gradient of
+// the shared bias is summed over the batch.
+func (c *composer) addBroadcast(s, x *G.Node, view tensor.Shape, axis int) *G.Node {
+	if !c.ok(s, x) {
+		return nil
+	}
+	back := s.Shape().Clone()
+	small := append(view[:axis:axis], view[axis+1:]...)
+	sum := c.binary(func(s, x *G.Node) (*G.Node, error) {
+		return G.BroadcastAdd(s, x, nil, []byte{byte(axis)})
+	}, c.reshape(s, view), c.reshape(x, small))
+	return c.reshape(sum, back)
+}
+
+// softmax returns the softmax of x (N, Sq, Sk) along its last axis, stably:
+//
+//	m = max(rowmax(x), lowest)   the row's max, finite even for a row of -Inf
+//	e = exp(x - m)               in [0, 1]; 0 for a hidden key, exp(-Inf)
+//	z = max(rowsum(e), 1/2)      >= 1 when a key is visible (the max gives exp(0) = 1)
+//	P = e / z                    0 for a row with no visible key, not 0/0
+//
+// gorgonia's SoftMax seeds every row's max with the first element of the
+// whole tensor (defects_test.go), so it is composed from Max, Sub, Exp, Sum
+// and Div along the last axis of 3-D tensors, which are right. The two
+// floors change nothing in a row with a visible key: its max is its largest
+// visible score, above lowest, and its sum at least 1, above 1/2, so neither
+// floor is ever the larger and the gradient flows as without them. In a row
+// that sees nothing the floors are the larger: no gradient reaches the
+// row's -Inf scores, and every gradient of the row is 0.
+func (c *composer) softmax(x *G.Node) *G.Node {
+	lowest := -math.MaxFloat64
+	if c.dt == tensor.Float32 {
+		lowest = -math.MaxFloat32
+	}
+	m := c.atLeast(c.reduce(G.Max, x), lowest)           // (N, Sq)
+	e := c.unary(G.Exp, c.rowwise(G.BroadcastSub, x, m)) // (N, Sq, Sk)
+	z := c.atLeast(c.reduce(G.Sum, e), 0.5)              // (N, Sq)
+	return c.rowwise(G.BroadcastHadamardDiv, e, z)       // (N, Sq, Sk)
+}
+
+// atLeast returns max(x, floor) element-wise for a 2-D x, as the max along
+// the last axis of x stacked beside a constant of floor: gorgonia has no
+// element-wise max of two nodes, and its Max passes the gradient to x where
+// x is the larger and to the constant elsewhere.
+func (c *composer) atLeast(x *G.Node, floor float64) *G.Node {
+	if !c.ok(x) {
+		return nil
+	}
+	s := x.Shape()
+	col := tensor.Shape{s[0], s[1], 1}
+	vals := make([]float64, col.TotalSize())
+	for i := range vals {
+		vals[i] = floor
+	}
+	f := G.NewConstant(NewDense(c.dt, col, vals), G.WithName(fmt.Sprintf("floor %g %v", floor, col)), G.In(x.Graph()))
+	both := c.binary(func(x, f *G.Node) (*G.Node, error) { return G.Concat(2, x, f) }, c.reshape(x, col), f) // (N, Sq, 2)
+	return c.reduce(G.Max, both)
+}
