@@ -444,89 +444,147 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	})
 }
 
-// flashBackScratch is one backward worker's buffers: the head's inputs and
-// gradients as float64 (n, dk) matrices, O((Sq + Sk) dk).
-type flashBackScratch struct {
-	q, k, v, o, do, dq, dk, dv []float64
-	lse, delta                 []float64 // (Sq)
+// flashBackward holds what the backward pass reads, converted once to
+// float64 and laid out head by head ((B*H) blocks of (S, dk) rows), so that
+// workers share it read-only: O((Sq + Sk) D) values in all.
+type flashBackward struct {
+	d                  flashDims
+	dk                 int
+	scale              float64
+	q, k, v, do        []float64
+	lse, delta         []float64 // (B*H, Sq)
+	mask               func(b, i, j int) float64
+	qOff, kOff, rowOff func(b, h int) int
 }
 
 // flashBackwardKernel writes dQ, dK and dV, stacked per sequence as
-// (Sq + 2Sk, D), into out. Work items are (b, h) pairs: each owns its head's
-// columns of the three gradients, so the sums over queries (dK, dV) and over
-// keys (dQ) run in one goroutine in a fixed order.
+// (Sq + 2Sk, D), into out.
+//
+// dQ_i sums over keys and dK_j, dV_j over queries, so one goroutine cannot
+// own both a query block and a key block. With at least as many (b, h) pairs
+// as workers, each pair is one work item and computes all three in one pass.
+// With fewer (one long sequence, one head), the pass is split in two so that
+// both cores work: items (b, h, query block) compute dQ, then items
+// (b, h, key block) compute dK and dV, recomputing the tile's weights a
+// second time (7 vector operations per (i, j) instead of 5). Both ways every
+// sum runs in the same order, so the results are the same bit for bit
+// whatever the number of goroutines.
 func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	dk := d.D / d.H
-	scale := 1 / math.Sqrt(float64(dk))
-	t := d.Tile
 	w := d.D + d.lse()
-	var mask []T
+	bw := &flashBackward{d: d, dk: dk, scale: 1 / math.Sqrt(float64(dk)),
+		q: make([]float64, d.B*d.Sq*d.D), do: make([]float64, d.B*d.Sq*d.D),
+		k: make([]float64, d.B*d.Sk*d.D), v: make([]float64, d.B*d.Sk*d.D),
+		lse: make([]float64, d.B*d.H*d.Sq), delta: make([]float64, d.B*d.H*d.Sq),
+	}
 	next := 3
 	if d.Masked {
-		mask = in[3]
+		mask := in[3]
+		bw.mask = func(b, i, j int) float64 { return float64(mask[(b*d.Sq+i)*d.Sk+j]) }
 		next++
 	}
 	packed, dpacked := in[next], in[next+1]
 	stride := d.Sq + 2*d.Sk
-	parallel(d.B*d.H, func() any {
-		return &flashBackScratch{
-			q: make([]float64, d.Sq*dk), o: make([]float64, d.Sq*dk), do: make([]float64, d.Sq*dk), dq: make([]float64, d.Sq*dk),
-			k: make([]float64, d.Sk*dk), v: make([]float64, d.Sk*dk), dk: make([]float64, d.Sk*dk), dv: make([]float64, d.Sk*dk),
-			lse: make([]float64, d.Sq), delta: make([]float64, d.Sq),
-		}
-	}, func(sc any, item int) {
-		s := sc.(*flashBackScratch)
+	// Gather every head's q, k, v and dO, and each row's L and D_i.
+	parallel(d.B*d.H, func() any { return make([]float64, d.Sq*dk) }, func(sc any, item int) {
+		o := sc.([]float64)
 		b, h := item/d.H, item%d.H
-		gatherRows(in[0], s.q, b*d.Sq, d.Sq, d.D, h*dk, dk)
-		gatherRows(in[1], s.k, b*d.Sk, d.Sk, d.D, h*dk, dk)
-		gatherRows(in[2], s.v, b*d.Sk, d.Sk, d.D, h*dk, dk)
-		gatherRows(packed, s.o, b*d.Sq, d.Sq, w, h*dk, dk)
-		gatherRows(dpacked, s.do, b*d.Sq, d.Sq, w, h*dk, dk)
+		qs, ks := item*d.Sq*dk, item*d.Sk*dk
+		gatherRows(in[0], bw.q[qs:], b*d.Sq, d.Sq, d.D, h*dk, dk)
+		gatherRows(in[1], bw.k[ks:], b*d.Sk, d.Sk, d.D, h*dk, dk)
+		gatherRows(in[2], bw.v[ks:], b*d.Sk, d.Sk, d.D, h*dk, dk)
+		gatherRows(dpacked, bw.do[qs:], b*d.Sq, d.Sq, w, h*dk, dk)
+		gatherRows(packed, o, b*d.Sq, d.Sq, w, h*dk, dk)
 		for i := 0; i < d.Sq; i++ {
 			row := packed[(b*d.Sq+i)*w:][:w]
-			s.lse[i] = float64(row[d.D+2*h]) + float64(row[d.D+2*h+1])
+			bw.lse[item*d.Sq+i] = float64(row[d.D+2*h]) + float64(row[d.D+2*h+1])
 			// D_i = rowsum(dO ∘ O)_i = sum_j P_ij dP_ij: the row's term of
-			// the softmax gradient, from O(dk) values instead of a row of P.
-			s.delta[i] = dot(s.do[i*dk:(i+1)*dk], s.o[i*dk:(i+1)*dk])
+			// the softmax gradient, from dk values instead of a row of P.
+			bw.delta[item*d.Sq+i] = dot(bw.do[qs+i*dk:][:dk], o[i*dk:(i+1)*dk])
 		}
-		clear(s.dq)
-		clear(s.dk)
-		clear(s.dv)
-		for i0 := 0; i0 < d.Sq; i0 += t {
-			i1 := min(i0+t, d.Sq)
-			for j0 := 0; j0 < d.Sk; j0 += t {
-				if d.Causal && j0 > i1-1 {
-					break // above the diagonal: every weight is 0
+	})
+	t := d.Tile
+	if pairs := d.B * d.H; pairs >= runtime.GOMAXPROCS(0) {
+		parallel(pairs, func() any { return make([]float64, (d.Sq+2*d.Sk)*dk) }, func(sc any, item int) {
+			buf := sc.([]float64)
+			dq, dkk, dv := buf[:d.Sq*dk], buf[d.Sq*dk:(d.Sq+d.Sk)*dk], buf[(d.Sq+d.Sk)*dk:]
+			clear(buf)
+			bw.tiles(item, 0, d.Sq, 0, d.Sk, dq, dkk, dv)
+			b, h := item/d.H, item%d.H
+			scatterRows(dq, out, b*stride, d.Sq, d.D, h*dk, dk)
+			scatterRows(dkk, out, b*stride+d.Sq, d.Sk, d.D, h*dk, dk)
+			scatterRows(dv, out, b*stride+d.Sq+d.Sk, d.Sk, d.D, h*dk, dk)
+		})
+		return
+	}
+	qBlocks, kBlocks := (d.Sq+t-1)/t, (d.Sk+t-1)/t
+	parallel(d.B*d.H*qBlocks, func() any { return make([]float64, t*dk) }, func(sc any, item int) {
+		dq := sc.([]float64)
+		pair, blk := item/qBlocks, item%qBlocks
+		i0, i1 := blk*t, min((blk+1)*t, d.Sq)
+		clear(dq)
+		bw.tiles(pair, i0, i1, 0, d.Sk, dq[:(i1-i0)*dk], nil, nil)
+		scatterRows(dq, out, pair/d.H*stride+i0, i1-i0, d.D, pair%d.H*dk, dk)
+	})
+	parallel(d.B*d.H*kBlocks, func() any { return make([]float64, 2*t*dk) }, func(sc any, item int) {
+		buf := sc.([]float64)
+		pair, blk := item/kBlocks, item%kBlocks
+		j0, j1 := blk*t, min((blk+1)*t, d.Sk)
+		n := (j1 - j0) * dk
+		clear(buf)
+		bw.tiles(pair, 0, d.Sq, j0, j1, nil, buf[:n], buf[n:2*n])
+		b, h := pair/d.H, pair%d.H
+		scatterRows(buf[:n], out, b*stride+d.Sq+j0, j1-j0, d.D, h*dk, dk)
+		scatterRows(buf[n:2*n], out, b*stride+d.Sq+d.Sk+j0, j1-j0, d.D, h*dk, dk)
+	})
+}
+
+// tiles adds the gradients of the queries [i0, i1) and keys [j0, j1) of head
+// pair (= b*H + h) into dq (rows i0..), dk and dv (rows j0..); a nil slice
+// is not computed. It walks query tiles, then key tiles, then each query's
+// visible keys, so that every sum runs in ascending order of i and of j
+// whatever the ranges: the one-pass and two-pass backward agree bit for bit.
+func (bw *flashBackward) tiles(pair, i0, i1, j0, j1 int, dq, dk, dv []float64) {
+	d, n, t := bw.d, bw.dk, bw.d.Tile
+	b := pair / d.H
+	q, k, v, do := bw.q[pair*d.Sq*n:], bw.k[pair*d.Sk*n:], bw.v[pair*d.Sk*n:], bw.do[pair*d.Sq*n:]
+	lse, delta := bw.lse[pair*d.Sq:][:d.Sq], bw.delta[pair*d.Sq:][:d.Sq]
+	for ti := i0; ti < i1; ti += t {
+		ti1 := min(ti+t, i1)
+		for tj := j0; tj < j1; tj += t {
+			if d.Causal && tj > ti1-1 {
+				break // above the diagonal: every weight is 0
+			}
+			tj1 := min(tj+t, j1)
+			for i := ti; i < ti1; i++ {
+				L := lse[i]
+				if math.IsInf(L, -1) {
+					continue // a query that sees no key: no gradient
 				}
-				j1 := min(j0+t, d.Sk)
-				for i := i0; i < i1; i++ {
-					L := s.lse[i]
-					if math.IsInf(L, -1) {
-						continue // a query that sees no key: no gradient
+				qi, doi := q[i*n:(i+1)*n], do[i*n:(i+1)*n]
+				for j := tj; j < d.keyEnd(i, tj1); j++ {
+					kj, vj := k[j*n:(j+1)*n], v[j*n:(j+1)*n]
+					x := dot(qi, kj) * bw.scale
+					if bw.mask != nil {
+						x += bw.mask(b, i, j)
 					}
-					qi, doi := s.q[i*dk:(i+1)*dk], s.do[i*dk:(i+1)*dk]
-					dqi := s.dq[i*dk : (i+1)*dk]
-					for j := j0; j < d.keyEnd(i, j1); j++ {
-						x := dot(qi, s.k[j*dk:(j+1)*dk]) * scale
-						if mask != nil {
-							x += float64(mask[(b*d.Sq+i)*d.Sk+j])
-						}
-						p := math.Exp(x - L)
-						if p == 0 {
-							continue // hidden (or negligible): no gradient
-						}
-						axpy(p, doi, s.dv[j*dk:(j+1)*dk])
-						ds := p * (dot(doi, s.v[j*dk:(j+1)*dk]) - s.delta[i]) * scale
-						axpy(ds, s.k[j*dk:(j+1)*dk], dqi)
-						axpy(ds, qi, s.dk[j*dk:(j+1)*dk])
+					p := math.Exp(x - L)
+					if p == 0 {
+						continue // hidden (or negligible): no gradient
+					}
+					// dS_ij = P_ij (dP_ij - D_i) / sqrt(dk), dP_ij = dO_i · V_j
+					ds := p * (dot(doi, vj) - delta[i]) * bw.scale
+					if dq != nil {
+						axpy(ds, kj, dq[(i-i0)*n:][:n])
+					}
+					if dk != nil {
+						axpy(ds, qi, dk[(j-j0)*n:][:n])
+						axpy(p, doi, dv[(j-j0)*n:][:n])
 					}
 				}
 			}
 		}
-		scatterRows(s.dq, out, b*stride, d.Sq, d.D, h*dk, dk)
-		scatterRows(s.dk, out, b*stride+d.Sq, d.Sk, d.D, h*dk, dk)
-		scatterRows(s.dv, out, b*stride+d.Sq+d.Sk, d.Sk, d.D, h*dk, dk)
-	})
+	}
 }
 
 // gatherRows copies columns [col, col+n) of rows [row, row+rows) of a

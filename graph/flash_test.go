@@ -286,19 +286,26 @@ func TestFlashLargeScoresFloat32(t *testing.T) {
 }
 
 // TestFlashDeterministic checks that the result does not depend on how many
-// goroutines share the work.
+// goroutines share the work: with one, the backward pass runs one pass per
+// (b, h) pair; with 64, more workers than pairs, it splits into a dQ pass
+// over query blocks and a dK, dV pass over key blocks. Both must give the
+// same bits, so that TestFlashMatchesAttention covers both.
 func TestFlashDeterministic(t *testing.T) {
-	c := flashCases[6]
-	in := newFlashInputs(c, 5, 1)
-	prev := runtime.GOMAXPROCS(1)
+	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
-	out1, g1 := runAttentionImpl(t, tensor.Float64, c, in, true, 3)
-	runtime.GOMAXPROCS(4)
-	out4, g4 := runAttentionImpl(t, tensor.Float64, c, in, true, 3)
-	for i, pair := range [][2][]float64{{out1, out4}, {g1[0], g4[0]}, {g1[1], g4[1]}, {g1[2], g4[2]}} {
-		for j := range pair[0] {
-			if pair[0][j] != pair[1][j] {
-				t.Fatalf("value %d [%d]: %v with 1 goroutine, %v with 4", i, j, pair[0][j], pair[1][j])
+	for ci, c := range flashCases {
+		in := newFlashInputs(c, uint64(200+ci), 1)
+		for _, dt := range floatTypes {
+			runtime.GOMAXPROCS(1)
+			out1, g1 := runAttentionImpl(t, dt, c, in, true, 7)
+			runtime.GOMAXPROCS(64)
+			out64, g64 := runAttentionImpl(t, dt, c, in, true, 7)
+			for i, pair := range [][2][]float64{{out1, out64}, {g1[0], g64[0]}, {g1[1], g64[1]}, {g1[2], g64[2]}} {
+				for j := range pair[0] {
+					if pair[0][j] != pair[1][j] {
+						t.Fatalf("%s, %v: value %d [%d]: %v with 1 goroutine, %v with 64", c.name, dt, i, j, pair[0][j], pair[1][j])
+					}
+				}
 			}
 		}
 	}
