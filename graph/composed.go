@@ -22,8 +22,8 @@ import (
 // nil, (H, Sq, Sk) shared by the batch, or (B, H, Sq, Sk), and is
 // differentiable. keep, the dropout keep-mask (B, H, Sq, Sk), may be nil, else
 // out uses P * keep in place of P; weights are P before dropout. A query that
-// may see no key gets all-zero weights and zero gradients, not NaN, as long as
-// the bias is finite (it is the mask that says what is hidden).
+// may see no key (its mask row, or its bias row, all -Inf) gets all-zero
+// weights, output and gradients, not NaN, as in AttentionWithBias.
 //
 // Attention (the fused op, loops forward and a hand-written backward) and
 // FlashAttention (tiled, online softmax) compute the same thing faster and in

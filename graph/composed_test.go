@@ -342,3 +342,53 @@ func TestComposedAttentionErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestComposedAttentionOddShapes: sizes of 1 (one sequence, one query, one
+// key, one head, heads of width 1), where gorgonia might drop an axis, and a
+// bias with -Inf entries, one of which hides a whole row: outputs, weights and
+// gradients equal the fused op's (float64).
+func TestComposedAttentionOddShapes(t *testing.T) {
+	for ci, tc := range []struct {
+		b, sq, sk, d, h int
+		infBias         bool
+	}{
+		{1, 1, 1, 2, 1, false}, {1, 1, 3, 4, 4, false}, {3, 4, 1, 2, 2, false}, {1, 2, 2, 1, 1, false},
+		{2, 3, 4, 4, 2, true},
+	} {
+		what := fmt.Sprintf("B %d, Sq %d, Sk %d, D %d, H %d, -Inf bias %v", tc.b, tc.sq, tc.sk, tc.d, tc.h, tc.infBias)
+		rng := newRand(800 + uint64(ci))
+		qv, kv, vv := uniform(rng, tc.b*tc.sq*tc.d, -2, 2), uniform(rng, tc.b*tc.sk*tc.d, -2, 2), uniform(rng, tc.b*tc.sk*tc.d, -2, 2)
+		bs := tensor.Shape{tc.h, tc.sq, tc.sk}
+		bv := uniform(rng, bs.TotalSize(), -1, 1)
+		if tc.infBias {
+			bv[0] = math.Inf(-1) // head 0, query 0: key 0 hidden
+			for j := 0; j < tc.sk; j++ {
+				bv[(1*tc.sq+2)*tc.sk+j] = math.Inf(-1) // head 1, query 2: everything hidden
+			}
+		}
+		var got [2][][]float64
+		for i, attend := range []attentionFunc{ComposedAttention, AttentionWithBias} {
+			g := G.NewGraph()
+			q := valued(g, tensor.Float64, tensor.Shape{tc.b, tc.sq, tc.d}, qv, "q")
+			k := valued(g, tensor.Float64, tensor.Shape{tc.b, tc.sk, tc.d}, kv, "k")
+			v := valued(g, tensor.Float64, tensor.Shape{tc.b, tc.sk, tc.d}, vv, "v")
+			bias := valued(g, tensor.Float64, bs, bv, "bias")
+			out, weights, err := attend(q, k, v, tc.h, nil, bias, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			ag := attentionGraph{out: out, weights: weights}
+			grads, err := G.Grad(ag.linearCost(t, 900+uint64(ci)), q, k, v, bias)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			got[i] = eval(t, nil, append(G.Nodes{out, weights}, grads...)...)
+		}
+		for i, name := range []string{"output", "weights", "dq", "dk", "dv", "dbias"} {
+			if !allFinite(got[0][i]) {
+				t.Errorf("%s: %s not finite: %v", what, name, got[0][i])
+			}
+			checkClose(t, what+": "+name, got[0][i], got[1][i], 1e-10)
+		}
+	}
+}
