@@ -25,11 +25,14 @@ import (
 // may see no key (its mask row, or its bias row, all -Inf) gets all-zero
 // weights, output and gradients, not NaN, as in AttentionWithBias.
 //
-// Attention (the fused op, loops forward and a hand-written backward) and
-// FlashAttention (tiled, online softmax) compute the same thing faster and in
-// less memory; their tests check them equal to this function, outputs and
-// gradients. This one spends memory freely: every step below is a node whose
-// value, (B*H, Sq, Sk) for the scores, is kept for the backward pass.
+// Attention and AttentionWithBias (the fused op: loops forward and a
+// hand-written backward) and FlashAttention (tiled, online softmax, no
+// (Sq, Sk) matrix kept) compute the same thing faster and in less memory.
+// composed_test.go checks the fused op equal to this function, outputs,
+// weights and gradients, for every mask, bias and dropout; FlashAttention's
+// tests check it equal to the fused op. This one spends memory freely: every
+// step below is a node whose value, (B*H, Sq, Sk) for the scores and each
+// softmax step, is kept for the backward pass.
 //
 // gorgonia v0.9.18's SoftMax forward and its reductions along the middle axes
 // of 4-D tensors are wrong (defects_test.go), so the heads are folded into the
