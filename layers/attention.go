@@ -25,6 +25,10 @@ type AttentionConfig struct {
 	Bias bool
 	// Dropout is the rate at which attention weights are dropped in training.
 	Dropout float64
+	// Impl is how attention is computed: AttentionFused (the default for
+	// ""), AttentionComposed or AttentionFlash. The parameters are the same
+	// whatever it is.
+	Impl AttentionImpl
 }
 
 // MultiHeadAttention computes
@@ -78,6 +82,12 @@ func (c AttentionConfig) validate(name string) error {
 	}
 	if err := checkRate("Dropout", c.Dropout); err != nil {
 		return layerErr("attention", name, err)
+	}
+	if !c.Impl.valid() {
+		return layerErr("attention", name, configErrorf("unknown Impl %q, want %q, %q or %q", c.Impl, AttentionComposed, AttentionFused, AttentionFlash))
+	}
+	if c.Impl == AttentionFlash && c.Dropout > 0 {
+		return layerErr("attention", name, configErrorf("flash attention takes no attention dropout (Dropout %v): it never forms the weights a dropout mask would drop; use %q or %q", c.Dropout, AttentionFused, AttentionComposed))
 	}
 	for _, w := range []struct {
 		name string
@@ -171,7 +181,8 @@ func (a *MultiHeadAttention) BO() graph.Param { return a.projection(3).Bias() }
 // Forward attends from query (B, Sq, D) to key (B, Sk, KeyDim) and value
 // (B, Sk, ValueDim). mask, if not nil, is (B, Sq, Sk) and says which keys each
 // query may see; with Causal the layer also hides the future itself. It
-// returns the output (B, Sq, D) and the attention weights (B, H, Sq, Sk).
+// returns the output (B, Sq, D) and the attention weights (B, H, Sq, Sk),
+// which are nil with AttentionFlash: it never forms them.
 // Shape mismatches are found here, while the graph is built. Forward is
 // ForwardWithBias without a bias.
 func (a *MultiHeadAttention) Forward(query, key, value *G.Node, mask *graph.MaskNode) (out, weights *G.Node, err error) {
@@ -197,7 +208,13 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	if err := a.checkBias(bias, b, sq, sk); err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
-	if a.cfg.Causal && (mask == nil || !mask.Causal) {
+	flash := a.cfg.Impl == AttentionFlash
+	if flash && bias != nil {
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, configErrorf("flash attention takes no score bias: use %q or %q", AttentionFused, AttentionComposed))
+	}
+	// Flash hides the future itself, tile by tile, without the (B, Sq, Sk)
+	// mask that the other two read.
+	if a.cfg.Causal && !flash && (mask == nil || !mask.Causal) {
 		if mask, err = a.withCausal(mask, b, sq); err != nil {
 			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 		}
@@ -226,7 +243,15 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	//   y   = Concat(P_1 V_1, ..., P_H V_H)                   (B, Sq, D)
 	// The scale is 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps
 	// the dot products of dk unit-variance terms at unit variance.
-	y, weights, err := graph.AttentionWithBias(q, k, v, a.cfg.Heads, mask, bias, keep)
+	var y *G.Node
+	switch a.cfg.Impl {
+	case AttentionComposed: // the formula in gorgonia's own ops
+		y, weights, err = graph.ComposedAttention(q, k, v, a.cfg.Heads, mask, bias, keep)
+	case AttentionFlash: // tiled: no weights are formed, none returned
+		y, err = graph.FlashAttention(q, k, v, a.cfg.Heads, mask, graph.FlashOptions{Causal: a.cfg.Causal})
+	default:
+		y, weights, err = graph.AttentionWithBias(q, k, v, a.cfg.Heads, mask, bias, keep)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}

@@ -27,6 +27,8 @@ type BlockConfig struct {
 	Dropout, AttnDropout float64
 	// Eps of the LayerNorms; 0 means 1e-5.
 	Eps float64
+	// Attention is how the self-attention is computed (fused for "").
+	Attention AttentionImpl
 }
 
 // Block is a Transformer block with parameters ln1, attn, ln2, ff in its scope.
@@ -49,7 +51,7 @@ func (c BlockConfig) Validate() error { return c.validate("") }
 // parts returns the configurations of the block's sublayers.
 func (c BlockConfig) parts() (LayerNormConfig, AttentionConfig, FeedForwardConfig) {
 	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps},
-		AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout},
+		AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout, Impl: c.Attention},
 		FeedForwardConfig{Dim: c.Dim, Hidden: c.Hidden, Activation: c.Activation, Bias: c.Bias}
 }
 
@@ -89,7 +91,7 @@ func NewBlock(s *Scope, cfg BlockConfig) (*Block, error) {
 		return nil, err
 	}
 	attn, err := NewMultiHeadAttention(s.Sub("attn"), AttentionConfig{
-		Dim: cfg.Dim, Heads: cfg.Heads, Causal: cfg.Causal, Bias: cfg.Bias, Dropout: cfg.AttnDropout,
+		Dim: cfg.Dim, Heads: cfg.Heads, Causal: cfg.Causal, Bias: cfg.Bias, Dropout: cfg.AttnDropout, Impl: cfg.Attention,
 	})
 	if err != nil {
 		return nil, err

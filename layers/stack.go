@@ -33,6 +33,10 @@ type StackConfig struct {
 	// Dropout on embeddings and sublayer outputs; AttnDropout on weights.
 	Dropout     float64 `json:"dropout"`
 	AttnDropout float64 `json:"attn_dropout"`
+	// Attention is how every block computes attention: AttentionFused (the
+	// default for ""), AttentionComposed or AttentionFlash. It changes no
+	// parameter, so a checkpoint runs under any of them.
+	Attention AttentionImpl `json:"attention,omitempty"`
 }
 
 // stack is what Decoder and Encoder share: embeddings, blocks, final norm.
@@ -68,7 +72,7 @@ func (c StackConfig) blockConfig(causal bool) BlockConfig {
 	return BlockConfig{
 		Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, Activation: c.Activation,
 		Causal: causal, PostLN: c.PostLN, Bias: c.Bias,
-		Dropout: c.Dropout, AttnDropout: c.AttnDropout,
+		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention,
 	}
 }
 

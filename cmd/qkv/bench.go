@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,9 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -22,12 +25,40 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	resolveTask := configFlags(fs, &cfg)
 	steps := fs.Int("n", 30, "timed training steps (after 3 untimed), at least 1")
 	torch := fs.String("torch", "", "also time the same model and step in PyTorch with this python (e.g. /usr/bin/python3), run from the repository root")
+	seq := fs.String("seq", "", "time one attention layer (forward and backward) instead of a training step, at these sequence lengths, e.g. 512 or 128,256,512 (each in a process of its own); --attention may list several implementations, e.g. composed,fused,flash")
+	headDim := fs.Int("head-dim", 32, "with --seq: d_k, the width of each head")
+	causal := fs.Bool("causal", true, "with --seq: causal attention")
+	plotFile := fs.String("plot", "", "with --seq: write a log-log PNG of time and peak memory against the sequence length")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	if *steps < 1 {
 		return fmt.Errorf("%w: -n: must be at least 1, got %d", errUsage, *steps)
+	}
+	if *seq != "" {
+		b := attnBench{batch: cfg.Batch, heads: cfg.Model.Heads, headDim: *headDim, causal: *causal, dtype: cfg.DType, repeats: *steps, plot: *plotFile}
+		var err error
+		if b.seqs, err = parseInts("seq", *seq); err != nil {
+			return err
+		}
+		for _, name := range strings.Split(cmp.Or(string(cfg.Model.Attention), string(layers.AttentionFused)), ",") {
+			impl, err := layers.ParseAttentionImpl(strings.TrimSpace(name))
+			if err != nil {
+				return fmt.Errorf("%w: --attention: %v", errUsage, err)
+			}
+			b.impls = append(b.impls, impl)
+		}
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"batch", b.batch}, {"heads", b.heads}, {"head-dim", b.headDim}} {
+			if f.v < 1 {
+				return fmt.Errorf("%w: --%s: must be at least 1, got %d", errUsage, f.name, f.v)
+			}
+		}
+		defer mem.apply()()
+		return runAttnBench(b, stdout, stderr)
 	}
 	if err := resolveTask(); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
@@ -24,16 +25,32 @@ const tooLargeAdvice = "raise --max-memory if the machine has it"
 // of b sequences. It reads and checks the checkpoint's config.json first,
 // naming the file if it is invalid, and refuses (exit 2) a model estimated
 // to need more memory than --max-memory before building it.
-func checkpointFlag(fs *flag.FlagSet) func(b int) (*infer.Model, config.Config, data.Task, error) {
+//
+// With weights, the model must return its attention weights: flash
+// attention never forms them, so a flash model is built with fused attention
+// instead (the same function of the same weights), saying so on stderr.
+func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool) (*infer.Model, config.Config, data.Task, error) {
 	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
+	var impl layers.AttentionImpl
+	fs.Var(kindFlag[layers.AttentionImpl]{&impl}, "attention", "compute attention with composed, fused or flash instead of the checkpoint's own (the same function of the same weights)")
 	mem := registerMemory(fs)
-	return func(b int) (*infer.Model, config.Config, data.Task, error) {
+	return func(b int, weights bool) (*infer.Model, config.Config, data.Task, error) {
 		if *dir == "" {
 			return nil, config.Config{}, nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
 		}
 		cfg, err := config.Load(*dir)
 		if err != nil {
 			return nil, config.Config{}, nil, err
+		}
+		if impl != "" {
+			if _, err := layers.ParseAttentionImpl(string(impl)); err != nil {
+				return nil, config.Config{}, nil, fmt.Errorf("%w: --attention: %v", errUsage, err)
+			}
+			cfg.Model.Attention = impl
+		}
+		if weights && cfg.Model.Attention == layers.AttentionFlash {
+			fmt.Fprintln(stderr, "flash attention forms no weights: drawing them with fused attention, the same function of the same weights")
+			cfg.Model.Attention = layers.AttentionFused
 		}
 		file := checkpoint.File(*dir, checkpoint.ConfigFile)
 		defer mem.apply()()
@@ -46,17 +63,17 @@ func checkpointFlag(fs *flag.FlagSet) func(b int) (*infer.Model, config.Config, 
 		if err != nil { // the checkpoint's config.json is wrong, not a flag
 			return nil, config.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
 		}
-		return infer.Load(*dir, b)
+		return infer.LoadWith(*dir, b, infer.LoadOptions{Attention: cfg.Model.Attention})
 	}
 }
 
 func runEval(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("eval", "--checkpoint DIR", stderr)
-	load := checkpointFlag(fs)
+	load := checkpointFlag(fs, stderr)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	m, cfg, task, err := load(config.MaxEvalBatch)
+	m, cfg, task, err := load(config.MaxEvalBatch, false)
 	if err != nil {
 		return err
 	}
@@ -94,11 +111,11 @@ func example(task data.Task) string {
 
 func runPredict(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("predict", `--checkpoint DIR "PROMPT"`, stderr)
-	load := checkpointFlag(fs)
+	load := checkpointFlag(fs, stderr)
 	if err := parse(fs, args, 1); err != nil {
 		return err
 	}
-	m, _, task, err := load(1)
+	m, _, task, err := load(1, false)
 	if err != nil {
 		return err
 	}
@@ -117,7 +134,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 
 func runAttend(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("attend", `--checkpoint DIR --input "PROMPT" --out attn.png`, stderr)
-	load := checkpointFlag(fs)
+	load := checkpointFlag(fs, stderr)
 	input := fs.String("input", "", "prompt to attend over (required)")
 	out := fs.String("out", "attn.png", "PNG file to write")
 	if err := parse(fs, args, 0); err != nil {
@@ -126,7 +143,7 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	if strings.TrimSpace(*out) == "" {
 		return fmt.Errorf("%w: --out: give the PNG file to write, e.g. attn.png", errUsage)
 	}
-	m, _, task, err := load(1)
+	m, _, task, err := load(1, true)
 	if err != nil {
 		return err
 	}
@@ -171,6 +188,9 @@ func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
 	var maps []plot.AttentionMap
 	err := m.Run(func() error {
 		for layer, w := range m.Weights {
+			if w == nil {
+				return fmt.Errorf("layer %d forms no attention weights (flash attention): build it with --attention fused", layer)
+			}
 			vals, err := graph.Float64s(w.Value()) // (1, H, S, S)
 			if err != nil {
 				return err

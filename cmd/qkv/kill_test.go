@@ -22,12 +22,8 @@ import (
 	"github.com/qkv-dev/qkv/train/infer"
 )
 
-// runMainEnv, when set, makes the test binary run qkv's main instead of the
-// tests, so that tests can start qkv as a real process and kill it.
-const runMainEnv = "QKV_TEST_RUN_MAIN"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
+	if os.Getenv(runMainEnvVar) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -41,7 +37,7 @@ func qkvProcess(t *testing.T, args ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	cmd.Env = append(os.Environ(), runMainEnvVar+"=1")
 	return cmd
 }
 

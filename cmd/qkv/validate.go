@@ -33,6 +33,7 @@ var fieldFlags = map[string]string{
 	"model.post_ln":          "post-ln",
 	"model.dropout":          "dropout",
 	"model.attn_dropout":     "attn-dropout",
+	"model.attention":        "attention",
 	"dtype":                  "dtype",
 	"seed":                   "seed",
 	"batch":                  "batch",

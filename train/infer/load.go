@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -13,6 +14,21 @@ import (
 // sequences. A checkpoint whose weights do not fit its config (another shape,
 // a missing or extra tensor) gives an error naming the file and tensor.
 func Load(dir string, b int) (*Model, config.Config, data.Task, error) {
+	return LoadWith(dir, b, LoadOptions{})
+}
+
+// LoadOptions change how Load builds a checkpoint's model without changing
+// what it computes.
+type LoadOptions struct {
+	// Attention, if set, replaces the implementation of attention the
+	// checkpoint was trained with: all three compute the same function of
+	// the same parameters (to rounding). `qkv attend` asks a flash
+	// checkpoint for its weights this way, with fused attention.
+	Attention layers.AttentionImpl
+}
+
+// LoadWith is Load with options.
+func LoadWith(dir string, b int, opts LoadOptions) (*Model, config.Config, data.Task, error) {
 	ck, err := checkpoint.Load(dir)
 	if err != nil {
 		return nil, config.Config{}, nil, err
@@ -20,6 +36,9 @@ func Load(dir string, b int) (*Model, config.Config, data.Task, error) {
 	cfg, err := config.Unmarshal(ck.Config)
 	if err != nil {
 		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: %w", dir, err)
+	}
+	if opts.Attention != "" {
+		cfg.Model.Attention = opts.Attention
 	}
 	task, err := cfg.Resolve()
 	if err != nil {

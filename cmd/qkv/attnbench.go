@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/plot"
+)
+
+// attnResult is the JSON line `qkv bench --seq` ends with: one forward and
+// backward pass of one attention layer.
+type attnResult struct {
+	Impl    layers.AttentionImpl `json:"impl"`
+	Seq     int                  `json:"seq"`
+	Batch   int                  `json:"batch"`
+	Heads   int                  `json:"heads"`
+	HeadDim int                  `json:"head_dim"`
+	DType   string               `json:"dtype"`
+	Causal  bool                 `json:"causal"`
+	// MsPerStep is the median over the timed repeats.
+	MsPerStep float64 `json:"ms_per_step"`
+	// PeakBytes is the Go heap's high-water mark while the layer was built
+	// and run, above what the process held before.
+	PeakBytes int64 `json:"peak_bytes"`
+	// PeakRSS is the process's peak resident set size (getrusage).
+	PeakRSS int64 `json:"peak_rss_bytes"`
+	// Skipped, when set, says why the configuration was not run.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// attnBench is the configuration of an attention-layer benchmark.
+type attnBench struct {
+	impls   []layers.AttentionImpl
+	seqs    []int
+	batch   int
+	heads   int
+	headDim int
+	causal  bool
+	dtype   config.DType
+	repeats int
+	plot    string
+}
+
+// parseInts parses a comma-separated list of positive integers.
+func parseInts(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: --%s: want positive integers separated by commas, got %q", errUsage, flagName, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// runAttnBench times one attention layer: run in this process for one
+// implementation and length, or, for several, each in a child process of
+// its own, so that every peak memory figure is that run's alone.
+func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
+	if len(b.impls) == 1 && len(b.seqs) == 1 && b.plot == "" {
+		res, err := measureAttention(b, b.impls[0], b.seqs[0])
+		if err != nil {
+			return err
+		}
+		printAttn(stdout, res)
+		line, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(line))
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var results []attnResult
+	for _, impl := range b.impls {
+		for _, n := range b.seqs {
+			args := []string{"bench", "--attention", string(impl), "--seq", strconv.Itoa(n), "--batch", strconv.Itoa(b.batch),
+				"--heads", strconv.Itoa(b.heads), "--head-dim", strconv.Itoa(b.headDim), "--dtype", string(b.dtype),
+				"--causal=" + strconv.FormatBool(b.causal), "-n", strconv.Itoa(b.repeats)}
+			cmd := exec.Command(exe, args...)
+			cmd.Env = append(os.Environ(), runMainEnvVar+"=1")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("bench %s n=%d: %v", impl, n, err)
+			}
+			res, err := lastJSON(out.Bytes())
+			if err != nil {
+				return fmt.Errorf("bench %s n=%d: %w", impl, n, err)
+			}
+			printAttn(stdout, res)
+			results = append(results, res)
+		}
+	}
+	for _, res := range results {
+		line, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(line))
+	}
+	if b.plot == "" {
+		return nil
+	}
+	return plotScaling(b.plot, results)
+}
+
+// runMainEnvVar, set in a child's environment, makes a test binary run
+// qkv's main (see TestMain); the qkv binary ignores it.
+const runMainEnvVar = "QKV_TEST_RUN_MAIN"
+
+// lastJSON returns the last JSON line of out as an attnResult.
+func lastJSON(out []byte) (attnResult, error) {
+	var last string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if t := strings.TrimSpace(sc.Text()); strings.HasPrefix(t, "{") {
+			last = t
+		}
+	}
+	var res attnResult
+	if last == "" {
+		return res, errors.New("no JSON result line")
+	}
+	return res, json.Unmarshal([]byte(last), &res)
+}
+
+func printAttn(w io.Writer, r attnResult) {
+	if r.Skipped != "" {
+		fmt.Fprintf(w, "%-8s n=%-6d skipped: %s\n", r.Impl, r.Seq, r.Skipped)
+		return
+	}
+	fmt.Fprintf(w, "%-8s n=%-6d %10.2f ms/step  peak heap %10s  peak RSS %10s\n", r.Impl, r.Seq, r.MsPerStep,
+		config.FormatBytes(float64(r.PeakBytes)), config.FormatBytes(float64(r.PeakRSS)))
+}
+
+// attnMemoryEstimate is a generous estimate of what one forward and
+// backward pass keeps: the implementations that form the weights hold a
+// few (B, H, n, n) tensors, flash a few (B, n, D) ones.
+func attnMemoryEstimate(b attnBench, impl layers.AttentionImpl, n int) float64 {
+	elem := 4.0
+	if b.dtype == config.Float64 {
+		elem = 8
+	}
+	d := float64(b.heads * b.headDim)
+	linear := 30 * float64(b.batch) * float64(n) * d * elem
+	square := float64(b.batch*b.heads) * float64(n) * float64(n) * elem
+	switch impl {
+	case layers.AttentionComposed:
+		return linear + 12*square
+	case layers.AttentionFlash:
+		return linear
+	}
+	return linear + 4*square
+}
+
+// measureAttention builds one attention layer for b's sizes and times
+// forward and backward, sampling the heap's high-water mark as it goes.
+func measureAttention(b attnBench, impl layers.AttentionImpl, n int) (attnResult, error) {
+	res := attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal}
+	if est, limit := attnMemoryEstimate(b, impl, n), float64(config.MemoryLimit()); est > limit {
+		res.Skipped = fmt.Sprintf("needs about %s, more than the memory limit of %s", config.FormatBytes(est), config.FormatBytes(limit))
+		return res, nil
+	}
+	dt, err := b.dtype.Tensor()
+	if err != nil {
+		return res, fmt.Errorf("%w: --dtype: %v", errUsage, err)
+	}
+	runtime.GC()
+	base := heapBytes()
+	stop := sampleHeap()
+
+	d := b.heads * b.headDim
+	g := G.NewGraph()
+	s, err := layers.NewScope(g, dt, 1)
+	if err != nil {
+		return res, err
+	}
+	attn, err := layers.NewMultiHeadAttention(s.Sub("attn"), layers.AttentionConfig{Dim: d, Heads: b.heads, Causal: b.causal, Impl: impl})
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	vals := func() []float64 {
+		v := make([]float64, b.batch*n*d)
+		for i := range v {
+			v[i] = rng.NormFloat64()
+		}
+		return v
+	}
+	x := G.NewTensor(g, dt, 3, G.WithShape(b.batch, n, d), G.WithName("x"), G.WithValue(graph.NewDense(dt, tensor.Shape{b.batch, n, d}, vals())))
+	r := G.NewTensor(g, dt, 3, G.WithShape(b.batch, n, d), G.WithName("r"), G.WithValue(graph.NewDense(dt, tensor.Shape{b.batch, n, d}, vals())))
+	y, _, err := attn.Forward(x, x, x, nil)
+	if err != nil {
+		return res, err
+	}
+	prod, err := G.HadamardProd(y, r)
+	if err != nil {
+		return res, err
+	}
+	cost, err := G.Sum(prod) // a random linear function of the output
+	if err != nil {
+		return res, err
+	}
+	nodes := graph.Nodes(attn.Params())
+	if _, err := G.Grad(cost, nodes...); err != nil {
+		return res, err
+	}
+	vm, err := graph.NewMachine(g, G.BindDualValues(nodes...))
+	if err != nil {
+		return res, err
+	}
+	defer vm.Close()
+	times := make([]float64, 0, b.repeats)
+	for i := 0; i <= b.repeats; i++ { // the first run warms up, untimed
+		start := time.Now()
+		if err := vm.RunAll(); err != nil {
+			return res, err
+		}
+		if i > 0 {
+			times = append(times, float64(time.Since(start).Microseconds())/1000)
+		}
+		vm.Reset()
+	}
+	slices.Sort(times)
+	res.MsPerStep = times[len(times)/2]
+	res.PeakBytes = max(stop()-base, 0)
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		res.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	return res, nil
+}
+
+// heapMetric is the runtime metric of live and unswept heap objects.
+const heapMetric = "/memory/classes/heap/objects:bytes"
+
+// heapBytes reads heapMetric now.
+func heapBytes() int64 {
+	s := []metrics.Sample{{Name: heapMetric}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// sampleHeap samples the heap every 200 µs until the returned function is
+// called, which returns the highest value seen.
+func sampleHeap() func() int64 {
+	var mu sync.Mutex
+	peak := heapBytes()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(200 * time.Microsecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				v := heapBytes()
+				mu.Lock()
+				peak = max(peak, v)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		wg.Wait()
+		v := heapBytes()
+		mu.Lock()
+		defer mu.Unlock()
+		return max(peak, v)
+	}
+}
+
+// plotScaling draws time and peak memory against n, log-log, one line per
+// implementation, with each line's slope in the legend.
+func plotScaling(path string, results []attnResult) error {
+	var series []plot.ScalingSeries
+	for _, r := range results {
+		if r.Skipped != "" {
+			continue
+		}
+		i := slices.IndexFunc(series, func(s plot.ScalingSeries) bool { return s.Name == string(r.Impl) })
+		if i < 0 {
+			series = append(series, plot.ScalingSeries{Name: string(r.Impl)})
+			i = len(series) - 1
+		}
+		series[i].N = append(series[i].N, float64(r.Seq))
+		series[i].Ms = append(series[i].Ms, r.MsPerStep)
+		series[i].Bytes = append(series[i].Bytes, float64(max(r.PeakBytes, 1)))
+	}
+	if len(series) == 0 {
+		return errors.New("nothing to plot: every configuration was skipped")
+	}
+	return plot.Scaling(path, "attention: one forward and backward pass", series)
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchAttentionLayer(t *testing.T) {
+	code, out, stderr := qkv("bench", "--seq", "16", "--batch", "1", "--heads", "2", "--head-dim", "4", "-n", "2")
+	if code != 0 {
+		t.Fatalf("bench --seq: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var res attnResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("the last line is not the JSON result: %q: %v", lines[len(lines)-1], err)
+	}
+	if res.Impl != "fused" || res.Seq != 16 || res.Heads != 2 || res.HeadDim != 4 || !(res.MsPerStep > 0) || res.PeakBytes <= 0 || res.PeakRSS <= 0 {
+		t.Errorf("result %+v", res)
+	}
+
+	// A sweep runs every implementation and length in a process of its own
+	// and draws the log-log plot.
+	png := filepath.Join(t.TempDir(), "scaling.png")
+	code, out, stderr = qkv("bench", "--attention", "composed,fused,flash", "--seq", "16,32", "--batch", "1", "--heads", "2", "--head-dim", "4", "-n", "1", "--plot", png)
+	if code != 0 {
+		t.Fatalf("bench sweep: exit %d: %s", code, stderr)
+	}
+	seen := map[string]int{}
+	for _, l := range strings.Split(out, "\n") {
+		var r attnResult
+		if strings.HasPrefix(l, "{") && json.Unmarshal([]byte(l), &r) == nil {
+			seen[string(r.Impl)]++
+		}
+	}
+	if seen["composed"] != 2 || seen["fused"] != 2 || seen["flash"] != 2 {
+		t.Errorf("sweep results per implementation: %v, want 2 each", seen)
+	}
+	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("no plot: %v", err)
+	}
+
+	for _, args := range [][]string{
+		{"bench", "--seq", "0"},
+		{"bench", "--seq", "16,x"},
+		{"bench", "--seq", "16", "--attention", "sparse"},
+		{"bench", "--seq", "16", "--head-dim", "0"},
+	} {
+		if code, _, stderr := qkv(args...); code != 2 {
+			t.Errorf("qkv %q: exit %d, want 2: %s", args, code, stderr)
+		}
+	}
+}
+
+// TestAttentionInterchangeable: a checkpoint trained with one attention
+// implementation evaluates the same under the others, and `qkv attend` on
+// a flash checkpoint draws the weights with fused attention, saying so.
+func TestAttentionInterchangeable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	code, _, stderr := qkv("train", "--task", "sort", "--length", "3", "--test-size", "8", "--dim", "16", "--heads", "2",
+		"--hidden", "32", "--layers", "1", "--batch", "16", "--steps", "30", "--eval-every", "10", "--attention", "flash", "--out", dir)
+	if code != 0 {
+		t.Fatalf("train --attention flash: exit %d: %s", code, stderr)
+	}
+	var scores []string
+	for _, impl := range []string{"flash", "fused", "composed"} {
+		code, out, stderr := qkv("eval", "--checkpoint", dir, "--attention", impl)
+		if code != 0 {
+			t.Fatalf("eval --attention %s: exit %d: %s", impl, code, stderr)
+		}
+		scores = append(scores, out)
+	}
+	if scores[0] != scores[1] || scores[1] != scores[2] {
+		t.Errorf("the same checkpoint scores differently under flash, fused and composed:\n%s", strings.Join(scores, ""))
+	}
+	png := filepath.Join(t.TempDir(), "attn.png")
+	code, _, stderr = qkv("attend", "--checkpoint", dir, "--input", "1 1 0", "--out", png)
+	if code != 0 || !strings.Contains(stderr, "flash attention forms no weights: drawing them with fused attention") {
+		t.Errorf("attend on a flash checkpoint: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(png); err != nil {
+		t.Errorf("attend wrote no PNG: %v", err)
+	}
+	if code, _, stderr := qkv("eval", "--checkpoint", dir, "--attention", "sparse"); code != 2 || !strings.Contains(stderr, "--attention") {
+		t.Errorf("eval --attention sparse: exit %d, stderr %q", code, stderr)
+	}
+}

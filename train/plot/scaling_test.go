@@ -1,0 +1,61 @@
+package plot
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSlope(t *testing.T) {
+	n := []float64{128, 256, 512, 1024}
+	for _, c := range []struct {
+		name string
+		f    func(float64) float64
+		want float64
+	}{
+		{"quadratic", func(x float64) float64 { return 3 * x * x }, 2},
+		{"linear", func(x float64) float64 { return x / 7 }, 1},
+		{"constant", func(float64) float64 { return 5 }, 0},
+	} {
+		y := make([]float64, len(n))
+		for i, x := range n {
+			y[i] = c.f(x)
+		}
+		if got := Slope(n, y); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: slope %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestScaling(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "scaling.png")
+	series := []ScalingSeries{
+		{Name: "fused", N: []float64{128, 256, 512}, Ms: []float64{1, 4, 16}, Bytes: []float64{1 << 20, 4 << 20, 16 << 20}},
+		{Name: "flash", N: []float64{128, 256, 512}, Ms: []float64{1, 3.5, 14}, Bytes: []float64{1 << 20, 2 << 20, 4 << 20}},
+	}
+	if err := Scaling(path, "attention", series); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("no PNG written: %v", err)
+	}
+	for _, c := range []struct {
+		name   string
+		series []ScalingSeries
+		want   string
+	}{
+		{"no series", nil, "no series"},
+		{"lengths", []ScalingSeries{{Name: "x", N: []float64{1, 2}, Ms: []float64{1}, Bytes: []float64{1, 2}}}, `series "x": 2 lengths, 1 times`},
+		{"zero", []ScalingSeries{{Name: "x", N: []float64{1}, Ms: []float64{0}, Bytes: []float64{1}}}, "not positive"},
+		{"NaN", []ScalingSeries{{Name: "x", N: []float64{1}, Ms: []float64{math.NaN()}, Bytes: []float64{1}}}, "not positive"},
+	} {
+		err := Scaling(path, "t", c.series)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
