@@ -439,3 +439,65 @@ func ExampleFlashAttention() {
 	// (1, 4, 4)
 	// [1 0 0 1]
 }
+
+// benchAttention times one forward and backward pass of attention over one
+// sequence of n positions, 4 heads of 32, causal, with flash or fused.
+func benchAttention(b *testing.B, n int, flash bool) {
+	const heads, dk = 4, 32
+	c := flashCase{b: 1, sq: n, sk: n, heads: heads, dk: dk, causal: true}
+	in := newFlashInputs(c, 1, 1)
+	g := G.NewGraph()
+	shape := tensor.Shape{1, n, heads * dk}
+	q := valued(g, tensor.Float32, shape, in.q, "q")
+	k := valued(g, tensor.Float32, shape, in.k, "k")
+	v := valued(g, tensor.Float32, shape, in.v, "v")
+	var out *G.Node
+	var err error
+	if flash {
+		out, err = FlashAttention(q, k, v, heads, nil, FlashOptions{Causal: true})
+	} else {
+		var m Mask
+		if m, err = Causal(1, n); err != nil {
+			b.Fatal(err)
+		}
+		var mask *MaskNode
+		if mask, err = NewMaskConst(g, tensor.Float32, m, "causal"); err != nil {
+			b.Fatal(err)
+		}
+		out, _, err = Attention(q, k, v, heads, mask, nil)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	cost, err := G.Sum(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := G.Grad(cost, q, k, v); err != nil {
+		b.Fatal(err)
+	}
+	vm, err := NewMachine(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer vm.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	}
+}
+
+func BenchmarkFlashAttention(b *testing.B) {
+	for _, n := range []int{128, 1024} {
+		for _, flash := range []bool{false, true} {
+			name := fmt.Sprintf("n=%d/fused", n)
+			if flash {
+				name = fmt.Sprintf("n=%d/flash", n)
+			}
+			b.Run(name, func(b *testing.B) { benchAttention(b, n, flash) })
+		}
+	}
+}
