@@ -313,9 +313,33 @@ func TestFlashDeterministic(t *testing.T) {
 
 // TestFlashMemory runs forward and backward of one head over 2048 queries
 // and keys and checks that the run allocates far less than one (Sq, Sk)
-// float64 matrix: the weights are never formed.
+// float64 matrix, the weights that are never formed, and that doubling the
+// length about doubles the allocations rather than quadrupling them.
 func TestFlashMemory(t *testing.T) {
 	const n, dk = 2048, 8
+	allocated := flashAllocated(t, n, dk)
+	weights := uint64(n * n * 8)
+	// The packed forward value, the output, the padded and stacked gradients,
+	// the three gradients and the backward's float64 copies of q, k, v and dO
+	// are ~20 (n, dk) float64 matrices (2.6 MB). A bound of an eighth of the
+	// weights (4 MB) leaves room for gorgonia's own allocations and none for
+	// anything of n*n elements.
+	limit := weights / 8
+	half := flashAllocated(t, n/2, dk)
+	t.Logf("forward+backward, dk = %d: allocated %d bytes at Sq = Sk = %d, %d bytes at %d (ratio %.2f); one (Sq, Sk) float64 matrix is %d bytes; limit %d",
+		dk, allocated, n, half, n/2, float64(allocated)/float64(half), weights, limit)
+	if allocated > limit {
+		t.Errorf("allocated %d bytes, want at most %d (the (Sq, Sk) weights would be %d)", allocated, limit, weights)
+	}
+	if float64(allocated) > 3*float64(half) {
+		t.Errorf("allocations grow faster than linearly: %d bytes at n = %d, %d at n = %d", half, n/2, allocated, n)
+	}
+}
+
+// flashAllocated returns the bytes allocated by one run of forward and
+// backward of causal FlashAttention of one head of dk over n positions.
+func flashAllocated(t *testing.T, n, dk int) uint64 {
+	t.Helper()
 	g := G.NewGraph()
 	rng := newRand(1)
 	shape := tensor.Shape{1, n, dk}
@@ -345,21 +369,10 @@ func TestFlashMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)
-	allocated := after.TotalAlloc - before.TotalAlloc
-	weights := uint64(n * n * 8)
-	// The packed forward value, the output, the padded and stacked gradients,
-	// the three gradients and the backward's float64 copies of one head are
-	// ~20 (n, dk) float64 matrices (2.6 MB). A bound of an eighth of the
-	// weights (4 MB) leaves room for gorgonia's own allocations and none for
-	// anything of n*n elements.
-	limit := weights / 8
-	t.Logf("forward+backward, Sq = Sk = %d, dk = %d: allocated %d bytes; one (Sq, Sk) float64 matrix is %d bytes; limit %d", n, dk, allocated, weights, limit)
-	if allocated > limit {
-		t.Errorf("allocated %d bytes, want at most %d (the (Sq, Sk) weights would be %d)", allocated, limit, weights)
-	}
 	if !allFinite(mustFloat64s(t, out.Value())) {
 		t.Error("output is not finite")
 	}
+	return after.TotalAlloc - before.TotalAlloc
 }
 
 func mustFloat64s(t *testing.T, v G.Value) []float64 {
