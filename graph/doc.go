@@ -16,6 +16,13 @@
 // is noticed. Layers call these functions instead of the gorgonia ops they
 // wrap.
 //
+// Attention comes three ways, one function of the same inputs, tested equal:
+// ComposedAttention (composed.go) is the formula as a learner reads it, built
+// from gorgonia's own ops so that gorgonia derives the backward pass: read it
+// first. Attention (attention.go) is the fused custom op qkv trains with by
+// default; FlashAttention (flash.go) tiles the keys and never forms the
+// (Sq, Sk) weights, so its memory grows linearly with the sequence.
+//
 // Attention, LayerNorm and Linear are custom gorgonia ops (attention.go,
 // layernorm.go, linear.go): one op each way instead of tens of reshapes,
 // transposes and broadcasts. Attention and LayerNorm run as plain loops; Linear is one matrix product (GEMM) on the
