@@ -274,6 +274,16 @@ func (c Config) Validate() error {
 	if err := checkFloat("model.attn_dropout", m.AttnDropout, 0, 1, true, "in [0, 1)"); err != nil {
 		return err
 	}
+	switch m.Attention {
+	case "", layers.AttentionComposed, layers.AttentionFused:
+	case layers.AttentionFlash:
+		if m.AttnDropout > 0 {
+			return &Error{Field: "model.attn_dropout", With: []string{"model.attention"},
+				Problem: fmt.Sprintf("must be 0 with %q attention, got %v: flash never forms the weights a dropout mask would drop", layers.AttentionFlash, m.AttnDropout)}
+		}
+	default:
+		return cfgErr("model.attention", "unknown attention %q: want %q, %q or %q", m.Attention, layers.AttentionComposed, layers.AttentionFused, layers.AttentionFlash)
+	}
 	for _, f := range []struct {
 		name string
 		v    int
