@@ -261,6 +261,99 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	return out, weights, nil
 }
 
+// Step is one step of self-attention with a key/value cache, for
+// generating one token at a time. x (B, 1, D) is the input at each row's
+// newest position p; cacheK and cacheV (B, L, D) hold the keys and values
+// (x Wk and x Wv) of the positions before p, with zeros from row p on; slot
+// (B, L, 1) is 1 at row p and 0 elsewhere; mask (B, 1, L) lets each row see
+// its positions 0..p. Only the new position's query, key and value are
+// computed, and the new key and value are written into row p:
+//
+//	keys = cacheK + slot ⊗ (x Wk),  values = cacheV + slot ⊗ (x Wv)  (B, L, D)
+//	out  = Attention(x Wq, keys, values) Wo                          (B, 1, D)
+//
+// It returns out and the caches to bind at the next step. A step costs
+// O(L·D) for attention and O(D²) for the projections, where recomputing
+// the prefix costs O(p·D²) and O(p²·D).
+func (a *MultiHeadAttention) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode) (out, keys, values *G.Node, err error) {
+	if err := a.check(); err != nil {
+		return nil, nil, nil, err
+	}
+	name := a.s.prefix
+	if err := checkStep(x, cacheK, cacheV, slot, mask, a.cfg.Dim); err != nil {
+		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
+	}
+	q, err := a.wq.Forward(x) // (B, 1, D)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	k, err := a.wk.Forward(x) // (B, 1, D)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	v, err := a.wv.Forward(x) // (B, 1, D)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if keys, err = writeSlot(cacheK, k, slot); err != nil { // (B, L, D)
+		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
+	}
+	if values, err = writeSlot(cacheV, v, slot); err != nil { // (B, L, D)
+		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
+	}
+	var y *G.Node
+	if a.cfg.Impl == AttentionFlash {
+		y, err = graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{})
+	} else { // one query row: composed and fused compute the same
+		y, _, err = graph.Attention(q, keys, values, a.cfg.Heads, mask, nil)
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
+	}
+	if out, err = a.wo.Forward(y); err != nil { // (B, 1, D)
+		return nil, nil, nil, err
+	}
+	return out, keys, values, nil
+}
+
+// checkStep checks the inputs of a cached step for width d.
+func checkStep(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode, d int) error {
+	for _, n := range []struct {
+		node *G.Node
+		name string
+	}{{x, "input"}, {cacheK, "key cache"}, {cacheV, "value cache"}, {slot, "slot"}} {
+		if err := graph.CheckNode(n.node, n.name); err != nil {
+			return err
+		}
+	}
+	if mask == nil {
+		return errors.New("a cached step needs the mask of the positions each row may see")
+	}
+	if err := mask.Check(); err != nil {
+		return err
+	}
+	xs, ks := x.Shape(), cacheK.Shape()
+	if len(xs) != 3 || xs[1] != 1 || xs[2] != d || len(ks) != 3 || ks[0] != xs[0] || ks[2] != d {
+		return shapeErrorf("input %v and key cache %v, want (B, 1, %d) and (B, L, %d)", xs, ks, d, d)
+	}
+	b, l := xs[0], ks[1]
+	if !cacheV.Shape().Eq(ks) || !slot.Shape().Eq(tensor.Shape{b, l, 1}) || mask.B != b || mask.Sq != 1 || mask.Sk != l {
+		return shapeErrorf("value cache %v, slot %v, mask (%d, %d, %d); want (%d, %d, %d), (%d, %d, 1), (%d, 1, %d)",
+			cacheV.Shape(), slot.Shape(), mask.B, mask.Sq, mask.Sk, b, l, d, b, l, b, l)
+	}
+	return nil
+}
+
+// writeSlot returns cache + slot ⊗ row: row (B, 1, D) written into the
+// positions where slot (B, L, 1) is 1, in a cache that is zero there.
+func writeSlot(cache, row, slot *G.Node) (*G.Node, error) {
+	put, err := G.BroadcastHadamardProd(slot, row, []byte{2}, []byte{1}) // (B, L, D)
+	if err != nil {
+		return nil, err
+	}
+	return G.Add(cache, put)
+}
+
 // checkShapes returns B, Sq, Sk after checking that the inputs and mask agree
 // with each other and with the configuration.
 func (a *MultiHeadAttention) checkShapes(query, key, value *G.Node, mask *graph.MaskNode) (b, sq, sk int, err error) {

@@ -173,6 +173,30 @@ func (b *Block) Forward(x *G.Node, mask *graph.MaskNode) (y, weights *G.Node, er
 	return y, weights, nil
 }
 
+// Step is Forward for one new position per row with a key/value cache (see
+// MultiHeadAttention.Step): x (B, 1, D) in, y (B, 1, D) out, and the block's
+// caches with the new key and value written in.
+func (b *Block) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode) (y, keys, values *G.Node, err error) {
+	if err := b.check(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := graph.CheckNode(x, "input"); err != nil {
+		return nil, nil, nil, fmt.Errorf("layers: block %q: %w", b.s.prefix, err)
+	}
+	selfAttend := func(h *G.Node) (*G.Node, error) {
+		out, k, v, err := b.attn.Step(h, cacheK, cacheV, slot, mask)
+		keys, values = k, v
+		return out, err
+	}
+	if y, err = b.residual(x, b.ln1, selfAttend, "drop_attn"); err != nil {
+		return nil, nil, nil, err
+	}
+	if y, err = b.residual(y, b.ln2, b.ff.Forward, "drop_ff"); err != nil {
+		return nil, nil, nil, err
+	}
+	return y, keys, values, nil
+}
+
 // check returns an error unless b was made by NewBlock.
 func (b *Block) check() error {
 	if b == nil || b.s.check() != nil || b.ln1 == nil || b.ln2 == nil || b.attn == nil || b.ff == nil {

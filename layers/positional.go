@@ -144,6 +144,30 @@ func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
 	return G.BroadcastAdd(x, pe, nil, []byte{0}) // (B, S, D)
 }
 
+// At returns the rows PE[pos] (B, S, D) for positions pos (B, S), to add
+// to the embeddings of tokens that are not at positions 0..S-1 (one new
+// token per row when generating with a cache); nil for PositionsNone,
+// which adds nothing.
+func (p *Positions) At(pos *graph.IDs) (*G.Node, error) {
+	if p == nil || p.cfg.MaxLen <= 0 || p.cfg.Dim <= 0 || (p.table == nil) != (p.cfg.Kind == PositionsNone) {
+		return nil, errors.New("layers: positions: the layer is nil or a zero value: make it with NewPositions")
+	}
+	if err := pos.Check(); err != nil {
+		return nil, fmt.Errorf("layers: positions %q: %w", p.name, err)
+	}
+	if pos.Vocab > p.cfg.MaxLen {
+		return nil, shapeErrorf("layers: positions %q: positions range over %d, want at most MaxLen %d", p.name, pos.Vocab, p.cfg.MaxLen)
+	}
+	if p.table == nil {
+		return nil, nil
+	}
+	out, err := graph.Embed(p.table, pos) // (B, S, D)
+	if err != nil {
+		return nil, fmt.Errorf("layers: positions %q: %w", p.name, err)
+	}
+	return out, nil
+}
+
 // Params returns the learned table, or nothing for fixed encodings.
 func (p *Positions) Params() []graph.Param {
 	if p == nil || p.param.Node == nil {

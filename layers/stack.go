@@ -405,6 +405,61 @@ func (d *Decoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (logits *G.Node, 
 	return logits, weights, nil
 }
 
+// Step runs the decoder on one new token per row with a key/value cache,
+// for generation (see MultiHeadAttention.Step): tok (B, 1) are the tokens
+// and pos (B, 1) their positions; cacheK and cacheV hold one (B, L, D)
+// cache per block; slot (B, L, 1) marks each row's position and mask
+// (B, 1, L) the positions it may see. It returns the logits (B, 1, Vocab)
+// of the token that follows and every block's caches with the new key and
+// value written in, to bind at the next step. Dropout is not applied: a
+// step is for inference.
+func (d *Decoder) Step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.Node, mask *graph.MaskNode) (logits *G.Node, keys, values []*G.Node, err error) {
+	if d == nil {
+		return nil, nil, nil, errors.New("layers: decoder: the model is nil: make it with NewDecoder")
+	}
+	if err := d.stack.check("decoder", "NewDecoder"); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := tok.Check(); err != nil {
+		return nil, nil, nil, fmt.Errorf("layers: decoder: step: %w", err)
+	}
+	if err := pos.Check(); err != nil {
+		return nil, nil, nil, fmt.Errorf("layers: decoder: step: positions: %w", err)
+	}
+	if tok.S != 1 || pos.S != 1 || pos.B != tok.B || len(cacheK) != len(d.blocks) || len(cacheV) != len(d.blocks) {
+		return nil, nil, nil, shapeErrorf("layers: decoder: step: tokens (%d, %d), positions (%d, %d), %d and %d caches; want (B, 1), (B, 1) and %d of each",
+			tok.B, tok.S, pos.B, pos.S, len(cacheK), len(cacheV), len(d.blocks))
+	}
+	x, err := d.tok.Forward(tok) // (B, 1, D)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pe, err := d.pos.At(pos) // (B, 1, D), nil without positions
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if pe != nil {
+		if x, err = G.Add(x, pe); err != nil {
+			return nil, nil, nil, fmt.Errorf("layers: decoder: step: %w", err)
+		}
+	}
+	keys, values = make([]*G.Node, len(d.blocks)), make([]*G.Node, len(d.blocks))
+	for i, b := range d.blocks {
+		if x, keys[i], values[i], err = b.Step(x, cacheK[i], cacheV[i], slot, mask); err != nil { // (B, 1, D)
+			return nil, nil, nil, err
+		}
+	}
+	if d.lnf != nil {
+		if x, err = d.lnf.Forward(x); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if logits, err = d.head.Forward(x); err != nil { // (B, 1, Vocab)
+		return nil, nil, nil, err
+	}
+	return logits, keys, values, nil
+}
+
 // Params returns every learnable of the model with its hierarchical name:
 // tok_emb.table, pos_emb.table, blocks.<i>.{ln1,attn,ln2,ff}.*, ln_f.*, head.*.
 func (d *Decoder) Params() []graph.Param {

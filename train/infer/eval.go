@@ -76,8 +76,9 @@ func Generate(lm LM, seqs [][]int, steps []int) ([][]int, error) {
 }
 
 // Greedy decodes the answer of every prompt of task autoregressively: it
-// feeds prompt + SEP and generates the task's answer length of tokens
-// (Generate). The answer may hold PAD or SEP if the model predicts them.
+// feeds prompt + SEP and generates the task's answer length of tokens, with
+// the model's key/value cache (Model.Cached), which gives the tokens
+// recomputing the prefix (Generate) gives. The answer may hold PAD or SEP if the model predicts them.
 func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
 	if err := checkModelTask(m, task); err != nil {
 		return nil, err
@@ -91,7 +92,11 @@ func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
 		seqs[i] = append(slices.Clone(p), task.Vocab().SEP())
 		steps[i] = task.AnswerLen(p)
 	}
-	return Generate(m, seqs, steps)
+	c, err := m.Cached()
+	if err != nil {
+		return nil, err
+	}
+	return c.Generate(seqs, steps)
 }
 
 // Evaluate decodes every example's prompt greedily and scores the answers.

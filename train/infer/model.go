@@ -29,6 +29,9 @@ type Model struct {
 	// compiling.
 	Graph *G.ExprGraph
 	VM    G.VM
+
+	cfg    config.Config // what Assemble built, for the cached decoder
+	cached *Cached       // built by the first Greedy, closed with the model
 }
 
 // Assemble builds the decoder of cfg (resolved) for batches of b sequences
@@ -50,7 +53,7 @@ func Assemble(cfg config.Config, b, s int) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{B: b, S: s, DType: dt, Decoder: dec, Params: dec.Params(), Graph: g}
+	m := &Model{B: b, S: s, DType: dt, Decoder: dec, Params: dec.Params(), Graph: g, cfg: cfg}
 	if m.IDs, err = graph.NewIDs(g, b, s, cfg.Model.Vocab, "ids"); err != nil {
 		return nil, err
 	}
@@ -191,7 +194,29 @@ func (m *Model) Close() error {
 	if err := m.check(); err != nil {
 		return err
 	}
+	if m.cached != nil {
+		m.cached.Close()
+	}
 	return m.VM.Close()
+}
+
+// Cached returns the model's cached decoder (see Cached), built on first
+// use and given the model's current parameter values on every call, so
+// that a model whose weights change (an evaluation model during training)
+// decodes with the weights it has now.
+func (m *Model) Cached() (*Cached, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if m.cached == nil {
+		c, err := NewCached(m.cfg, m.B, m.Params)
+		if err != nil {
+			return nil, err
+		}
+		m.cached = c
+		return c, nil
+	}
+	return m.cached, m.cached.SetParams(m.Params)
 }
 
 // check reports a nil Model, or one no builder made.
