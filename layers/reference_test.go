@@ -289,3 +289,82 @@ func (r ref) stack(prefix string, cfg StackConfig, decoder bool, ids []int, b, s
 	}
 	return x, atts
 }
+
+// decoderBlock is one encoder–decoder decoder block over x (B, St, D) and the
+// encoder output mem (B, Ss, D): pre-LN x + selfAttn(LN1(x)) with causal
+// self-attention, + crossAttn(LN2(.), mem) whose queries are the target
+// states and whose keys and values are mem, + ff(LN3(.)); post-LN normalises
+// each residual sum with ln1, ln2, ln3 instead. selfAllow (B, St, St) is
+// joined with the causal mask here; crossAllow is (B, St, Ss).
+func (r ref) decoderBlock(prefix string, cfg BlockConfig, x, mem []float64, b, st, ss int, selfAllow, crossAllow func(b, i, j int) bool) (y []float64, self, cross attnOut) {
+	r.t.Helper()
+	const eps = 1e-5
+	causal := func(n, i, j int) bool { return j <= i && (selfAllow == nil || selfAllow(n, i, j)) }
+	n, d := b*st, cfg.Dim
+	selfDims := attnDims{B: b, Sq: st, Sk: st, Dim: d, KeyDim: d, ValueDim: d, Heads: cfg.Heads}
+	crossDims := attnDims{B: b, Sq: st, Sk: ss, Dim: d, KeyDim: d, ValueDim: d, Heads: cfg.Heads}
+	add := func(a, c []float64) []float64 {
+		out := make([]float64, len(a))
+		for i := range a {
+			out[i] = a[i] + c[i]
+		}
+		return out
+	}
+	dk := d / cfg.Heads
+	ln := func(v []float64, name string) []float64 { return r.layerNorm(v, n, d, join(prefix, name), eps) }
+	ff := func(v []float64) []float64 {
+		return r.feedForward(v, n, d, cfg.Hidden, join(prefix, "ff"), cfg.Activation, cfg.Bias)
+	}
+	if cfg.PostLN {
+		self = r.attention(join(prefix, "self_attn"), selfDims, cfg.Bias, x, x, x, causal, dk)
+		x1 := ln(add(x, self.Out), "ln1")
+		cross = r.attention(join(prefix, "cross_attn"), crossDims, cfg.Bias, x1, mem, mem, crossAllow, dk)
+		x2 := ln(add(x1, cross.Out), "ln2")
+		return ln(add(x2, ff(x2)), "ln3"), self, cross
+	}
+	h := ln(x, "ln1")
+	self = r.attention(join(prefix, "self_attn"), selfDims, cfg.Bias, h, h, h, causal, dk)
+	x1 := add(x, self.Out)
+	cross = r.attention(join(prefix, "cross_attn"), crossDims, cfg.Bias, ln(x1, "ln2"), mem, mem, crossAllow, dk)
+	x2 := add(x1, cross.Out)
+	return add(x2, ff(ln(x2, "ln3"))), self, cross
+}
+
+// encDecOut is what the encoder–decoder reference computes.
+type encDecOut struct {
+	Logits                  []float64 // (B, St, TgtVocab)
+	Encoder, DecSelf, Cross []attnOut // per layer
+}
+
+// encDec is the encoder–decoder model: the encoder stack "enc" over src
+// (B, Ss) with srcAllow, then the target embedding "dec.tok_emb" and
+// positions "dec.pos_emb" of tgt (B, St), the decoder blocks
+// "dec.blocks.<i>" reading the encoder output through crossAllow (B, St, Ss),
+// the final LN "dec.ln_f" of pre-LN models and the head "head".
+func (r ref) encDec(cfg EncDecConfig, src, tgt []int, b, ss, st int, srcAllow, tgtAllow, crossAllow func(b, i, j int) bool) encDecOut {
+	r.t.Helper()
+	var out encDecOut
+	var mem []float64
+	enc := StackConfig{Vocab: cfg.SrcVocab, MaxLen: cfg.SrcMaxLen, Dim: cfg.Dim, Heads: cfg.Heads, Layers: cfg.EncLayers,
+		Hidden: cfg.Hidden, Activation: cfg.Activation, Positions: cfg.Positions, PostLN: cfg.PostLN, Bias: cfg.Bias}
+	mem, out.Encoder = r.stack("enc", enc, false, src, b, ss, srcAllow)
+	d := cfg.Dim
+	table := r.w("dec.tok_emb.table")
+	x := make([]float64, b*st*d)
+	for n, id := range tgt {
+		copy(x[n*d:(n+1)*d], table[id*d:(id+1)*d])
+	}
+	x = r.positions("dec.pos_emb", cfg.Positions, x, b, st, d)
+	blk := BlockConfig{Dim: d, Heads: cfg.Heads, Hidden: cfg.Hidden, Activation: cfg.Activation, PostLN: cfg.PostLN, Bias: cfg.Bias}
+	for l := 0; l < cfg.DecLayers; l++ {
+		var self, cross attnOut
+		x, self, cross = r.decoderBlock(fmt.Sprintf("dec.blocks.%d", l), blk, x, mem, b, st, ss, tgtAllow, crossAllow)
+		out.DecSelf = append(out.DecSelf, self)
+		out.Cross = append(out.Cross, cross)
+	}
+	if !cfg.PostLN {
+		x = r.layerNorm(x, b*st, d, "dec.ln_f", 1e-5)
+	}
+	out.Logits = r.linear(x, b*st, d, cfg.TgtVocab, "head.w", "head.b", true)
+	return out
+}
