@@ -89,3 +89,23 @@ func TestAttentionInterchangeable(t *testing.T) {
 		t.Errorf("eval --attention sparse: exit %d, stderr %q", code, stderr)
 	}
 }
+
+func TestBenchGenerate(t *testing.T) {
+	code, out, stderr := qkv("bench", "--generate", "4,8", "--dim", "8", "--heads", "2", "--hidden", "16", "--layers", "1", "-n", "1")
+	if code != 0 {
+		t.Fatalf("bench --generate: exit %d: %s", code, stderr)
+	}
+	var rows []genResult
+	for _, l := range strings.Split(out, "\n") {
+		var r genResult
+		if strings.HasPrefix(l, "{") && json.Unmarshal([]byte(l), &r) == nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) != 4 || rows[0].Position != 4 || !rows[0].Cached || rows[1].Cached || rows[3].Position != 8 || !(rows[0].MsPerToken > 0) {
+		t.Errorf("bench --generate results %+v", rows)
+	}
+	if code, _, _ := qkv("bench", "--generate", "0"); code != 2 {
+		t.Errorf("bench --generate 0: exit %d, want 2", code)
+	}
+}

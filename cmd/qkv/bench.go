@@ -29,12 +29,21 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	headDim := fs.Int("head-dim", 32, "with --seq: d_k, the width of each head")
 	causal := fs.Bool("causal", true, "with --seq: causal attention")
 	plotFile := fs.String("plot", "", "with --seq: write a log-log PNG of time and peak memory against the sequence length")
+	generate := fs.String("generate", "", "time generating one token at these positions, e.g. 32,128,512, with the key/value cache and without (the model of --dim --heads --layers --hidden, random weights)")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	if *steps < 1 {
 		return fmt.Errorf("%w: -n: must be at least 1, got %d", errUsage, *steps)
+	}
+	if *generate != "" {
+		positions, err := parseInts("generate", *generate)
+		if err != nil {
+			return err
+		}
+		defer mem.apply()()
+		return runGenBench(cfg, positions, *steps, stdout)
 	}
 	if *seq != "" {
 		b := attnBench{batch: cfg.Batch, heads: cfg.Model.Heads, headDim: *headDim, causal: *causal, dtype: cfg.DType, repeats: *steps, plot: *plotFile}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
+)
+
+// genResult is one line of `qkv bench --generate`: the time to produce the
+// token at Position, with and without the key/value cache.
+type genResult struct {
+	Position    int     `json:"position"`
+	Cached      bool    `json:"cached"`
+	MsPerToken  float64 `json:"ms_per_token"`
+	TokensPerS  float64 `json:"tokens_per_s"`
+	Dim, Layers int
+}
+
+// runGenBench times producing one token at each position p of positions
+// with a decoder of cfg's width and depth (random weights, one sequence, a
+// context of p+1): with the cache, one step, which attends over the
+// context (the mean of p steps); without it, the whole prefix of p tokens
+// run again. Medians of repeats runs.
+func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writer) error {
+	var results []genResult
+	for _, p := range positions {
+		m := cfg.Model
+		m.Vocab, m.MaxLen, m.Dropout, m.AttnDropout = 16, p+1, 0, 0
+		if m.Positions == "" {
+			m.Positions = layers.PositionsLearned
+		}
+		c := cfg
+		c.Model = m
+		if err := c.Model.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		seq := make([]int, p)
+		for i := range seq {
+			seq[i] = 2 + i%14
+		}
+		model, err := infer.Build(c, 1, p+1)
+		if err != nil {
+			return configError(err, c)
+		}
+		cached, err := model.Cached()
+		if err != nil {
+			model.Close()
+			return err
+		}
+		uncached := func() error { _, err := model.NextLogits([][]int{seq}); return err }
+		// With the cache every step attends over the context of p+1
+		// positions, so p steps from a one-token prompt cost p times the
+		// step at position p.
+		steps := func() error { _, err := cached.Generate([][]int{seq[:1]}, []int{p}); return err }
+		tUncached, err := median(uncached, repeats)
+		if err == nil {
+			var tSteps float64
+			if tSteps, err = median(steps, repeats); err == nil {
+				results = append(results,
+					genResult{Position: p, Cached: true, MsPerToken: tSteps / float64(p), Dim: m.Dim, Layers: m.Layers},
+					genResult{Position: p, Cached: false, MsPerToken: tUncached, Dim: m.Dim, Layers: m.Layers})
+			}
+		}
+		model.Close()
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "%-10s %16s %16s\n", "position", "cached ms/token", "uncached ms/token")
+	for i := 0; i < len(results); i += 2 {
+		fmt.Fprintf(stdout, "%-10d %16.3f %16.3f\n", results[i].Position, results[i].MsPerToken, results[i+1].MsPerToken)
+	}
+	for _, r := range results {
+		r.TokensPerS = 1000 / r.MsPerToken
+		line, _ := json.Marshal(r)
+		fmt.Fprintln(stdout, string(line))
+	}
+	return nil
+}
+
+// median runs f once to warm up, then repeats times, and returns the
+// median time in milliseconds.
+func median(f func() error, repeats int) (float64, error) {
+	if err := f(); err != nil {
+		return 0, err
+	}
+	ms := make([]float64, repeats)
+	for i := range ms {
+		start := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		ms[i] = float64(time.Since(start).Microseconds()) / 1000
+	}
+	slices.Sort(ms)
+	return ms[len(ms)/2], nil
+}
