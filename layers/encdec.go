@@ -91,11 +91,12 @@ func (c EncDecConfig) validate(prefix string) (int, error) {
 		size{"EncLayers", c.EncLayers}, size{"DecLayers", c.DecLayers}); err != nil {
 		return 0, layerErr("encoder-decoder", prefix, err)
 	}
-	enc, err := c.encoderConfig().validate("encoder", sub("enc"), false)
+	// The halves' errors say which half: `encoder-decoder "enc"`.
+	enc, err := c.encoderConfig().validate(fmt.Sprintf("encoder-decoder %q", sub("enc")), sub("enc"), false)
 	if err != nil {
 		return 0, err
 	}
-	dec, err := c.decoderConfig().validate("decoder", sub("dec"), false)
+	dec, err := c.decoderConfig().validate(fmt.Sprintf("encoder-decoder %q", sub("dec")), sub("dec"), false)
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -227,5 +228,447 @@ func TestEncDecMatchesReference(t *testing.T) {
 			t.Logf("max |graph - reference| over logits and %d weight tensors = %.2e", k-1, d)
 
 		})
+	}
+}
+
+// TestEncDecProperties checks, on one compiled model run with different
+// bindings, what the masks promise without any expected value:
+//   - a padded source token never changes any logit (bit for bit), while a
+//     real source token does;
+//   - target token j never changes the logits at i < j (bit for bit), while
+//     it does change those at i >= j;
+//   - every cross-attention row is a distribution over the real source
+//     tokens: it sums to 1 there and is exactly 0 on padding.
+func TestEncDecProperties(t *testing.T) {
+	for _, impl := range []AttentionImpl{AttentionFused, AttentionComposed, AttentionFlash} {
+		t.Run(string(impl), func(t *testing.T) {
+			cfg := smallEncDec
+			cfg.DecLayers, cfg.Attention = 2, impl
+			bt := padded
+			md := buildEncDec(t, cfg, bt, 5)
+			perturb(t, md.m.Params(), newRand(77))
+			nodes := append([]*G.Node{md.logits}, md.attn.Cross...)
+			if impl == AttentionFlash {
+				for l, w := range md.attn.Cross {
+					if w != nil {
+						t.Errorf("flash returned cross-attention weights for layer %d", l)
+					}
+				}
+				nodes = nodes[:1]
+			}
+			run := newRunner(t, nodes)
+			eval := func(src, tgt []int) [][]float64 {
+				return run.run(t, func() error { return md.in.Set(src, bt.srcLengths, tgt, bt.tgtLengths) })
+			}
+			base := eval(bt.src, bt.tgt)
+			v := cfg.TgtVocab
+
+			// Source padding: sequence 1 has 3 real tokens of 5.
+			src := append([]int(nil), bt.src...)
+			src[1*bt.ss+3], src[1*bt.ss+4] = 0, 5
+			if d := maxAbsDiff(eval(src, bt.tgt)[0], base[0]); d != 0 {
+				t.Errorf("changing padded source tokens changed the logits by %.3g", d)
+			}
+			src = append([]int(nil), bt.src...)
+			src[1*bt.ss+2] = (src[1*bt.ss+2] + 1) % cfg.SrcVocab
+			if d := maxAbsDiff(eval(src, bt.tgt)[0][bt.st*v:], base[0][bt.st*v:]); !(d > 1e-6) {
+				t.Errorf("changing a real source token changed sequence 1's logits by only %.3g: the decoder does not read the source", d)
+			}
+
+			// Causality: change target token j of sequence 0 (length 3).
+			for j := 0; j < bt.st; j++ {
+				tgt := append([]int(nil), bt.tgt...)
+				tgt[j] = (tgt[j] + 1) % v
+				got := eval(bt.src, tgt)[0]
+				if d := maxAbsDiff(got[:j*v], base[0][:j*v]); d != 0 {
+					t.Errorf("changing target token %d changed the logits before it by %.3g", j, d)
+				}
+				if d := maxAbsDiff(got[j*v:bt.st*v], base[0][j*v:bt.st*v]); !(d > 1e-6) {
+					t.Errorf("changing target token %d changed the logits from it on by only %.3g", j, d)
+				}
+				if d := maxAbsDiff(got[bt.st*v:], base[0][bt.st*v:]); d != 0 {
+					t.Errorf("changing target token %d of sequence 0 changed sequence 1 by %.3g", j, d)
+				}
+			}
+
+			// Cross-attention rows, every target row (padding rows too:
+			// they still read the real source).
+			worst := 0.0
+			for l, w := range base[1:] {
+				for b := 0; b < bt.b; b++ {
+					for h := 0; h < cfg.Heads; h++ {
+						for i := 0; i < bt.st; i++ {
+							row := w[((b*cfg.Heads+h)*bt.st+i)*bt.ss:][:bt.ss]
+							var sum float64
+							for j, p := range row {
+								if j >= bt.srcLengths[b] {
+									if p != 0 {
+										t.Errorf("layer %d (b=%d, h=%d, i=%d): weight %v on padded source key %d", l, b, h, i, p, j)
+									}
+									continue
+								}
+								sum += p
+							}
+							worst = math.Max(worst, math.Abs(sum-1))
+						}
+					}
+				}
+			}
+			if worst > 1e-14 {
+				t.Errorf("cross-attention rows sum to 1 within %.3g over the real source, want 1e-14", worst)
+			}
+			t.Logf("cross-attention rows: max |sum - 1| = %.2e", worst)
+		})
+	}
+}
+
+// TestEncDecImplementationsAgree builds the same model (same seed, same
+// perturbed parameters) with fused, composed and flash attention: the
+// logits agree within 1e-12 in float64, fused and composed return the same
+// weights, and flash returns none.
+func TestEncDecImplementationsAgree(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  EncDecConfig
+	}{
+		{"pre-LN", smallEncDec},
+		{"post-LN gelu 2+2 layers", func() EncDecConfig {
+			c := smallEncDec
+			c.PostLN, c.Activation, c.EncLayers, c.DecLayers = true, ActivationGELU, 2, 2
+			return c
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fused [][]float64
+			for _, impl := range []AttentionImpl{AttentionFused, AttentionComposed, AttentionFlash} {
+				cfg := tc.cfg
+				cfg.Attention = impl
+				md := buildEncDec(t, cfg, padded, 9)
+				perturb(t, md.m.Params(), newRand(88))
+				ws := append(append(append([]*G.Node(nil), md.attn.Encoder...), md.attn.DecoderSelf...), md.attn.Cross...)
+				nodes := []*G.Node{md.logits}
+				for _, w := range ws {
+					if (w == nil) != (impl == AttentionFlash) {
+						t.Fatalf("%s: a weight node is nil %t", impl, w == nil)
+					}
+					if w != nil {
+						nodes = append(nodes, w)
+					}
+				}
+				got := evalOnce(t, nil, nodes...)
+				if impl == AttentionFused {
+					fused = got
+					continue
+				}
+				d := checkClose(t, string(impl)+" logits", got[0], fused[0], refTol)
+				for k := 1; k < len(got); k++ {
+					d = math.Max(d, checkClose(t, fmt.Sprintf("%s weights %d", impl, k-1), got[k], fused[k], refTol))
+				}
+				t.Logf("%s vs fused: max difference %.2e over %d tensors", impl, d, len(got))
+			}
+		})
+	}
+}
+
+// TestEncDecAPI checks parameter names, roles and order, that Validate
+// counts exactly the parameters the constructor makes, the getters, Config
+// as a copy, the scope prefix, and the dropout masks.
+func TestEncDecAPI(t *testing.T) {
+	s := newScope(t, tensor.Float64, 1)
+	cfg := smallEncDec
+	cfg.Dropout, cfg.AttnDropout = 0.1, 0.2
+	m, err := NewEncoderDecoder(s.Sub("model"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := m.Params()
+	names := map[string]graph.Param{}
+	var order []string
+	for _, p := range params {
+		if _, dup := names[p.Name]; dup {
+			t.Errorf("two parameters are called %q", p.Name)
+		}
+		names[p.Name] = p
+		order = append(order, p.Name)
+	}
+	want := []string{"enc.tok_emb.table", "enc.pos_emb.table"}
+	for _, ln := range []string{"ln1", "ln2"} {
+		want = append(want, "enc.blocks.0."+ln+".gain", "enc.blocks.0."+ln+".bias")
+	}
+	for _, w := range []string{"wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo"} {
+		want = append(want, "enc.blocks.0.attn."+w, "dec.blocks.0.self_attn."+w, "dec.blocks.0.cross_attn."+w)
+	}
+	for _, ln := range []string{"ln1", "ln2", "ln3"} {
+		want = append(want, "dec.blocks.0."+ln+".gain", "dec.blocks.0."+ln+".bias")
+	}
+	for _, f := range []string{"w1", "b1", "w2", "b2"} {
+		want = append(want, "enc.blocks.0.ff."+f, "dec.blocks.0.ff."+f)
+	}
+	want = append(want, "enc.ln_f.gain", "enc.ln_f.bias", "dec.tok_emb.table", "dec.pos_emb.table", "dec.ln_f.gain", "dec.ln_f.bias", "head.w", "head.b")
+	for _, n := range want {
+		if _, ok := names["model."+n]; !ok {
+			t.Errorf("no parameter %q; have %v", "model."+n, order)
+		}
+	}
+	if len(want) != len(params) {
+		t.Errorf("%d parameters, want %d: %v", len(params), len(want), order)
+	}
+	if order[0] != "model.enc.tok_emb.table" || order[len(order)-1] != "model.head.b" {
+		t.Errorf("order %v: want the encoder's first and the head's last", order)
+	}
+	for _, p := range params {
+		var role graph.Role
+		last := p.Name[strings.LastIndex(p.Name, ".")+1:]
+		switch {
+		case last == "table":
+			role = graph.RoleEmbedding
+		case last == "gain":
+			role = graph.RoleGain
+		case last == "bias" || strings.HasPrefix(last, "b"):
+			role = graph.RoleBias
+		default:
+			role = graph.RoleWeight
+		}
+		if p.Role != role {
+			t.Errorf("%s has role %v, want %v", p.Name, p.Role, role)
+		}
+	}
+	shapes := map[string]tensor.Shape{
+		"model.enc.tok_emb.table": {7, 8}, "model.enc.pos_emb.table": {6, 8},
+		"model.dec.tok_emb.table": {5, 8}, "model.dec.pos_emb.table": {5, 8},
+		"model.dec.blocks.0.cross_attn.wk": {8, 8}, "model.head.w": {8, 5}, "model.head.b": {5},
+	}
+	for n, sh := range shapes {
+		if p, ok := names[n]; ok && !p.Node.Shape().Eq(sh) {
+			t.Errorf("%s has shape %v, want %v", n, p.Node.Shape(), sh)
+		}
+	}
+	if n, err := cfg.validate(""); err != nil || n != totalSize(params) {
+		t.Errorf("validate counts %d parameters (err %v), the model has %d", n, err, totalSize(params))
+	}
+
+	// Getters return the same parameters, by role.
+	blk := m.DecoderBlocks()[0]
+	for _, c := range []struct {
+		got  graph.Param
+		want string
+	}{
+		{m.Encoder().TokenEmbedding().Table(), "model.enc.tok_emb.table"},
+		{m.Encoder().Blocks()[0].Attention().WQ(), "model.enc.blocks.0.attn.wq"},
+		{m.Encoder().FinalNorm().Gain(), "model.enc.ln_f.gain"},
+		{m.TargetEmbedding().Table(), "model.dec.tok_emb.table"},
+		{m.TargetPositions().Table(), "model.dec.pos_emb.table"},
+		{blk.LN1().Gain(), "model.dec.blocks.0.ln1.gain"},
+		{blk.SelfAttention().WQ(), "model.dec.blocks.0.self_attn.wq"},
+		{blk.LN2().Bias(), "model.dec.blocks.0.ln2.bias"},
+		{blk.CrossAttention().WK(), "model.dec.blocks.0.cross_attn.wk"},
+		{blk.CrossAttention().WV(), "model.dec.blocks.0.cross_attn.wv"},
+		{blk.LN3().Gain(), "model.dec.blocks.0.ln3.gain"},
+		{blk.FeedForward().W2(), "model.dec.blocks.0.ff.w2"},
+		{m.FinalNorm().Gain(), "model.dec.ln_f.gain"},
+		{m.Head().Weight(), "model.head.w"},
+	} {
+		if c.got.Name != c.want || c.got.Node != names[c.want].Node {
+			t.Errorf("getter returned %q, want %q", c.got.Name, c.want)
+		}
+	}
+	if blk.SelfAttention().Config().Causal != true || blk.CrossAttention().Config().Causal {
+		t.Error("want causal self-attention and non-causal cross-attention")
+	}
+	got := m.Config()
+	got.Dim = 99
+	if m.Config().Dim != 8 || m.Config().Positions != PositionsLearned {
+		t.Errorf("Config is not a copy with defaults filled in: %+v", m.Config())
+	}
+	m.DecoderBlocks()[0] = nil
+	if m.DecoderBlocks()[0] == nil {
+		t.Error("DecoderBlocks returned the model's own slice")
+	}
+
+	// Dropout: the encoder's embedding and 3 per block (attention weights,
+	// after attention, after feed-forward); the decoder's embedding and 5
+	// per block (self and cross weights, after each of the 3 sublayers).
+	in, err := NewEncDecInputs(s, cfg, 2, 5, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Forward(in.Src, in.SrcPad, in.Tgt, in.TgtPad, in.CrossPad); err != nil {
+		t.Fatal(err)
+	}
+	if n, want := len(m.Dropouts()), 1+3*cfg.EncLayers+1+5*cfg.DecLayers; n != want {
+		t.Errorf("%d dropout masks, want %d", n, want)
+	}
+	if cfg.Validate() != nil || smallEncDec.Validate() != nil {
+		t.Error("Validate refuses a valid configuration")
+	}
+}
+
+// TestEncDecBadInput gives constructors, Forward and the inputs' Set bad
+// arguments: each returns an error (the ones about shapes matching
+// ErrShape, configurations ErrConfig) and nothing panics.
+func TestEncDecBadInput(t *testing.T) {
+	s := newScope(t, tensor.Float64, 1)
+	g := s.Graph()
+	cfg := smallEncDec // SrcVocab 7, SrcMaxLen 6, TgtVocab 5, TgtMaxLen 5
+	m, err := NewEncoderDecoder(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := NewEncDecInputs(s.Sub("in"), cfg, 2, 5, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(b, n, vocab int, name string) *graph.IDs {
+		x, err := graph.NewIDs(g, b, n, vocab, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	mask := func(dt tensor.Dtype, b, sq, sk int, name string) *graph.MaskNode {
+		x, err := graph.NewMaskInput(g, dt, b, sq, sk, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	type args struct {
+		src, tgt                 *graph.IDs
+		srcPad, tgtPad, crossPad *graph.MaskNode
+	}
+	ok := args{in.Src, in.Tgt, in.SrcPad, in.TgtPad, in.CrossPad}
+	with := func(f func(a *args)) args { a := ok; f(&a); return a }
+	for _, tc := range []struct {
+		name  string
+		m     *EncoderDecoder
+		a     args
+		shape bool // the error must match ErrShape
+	}{
+		{"nil model", nil, ok, false},
+		{"zero model", &EncoderDecoder{}, ok, false},
+		{"nil source", m, with(func(a *args) { a.src = nil }), false},
+		{"nil target", m, with(func(a *args) { a.tgt = nil }), false},
+		{"zero target ids", m, with(func(a *args) { a.tgt = &graph.IDs{} }), false},
+		{"batch mismatch", m, with(func(a *args) { a.src = ids(3, 5, 7, "src3") }), true},
+		{"source longer than SrcMaxLen", m, with(func(a *args) { a.src = ids(2, 7, 7, "src7") }), true},
+		{"target longer than TgtMaxLen", m, with(func(a *args) { a.tgt = ids(2, 6, 5, "tgt6") }), true},
+		{"source vocabulary too large", m, with(func(a *args) { a.src = ids(2, 5, 8, "srcv8") }), true},
+		{"target vocabulary too large", m, with(func(a *args) { a.tgt = ids(2, 4, 7, "tgtv7") }), true},
+		{"source and target swapped", m, with(func(a *args) { a.src, a.tgt = in.Tgt, in.Src }), true},
+		{"source mask (B, St, St)", m, with(func(a *args) { a.srcPad = mask(tensor.Float64, 2, 4, 4, "m1") }), true},
+		{"target mask (B, Ss, Ss)", m, with(func(a *args) { a.tgtPad = mask(tensor.Float64, 2, 5, 5, "m2") }), true},
+		{"cross mask transposed (B, Ss, St)", m, with(func(a *args) { a.crossPad = mask(tensor.Float64, 2, 5, 4, "m3") }), true},
+		{"cross mask of another batch", m, with(func(a *args) { a.crossPad = mask(tensor.Float64, 3, 4, 5, "m4") }), true},
+		{"source mask without cross mask", m, with(func(a *args) { a.crossPad = nil }), true},
+		{"cross mask without source mask", m, with(func(a *args) { a.srcPad = nil }), true},
+		{"mask without a bias node", m, with(func(a *args) { a.crossPad = &graph.MaskNode{B: 2, Sq: 4, Sk: 5} }), false},
+		{"float32 mask", m, with(func(a *args) { a.tgtPad = mask(tensor.Float32, 2, 4, 4, "m5") }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := noPanic(t, tc.name, func() error {
+				_, _, err := tc.m.Forward(tc.a.src, tc.a.srcPad, tc.a.tgt, tc.a.tgtPad, tc.a.crossPad)
+				return err
+			})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.shape && !errors.Is(err, ErrShape) {
+				t.Errorf("error %q does not match ErrShape", err)
+			}
+			if !strings.Contains(err.Error(), "encoder-decoder") {
+				t.Errorf("error %q does not name the layer", err)
+			}
+			t.Log(err)
+		})
+	}
+
+	// Masks may all be nil: an unpadded batch.
+	if _, _, err := m.Forward(in.Src, nil, in.Tgt, nil, nil); err != nil {
+		t.Errorf("unpadded batch: %v", err)
+	}
+
+	bad := func(f func(c *EncDecConfig)) EncDecConfig { c := smallEncDec; f(&c); return c }
+	for _, tc := range []struct {
+		name string
+		cfg  EncDecConfig
+	}{
+		{"zero SrcVocab", bad(func(c *EncDecConfig) { c.SrcVocab = 0 })},
+		{"zero TgtMaxLen", bad(func(c *EncDecConfig) { c.TgtMaxLen = 0 })},
+		{"zero EncLayers", bad(func(c *EncDecConfig) { c.EncLayers = 0 })},
+		{"negative DecLayers", bad(func(c *EncDecConfig) { c.DecLayers = -1 })},
+		{"Dim % Heads", bad(func(c *EncDecConfig) { c.Heads = 3 })},
+		{"zero Hidden", bad(func(c *EncDecConfig) { c.Hidden = 0 })},
+		{"unknown activation", bad(func(c *EncDecConfig) { c.Activation = "tanh" })},
+		{"unknown positions", bad(func(c *EncDecConfig) { c.Positions = "rotary" })},
+		{"unknown attention", bad(func(c *EncDecConfig) { c.Attention = "sparse" })},
+		{"flash with attention dropout", bad(func(c *EncDecConfig) { c.Attention, c.AttnDropout = AttentionFlash, 0.1 })},
+		{"dropout 1", bad(func(c *EncDecConfig) { c.Dropout = 1 })},
+		{"NaN attention dropout", bad(func(c *EncDecConfig) { c.AttnDropout = math.NaN() })},
+		{"huge target vocabulary", bad(func(c *EncDecConfig) { c.TgtVocab = 1 << 40 })},
+		{"huge source vocabulary", bad(func(c *EncDecConfig) { c.SrcVocab = 1 << 40 })},
+		{"huge DecLayers", bad(func(c *EncDecConfig) { c.DecLayers = 1 << 40 })},
+		{"huge EncLayers", bad(func(c *EncDecConfig) { c.EncLayers = 1 << 40 })},
+	} {
+		t.Run("config/"+tc.name, func(t *testing.T) {
+			verr := noPanic(t, "Validate", tc.cfg.Validate)
+			nerr := noPanic(t, "NewEncoderDecoder", func() error {
+				_, err := NewEncoderDecoder(newScope(t, tensor.Float64, 1), tc.cfg)
+				return err
+			})
+			for _, err := range []error{verr, nerr} {
+				if !errors.Is(err, ErrConfig) {
+					t.Errorf("error %v does not match ErrConfig", err)
+				}
+			}
+			t.Log(nerr)
+		})
+	}
+
+	// Nil and zero-value scopes, blocks, inputs.
+	var nilModel *EncoderDecoder
+	var nilBlock *DecoderBlock
+	var nilIn *EncDecInputs
+	x := node(s, tensor.Float64, "x", 2, 4, 8)
+	for _, c := range []struct {
+		name string
+		f    func() error
+	}{
+		{"NewEncoderDecoder nil scope", func() error { _, err := NewEncoderDecoder(nil, cfg); return err }},
+		{"NewEncoderDecoder zero scope", func() error { _, err := NewEncoderDecoder(&Scope{}, cfg); return err }},
+		{"NewDecoderBlock nil scope", func() error { _, err := NewDecoderBlock(nil, cfg.blockConfig()); return err }},
+		{"NewDecoderBlock bad config", func() error {
+			_, err := NewDecoderBlock(s.Sub("b"), BlockConfig{Dim: 8, Heads: 3, Hidden: 4})
+			return err
+		}},
+		{"NewEncDecInputs nil scope", func() error { _, err := NewEncDecInputs(nil, cfg, 2, 5, 4); return err }},
+		{"NewEncDecInputs zero batch", func() error { _, err := NewEncDecInputs(s, cfg, 0, 5, 4); return err }},
+		{"nil block Forward", func() error { _, _, _, err := nilBlock.Forward(x, x, nil, nil); return err }},
+		{"block Forward nil memory", func() error { _, _, _, err := m.DecoderBlocks()[0].Forward(x, nil, nil, nil); return err }},
+		{"block Forward memory of another width", func() error {
+			_, _, _, err := m.DecoderBlocks()[0].Forward(x, node(s, tensor.Float64, "mem", 2, 5, 6), nil, nil)
+			return err
+		}},
+		{"nil inputs Set", func() error { return nilIn.Set(padded.src, padded.srcLengths, padded.tgt, padded.tgtLengths) }},
+		{"Set one length short", func() error { return in.Set(padded.src, []int{5}, padded.tgt, padded.tgtLengths) }},
+		{"Set length beyond Ss", func() error { return in.Set(padded.src, []int{6, 3}, padded.tgt, padded.tgtLengths) }},
+		{"Set source id out of vocabulary", func() error {
+			src := append([]int(nil), padded.src...)
+			src[0] = 7
+			return in.Set(src, padded.srcLengths, padded.tgt, padded.tgtLengths)
+		}},
+		{"Set source and target swapped", func() error { return in.Set(padded.tgt, padded.srcLengths, padded.src, padded.tgtLengths) }},
+	} {
+		if err := noPanic(t, c.name, c.f); err == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+	if nilModel.Params() != nil || nilModel.Dropouts() != nil || nilModel.Encoder() != nil || nilModel.Head() != nil ||
+		nilModel.TargetEmbedding() != nil || nilModel.TargetPositions() != nil || nilModel.FinalNorm() != nil ||
+		nilModel.DecoderBlocks() != nil || nilModel.Config() != (EncDecConfig{}) {
+		t.Error("a nil model's getters return something")
+	}
+	if nilBlock.Params() != nil || nilBlock.Dropouts() != nil || nilBlock.SelfAttention() != nil || nilBlock.CrossAttention() != nil ||
+		nilBlock.LN1() != nil || nilBlock.LN2() != nil || nilBlock.LN3() != nil || nilBlock.FeedForward() != nil || nilBlock.Config() != (BlockConfig{}) {
+		t.Error("a nil block's getters return something")
 	}
 }
