@@ -1,6 +1,11 @@
 // Package layers builds Transformer layers as gorgonia graphs: Linear,
 // Embedding, positional encodings, LayerNorm, FeedForward, MultiHeadAttention,
-// Block, and the decoder-only and encoder stacks made of them.
+// Block, and the models made of them: Decoder (decoder-only), Encoder and
+// EncoderDecoder, whose DecoderBlocks cross-attend to the encoder's output.
+// MultiHeadAttention computes attention as AttentionConfig.Impl says
+// (composed, fused or flash, one function of the same parameters), and
+// Decoder.Step runs one new token per row against a key/value cache for
+// generation.
 //
 // Every layer is made by a validating constructor from a Config, builds its
 // part of the graph in Forward, and lists its learnable nodes in Params with
