@@ -316,6 +316,46 @@ func (a *MultiHeadAttention) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.M
 	return out, keys, values, nil
 }
 
+// Project returns memory's keys and values, memory Wk and memory Wv
+// (B, Sk, D): what cross-attention reads of an encoder's output, computed
+// once per prompt when generating (see AttendProjected).
+func (a *MultiHeadAttention) Project(memory *G.Node) (keys, values *G.Node, err error) {
+	if err := a.check(); err != nil {
+		return nil, nil, err
+	}
+	if keys, err = a.wk.Forward(memory); err != nil { // (B, Sk, D)
+		return nil, nil, err
+	}
+	if values, err = a.wv.Forward(memory); err != nil { // (B, Sk, D)
+		return nil, nil, err
+	}
+	return keys, values, nil
+}
+
+// AttendProjected is Forward with keys and values already projected (by
+// Project): the query x (B, Sq, D) attends to keys and values (B, Sk, D)
+// under mask (B, Sq, Sk), and the output (B, Sq, D) is what Forward would
+// give for the memory they were projected from.
+func (a *MultiHeadAttention) AttendProjected(x, keys, values *G.Node, mask *graph.MaskNode) (*G.Node, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	q, err := a.wq.Forward(x) // (B, Sq, D)
+	if err != nil {
+		return nil, err
+	}
+	var y *G.Node
+	if a.cfg.Impl == AttentionFlash {
+		y, err = graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{})
+	} else {
+		y, _, err = graph.Attention(q, keys, values, a.cfg.Heads, mask, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("layers: attention %q: %w", a.s.prefix, err)
+	}
+	return a.wo.Forward(y) // (B, Sq, D)
+}
+
 // checkStep checks the inputs of a cached step for width d.
 func checkStep(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode, d int) error {
 	for _, n := range []struct {

@@ -279,6 +279,36 @@ func (b *DecoderBlock) Forward(x, memory *G.Node, selfMask, crossMask *graph.Mas
 	return y, selfWeights, crossWeights, nil
 }
 
+// Step is Forward for one new target position per row, for generation:
+// the self-attention reads and extends a key/value cache (see
+// MultiHeadAttention.Step: cacheK, cacheV (B, St, D), slot (B, St, 1),
+// selfMask (B, 1, St)), and the cross-attention reads crossK and crossV
+// (B, Ss, D), the encoder output's keys and values that
+// EncoderDecoder.Encode projected once per prompt, under crossMask
+// (B, 1, Ss). It returns y (B, 1, D) and the self-attention caches with the
+// new row written in.
+func (b *DecoderBlock) Step(x, cacheK, cacheV, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV *G.Node, crossMask *graph.MaskNode) (y, keys, values *G.Node, err error) {
+	if err := b.check(); err != nil {
+		return nil, nil, nil, err
+	}
+	selfAttend := func(h *G.Node) (*G.Node, error) {
+		out, k, v, err := b.self.Step(h, cacheK, cacheV, slot, selfMask)
+		keys, values = k, v
+		return out, err
+	}
+	crossAttend := func(h *G.Node) (*G.Node, error) { return b.cross.AttendProjected(h, crossK, crossV, crossMask) }
+	if y, err = b.residual(x, b.ln1, selfAttend, "drop_self_attn"); err != nil {
+		return nil, nil, nil, err
+	}
+	if y, err = b.residual(y, b.ln2, crossAttend, "drop_cross_attn"); err != nil {
+		return nil, nil, nil, err
+	}
+	if y, err = b.residual(y, b.ln3, b.ff.Forward, "drop_ff"); err != nil {
+		return nil, nil, nil, err
+	}
+	return y, keys, values, nil
+}
+
 // residual returns x + f(LN(x)) (pre-LN) or LN(x + f(x)) (post-LN), with
 // dropout on f's output, as Block's sublayers do.
 func (b *DecoderBlock) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, error), dropName string) (*G.Node, error) {
@@ -605,6 +635,75 @@ func (m *EncoderDecoder) Forward(src *graph.IDs, srcPad *graph.MaskNode, tgt *gr
 		return fail(err)
 	}
 	return logits, attn, nil
+}
+
+// Encode runs the encoder on src (B, Ss) under srcPad (nil, or
+// (B, Ss, Ss)) and returns, for each decoder block, the keys and values
+// (B, Ss, D) its cross-attention reads: computed once per prompt, then
+// given to every Step.
+func (m *EncoderDecoder) Encode(src *graph.IDs, srcPad *graph.MaskNode) (crossK, crossV []*G.Node, err error) {
+	if err := m.check(); err != nil {
+		return nil, nil, err
+	}
+	memory, _, err := m.enc.Forward(src, srcPad) // (B, Ss, D)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, b := range m.blocks {
+		k, v, err := b.cross.Project(memory) // (B, Ss, D) each
+		if err != nil {
+			return nil, nil, err
+		}
+		crossK, crossV = append(crossK, k), append(crossV, v)
+	}
+	return crossK, crossV, nil
+}
+
+// Step runs the decoder on one new target token per row, for generation
+// with a key/value cache: tok and pos (B, 1) are the tokens and their
+// positions; cacheK and cacheV hold each block's self-attention cache
+// (B, St, D), slot (B, St, 1) marks each row's position and selfMask
+// (B, 1, St) the positions it sees; crossK and crossV are Encode's, and
+// crossMask (B, 1, Ss) hides source padding. It returns the logits
+// (B, 1, TgtVocab) and the caches with the new row written in. Dropout is
+// not applied: a step is for inference.
+func (m *EncoderDecoder) Step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV []*G.Node, crossMask *graph.MaskNode) (logits *G.Node, keys, values []*G.Node, err error) {
+	if err := m.check(); err != nil {
+		return nil, nil, nil, err
+	}
+	n := len(m.blocks)
+	if len(cacheK) != n || len(cacheV) != n || len(crossK) != n || len(crossV) != n {
+		return nil, nil, nil, layerErr("encoder-decoder", m.s.prefix, shapeErrorf("step: %d, %d self caches and %d, %d cross keys and values; want %d of each",
+			len(cacheK), len(cacheV), len(crossK), len(crossV), n))
+	}
+	x, err := m.tok.Forward(tok) // (B, 1, D)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pe, err := m.pos.At(pos) // (B, 1, D), nil without positions
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if pe != nil {
+		if x, err = G.Add(x, pe); err != nil {
+			return nil, nil, nil, layerErr("encoder-decoder", m.s.prefix, err)
+		}
+	}
+	keys, values = make([]*G.Node, n), make([]*G.Node, n)
+	for i, b := range m.blocks {
+		if x, keys[i], values[i], err = b.Step(x, cacheK[i], cacheV[i], slot, selfMask, crossK[i], crossV[i], crossMask); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if m.lnf != nil {
+		if x, err = m.lnf.Forward(x); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if logits, err = m.head.Forward(x); err != nil { // (B, 1, TgtVocab)
+		return nil, nil, nil, err
+	}
+	return logits, keys, values, nil
 }
 
 // checkInputs checks the ids and masks of Forward against each other and the
