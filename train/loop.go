@@ -16,6 +16,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
@@ -90,8 +91,8 @@ type trainer struct {
 	opt    Options
 	task   data.Task
 	stream *data.Stream
-	model  *Model
-	eval   *infer.Model
+	model  net
+	eval   evalNet
 	optim  *Optimizer
 	sched  Schedule
 	step   int
@@ -178,13 +179,10 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 		return nil, err
 	}
 	s := task.MaxLen() - 1
-	if t.model, err = BuildModel(cfg, cfg.Batch, s); err != nil {
+	if err := t.build(s); err != nil {
 		return nil, err
 	}
-	if t.eval, err = infer.Build(cfg, min(cfg.TestSize, config.MaxEvalBatch), s); err != nil {
-		return nil, err
-	}
-	if t.optim, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, t.model.Params); err != nil {
+	if t.optim, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, t.model.parameters()); err != nil {
 		return nil, err
 	}
 	t.sched = Schedule{Peak: cfg.LR, Min: cfg.MinLR, Warmup: cfg.Warmup, Total: cfg.Steps}
@@ -197,6 +195,77 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 		}
 	}
 	return t, nil
+}
+
+// net is the model the loop trains: the decoder-only Model or the
+// EncDecModel, as the configuration's Arch says.
+type net interface {
+	stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error)
+	parameters() []graph.Param
+	NumParams() int
+	Close() error
+}
+
+// evalNet is the forward-only model the loop evaluates, given the trained
+// model's current parameters before each evaluation.
+type evalNet interface {
+	SetParams(params []graph.Param) error
+	Evaluate(task data.Task, examples []data.Example) (infer.EvalResult, error)
+	Close() error
+}
+
+func (m *Model) stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error) {
+	batch, err := data.BatchFor(task, examples)
+	if err != nil {
+		return StepResult{}, err
+	}
+	return m.Step(batch, opt, o)
+}
+
+func (m *Model) parameters() []graph.Param { return m.Params }
+
+func (m *EncDecModel) stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error) {
+	return m.Step(task, examples, opt, o)
+}
+
+func (m *EncDecModel) parameters() []graph.Param { return m.Params }
+
+// decoderEval evaluates a decoder-only inference model.
+type decoderEval struct{ *infer.Model }
+
+func (e decoderEval) Evaluate(task data.Task, examples []data.Example) (infer.EvalResult, error) {
+	return infer.Evaluate(e.Model, task, examples)
+}
+
+// build compiles the training and the evaluation model of the run's
+// architecture, for sequences of s tokens.
+func (t *trainer) build(s int) error {
+	cfg := t.cfg
+	evalB := min(cfg.TestSize, config.MaxEvalBatch)
+	if cfg.Arch == config.ArchEncDec {
+		m, err := BuildEncDec(cfg, cfg.Batch)
+		if err != nil {
+			return err
+		}
+		t.model = m
+		e, err := infer.BuildEncDec(cfg, evalB)
+		if err != nil {
+			return err
+		}
+		t.eval = e
+		return nil
+	}
+	m, err := BuildModel(cfg, cfg.Batch, s)
+	if err != nil {
+		return err
+	}
+	t.model = m
+	e, err := infer.Build(cfg, evalB, s)
+	if err != nil {
+		return err
+	}
+	t.eval = decoderEval{e}
+	return nil
 }
 
 // claimOut creates and locks the run directory, and makes sure a fresh run
@@ -271,7 +340,7 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 		}
 		t.step++
 		m.Step = t.step
-		m.TokensPerSec = float64(t.cfg.Batch*t.model.S) / time.Since(stepStart).Seconds()
+		m.TokensPerSec = float64(t.cfg.Batch*t.cfg.Model.MaxLen) / time.Since(stepStart).Seconds()
 		if t.step%t.cfg.EvalEvery == 0 || t.step == t.cfg.Steps {
 			if last, err = t.evaluate(); err != nil {
 				return Summary{}, err
@@ -320,12 +389,8 @@ func (t *trainer) trainStep() (Metric, error) {
 	if err != nil {
 		return Metric{}, err
 	}
-	batch, err := data.BatchFor(t.task, examples)
-	if err != nil {
-		return Metric{}, err
-	}
 	lr := t.sched.LR(t.step)
-	res, err := t.model.Step(batch, t.optim, StepOptions{LR: lr, Clip: t.cfg.ClipNorm, Step: t.step})
+	res, err := t.model.stepOn(t.task, examples, t.optim, StepOptions{LR: lr, Clip: t.cfg.ClipNorm, Step: t.step})
 	if errors.Is(err, ErrNonFinite) {
 		err = fmt.Errorf("train: step %d: %w; %s", t.step+1, err, t.lastCheckpoint())
 	}
@@ -333,10 +398,10 @@ func (t *trainer) trainStep() (Metric, error) {
 }
 
 func (t *trainer) evaluate() (infer.EvalResult, error) {
-	if err := t.eval.CopyParamsFrom(t.model.Model); err != nil {
+	if err := t.eval.SetParams(t.model.parameters()); err != nil {
 		return infer.EvalResult{}, err
 	}
-	return infer.Evaluate(t.eval, t.task, t.stream.Test())
+	return t.eval.Evaluate(t.task, t.stream.Test())
 }
 
 // save writes the checkpoint of the current step, unless it is the last one
@@ -370,7 +435,7 @@ func (t *trainer) writeCheckpoint(wall float64) error {
 	if err != nil {
 		return err
 	}
-	weights, err := checkpoint.ParamTensors(t.model.Params)
+	weights, err := checkpoint.ParamTensors(t.model.parameters())
 	if err != nil {
 		return err
 	}
@@ -392,7 +457,7 @@ func (t *trainer) restore() error {
 	if st.Step != ck.Step {
 		return fmt.Errorf("train: checkpoint %s: %s: the run state is at step %d, the checkpoint at step %d", t.opt.Out, checkpoint.StateFile, st.Step, ck.Step)
 	}
-	if err := checkpoint.LoadParams(t.model.Params, ck.Weights, checkpoint.File(t.opt.Out, checkpoint.ModelFile)); err != nil {
+	if err := checkpoint.LoadParams(t.model.parameters(), ck.Weights, checkpoint.File(t.opt.Out, checkpoint.ModelFile)); err != nil {
 		return err
 	}
 	if err := t.optim.Restore(st.Step, ck.Optimizer); err != nil {

@@ -106,7 +106,15 @@ func (m *Model) Step(batch data.Batch, opt *Optimizer, o StepOptions) (StepResul
 	if err := m.Targets.Set(batch.Targets, batch.Weights); err != nil {
 		return StepResult{}, err
 	}
-	for _, d := range m.Decoder.Dropouts() {
+	return update(m.Run, m.Cost, m.Params, m.Decoder.Dropouts(), opt, o)
+}
+
+// update is the second half of every training step, the inputs bound:
+// resample dropout, run forward and backward, clip the gradients' global
+// norm and let opt update the parameters, or report a non-finite loss or
+// norm (ErrNonFinite) and change nothing.
+func update(run func(func() error) error, cost *G.Node, params []graph.Param, dropouts []*graph.Dropout, opt *Optimizer, o StepOptions) (StepResult, error) {
+	for _, d := range dropouts {
 		if err := d.Resample(uint64(o.Step)); err != nil {
 			return StepResult{}, err
 		}
@@ -116,13 +124,13 @@ func (m *Model) Step(batch data.Batch, opt *Optimizer, o StepOptions) (StepResul
 		clip = math.Inf(1)
 	}
 	var res StepResult
-	err := m.Run(func() error {
-		loss, err := graph.Float64s(m.Cost.Value())
+	err := run(func() error {
+		loss, err := graph.Float64s(cost.Value())
 		if err != nil {
 			return err
 		}
 		res.Loss = loss[0]
-		if res.GradNorm, err = ClipGradNorm(m.Params, clip); err != nil {
+		if res.GradNorm, err = ClipGradNorm(params, clip); err != nil {
 			return err
 		}
 		if !isFinite(res.Loss) {

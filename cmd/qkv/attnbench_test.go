@@ -109,3 +109,27 @@ func TestBenchGenerate(t *testing.T) {
 		t.Errorf("bench --generate 0: exit %d, want 2", code)
 	}
 }
+
+// TestEncDecCommandLine: --arch encdec trains an encoder-decoder that eval
+// and predict run; attend says it draws decoder-only models; a bad --arch
+// is refused naming the flag.
+func TestEncDecCommandLine(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	code, out, stderr := qkv("train", "--arch", "encdec", "--task", "sort", "--length", "3", "--test-size", "8", "--dim", "16",
+		"--heads", "2", "--hidden", "32", "--layers", "1", "--batch", "16", "--steps", "30", "--eval-every", "10", "--out", dir)
+	if code != 0 || !strings.Contains(out, "held-out exact match") {
+		t.Fatalf("train --arch encdec: exit %d: %s%s", code, out, stderr)
+	}
+	if code, out, stderr := qkv("eval", "--checkpoint", dir); code != 0 || !strings.Contains(out, "8 held-out examples") {
+		t.Errorf("eval of an encoder-decoder: exit %d, %q %q", code, out, stderr)
+	}
+	if code, out, stderr := qkv("predict", "--checkpoint", dir, "2 0 1"); code != 0 || len(strings.Fields(out)) != 3 {
+		t.Errorf("predict with an encoder-decoder: exit %d, %q %q", code, out, stderr)
+	}
+	if code, _, stderr := qkv("attend", "--checkpoint", dir, "--input", "2 0 1", "--out", filepath.Join(t.TempDir(), "a.png")); code != 1 || !strings.Contains(stderr, "encoder-decoder") {
+		t.Errorf("attend on an encoder-decoder: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := qkv("train", "--arch", "transformer"); code != 2 || !strings.Contains(stderr, "--arch") {
+		t.Errorf("train --arch transformer: exit %d, %q", code, stderr)
+	}
+}

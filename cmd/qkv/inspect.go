@@ -29,22 +29,25 @@ const tooLargeAdvice = "raise --max-memory if the machine has it"
 // With weights, the model must return its attention weights: flash
 // attention never forms them, so a flash model is built with fused attention
 // instead (the same function of the same weights), saying so on stderr.
-func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool) (*infer.Model, config.Config, data.Task, error) {
+func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool) (*loaded, error) {
 	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
 	var impl layers.AttentionImpl
 	fs.Var(kindFlag[layers.AttentionImpl]{&impl}, "attention", "compute attention with composed, fused or flash instead of the checkpoint's own (the same function of the same weights)")
 	mem := registerMemory(fs)
-	return func(b int, weights bool) (*infer.Model, config.Config, data.Task, error) {
+	return func(b int, weights bool) (*loaded, error) {
 		if *dir == "" {
-			return nil, config.Config{}, nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
+			return nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
 		}
 		cfg, err := config.Load(*dir)
 		if err != nil {
-			return nil, config.Config{}, nil, err
+			return nil, err
+		}
+		if weights && cfg.Arch == config.ArchEncDec {
+			return nil, fmt.Errorf("%s is an encoder-decoder: attend draws decoder-only models so far", *dir)
 		}
 		if impl != "" {
 			if _, err := layers.ParseAttentionImpl(string(impl)); err != nil {
-				return nil, config.Config{}, nil, fmt.Errorf("%w: --attention: %v", errUsage, err)
+				return nil, fmt.Errorf("%w: --attention: %v", errUsage, err)
 			}
 			cfg.Model.Attention = impl
 		}
@@ -58,13 +61,56 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 			return config.EstimateMemory(c, b, c.Model.MaxLen, false)
 		}, tooLargeAdvice)
 		if tooLarge != "" {
-			return nil, config.Config{}, nil, fmt.Errorf("%w: %s: %s", errUsage, file, tooLarge)
+			return nil, fmt.Errorf("%w: %s: %s", errUsage, file, tooLarge)
 		}
 		if err != nil { // the checkpoint's config.json is wrong, not a flag
-			return nil, config.Config{}, nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
+			return nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
 		}
-		return infer.LoadWith(*dir, b, infer.LoadOptions{Attention: cfg.Model.Attention})
+		opts := infer.LoadOptions{Attention: cfg.Model.Attention}
+		l := &loaded{}
+		if cfg.Arch == config.ArchEncDec {
+			l.encdec, l.cfg, l.task, err = infer.LoadEncDec(*dir, b, opts)
+		} else {
+			l.dec, l.cfg, l.task, err = infer.LoadWith(*dir, b, opts)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
+}
+
+// loaded is a checkpoint's model, decoder-only or encoder-decoder, with its
+// configuration and task.
+type loaded struct {
+	dec    *infer.Model
+	encdec *infer.EncDecModel
+	cfg    config.Config
+	task   data.Task
+}
+
+// greedy decodes the answers of prompts.
+func (l *loaded) greedy(prompts [][]int) ([][]int, error) {
+	if l.encdec != nil {
+		return l.encdec.Greedy(l.task, prompts)
+	}
+	return infer.Greedy(l.dec, l.task, prompts)
+}
+
+// evaluate scores greedy answers on examples.
+func (l *loaded) evaluate(examples []data.Example) (infer.EvalResult, error) {
+	if l.encdec != nil {
+		return l.encdec.Evaluate(l.task, examples)
+	}
+	return infer.Evaluate(l.dec, l.task, examples)
+}
+
+// Close releases the model's machine.
+func (l *loaded) Close() error {
+	if l.encdec != nil {
+		return l.encdec.Close()
+	}
+	return l.dec.Close()
 }
 
 func runEval(args []string, stdout, stderr io.Writer) error {
@@ -73,16 +119,17 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	m, cfg, task, err := load(config.MaxEvalBatch, false)
+	l, err := load(config.MaxEvalBatch, false)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	stream, err := data.NewStream(task, cfg.Seed, cfg.TestSize)
+	defer l.Close()
+	cfg := l.cfg
+	stream, err := data.NewStream(l.task, cfg.Seed, cfg.TestSize)
 	if err != nil {
 		return err
 	}
-	res, err := infer.Evaluate(m, task, stream.Test())
+	res, err := l.evaluate(stream.Test())
 	if err != nil {
 		return err
 	}
@@ -115,20 +162,20 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, 1); err != nil {
 		return err
 	}
-	m, _, task, err := load(1, false)
+	l, err := load(1, false)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	prompt, err := promptArg(task, fs.Arg(0))
+	defer l.Close()
+	prompt, err := promptArg(l.task, fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	got, err := infer.Greedy(m, task, [][]int{prompt})
+	got, err := l.greedy([][]int{prompt})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, task.Vocab().Decode(got[0]))
+	fmt.Fprintln(stdout, l.task.Vocab().Decode(got[0]))
 	return nil
 }
 
@@ -143,11 +190,12 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	if strings.TrimSpace(*out) == "" {
 		return fmt.Errorf("%w: --out: give the PNG file to write, e.g. attn.png", errUsage)
 	}
-	m, _, task, err := load(1, true)
+	l, err := load(1, true)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer l.Close()
+	m, task := l.dec, l.task
 	prompt, err := promptArg(task, *input)
 	if err != nil {
 		return err

@@ -101,6 +101,7 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.IntVar(&m.Dim, "dim", m.Dim, "model width d_model")
 	fs.IntVar(&m.Hidden, "hidden", m.Hidden, "feed-forward width")
 	fs.Var(kindFlag[layers.Activation]{&m.Activation}, "activation", "feed-forward activation: relu or gelu")
+	fs.Var(kindFlag[config.Arch]{&cfg.Arch}, "arch", "architecture: decoder (decoder-only, the default) or encdec (the prompt to an encoder, the answer to a decoder that cross-attends to it)")
 	fs.Var(kindFlag[layers.AttentionImpl]{&m.Attention}, "attention", "how attention is computed: composed, fused (default) or flash; checkpoints run under any")
 	fs.Var(kindFlag[layers.PositionsKind]{&m.Positions}, "positions", "positional encoding: learned, sinusoidal or none")
 	fs.BoolVar(&m.PostLN, "post-ln", m.PostLN, "post-LN blocks instead of pre-LN")

@@ -34,6 +34,7 @@ var fieldFlags = map[string]string{
 	"model.dropout":          "dropout",
 	"model.attn_dropout":     "attn-dropout",
 	"model.attention":        "attention",
+	"arch":                   "arch",
 	"dtype":                  "dtype",
 	"seed":                   "seed",
 	"batch":                  "batch",

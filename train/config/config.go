@@ -15,6 +15,24 @@ import (
 	"github.com/qkv-dev/qkv/layers"
 )
 
+// Arch is the architecture a run trains, as config.json and --arch spell
+// it.
+type Arch string
+
+// The architectures.
+const (
+	// ArchDecoder is the decoder-only model (the default for ""): prompt,
+	// SEP and answer form one sequence, the answer predicted token by token.
+	ArchDecoder Arch = "decoder"
+	// ArchEncDec is the encoder–decoder: the prompt goes to the encoder, the
+	// answer, after SEP, to the decoder, which cross-attends to the
+	// encoder's output.
+	ArchEncDec Arch = "encdec"
+)
+
+// String returns the name.
+func (a Arch) String() string { return string(a) }
+
 // OptimizerKind names an optimizer, as config.json and --optimizer spell
 // it.
 type OptimizerKind string
@@ -45,6 +63,8 @@ func ParseOptimizerKind(s string) (OptimizerKind, error) {
 // same model and task from the checkpoint alone.
 type Config struct {
 	Task TaskSpec `json:"task"`
+	// Arch is ArchDecoder (the default for "") or ArchEncDec.
+	Arch Arch `json:"arch,omitempty"`
 	// Model is the decoder's configuration; Vocab and MaxLen are filled in
 	// from the task.
 	Model layers.StackConfig `json:"model"`
@@ -274,6 +294,11 @@ func (c Config) Validate() error {
 	if err := checkFloat("model.attn_dropout", m.AttnDropout, 0, 1, true, "in [0, 1)"); err != nil {
 		return err
 	}
+	switch c.Arch {
+	case "", ArchDecoder, ArchEncDec:
+	default:
+		return cfgErr("arch", "unknown architecture %q: want %q or %q", c.Arch, ArchDecoder, ArchEncDec)
+	}
 	switch m.Attention {
 	case "", layers.AttentionComposed, layers.AttentionFused:
 	case layers.AttentionFlash:
@@ -392,7 +417,26 @@ func validateModel(c Config) error {
 	if err := c.Model.Validate(); err != nil {
 		return &Error{Field: "model", Problem: err.Error(), cause: err}
 	}
+	if c.Arch == ArchEncDec {
+		if err := c.EncDec().Validate(); err != nil {
+			return &Error{Field: "model", Problem: err.Error(), cause: err}
+		}
+	}
 	return nil
+}
+
+// EncDec returns the encoder–decoder configuration of c (resolved): the
+// model's width, heads, feed-forward and options for both halves, Layers
+// blocks in each, the task's vocabulary for source and target, and its
+// longest input (MaxLen) as the longest source and target.
+func (c Config) EncDec() layers.EncDecConfig {
+	m := c.Model
+	return layers.EncDecConfig{
+		SrcVocab: m.Vocab, SrcMaxLen: m.MaxLen, TgtVocab: m.Vocab, TgtMaxLen: m.MaxLen,
+		Dim: m.Dim, Heads: m.Heads, Hidden: m.Hidden, EncLayers: m.Layers, DecLayers: m.Layers,
+		Activation: m.Activation, Positions: m.Positions, PostLN: m.PostLN, Bias: m.Bias,
+		Dropout: m.Dropout, AttnDropout: m.AttnDropout, Attention: m.Attention,
+	}
 }
 
 // MarshalConfig returns c as indented JSON, the content of config.json.

@@ -138,6 +138,13 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 		e.Logits *= 2
 	}
 	e.Attention = weights + masks
+	if cfg.Arch == ArchEncDec {
+		// An encoder and a decoder of Layers blocks each, the decoder's with
+		// a cross-attention: about twice the decoder-only model, counted
+		// generously as twice everything but the logits.
+		e.Params, e.Grads, e.Optimizer = 2*e.Params, 2*e.Grads, 2*e.Optimizer
+		e.Activations, e.Attention = 2*e.Activations, 3*e.Attention
+	}
 	return e, nil
 }
 

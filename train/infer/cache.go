@@ -94,19 +94,19 @@ func NewCached(cfg config.Config, b int, params []graph.Param) (*Cached, error) 
 // of the same name and shape.
 func copyParams(dst, src []graph.Param) error {
 	if len(dst) != len(src) {
-		return fmt.Errorf("infer: cached decoder: %d params given, the model has %d", len(src), len(dst))
+		return fmt.Errorf("infer: params: %d given, the model has %d", len(src), len(dst))
 	}
 	for i, p := range dst {
 		if err := graph.CheckNode(src[i].Node, "param "+src[i].Name); err != nil {
-			return fmt.Errorf("infer: cached decoder: %w", err)
+			return fmt.Errorf("infer: params: %w", err)
 		}
 		from, ok1 := src[i].Node.Value().(*tensor.Dense)
 		to, ok2 := p.Node.Value().(*tensor.Dense)
 		if !ok1 || !ok2 || src[i].Name != p.Name || !from.Shape().Eq(to.Shape()) || from.Dtype() != to.Dtype() {
-			return fmt.Errorf("infer: cached decoder: param %d is %q, want %q of shape %v", i, src[i].Name, p.Name, to.Shape())
+			return fmt.Errorf("infer: params: param %d is %q, want %q of shape %v", i, src[i].Name, p.Name, to.Shape())
 		}
 		if err := tensor.Copy(to, from); err != nil {
-			return fmt.Errorf("infer: cached decoder: param %q: %w", p.Name, err)
+			return fmt.Errorf("infer: params: param %q: %w", p.Name, err)
 		}
 	}
 	return nil

@@ -112,6 +112,11 @@ func Evaluate(m *Model, task data.Task, examples []data.Example) (EvalResult, er
 	if err != nil {
 		return EvalResult{}, err
 	}
+	return score(examples, got), nil
+}
+
+// score compares the answers got with the examples' answers.
+func score(examples []data.Example, got [][]int) EvalResult {
 	var right, total, exact int
 	for i, e := range examples {
 		all := len(got[i]) == len(e.Answer)
@@ -128,13 +133,13 @@ func Evaluate(m *Model, task data.Task, examples []data.Example) (EvalResult, er
 		}
 	}
 	if len(examples) == 0 {
-		return EvalResult{}, nil
+		return EvalResult{}
 	}
 	return EvalResult{
 		TokenAccuracy: float64(right) / float64(total),
 		ExactMatch:    float64(exact) / float64(len(examples)),
 		N:             len(examples),
-	}, nil
+	}
 }
 
 func argmax(xs []float64) int {

@@ -37,6 +37,9 @@ func LoadWith(dir string, b int, opts LoadOptions) (*Model, config.Config, data.
 	if err != nil {
 		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: %w", dir, err)
 	}
+	if cfg.Arch == config.ArchEncDec {
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: an encoder-decoder: load it with LoadEncDec", dir)
+	}
 	if opts.Attention != "" {
 		cfg.Model.Attention = opts.Attention
 	}

@@ -200,6 +200,15 @@ func (m *Model) Close() error {
 	return m.VM.Close()
 }
 
+// SetParams copies the values of params, those of a model of the same
+// configuration (a training model's), into m's.
+func (m *Model) SetParams(params []graph.Param) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return copyParams(m.Params, params)
+}
+
 // Cached returns the model's cached decoder (see Cached), built on first
 // use and given the model's current parameter values on every call, so
 // that a model whose weights change (an evaluation model during training)

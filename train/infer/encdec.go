@@ -1,0 +1,277 @@
+package infer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/checkpoint"
+	"github.com/qkv-dev/qkv/train/config"
+)
+
+// EncDecModel is an encoder–decoder (config.ArchEncDec) compiled once for
+// batches of B prompts of up to Ss tokens, the source, and B targets of up
+// to St tokens: SEP and the answer but its last token, which the decoder
+// reads to predict the answer token by token.
+type EncDecModel struct {
+	B, Ss, St int
+	DType     tensor.Dtype
+	Model     *layers.EncoderDecoder
+	Params    []graph.Param
+	Inputs    *layers.EncDecInputs
+	Logits    *G.Node // (B, St, Vocab)
+	Weights   layers.EncDecWeights
+	// Graph holds the nodes; a training model adds its cost before
+	// compiling.
+	Graph *G.ExprGraph
+	VM    G.VM
+}
+
+// AssembleEncDec builds the encoder–decoder of cfg (resolved, Arch
+// ArchEncDec) for batches of b prompts as an uncompiled graph, sources and
+// targets of up to cfg.Model.MaxLen tokens: the one encoder–decoder builder,
+// which BuildEncDec compiles for inference and train.BuildEncDec for
+// training.
+func AssembleEncDec(cfg config.Config, b int) (*EncDecModel, error) {
+	dt, err := cfg.DType.Tensor()
+	if err != nil {
+		return nil, err
+	}
+	g := G.NewGraph()
+	scope, err := layers.NewScope(g, dt, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	ec := cfg.EncDec()
+	model, err := layers.NewEncoderDecoder(scope, ec)
+	if err != nil {
+		return nil, err
+	}
+	m := &EncDecModel{B: b, Ss: ec.SrcMaxLen, St: ec.TgtMaxLen, DType: dt, Model: model, Params: model.Params(), Graph: g}
+	if m.Inputs, err = layers.NewEncDecInputs(scope, ec, b, m.Ss, m.St); err != nil {
+		return nil, err
+	}
+	in := m.Inputs
+	if m.Logits, m.Weights, err = model.Forward(in.Src, in.SrcPad, in.Tgt, in.TgtPad, in.CrossPad); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// BuildEncDec builds and compiles the encoder–decoder of cfg (resolved)
+// for inference on batches of b prompts, after checking its memory
+// estimate as Build does.
+func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
+	if err := config.CheckMemory(cfg, b, cfg.Model.MaxLen, false); err != nil {
+		return nil, err
+	}
+	m, err := AssembleEncDec(cfg, b)
+	if err != nil {
+		return nil, err
+	}
+	if m.VM, err = graph.NewMachine(m.Graph); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// LoadEncDec is LoadWith for an encoder–decoder checkpoint.
+func LoadEncDec(dir string, b int, opts LoadOptions) (*EncDecModel, config.Config, data.Task, error) {
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
+		return nil, config.Config{}, nil, err
+	}
+	cfg, err := config.Unmarshal(ck.Config)
+	if err != nil {
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: %w", dir, err)
+	}
+	if cfg.Arch != config.ArchEncDec {
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: a %q model, not an encoder-decoder", dir, cmpArch(cfg.Arch))
+	}
+	if opts.Attention != "" {
+		cfg.Model.Attention = opts.Attention
+	}
+	task, err := cfg.Resolve()
+	if err != nil {
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: config.json: %w", dir, err)
+	}
+	m, err := BuildEncDec(cfg, b)
+	if err != nil {
+		return nil, config.Config{}, nil, err
+	}
+	if err := checkpoint.LoadParams(m.Params, ck.Weights, checkpoint.File(dir, checkpoint.ModelFile)); err != nil {
+		m.Close()
+		return nil, config.Config{}, nil, err
+	}
+	return m, cfg, task, nil
+}
+
+// cmpArch names an architecture, "" as the decoder it defaults to.
+func cmpArch(a config.Arch) config.Arch {
+	if a == "" {
+		return config.ArchDecoder
+	}
+	return a
+}
+
+// SetBatch binds sources and targets (row-major, B×Ss and B×St ids) with
+// their lengths for the next run.
+func (m *EncDecModel) SetBatch(src, srcLengths, tgt, tgtLengths []int) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.Inputs.Set(src, srcLengths, tgt, tgtLengths)
+}
+
+// Run executes the machine once and calls read before it is reset.
+func (m *EncDecModel) Run(read func() error) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	defer m.VM.Reset()
+	if err := m.VM.RunAll(); err != nil {
+		return fmt.Errorf("infer: run: %w", err)
+	}
+	if read == nil {
+		return nil
+	}
+	return read()
+}
+
+// SetParams copies the values of params, those of a model of the same
+// configuration, into m's.
+func (m *EncDecModel) SetParams(params []graph.Param) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return copyParams(m.Params, params)
+}
+
+// Close releases the machine.
+func (m *EncDecModel) Close() error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	return m.VM.Close()
+}
+
+// NumParams returns the number of scalar parameters.
+func (m *EncDecModel) NumParams() int {
+	if m == nil {
+		return 0
+	}
+	n := 0
+	for _, p := range m.Params {
+		n += p.Node.Shape().TotalSize()
+	}
+	return n
+}
+
+// check reports a nil EncDecModel, or one no builder compiled.
+func (m *EncDecModel) check() error {
+	if m == nil || m.VM == nil || m.Inputs == nil {
+		return errors.New("infer: encoder-decoder has no machine: build it with BuildEncDec or LoadEncDec")
+	}
+	return nil
+}
+
+// Greedy decodes the answer of every prompt: the prompt goes to the encoder
+// and the decoder starts from SEP, appending its most likely token until
+// the task's answer length, B prompts at a time. Each token runs the whole
+// model again (the encoder–decoder's key/value cache is in layers, not yet
+// here).
+func (m *EncDecModel) Greedy(task data.Task, prompts [][]int) ([][]int, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if task == nil {
+		return nil, errors.New("infer: nil task")
+	}
+	out := make([][]int, len(prompts))
+	for start := 0; start < len(prompts); start += m.B {
+		chunk := prompts[start:min(start+m.B, len(prompts))]
+		steps := make([]int, len(chunk))
+		tgts := make([][]int, len(chunk))
+		longest := 0
+		for i, p := range chunk {
+			if err := task.ValidatePrompt(p); err != nil {
+				return nil, err
+			}
+			if len(p) > m.Ss {
+				return nil, fmt.Errorf("infer: prompt of %d tokens exceeds the encoder's %d", len(p), m.Ss)
+			}
+			steps[i] = task.AnswerLen(p)
+			if steps[i] > m.St {
+				return nil, fmt.Errorf("infer: an answer of %d tokens exceeds the decoder's %d", steps[i], m.St)
+			}
+			tgts[i] = []int{task.Vocab().SEP()}
+			longest = max(longest, steps[i])
+		}
+		for t := 0; t < longest; t++ {
+			logits, err := m.nextLogits(chunk, tgts)
+			if err != nil {
+				return nil, err
+			}
+			for i := range chunk {
+				if len(tgts[i])-1 < steps[i] {
+					tgts[i] = append(tgts[i], argmax(logits[i]))
+				}
+			}
+		}
+		for i := range chunk {
+			out[start+i] = slices.Clone(tgts[i][1:])
+		}
+	}
+	return out, nil
+}
+
+// nextLogits runs up to B sources and targets and returns, for each, the
+// logits after the target's last token.
+func (m *EncDecModel) nextLogits(srcs, tgts [][]int) ([][]float64, error) {
+	src, tgt := make([]int, m.B*m.Ss), make([]int, m.B*m.St)
+	srcLen, tgtLen := make([]int, m.B), make([]int, m.B)
+	for i := range srcs {
+		copy(src[i*m.Ss:], srcs[i])
+		copy(tgt[i*m.St:], tgts[i])
+		srcLen[i], tgtLen[i] = len(srcs[i]), len(tgts[i])
+	}
+	for i := len(srcs); i < m.B; i++ { // rows no prompt fills: one token each
+		srcLen[i], tgtLen[i] = 1, 1
+	}
+	if err := m.SetBatch(src, srcLen, tgt, tgtLen); err != nil {
+		return nil, err
+	}
+	v := m.Logits.Shape()[2]
+	var out [][]float64
+	err := m.Run(func() error {
+		vals, err := graph.Float64s(m.Logits.Value()) // (B, St, V)
+		if err != nil {
+			return err
+		}
+		for i := range srcs {
+			at := (i*m.St + len(tgts[i]) - 1) * v
+			out = append(out, slices.Clone(vals[at:at+v]))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Evaluate decodes every example's prompt greedily and scores the answers.
+func (m *EncDecModel) Evaluate(task data.Task, examples []data.Example) (EvalResult, error) {
+	prompts := make([][]int, len(examples))
+	for i, e := range examples {
+		prompts[i] = e.Prompt
+	}
+	got, err := m.Greedy(task, prompts)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	return score(examples, got), nil
+}
