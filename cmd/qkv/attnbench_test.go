@@ -111,8 +111,8 @@ func TestBenchGenerate(t *testing.T) {
 }
 
 // TestEncDecCommandLine: --arch encdec trains an encoder-decoder that eval
-// and predict run; attend says it draws decoder-only models; a bad --arch
-// is refused naming the flag.
+// and predict run and attend draws (encoder, decoder and cross-attention);
+// a bad --arch is refused naming the flag.
 func TestEncDecCommandLine(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	code, out, stderr := qkv("train", "--arch", "encdec", "--task", "sort", "--length", "3", "--test-size", "8", "--dim", "16",
@@ -126,8 +126,14 @@ func TestEncDecCommandLine(t *testing.T) {
 	if code, out, stderr := qkv("predict", "--checkpoint", dir, "2 0 1"); code != 0 || len(strings.Fields(out)) != 3 {
 		t.Errorf("predict with an encoder-decoder: exit %d, %q %q", code, out, stderr)
 	}
-	if code, _, stderr := qkv("attend", "--checkpoint", dir, "--input", "2 0 1", "--out", filepath.Join(t.TempDir(), "a.png")); code != 1 || !strings.Contains(stderr, "encoder-decoder") {
-		t.Errorf("attend on an encoder-decoder: exit %d, %q", code, stderr)
+	png := filepath.Join(t.TempDir(), "a.png")
+	if code, out, stderr := qkv("attend", "--checkpoint", dir, "--input", "2 0 1", "--out", png); code != 0 || !strings.Contains(out, "cross-attention written") {
+		t.Errorf("attend on an encoder-decoder: exit %d, %q %q", code, out, stderr)
+	}
+	for _, kind := range []string{"encoder", "decoder", "cross"} {
+		if _, err := os.Stat(strings.TrimSuffix(png, ".png") + "-" + kind + ".png"); err != nil {
+			t.Errorf("attend wrote no %s attention: %v", kind, err)
+		}
 	}
 	if code, _, stderr := qkv("train", "--arch", "transformer"); code != 2 || !strings.Contains(stderr, "--arch") {
 		t.Errorf("train --arch transformer: exit %d, %q", code, stderr)

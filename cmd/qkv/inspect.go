@@ -5,7 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 	"strings"
+
+	G "gorgonia.org/gorgonia"
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
@@ -41,9 +45,6 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 		cfg, err := config.Load(*dir)
 		if err != nil {
 			return nil, err
-		}
-		if weights && cfg.Arch == config.ArchEncDec {
-			return nil, fmt.Errorf("%s is an encoder-decoder: attend draws decoder-only models so far", *dir)
 		}
 		if impl != "" {
 			if _, err := layers.ParseAttentionImpl(string(impl)); err != nil {
@@ -195,6 +196,9 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer l.Close()
+	if l.encdec != nil {
+		return attendEncDec(l, *input, *out, stdout)
+	}
 	m, task := l.dec, l.task
 	prompt, err := promptArg(task, *input)
 	if err != nil {
@@ -262,4 +266,101 @@ func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
 		return nil, errors.New("model has no attention layers")
 	}
 	return maps, nil
+}
+
+// attendEncDec draws an encoder–decoder's three kinds of attention for a
+// prompt and its greedy answer, each in a PNG of its own next to out
+// (attn-encoder.png, attn-decoder.png, attn-cross.png for attn.png): the
+// encoder's self-attention over the prompt, the decoder's causal
+// self-attention over SEP and the answer, and the cross-attention from the
+// decoder's positions (queries) to the prompt's (keys).
+func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
+	m, task := l.encdec, l.task
+	prompt, err := promptArg(task, input)
+	if err != nil {
+		return err
+	}
+	answer, err := m.Greedy(task, [][]int{prompt})
+	if err != nil {
+		return err
+	}
+	vocab := task.Vocab()
+	tgt := append([]int{vocab.SEP()}, answer[0][:len(answer[0])-1]...) // what the decoder reads
+	src, tgtIDs := make([]int, m.B*m.Ss), make([]int, m.B*m.St)
+	copy(src, prompt)
+	copy(tgtIDs, tgt)
+	srcLen, tgtLen := make([]int, m.B), make([]int, m.B)
+	srcLen[0], tgtLen[0] = len(prompt), len(tgt)
+	for i := 1; i < m.B; i++ {
+		srcLen[i], tgtLen[i] = 1, 1
+	}
+	if err := m.SetBatch(src, srcLen, tgtIDs, tgtLen); err != nil {
+		return err
+	}
+	symbols := func(ids []int) []string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[i], _ = vocab.Symbol(id)
+		}
+		return out
+	}
+	kinds := []struct {
+		name    string
+		nodes   []*G.Node
+		rows    int // the map's first rows and columns hold the sequence
+		cols    int
+		stride  int // the node's last two dimensions
+		strideQ int
+		queries []string
+		keys    []string
+	}{
+		{"encoder", m.Weights.Encoder, len(prompt), len(prompt), m.Ss, m.Ss, symbols(prompt), symbols(prompt)},
+		{"decoder", m.Weights.DecoderSelf, len(tgt), len(tgt), m.St, m.St, symbols(tgt), symbols(tgt)},
+		{"cross", m.Weights.Cross, len(tgt), len(prompt), m.Ss, m.St, symbols(tgt), symbols(prompt)},
+	}
+	maps := make([][]plot.AttentionMap, len(kinds))
+	err = m.Run(func() error {
+		for k, kind := range kinds {
+			for layer, w := range kind.nodes {
+				if w == nil {
+					return fmt.Errorf("layer %d forms no attention weights (flash attention): run it with --attention fused", layer)
+				}
+				vals, err := graph.Float64s(w.Value()) // (B, H, queries, keys)
+				if err != nil {
+					return err
+				}
+				for head := 0; head < w.Shape()[1]; head++ {
+					rows := make([][]float64, kind.rows)
+					for i := range rows {
+						off := (head*kind.strideQ + i) * kind.stride
+						rows[i] = slices.Clone(vals[off : off+kind.cols])
+					}
+					maps[k] = append(maps[k], plot.AttentionMap{Layer: layer, Head: head, Weights: rows})
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ext := filepath.Ext(out)
+	base := strings.TrimSuffix(out, ext)
+	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
+	var written []string
+	for k, kind := range kinds {
+		path := base + "-" + kind.name + ext
+		t := title + " (" + kind.name + " attention)"
+		if kind.name == "cross" {
+			err = plot.CrossAttention(path, t, kind.queries, kind.keys, maps[k])
+		} else {
+			err = plot.Attention(path, t, kind.queries, maps[k])
+		}
+		if err != nil {
+			return err
+		}
+		written = append(written, path)
+	}
+	fmt.Fprintf(stdout, "answer %s; encoder, decoder and cross-attention written to %s\n", vocab.Decode(answer[0]), strings.Join(written, ", "))
+	return nil
 }

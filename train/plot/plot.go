@@ -553,8 +553,19 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 // matrix is ragged or does not match the token count, or if a layer/head
 // pair occurs twice. The file is written atomically like Curves.
 func Attention(path string, title string, tokens []string, maps []AttentionMap) error {
-	n := len(tokens)
-	if n == 0 {
+	return attentionMaps(path, title, tokens, tokens, maps)
+}
+
+// CrossAttention is Attention for queries and keys of two sequences, as in
+// an encoder–decoder's cross-attention: each map is len(queries) x
+// len(keys), queries on the vertical axis and keys on the horizontal one.
+func CrossAttention(path string, title string, queries, keys []string, maps []AttentionMap) error {
+	return attentionMaps(path, title, queries, keys, maps)
+}
+
+func attentionMaps(path string, title string, queries, keys []string, maps []AttentionMap) error {
+	nq, nk := len(queries), len(keys)
+	if nq == 0 || nk == 0 {
 		return plotErr(path, errors.New("no tokens"))
 	}
 	if len(maps) == 0 {
@@ -569,12 +580,12 @@ func Attention(path string, title string, tokens []string, maps []AttentionMap) 
 			return plotErr(path, fmt.Errorf("map %d: duplicate layer %d head %d", i, m.Layer, m.Head))
 		}
 		seen[k] = true
-		if len(m.Weights) != n {
-			return plotErr(path, fmt.Errorf("layer %d head %d: %d query rows, want %d (one per token)", m.Layer, m.Head, len(m.Weights), n))
+		if len(m.Weights) != nq {
+			return plotErr(path, fmt.Errorf("layer %d head %d: %d query rows, want %d (one per token)", m.Layer, m.Head, len(m.Weights), nq))
 		}
 		for q, row := range m.Weights {
-			if len(row) != n {
-				return plotErr(path, fmt.Errorf("layer %d head %d: query row %d has %d keys, want %d (one per token)", m.Layer, m.Head, q, len(row), n))
+			if len(row) != nk {
+				return plotErr(path, fmt.Errorf("layer %d head %d: query row %d has %d keys, want %d (one per token)", m.Layer, m.Head, q, len(row), nk))
 			}
 		}
 		if !slices.Contains(layers, m.Layer) {
@@ -592,9 +603,10 @@ func Attention(path string, title string, tokens []string, maps []AttentionMap) 
 	// attnMinDataPx for very short sequences), 14 to 40 px per cell, but at
 	// least 4 px and small enough to keep the image within
 	// attnMaxImageSidePx.
+	n := max(nq, nk)
 	cell := math.Min(math.Max(attnDataTargetPx/float64(n), 14), math.Max(40, attnMinDataPx/float64(n)))
-	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / float64(n)
-	maxCellH := (float64(attnMaxImageSidePx-attnTitleBandPx)/float64(rows) - attnPanelMarginPx) / float64(n)
+	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / float64(nk)
+	maxCellH := (float64(attnMaxImageSidePx-attnTitleBandPx)/float64(rows) - attnPanelMarginPx) / float64(nq)
 	cell = math.Max(math.Min(cell, math.Min(maxCellW, maxCellH)), 4)
 	// Token labels: the font follows the cell size; when cells are too small
 	// to label every token, label every labelEvery-th one. Key labels are
@@ -602,7 +614,7 @@ func Attention(path string, title string, tokens []string, maps []AttentionMap) 
 	fontPt := math.Min(math.Max(cell*0.55*72/plotDPI, 7), 11)
 	labelEvery := int(math.Ceil(attnMinLabelPitchPx / cell))
 	longest := 0
-	for _, t := range tokens {
+	for _, t := range keys {
 		longest = max(longest, utf8.RuneCountInString(t))
 	}
 	rotateX := float64(longest)*fontPt*0.62*plotDPI/72 > cell*float64(labelEvery)*0.9
@@ -612,13 +624,17 @@ func Attention(path string, title string, tokens []string, maps []AttentionMap) 
 	colors := pal.Colors()
 
 	var xTicks, yTicks []plot.Tick
-	for i, t := range tokens {
-		label := ""
+	label := func(i int, t string) string {
 		if i%labelEvery == 0 {
-			label = t
+			return t
 		}
-		xTicks = append(xTicks, plot.Tick{Value: float64(i), Label: label})
-		yTicks = append(yTicks, plot.Tick{Value: float64(n - 1 - i), Label: label})
+		return ""
+	}
+	for i, t := range keys {
+		xTicks = append(xTicks, plot.Tick{Value: float64(i), Label: label(i, t)})
+	}
+	for i, t := range queries {
+		yTicks = append(yTicks, plot.Tick{Value: float64(nq - 1 - i), Label: label(i, t)})
 	}
 
 	grid := make([][]*plot.Plot, rows)
@@ -635,8 +651,8 @@ func Attention(path string, title string, tokens []string, maps []AttentionMap) 
 		hm.Underflow, hm.Overflow, hm.NaN = colors[0], colors[len(colors)-1], colNaN
 		p.Add(hm)
 		p.X.Padding, p.Y.Padding = 0, 0
-		p.X.Min, p.X.Max = -0.5, float64(n)-0.5
-		p.Y.Min, p.Y.Max = -0.5, float64(n)-0.5
+		p.X.Min, p.X.Max = -0.5, float64(nk)-0.5
+		p.Y.Min, p.Y.Max = -0.5, float64(nq)-0.5
 		p.X.Tick.Marker = plot.ConstantTicks(xTicks)
 		p.Y.Tick.Marker = plot.ConstantTicks(yTicks)
 		p.X.Tick.Label.Font.Size = vg.Points(fontPt)
@@ -685,10 +701,10 @@ func Attention(path string, title string, tokens []string, maps []AttentionMap) 
 			}
 		}
 	}
-	side := px(float64(n) * cell)
+	sideW, sideH := px(float64(nk)*cell), px(float64(nq)*cell)
 	titleBand := titleBandHeight(title, px(attnTitleBandPx))
-	width := vg.Length(cols)*(side+marginW) + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
-	height := vg.Length(rows)*(side+marginH) + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
+	width := vg.Length(cols)*(sideW+marginW) + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
+	height := vg.Length(rows)*(sideH+marginH) + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
 	// Whole pixels, rounding up; the fraction is spread over the panels.
 	width = px(math.Ceil(float64(width) * plotDPI / 72))
 	height = px(math.Ceil(float64(height) * plotDPI / 72))

@@ -59,3 +59,18 @@ func TestScaling(t *testing.T) {
 		}
 	}
 }
+
+func TestCrossAttention(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cross.png")
+	maps := []AttentionMap{{Layer: 0, Head: 0, Weights: [][]float64{{0.2, 0.3, 0.5}, {1, 0, 0}}}, {Layer: 0, Head: 1, Weights: [][]float64{{0, 0, 1}, {0.5, 0.5, 0}}}}
+	if err := CrossAttention(path, "cross", []string{"_", "a"}, []string{"x", "y", "z"}, maps); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Fatalf("no PNG: %v", err)
+	}
+	// Square maps are not cross maps of these sizes.
+	if err := CrossAttention(path, "cross", []string{"_", "a"}, []string{"x", "y"}, maps); err == nil || !strings.Contains(err.Error(), "has 3 keys, want 2") {
+		t.Errorf("mismatched keys: %v", err)
+	}
+}
