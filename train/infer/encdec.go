@@ -31,6 +31,9 @@ type EncDecModel struct {
 	// compiling.
 	Graph *G.ExprGraph
 	VM    G.VM
+
+	cfg    config.Config // what AssembleEncDec built, for the cache
+	cached *CachedEncDec // built by the first Greedy, closed with the model
 }
 
 // AssembleEncDec builds the encoder–decoder of cfg (resolved, Arch
@@ -53,7 +56,7 @@ func AssembleEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &EncDecModel{B: b, Ss: ec.SrcMaxLen, St: ec.TgtMaxLen, DType: dt, Model: model, Params: model.Params(), Graph: g}
+	m := &EncDecModel{B: b, Ss: ec.SrcMaxLen, St: ec.TgtMaxLen, DType: dt, Model: model, Params: model.Params(), Graph: g, cfg: cfg}
 	if m.Inputs, err = layers.NewEncDecInputs(scope, ec, b, m.Ss, m.St); err != nil {
 		return nil, err
 	}
@@ -158,7 +161,27 @@ func (m *EncDecModel) Close() error {
 	if err := m.check(); err != nil {
 		return err
 	}
+	if m.cached != nil {
+		m.cached.Close()
+	}
 	return m.VM.Close()
+}
+
+// Cached returns the model's cached decoder (see CachedEncDec), built on
+// first use and given the model's current parameters on every call.
+func (m *EncDecModel) Cached() (*CachedEncDec, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if m.cached == nil {
+		c, err := NewCachedEncDec(m.cfg, m.B, m.Params)
+		if err != nil {
+			return nil, err
+		}
+		m.cached = c
+		return c, nil
+	}
+	return m.cached, m.cached.SetParams(m.Params)
 }
 
 // NumParams returns the number of scalar parameters.
@@ -183,9 +206,8 @@ func (m *EncDecModel) check() error {
 
 // Greedy decodes the answer of every prompt: the prompt goes to the encoder
 // and the decoder starts from SEP, appending its most likely token until
-// the task's answer length, B prompts at a time. Each token runs the whole
-// model again (the encoder–decoder's key/value cache is in layers, not yet
-// here).
+// the task's answer length, with the key/value cache (Cached), which gives
+// the tokens running the whole model again (NextLogits) gives.
 func (m *EncDecModel) Greedy(task data.Task, prompts [][]int) ([][]int, error) {
 	if err := m.check(); err != nil {
 		return nil, err
@@ -193,40 +215,47 @@ func (m *EncDecModel) Greedy(task data.Task, prompts [][]int) ([][]int, error) {
 	if task == nil {
 		return nil, errors.New("infer: nil task")
 	}
-	out := make([][]int, len(prompts))
-	for start := 0; start < len(prompts); start += m.B {
-		chunk := prompts[start:min(start+m.B, len(prompts))]
-		steps := make([]int, len(chunk))
-		tgts := make([][]int, len(chunk))
-		longest := 0
-		for i, p := range chunk {
-			if err := task.ValidatePrompt(p); err != nil {
-				return nil, err
-			}
-			if len(p) > m.Ss {
-				return nil, fmt.Errorf("infer: prompt of %d tokens exceeds the encoder's %d", len(p), m.Ss)
-			}
-			steps[i] = task.AnswerLen(p)
-			if steps[i] > m.St {
-				return nil, fmt.Errorf("infer: an answer of %d tokens exceeds the decoder's %d", steps[i], m.St)
-			}
-			tgts[i] = []int{task.Vocab().SEP()}
-			longest = max(longest, steps[i])
+	prefixes := make([][]int, len(prompts))
+	steps := make([]int, len(prompts))
+	for i, p := range prompts {
+		if err := task.ValidatePrompt(p); err != nil {
+			return nil, err
 		}
-		for t := 0; t < longest; t++ {
-			logits, err := m.nextLogits(chunk, tgts)
-			if err != nil {
-				return nil, err
-			}
-			for i := range chunk {
-				if len(tgts[i])-1 < steps[i] {
-					tgts[i] = append(tgts[i], argmax(logits[i]))
-				}
-			}
+		prefixes[i] = []int{task.Vocab().SEP()}
+		steps[i] = task.AnswerLen(p)
+	}
+	c, err := m.Cached()
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := c.Decode(prompts, prefixes, steps)
+	return out, err
+}
+
+// NextLogits runs the whole model on sources and target prefixes, any
+// number of them, B at a time, and returns for each the logits after the
+// target's last token: generation without the cache, the reference the
+// cache is tested against.
+func (m *EncDecModel) NextLogits(srcs, tgts [][]int) ([][]float64, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if len(srcs) != len(tgts) {
+		return nil, fmt.Errorf("infer: %d sources and %d targets", len(srcs), len(tgts))
+	}
+	for i := range srcs {
+		if len(srcs[i]) == 0 || len(srcs[i]) > m.Ss || len(tgts[i]) == 0 || len(tgts[i]) > m.St {
+			return nil, fmt.Errorf("infer: source %d has %d tokens and target %d, want 1 to %d and 1 to %d", i, len(srcs[i]), len(tgts[i]), m.Ss, m.St)
 		}
-		for i := range chunk {
-			out[start+i] = slices.Clone(tgts[i][1:])
+	}
+	var out [][]float64
+	for start := 0; start < len(srcs); start += m.B {
+		end := min(start+m.B, len(srcs))
+		rows, err := m.nextLogits(srcs[start:end], tgts[start:end])
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, rows...)
 	}
 	return out, nil
 }
