@@ -117,11 +117,24 @@ func torchBatch(b, s, v int, rng *rand.Rand) (ids, lengths []int) {
 // logits, flattened (B, S, V).
 func torchLogits(t *testing.T, py, dir string, b, s int, ids, lengths []int) ([]float64, []int) {
 	t.Helper()
+	return torchRun(t, py, dir, map[string]any{"ids": splitRows(ids, b, s), "lengths": lengths})
+}
+
+// splitRows returns the b rows of s ids of the row-major ids.
+func splitRows(ids []int, b, s int) [][]int {
 	rows := make([][]int, b)
 	for r := range rows {
 		rows[r] = ids[r*s : (r+1)*s]
 	}
-	in, err := json.Marshal(map[string]any{"ids": rows, "lengths": lengths})
+	return rows
+}
+
+// torchRun runs `torchref.py logits --input` on the checkpoint in dir with
+// the batch input (marshalled to the JSON file) and returns the logits,
+// flattened, and their shape.
+func torchRun(t *testing.T, py, dir string, input map[string]any) ([]float64, []int) {
+	t.Helper()
+	in, err := json.Marshal(input)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +229,120 @@ func TestTorchReferenceLogits(t *testing.T) {
 				r, p := at/(s*voc), at/voc%s
 				t.Errorf("logit %d (row %d of length %d, position %d, token %d): qkv %.17g, torch %.17g, |diff| %.3g >= %g",
 					at, r, lengths[r], p, at%voc, got[at], want[at], maxDiff, v.tol)
+			}
+		})
+	}
+}
+
+// torchEncDecBatch returns a padded batch of b sources of up to ss tokens and
+// b targets of up to st tokens over vocab v, row-major, with their lengths:
+// full rows and rows padded at the end, sources and targets of different
+// lengths, one source of length 0 (every encoder and cross-attention query
+// sees no key, whose weights are then zero) and one target of length 0 (no
+// real position at all).
+func torchEncDecBatch(b, ss, st, v int, rng *rand.Rand) (src, srcLengths, tgt, tgtLengths []int) {
+	pairs := [][2]int{{ss, st}, {ss, 1}, {ss - 3, st - 2}, {1, st}, {0, 2}, {2, 0}}
+	fill := func(ids []int, n, s int) {
+		for j := 0; j < s; j++ {
+			ids[j] = data.PADID
+			if j < n {
+				ids[j] = 2 + rng.IntN(v-2)
+			}
+		}
+	}
+	src, tgt = make([]int, b*ss), make([]int, b*st)
+	srcLengths, tgtLengths = make([]int, b), make([]int, b)
+	for r := 0; r < b; r++ {
+		p := pairs[r%len(pairs)]
+		srcLengths[r], tgtLengths[r] = max(p[0], 0), max(p[1], 0)
+		fill(src[r*ss:(r+1)*ss], srcLengths[r], ss)
+		fill(tgt[r*st:(r+1)*st], tgtLengths[r], st)
+	}
+	return src, srcLengths, tgt, tgtLengths
+}
+
+// TestTorchReferenceEncDecLogits trains tiny encoder–decoders
+// (config.ArchEncDec) and requires torchref's logits of their checkpoints to
+// equal qkv's at every real target position of a padded batch.
+func TestTorchReferenceEncDecLogits(t *testing.T) {
+	py := torchPython(t)
+	preLN := layers.StackConfig{Dim: 16, Heads: 2, Layers: 2, Hidden: 32,
+		Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true}
+	postLN := layers.StackConfig{Dim: 16, Heads: 4, Layers: 2, Hidden: 24,
+		Activation: layers.ActivationReLU, Positions: layers.PositionsSinusoidal, PostLN: true, Bias: false}
+	noPos := layers.StackConfig{Dim: 12, Heads: 3, Layers: 1, Hidden: 20,
+		Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true}
+	variants := []torchVariant{
+		{"float64/pre-LN/learned/gelu/bias", "float64", 1e-12, preLN},
+		{"float32/pre-LN/learned/gelu/bias", "float32", 1e-5, preLN},
+		{"float64/post-LN/sinusoidal/relu/no-bias", "float64", 1e-12, postLN},
+		{"float32/post-LN/sinusoidal/relu/no-bias", "float32", 1e-5, postLN},
+		{"float64/pre-LN/no-positions/gelu/bias", "float64", 1e-12, noPos},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := torchConfig(v)
+			cfg.Arch = config.ArchEncDec
+			if _, err := train.Run(context.Background(), cfg, train.Options{Out: dir}); err != nil {
+				t.Fatal(err)
+			}
+			const b = 6
+			m, cfg, _, err := infer.LoadEncDec(dir, b, infer.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ss, st, voc := m.Ss, m.St, cfg.Model.Vocab
+			src, srcLengths, tgt, tgtLengths := torchEncDecBatch(b, ss, st, voc, rand.New(rand.NewPCG(5, 6)))
+			if err := m.SetBatch(src, srcLengths, tgt, tgtLengths); err != nil {
+				t.Fatal(err)
+			}
+			var got []float64
+			if err := m.Run(func() (err error) {
+				got, err = graph.Float64s(m.Logits.Value())
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != b*st*voc {
+				t.Fatalf("qkv logits: %d values, want (%d, %d, %d)", len(got), b, st, voc)
+			}
+
+			want, shape := torchRun(t, py, dir, map[string]any{
+				"src": splitRows(src, b, ss), "src_lengths": srcLengths,
+				"tgt": splitRows(tgt, b, st), "tgt_lengths": tgtLengths,
+			})
+			if fmt.Sprint(shape) != fmt.Sprint([]int{b, st, voc}) || len(want) != len(got) {
+				t.Fatalf("reference logits have shape %v (%d values), qkv (%d, %d, %d) (%d values)", shape, len(want), b, st, voc, len(got))
+			}
+			for i, x := range got {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					t.Fatalf("qkv logit %d (row %d, position %d) is %v", i, i/(st*voc), i/voc%st, x)
+				}
+			}
+			maxDiff, at, n := 0.0, -1, 0
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for r := 0; r < b; r++ {
+				for p := 0; p < tgtLengths[r]; p++ { // real target positions only
+					for k := 0; k < voc; k++ {
+						i := (r*st+p)*voc + k
+						if d := math.Abs(got[i] - want[i]); d > maxDiff || math.IsNaN(d) || at < 0 {
+							maxDiff, at = d, i
+						}
+						lo, hi = min(lo, got[i]), max(hi, got[i])
+						n++
+					}
+				}
+			}
+			if n == 0 || hi-lo < 0.1 {
+				t.Fatalf("%d compared logits span only [%v, %v]: the comparison would prove little", n, lo, hi)
+			}
+			t.Logf("max |qkv - torch| = %.3g over %d logits at real target positions, in [%.3f, %.3f] (tolerance %g)", maxDiff, n, lo, hi, v.tol)
+			if !(maxDiff < v.tol) {
+				r, p := at/(st*voc), at/voc%st
+				t.Errorf("logit %d (row %d: source length %d, target length %d; position %d, token %d): qkv %.17g, torch %.17g, |diff| %.3g >= %g",
+					at, r, srcLengths[r], tgtLengths[r], p, at%voc, got[at], want[at], maxDiff, v.tol)
 			}
 		})
 	}

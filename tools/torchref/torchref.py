@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """torchref: an independent PyTorch reference for qkv checkpoints.
 
-It rebuilds the decoder described by a checkpoint's config.json with plain
+It rebuilds the model described by a checkpoint's config.json (the
+decoder-only model, or the encoder-decoder when "arch" is "encdec") with plain
 torch modules, loads model.safetensors into it (parsed by hand: header length,
 JSON header, little-endian F32/F64 data), and either prints the logits for
-given token ids or times training steps of the same model and batch shape.
+given token ids or times training steps of the same model and batch shape
+(decoder-only models only).
 
     torchref.py logits --checkpoint DIR --ids "3 2 4 1; 2 4 0 0" [--lengths "4 2"]
     torchref.py logits --checkpoint DIR --input batch.json
+    torchref.py logits --checkpoint ENCDEC --src "3 2 4; 2 0 0" --src-lengths "3 1" \
+                       --tgt "1 4 2; 1 0 0" --tgt-lengths "3 1"
+    torchref.py logits --checkpoint ENCDEC --input batch.json   # src/tgt and their lengths
     torchref.py bench  --checkpoint DIR [--steps 20]
     torchref.py bench  --config config.json [--steps 20]
 
@@ -31,6 +36,16 @@ docs); the points where a reader might guess differently:
     A query that may see no key at all gets all-zero weights, not NaN.
   * Bias=false drops the attention and feed-forward biases only; the head
     always has one.
+  * Encoder-decoder (layers.EncoderDecoder as config.Config.EncDec builds
+    it): both halves have the task's vocab and max_len and model.layers
+    blocks, and their own embeddings and positions (enc.*, dec.*). The
+    encoder's blocks are the decoder-only blocks without the causal mask:
+    source key padding only. Each decoder block runs causal self-attention
+    with target key padding (self_attn, ln1), cross-attention with queries
+    from the decoder's states and keys and values from the encoder's output,
+    source key padding (cross_attn, ln2), then the feed-forward (ff, ln3).
+    Pre-LN ends each half with its ln_f (enc.ln_f, dec.ln_f); post-LN
+    normalises every residual sum and has no ln_f. One head, "head".
 """
 
 import argparse
@@ -125,18 +140,22 @@ class Attention(nn.Module):
         self.o = nn.Linear(d, d, bias=bias)
         self.drop = nn.Dropout(attn_dropout)
 
-    def forward(self, x, allow):
-        # x (B, S, D); allow (B, S, S) bool, True = may attend.
-        b, s, d = x.shape
-        split = lambda t: t.view(b, s, self.h, self.dk).transpose(1, 2)  # (B, H, S, dk)
-        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.dk)  # (B, H, S, S)
-        a = allow.unsqueeze(1)  # (B, 1, S, S)
+    def forward(self, x, allow, memory=None):
+        # x (B, Sq, D); allow (B, Sq, Sk) bool, True = may attend. Keys and
+        # values are projected from memory (B, Sk, D) when given
+        # (cross-attention), else from x (self-attention, Sk = Sq).
+        kv = x if memory is None else memory
+        b, sq, d = x.shape
+        sk = kv.shape[1]
+        split = lambda t, n: t.view(b, n, self.h, self.dk).transpose(1, 2)  # (B, H, n, dk)
+        q, k, v = split(self.q(x), sq), split(self.k(kv), sk), split(self.v(kv), sk)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.dk)  # (B, H, Sq, Sk)
+        a = allow.unsqueeze(1)  # (B, 1, Sq, Sk)
         w = torch.softmax(scores.masked_fill(~a, float("-inf")), dim=-1)
         # A row with no visible key is NaN after softmax; qkv defines it as 0.
         w = torch.where(a.any(dim=-1, keepdim=True), w, torch.zeros_like(w))
-        y = self.drop(w) @ v  # (B, H, S, dk)
-        return self.o(y.transpose(1, 2).reshape(b, s, d))
+        y = self.drop(w) @ v  # (B, H, Sq, dk)
+        return self.o(y.transpose(1, 2).reshape(b, sq, d))
 
 
 class FeedForward(nn.Module):
@@ -222,10 +241,177 @@ class Decoder(nn.Module):
 
 def build(cfg):
     dt = DTYPES[cfg.get("dtype", "")]
-    model = Decoder(cfg["model"]).to(dt)
+    m = cfg["model"]
+    if is_encdec(cfg):
+        model = EncoderDecoder(m).to(dt)
+        for half in (model.enc, model.dec):
+            if half.positions == "sinusoidal":  # computed in float64, then rounded once
+                half.pos_emb = sinusoid(half.max_len, m["dim"]).to(dt)
+        return model, dt
+    model = Decoder(m).to(dt)
     if model.positions == "sinusoidal":  # computed in float64, then rounded once
-        model.pos_emb = sinusoid(cfg["model"]["max_len"], cfg["model"]["dim"]).to(dt)
+        model.pos_emb = sinusoid(m["max_len"], m["dim"]).to(dt)
     return model, dt
+
+
+# ----------------------------------------------------------------------------
+# the encoder-decoder ("arch": "encdec"), in torch's own layout
+
+
+def embed_init(mod, m, vocab, max_len):
+    """Gives mod a token embedding and positions, as each half has its own."""
+    d = m["dim"]
+    mod.max_len = max_len
+    mod.tok_emb = nn.Embedding(vocab, d)
+    mod.positions = m.get("positions") or "learned"
+    if mod.positions == "learned":
+        mod.pos_emb = nn.Parameter(torch.zeros(max_len, d))
+    elif mod.positions == "sinusoidal":
+        mod.register_buffer("pos_emb", sinusoid(max_len, d).float(), persistent=False)
+    elif mod.positions != "none":
+        raise ValueError(f"unknown positions {mod.positions!r}")
+    mod.drop = nn.Dropout(m.get("dropout", 0.0) or 0.0)
+
+
+def embed(mod, ids, what):
+    s = ids.shape[1]
+    if s > mod.max_len:
+        raise ValueError(f"{what} length {s} exceeds max_len {mod.max_len}")
+    x = mod.tok_emb(ids)
+    if mod.positions != "none":
+        x = x + mod.pos_emb[:s]
+    return mod.drop(x)
+
+
+def key_allow(lengths, sq, sk):
+    """(B, Sq, Sk) bool: key j of row b visible when j < lengths[b]."""
+    keys = torch.arange(sk).unsqueeze(0) < lengths.unsqueeze(1)  # (B, Sk)
+    return keys.unsqueeze(1).expand(-1, sq, -1)
+
+
+class Encoder(nn.Module):
+    """The decoder-only stack's blocks without the causal mask: every source
+    position sees every real source key. Pre-LN ends with ln_f."""
+
+    def __init__(self, m, vocab, max_len):
+        super().__init__()
+        embed_init(self, m, vocab, max_len)
+        self.blocks = nn.ModuleList(Block(m) for _ in range(m["layers"]))
+        self.ln_f = None if m.get("post_ln") else nn.LayerNorm(m["dim"], eps=1e-5)
+
+    def forward(self, ids, lengths):
+        s = ids.shape[1]
+        allow = key_allow(lengths, s, s)
+        x = embed(self, ids, "source")
+        for blk in self.blocks:
+            x = blk(x, allow)
+        return x if self.ln_f is None else self.ln_f(x)
+
+
+class DecoderBlock(nn.Module):
+    """Causal self-attention, cross-attention (queries from the target, keys
+    and values from the encoder output), feed-forward; each sublayer
+    x + f(LN(x)) (pre-LN) or LN(x + f(x)) (post-LN)."""
+
+    def __init__(self, m):
+        super().__init__()
+        d, bias = m["dim"], bool(m.get("bias"))
+        ad = m.get("attn_dropout", 0.0) or 0.0
+        self.post_ln = bool(m.get("post_ln"))
+        self.ln1 = nn.LayerNorm(d, eps=1e-5)
+        self.self_attn = Attention(d, m["heads"], bias, ad)
+        self.ln2 = nn.LayerNorm(d, eps=1e-5)
+        self.cross_attn = Attention(d, m["heads"], bias, ad)
+        self.ln3 = nn.LayerNorm(d, eps=1e-5)
+        self.ff = FeedForward(d, m["hidden"], m.get("activation", ""), bias)
+        p = m.get("dropout", 0.0) or 0.0
+        self.drops = nn.ModuleList(nn.Dropout(p) for _ in range(3))
+
+    def forward(self, x, memory, self_allow, cross_allow):
+        subs = (
+            (self.ln1, lambda h: self.self_attn(h, self_allow)),
+            (self.ln2, lambda h: self.cross_attn(h, cross_allow, memory)),
+            (self.ln3, self.ff),
+        )
+        for (ln, f), drop in zip(subs, self.drops):
+            x = ln(x + drop(f(x))) if self.post_ln else x + drop(f(ln(x)))
+        return x
+
+
+class TargetDecoder(nn.Module):
+    def __init__(self, m, vocab, max_len):
+        super().__init__()
+        embed_init(self, m, vocab, max_len)
+        self.blocks = nn.ModuleList(DecoderBlock(m) for _ in range(m["layers"]))
+        self.ln_f = None if m.get("post_ln") else nn.LayerNorm(m["dim"], eps=1e-5)
+
+    def forward(self, ids, lengths, memory, src_lengths):
+        st, ss = ids.shape[1], memory.shape[1]
+        j = torch.arange(st)
+        causal = j.unsqueeze(0) <= j.unsqueeze(1)  # (St, St): key j <= query i
+        self_allow = causal.unsqueeze(0) & key_allow(lengths, st, st)  # (B, St, St)
+        cross_allow = key_allow(src_lengths, st, ss)  # (B, St, Ss): source padding only
+        x = embed(self, ids, "target")
+        for blk in self.blocks:
+            x = blk(x, memory, self_allow, cross_allow)
+        return x if self.ln_f is None else self.ln_f(x)
+
+
+class EncoderDecoder(nn.Module):
+    """qkv's layers.EncoderDecoder as config.Config.EncDec builds it: both
+    halves over the task's vocabulary and max_len, model.layers blocks each."""
+
+    def __init__(self, m):
+        super().__init__()
+        v, n = m["vocab"], m["max_len"]
+        self.enc = Encoder(m, v, n)
+        self.dec = TargetDecoder(m, v, n)
+        self.head = nn.Linear(m["dim"], v, bias=True)
+
+    def forward(self, src, src_lengths, tgt, tgt_lengths):
+        # src (B, Ss), tgt (B, St) int64; lengths (B) -> logits (B, St, V)
+        memory = self.enc(src, src_lengths)  # (B, Ss, D)
+        return self.head(self.dec(tgt, tgt_lengths, memory, src_lengths))
+
+
+def is_encdec(cfg):
+    arch = cfg.get("arch") or "decoder"
+    if arch not in ("decoder", "encdec"):
+        raise ValueError(f"unknown arch {arch!r}")
+    return arch == "encdec"
+
+
+def block_names(m, p, attns, lns):
+    """qkv -> torch names of one block under prefix p."""
+    out = {}
+    for ln in lns:
+        out[p + ln + ".gain"] = (p + ln + ".weight", False)
+        out[p + ln + ".bias"] = (p + ln + ".bias", False)
+    for attn in attns:
+        for x in "qkvo":
+            out[p + attn + ".w" + x] = (p + attn + "." + x + ".weight", True)
+            if m.get("bias"):
+                out[p + attn + ".b" + x] = (p + attn + "." + x + ".bias", False)
+    for n in "12":
+        out[p + "ff.w" + n] = (p + "ff.fc" + n + ".weight", True)
+        if m.get("bias"):
+            out[p + "ff.b" + n] = (p + "ff.fc" + n + ".bias", False)
+    return out
+
+
+def encdec_name_map(m):
+    out = {"head.w": ("head.weight", True), "head.b": ("head.bias", False)}
+    for half in ("enc", "dec"):
+        out[half + ".tok_emb.table"] = (half + ".tok_emb.weight", False)
+        if (m.get("positions") or "learned") == "learned":
+            out[half + ".pos_emb.table"] = (half + ".pos_emb", False)
+        if not m.get("post_ln"):
+            out[half + ".ln_f.gain"] = (half + ".ln_f.weight", False)
+            out[half + ".ln_f.bias"] = (half + ".ln_f.bias", False)
+    for i in range(m["layers"]):
+        out.update(block_names(m, f"enc.blocks.{i}.", ["attn"], ["ln1", "ln2"]))
+        out.update(block_names(m, f"dec.blocks.{i}.", ["self_attn", "cross_attn"], ["ln1", "ln2", "ln3"]))
+    return out
 
 
 # qkv name -> (torch name, transpose)
@@ -251,8 +437,9 @@ def name_map(m):
     return out
 
 
-def load_weights(model, dt, tensors, m):
-    names = name_map(m)
+def load_weights(model, dt, tensors, cfg):
+    m = cfg["model"]
+    names = encdec_name_map(m) if is_encdec(cfg) else name_map(m)
     extra = sorted(set(tensors) - set(names))
     missing = sorted(set(names) - set(tensors))
     if extra or missing:
@@ -300,7 +487,7 @@ def load_checkpoint(d):
     meta, tensors = read_safetensors(os.path.join(folder, "model.safetensors"))
     if meta.get("format") != "qkv":
         raise ValueError(f"{folder}/model.safetensors: metadata format {meta.get('format')!r}, want 'qkv'")
-    load_weights(model, dt, tensors, cfg["model"])
+    load_weights(model, dt, tensors, cfg)
     return cfg, model, dt
 
 
@@ -320,11 +507,75 @@ def parse_rows(s, what):
     return out
 
 
-def cmd_logits(a):
-    cfg, model, dt = load_checkpoint(a.checkpoint)
+def parse_lengths(s):
+    if s is None:
+        return None
+    return [int(x) for x in s.replace(",", " ").replace("[", " ").replace("]", " ").split()]
+
+
+def check_rows(ids, lengths, v, what):
+    """Validates rows of ids over vocab v and their lengths (default: full
+    rows); returns the lengths."""
+    if not ids or len({len(r) for r in ids}) != 1:
+        raise ValueError(f"{what}: every row must have the same length, and there must be one")
+    s = len(ids[0])
+    if lengths is None:
+        lengths = [s] * len(ids)
+    if len(lengths) != len(ids) or any(not 0 <= n <= s for n in lengths):
+        raise ValueError(f"{what} lengths {lengths}: want one per row, each in [0, {s}]")
+    if any(not 0 <= t < v for r in ids for t in r):
+        raise ValueError(f"{what} ids must be in [0, {v})")
+    return lengths
+
+
+def print_logits(logits, dt):
+    out = {
+        "shape": list(logits.shape),
+        "dtype": str(dt).replace("torch.", ""),
+        "torch": torch.__version__,
+        "logits": logits.double().tolist(),
+    }
+    json.dump(out, sys.stdout, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def cmd_logits_encdec(a, cfg, model, dt):
     if a.input:
         with open(a.input) as f:
             inp = json.load(f)
+        missing = [k for k in ("src", "tgt") if k not in inp]
+        if missing:
+            raise ValueError(f"{a.input}: an encoder-decoder checkpoint needs \"src\" and \"tgt\" (and optionally \"src_lengths\", \"tgt_lengths\"); missing {missing}")
+        src, tgt = inp["src"], inp["tgt"]
+        src_len, tgt_len = inp.get("src_lengths"), inp.get("tgt_lengths")
+    else:
+        if not (a.src and a.tgt):
+            raise ValueError("an encoder-decoder checkpoint needs --src and --tgt (or --input), not --ids")
+        src, tgt = parse_rows(a.src, "src"), parse_rows(a.tgt, "tgt")
+        src_len, tgt_len = parse_lengths(a.src_lengths), parse_lengths(a.tgt_lengths)
+    v = cfg["model"]["vocab"]
+    src_len = check_rows(src, src_len, v, "src")
+    tgt_len = check_rows(tgt, tgt_len, v, "tgt")
+    if len(src) != len(tgt):
+        raise ValueError(f"{len(src)} source rows and {len(tgt)} target rows")
+    model.eval()
+    t = lambda x: torch.tensor(x, dtype=torch.int64)
+    with torch.no_grad():
+        logits = model(t(src), t(src_len), t(tgt), t(tgt_len))
+    print_logits(logits, dt)
+
+
+def cmd_logits(a):
+    cfg, model, dt = load_checkpoint(a.checkpoint)
+    if is_encdec(cfg):
+        return cmd_logits_encdec(a, cfg, model, dt)
+    if not (a.ids or a.input):
+        raise ValueError("a decoder-only checkpoint needs --ids or --input")
+    if a.input:
+        with open(a.input) as f:
+            inp = json.load(f)
+        if "ids" not in inp:
+            raise ValueError(f"{a.input}: a decoder-only checkpoint needs \"ids\" (and optionally \"lengths\")")
         ids, lengths = inp["ids"], inp.get("lengths")
     else:
         ids = parse_rows(a.ids, "ids")
@@ -446,6 +697,8 @@ def cmd_bench(a):
         cfg, _, _ = load_checkpoint(a.checkpoint)  # checks the weights load
     else:
         cfg = load_config(a.config)
+    if is_encdec(cfg):
+        raise ValueError("bench times decoder-only models only; this is an encoder-decoder (\"arch\": \"encdec\")")
     if a.batch:
         cfg["batch"] = a.batch
     if a.dtype:
@@ -488,7 +741,12 @@ def main(argv=None):
     lg.add_argument("--checkpoint", required=True, help="qkv checkpoint directory")
     lg.add_argument("--ids", help='token ids: rows separated by ";" or ",", ids by spaces; or a JSON list of lists')
     lg.add_argument("--lengths", help="unpadded length of each row (default: full rows); keys at >= length are hidden")
-    lg.add_argument("--input", help='JSON file {"ids": [[...]], "lengths": [...]} instead of --ids/--lengths')
+    lg.add_argument("--input", help='JSON file {"ids": [[...]], "lengths": [...]} instead of --ids/--lengths; '
+                    'for an encoder-decoder {"src": [[...]], "src_lengths": [...], "tgt": [[...]], "tgt_lengths": [...]}')
+    lg.add_argument("--src", help="encoder-decoder: source ids, as --ids")
+    lg.add_argument("--src-lengths", help="encoder-decoder: unpadded length of each source (default: full rows)")
+    lg.add_argument("--tgt", help="encoder-decoder: target (decoder input) ids, as --ids")
+    lg.add_argument("--tgt-lengths", help="encoder-decoder: unpadded length of each target (default: full rows)")
     bn = sub.add_parser("bench", help="time training steps of a checkpoint's or config's model")
     src = bn.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="qkv checkpoint directory (its config.json)")
@@ -499,8 +757,8 @@ def main(argv=None):
     bn.add_argument("--dtype", choices=["float32", "float64"], help="override the config's dtype")
     bn.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
-    if a.cmd == "logits" and not (a.ids or a.input):
-        ap.error("logits needs --ids or --input")
+    if a.cmd == "logits" and not (a.ids or a.input or a.src or a.tgt):
+        ap.error("logits needs --ids, --src and --tgt, or --input")
     try:
         {"logits": cmd_logits, "bench": cmd_bench}[a.cmd](a)
     except (ValueError, KeyError, OSError) as e:
