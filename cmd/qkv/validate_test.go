@@ -79,6 +79,7 @@ func TestFlagValidation(t *testing.T) {
 		{args("train --weight-decay -1"), 2, []string{"--weight-decay:", "-1"}},
 		{args("train --weight-decay Inf"), 2, []string{"--weight-decay:"}},
 		{args("train --weight-decay 0"), 2, []string{"--weight-decay (with --optimizer): must be > 0 with \"adamw\""}},
+		{args("train --arch transformer"), 2, []string{"--arch: unknown architecture \"transformer\""}},
 		{args("train --attention sparse"), 2, []string{"--attention: unknown attention \"sparse\""}},
 		{args("train --attention flash --attn-dropout 0.1"), 2, []string{"--attn-dropout (with --attention): must be 0 with \"flash\""}},
 		{args("train --target-exact NaN"), 2, []string{"--target-exact:", "NaN"}},

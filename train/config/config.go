@@ -393,6 +393,9 @@ func (c *Config) Resolve() (data.Task, error) {
 		return nil, taskError(err)
 	}
 	c.Task.Params = task.Params()
+	if c.Arch == "" {
+		c.Arch = ArchDecoder // named, so that --arch decoder equals it
+	}
 	c.Model.Vocab = task.Vocab().Size()
 	c.Model.MaxLen = task.MaxLen() - 1
 	if space := task.NumPrompts(); float64(c.TestSize) >= space {
