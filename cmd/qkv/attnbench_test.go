@@ -139,3 +139,18 @@ func TestEncDecCommandLine(t *testing.T) {
 		t.Errorf("train --arch transformer: exit %d, %q", code, stderr)
 	}
 }
+
+func TestBenchProfileAndCounts(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	code, out, stderr := qkv("bench", "--task", "sort", "--length", "3", "--test-size", "8", "--dim", "16", "--heads", "2",
+		"--hidden", "32", "--layers", "1", "--batch", "8", "-n", "5", "--profile", prof)
+	if code != 0 || !strings.Contains(out, "allocations/step") || !strings.Contains(out, "GC ") {
+		t.Fatalf("bench --profile: exit %d, %q %q", code, out, stderr)
+	}
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Errorf("no CPU profile written: %v", err)
+	}
+	if code, _, _ := qkv("bench", "-n", "1", "--profile", filepath.Join(t.TempDir(), "no", "such", "dir", "p")); code != 2 {
+		t.Errorf("bench --profile into a missing directory: exit %d, want 2", code)
+	}
+}

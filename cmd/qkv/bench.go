@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +33,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	headDim := fs.Int("head-dim", 32, "with --seq: d_k, the width of each head")
 	causal := fs.Bool("causal", true, "with --seq: causal attention")
 	plotFile := fs.String("plot", "", "with --seq: write a log-log PNG of time and peak memory against the sequence length")
+	profile := fs.String("profile", "", "write a CPU profile of the timed steps to this file (go tool pprof reads it)")
 	generate := fs.String("generate", "", "time generating one token at these positions, e.g. 32,128,512, with the key/value cache and without (the model of --dim --heads --layers --hidden, random weights)")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
@@ -111,20 +116,44 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return fmt.Errorf("%w: --profile: %v", errUsage, err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+	}
+	var before, after runtime.MemStats
+	gcBefore := gcSeconds()
+	runtime.ReadMemStats(&before)
 	start := time.Now()
 	for i := 0; i < *steps; i++ {
 		if err := step(); err != nil {
 			return err
 		}
 	}
-	per := max(time.Since(start)/time.Duration(*steps), time.Nanosecond)
+	elapsed := time.Since(start)
+	if *profile != "" {
+		pprof.StopCPUProfile()
+	}
+	runtime.ReadMemStats(&after)
+	gcShare := (gcSeconds() - gcBefore) / elapsed.Seconds()
+	per := max(elapsed/time.Duration(*steps), time.Nanosecond)
 	fmt.Fprintf(stdout, "%s %s, %s, B=%d S=%d D=%d H=%d L=%d FF=%d, %d params\n",
 		cfg.Task.Name, cfg.Task.Params, cfg.DType, cfg.Batch, m.S, cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Layers, cfg.Model.Hidden, m.NumParams())
-	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s\n", float64(per.Microseconds())/1000, float64(cfg.Batch*m.S)/per.Seconds())
+	ms := float64(per.Microseconds()) / 1000
+	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s, %d allocations/step, GC %.1f%% of the time\n",
+		ms, float64(cfg.Batch*m.S)/per.Seconds(), (after.Mallocs-before.Mallocs)/uint64(*steps), 100*gcShare)
+	if *profile != "" {
+		fmt.Fprintf(stdout, "CPU profile of the timed steps in %s (go tool pprof -top %s)\n", *profile, *profile)
+	}
 	if *torch == "" {
 		return nil
 	}
-	return benchTorch(stdout, *torch, cfg, *steps)
+	return benchTorch(stdout, *torch, cfg, *steps, ms)
 }
 
 // torchBench is what tools/torchref/torchref.py bench prints.
@@ -140,7 +169,7 @@ type torchBench struct {
 // benchTorch times the same configuration's training step (forward,
 // weighted cross-entropy, backward, clipping, AdamW) in PyTorch, through the
 // reference implementation in tools/torchref, and prints it beside qkv's.
-func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int) error {
+func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int, qkvMs float64) error {
 	b, err := config.Marshal(cfg)
 	if err != nil {
 		return err
@@ -171,8 +200,23 @@ func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int) e
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		return fmt.Errorf("--torch: reading torchref output: %w", err)
 	}
+	best := math.Inf(1)
 	for _, r := range res.Results {
 		fmt.Fprintf(stdout, "PyTorch %s %d thread(s): %7.1f ms/step (BLAS %s)\n", res.Torch, r.Threads, r.MsPerStep, res.BLAS)
+		best = min(best, r.MsPerStep)
+	}
+	if best > 0 && !math.IsInf(best, 1) {
+		fmt.Fprintf(stdout, "qkv / PyTorch's best: %.2fx the time\n", qkvMs/best)
 	}
 	return nil
+}
+
+// gcSeconds is the CPU time the garbage collector has used so far.
+func gcSeconds() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
 }
