@@ -205,12 +205,19 @@ func (b *Block) check() error {
 	return nil
 }
 
-// residual returns x + f(LN(x)) (pre-LN) or LN(x + f(x)) (post-LN), with
-// dropout on f's output.
+// residual returns b's sublayer f wrapped in its residual connection.
 func (b *Block) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, error), dropName string) (*G.Node, error) {
+	return residual("block", b.s, b.cfg, &b.dropouts, x, ln, f, dropName)
+}
+
+// residual returns x + f(LN(x)) (pre-LN) or LN(x + f(x)) (post-LN), with
+// dropout at cfg.Dropout on f's output; the dropout mask, named dropName in
+// s, is appended to drops so that the caller redraws it every step. kind
+// names the block in errors.
+func residual(kind string, s *Scope, cfg BlockConfig, drops *[]*graph.Dropout, x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, error), dropName string) (*G.Node, error) {
 	in := x
 	var err error
-	if !b.cfg.PostLN {
+	if !cfg.PostLN {
 		if in, err = ln.Forward(x); err != nil {
 			return nil, err
 		}
@@ -219,21 +226,21 @@ func (b *Block) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, err
 	if err != nil {
 		return nil, err
 	}
-	drop, err := b.s.dropout(dropName, b.cfg.Dropout, fx.Shape())
+	drop, err := s.dropout(dropName, cfg.Dropout, fx.Shape())
 	if err != nil {
-		return nil, fmt.Errorf("layers: block %q: %w", b.s.prefix, err)
+		return nil, layerErr(kind, s.prefix, err)
 	}
 	if drop != nil {
-		b.dropouts = append(b.dropouts, drop)
+		*drops = append(*drops, drop)
 		if fx, err = drop.Apply(fx); err != nil {
-			return nil, fmt.Errorf("layers: block %q: %w", b.s.prefix, err)
+			return nil, layerErr(kind, s.prefix, err)
 		}
 	}
 	sum, err := G.Add(x, fx)
 	if err != nil {
-		return nil, fmt.Errorf("layers: block %q: residual: %w", b.s.prefix, err)
+		return nil, layerErr(kind, s.prefix, fmt.Errorf("residual: %w", err))
 	}
-	if b.cfg.PostLN {
+	if cfg.PostLN {
 		return ln.Forward(sum)
 	}
 	return sum, nil

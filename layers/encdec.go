@@ -309,38 +309,10 @@ func (b *DecoderBlock) Step(x, cacheK, cacheV, slot *G.Node, selfMask *graph.Mas
 	return y, keys, values, nil
 }
 
-// residual returns x + f(LN(x)) (pre-LN) or LN(x + f(x)) (post-LN), with
-// dropout on f's output, as Block's sublayers do.
+// residual returns b's sublayer f wrapped in its residual connection, as
+// Block's sublayers are.
 func (b *DecoderBlock) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, error), dropName string) (*G.Node, error) {
-	in := x
-	var err error
-	if !b.cfg.PostLN {
-		if in, err = ln.Forward(x); err != nil {
-			return nil, err
-		}
-	}
-	fx, err := f(in)
-	if err != nil {
-		return nil, err
-	}
-	drop, err := b.s.dropout(dropName, b.cfg.Dropout, fx.Shape())
-	if err != nil {
-		return nil, layerErr("decoder block", b.s.prefix, err)
-	}
-	if drop != nil {
-		b.dropouts = append(b.dropouts, drop)
-		if fx, err = drop.Apply(fx); err != nil {
-			return nil, layerErr("decoder block", b.s.prefix, err)
-		}
-	}
-	sum, err := G.Add(x, fx)
-	if err != nil {
-		return nil, layerErr("decoder block", b.s.prefix, fmt.Errorf("residual: %w", err))
-	}
-	if b.cfg.PostLN {
-		return ln.Forward(sum)
-	}
-	return sum, nil
+	return residual("decoder block", b.s, b.cfg, &b.dropouts, x, ln, f, dropName)
 }
 
 // check returns an error unless b was made by NewDecoderBlock.
