@@ -301,12 +301,7 @@ func (a *MultiHeadAttention) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.M
 	if values, err = writeSlot(cacheV, v, slot); err != nil { // (B, L, D)
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
-	var y *G.Node
-	if a.cfg.Impl == AttentionFlash {
-		y, err = graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{})
-	} else { // one query row: composed and fused compute the same
-		y, _, err = graph.Attention(q, keys, values, a.cfg.Heads, mask, nil)
-	}
+	y, err := a.attendInference(q, keys, values, mask) // (B, 1, D)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
@@ -344,16 +339,24 @@ func (a *MultiHeadAttention) AttendProjected(x, keys, values *G.Node, mask *grap
 	if err != nil {
 		return nil, err
 	}
-	var y *G.Node
-	if a.cfg.Impl == AttentionFlash {
-		y, err = graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{})
-	} else {
-		y, _, err = graph.Attention(q, keys, values, a.cfg.Heads, mask, nil)
-	}
+	y, err := a.attendInference(q, keys, values, mask) // (B, Sq, D)
 	if err != nil {
 		return nil, fmt.Errorf("layers: attention %q: %w", a.s.prefix, err)
 	}
 	return a.wo.Forward(y) // (B, Sq, D)
+}
+
+// attendInference returns the heads of q attending to keys and values under
+// mask, concatenated (B, Sq, D), as Forward's kernels do when nothing is
+// trained: flash tiles, and the composed and fused attentions both take the
+// fused op, whose output equals the composed graph's bit for bit and which
+// builds one node where the composed graph builds many.
+func (a *MultiHeadAttention) attendInference(q, keys, values *G.Node, mask *graph.MaskNode) (*G.Node, error) {
+	if a.cfg.Impl == AttentionFlash {
+		return graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{})
+	}
+	y, _, err := graph.Attention(q, keys, values, a.cfg.Heads, mask, nil)
+	return y, err
 }
 
 // checkStep checks the inputs of a cached step for width d.
