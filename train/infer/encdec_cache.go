@@ -23,26 +23,18 @@ type CachedEncDec struct {
 	// source and target.
 	B, Ss, St int
 
-	dt                 tensor.Dtype
-	dim, vocab, blocks int
+	encVM     G.VM
+	src       *graph.IDs
+	srcPad    *graph.MaskNode
+	crossOut  []*G.Node // Encode's keys then values, per block
+	encParams []graph.Param
+	cross     [][]float64 // Encode's outputs for the prompts being decoded
 
-	encVM          G.VM
-	src            *graph.IDs
-	srcPad         *graph.MaskNode
-	crossOut       []*G.Node // Encode's keys then values, per block
-	encParams      []graph.Param
 	stepVM         G.VM
-	tok, pos       *graph.IDs
-	slot           *G.Node
-	selfMask       *graph.MaskNode
+	*selfCache     // the target's tokens and self-attention caches
 	crossMask      *graph.MaskNode
-	cacheK, cacheV []*G.Node
 	crossK, crossV []*G.Node // inputs bound to Encode's outputs
-	keys, values   []*G.Node
-	logits         *G.Node
 	stepParams     []graph.Param
-	bufK, bufV     [][]float64
-	cross          [][]float64
 }
 
 // NewCachedEncDec builds the cached encoder–decoder of cfg (resolved, Arch
@@ -59,7 +51,7 @@ func NewCachedEncDec(cfg config.Config, b int, params []graph.Param) (*CachedEnc
 	if err := config.CheckMemory(cfg, b, ec.TgtMaxLen, false); err != nil {
 		return nil, err
 	}
-	c := &CachedEncDec{B: b, Ss: ec.SrcMaxLen, St: ec.TgtMaxLen, dt: dt, dim: ec.Dim, vocab: ec.TgtVocab, blocks: ec.DecLayers}
+	c := &CachedEncDec{B: b, Ss: ec.SrcMaxLen, St: ec.TgtMaxLen}
 	newModel := func() (*G.ExprGraph, *layers.Scope, *layers.EncoderDecoder, error) {
 		g := G.NewGraph()
 		s, err := layers.NewScope(g, dt, cfg.Seed)
@@ -93,28 +85,17 @@ func NewCachedEncDec(cfg config.Config, b int, params []graph.Param) (*CachedEnc
 	if err != nil {
 		return nil, err
 	}
-	if c.tok, err = graph.NewIDs(sg, b, 1, ec.TgtVocab, "tok"); err != nil {
-		return nil, err
-	}
-	if c.pos, err = graph.NewIDs(sg, b, 1, c.St, "pos"); err != nil {
-		return nil, err
-	}
-	if c.selfMask, err = graph.NewMaskInput(sg, dt, b, 1, c.St, "seen"); err != nil {
+	if c.selfCache, err = newSelfCache(sg, "cached encoder-decoder", dt, b, c.St, ec.Dim, ec.TgtVocab, ec.DecLayers); err != nil {
 		return nil, err
 	}
 	if c.crossMask, err = graph.NewMaskInput(sg, dt, b, 1, c.Ss, "cross"); err != nil {
 		return nil, err
 	}
-	c.slot = G.NewTensor(sg, dt, 3, G.WithShape(b, c.St, 1), G.WithName("slot"))
-	for i := 0; i < c.blocks; i++ {
-		c.cacheK = append(c.cacheK, G.NewTensor(sg, dt, 3, G.WithShape(b, c.St, c.dim), G.WithName(fmt.Sprintf("cache.%d.k", i))))
-		c.cacheV = append(c.cacheV, G.NewTensor(sg, dt, 3, G.WithShape(b, c.St, c.dim), G.WithName(fmt.Sprintf("cache.%d.v", i))))
-		c.crossK = append(c.crossK, G.NewTensor(sg, dt, 3, G.WithShape(b, c.Ss, c.dim), G.WithName(fmt.Sprintf("cross.%d.k", i))))
-		c.crossV = append(c.crossV, G.NewTensor(sg, dt, 3, G.WithShape(b, c.Ss, c.dim), G.WithName(fmt.Sprintf("cross.%d.v", i))))
-		c.bufK = append(c.bufK, make([]float64, b*c.St*c.dim))
-		c.bufV = append(c.bufV, make([]float64, b*c.St*c.dim))
+	for i := 0; i < ec.DecLayers; i++ {
+		c.crossK = append(c.crossK, G.NewTensor(sg, dt, 3, G.WithShape(b, c.Ss, ec.Dim), G.WithName(fmt.Sprintf("cross.%d.k", i))))
+		c.crossV = append(c.crossV, G.NewTensor(sg, dt, 3, G.WithShape(b, c.Ss, ec.Dim), G.WithName(fmt.Sprintf("cross.%d.v", i))))
 	}
-	if c.logits, c.keys, c.values, err = sm.Step(c.tok, c.pos, c.cacheK, c.cacheV, c.slot, c.selfMask, c.crossK, c.crossV, c.crossMask); err != nil {
+	if c.logits, c.keys, c.values, err = sm.Step(c.tok, c.pos, c.cacheK, c.cacheV, c.slot, c.seen, c.crossK, c.crossV, c.crossMask); err != nil {
 		return nil, err
 	}
 	c.stepParams = sm.Params()
@@ -207,7 +188,7 @@ func (c *CachedEncDec) decodeChunk(srcs, prefixes [][]int, steps []int, tokens [
 		return err
 	}
 	c.cross = c.cross[:0]
-	err = run(c.encVM, func() error {
+	err = run(c.encVM, "cached encoder-decoder: encoder", func() error {
 		for _, n := range c.crossOut {
 			v, err := graph.Float64s(n.Value())
 			if err != nil {
@@ -228,115 +209,13 @@ func (c *CachedEncDec) decodeChunk(srcs, prefixes [][]int, steps []int, tokens [
 		return err
 	}
 	crossShape := tensor.Shape{c.B, c.Ss, c.dim}
-	for i := 0; i < c.blocks; i++ {
+	for i := range c.crossK {
 		if err := G.Let(c.crossK[i], graph.NewDense(c.dt, crossShape, c.cross[i])); err != nil {
 			return fmt.Errorf("infer: cached encoder-decoder: %w", err)
 		}
-		if err := G.Let(c.crossV[i], graph.NewDense(c.dt, crossShape, c.cross[c.blocks+i])); err != nil {
+		if err := G.Let(c.crossV[i], graph.NewDense(c.dt, crossShape, c.cross[len(c.crossK)+i])); err != nil {
 			return fmt.Errorf("infer: cached encoder-decoder: %w", err)
 		}
 	}
-
-	for i := range c.bufK {
-		clear(c.bufK[i])
-		clear(c.bufV[i])
-	}
-	full := make([][]int, len(srcs))
-	last := 0
-	for i, p := range prefixes {
-		full[i] = slices.Clone(p)
-		tokens[i] = []int{}
-		last = max(last, len(p)+steps[i]-2)
-	}
-	ids, pos, seen := make([]int, c.B), make([]int, c.B), make([]int, c.B)
-	slot := make([]float64, c.B*c.St)
-	for t := 0; t <= last; t++ {
-		clear(ids)
-		clear(slot)
-		for i := range c.B {
-			p := min(t, c.St-1)
-			if i < len(srcs) && t < len(full[i]) {
-				ids[i] = full[i][t]
-			}
-			pos[i], seen[i] = p, p+1
-			slot[i*c.St+p] = 1
-		}
-		if err := c.bindStep(ids, pos, seen, slot); err != nil {
-			return err
-		}
-		var rows [][]float64
-		err := run(c.stepVM, func() error {
-			vals, err := graph.Float64s(c.logits.Value()) // (B, 1, V)
-			if err != nil {
-				return err
-			}
-			for i := range srcs {
-				rows = append(rows, slices.Clone(vals[i*c.vocab:(i+1)*c.vocab]))
-			}
-			for i := range c.keys {
-				k, err := graph.Float64s(c.keys[i].Value())
-				if err != nil {
-					return err
-				}
-				v, err := graph.Float64s(c.values[i].Value())
-				if err != nil {
-					return err
-				}
-				copy(c.bufK[i], k)
-				copy(c.bufV[i], v)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for i := range srcs {
-			if len(tokens[i]) < steps[i] && t == len(full[i])-1 {
-				next := argmax(rows[i])
-				tokens[i] = append(tokens[i], next)
-				logits[i] = append(logits[i], rows[i])
-				full[i] = append(full[i], next)
-			}
-		}
-	}
-	return nil
-}
-
-// bindStep binds one step's tokens, positions, masks, slot and caches.
-func (c *CachedEncDec) bindStep(ids, pos, seen []int, slot []float64) error {
-	if err := c.tok.Set(ids); err != nil {
-		return err
-	}
-	if err := c.pos.Set(pos); err != nil {
-		return err
-	}
-	mask, err := graph.KeyPadding(seen, 1, c.St)
-	if err != nil {
-		return err
-	}
-	if err := c.selfMask.Set(mask); err != nil {
-		return err
-	}
-	if err := G.Let(c.slot, graph.NewDense(c.dt, tensor.Shape{c.B, c.St, 1}, slot)); err != nil {
-		return fmt.Errorf("infer: cached encoder-decoder: %w", err)
-	}
-	shape := tensor.Shape{c.B, c.St, c.dim}
-	for i := range c.cacheK {
-		if err := G.Let(c.cacheK[i], graph.NewDense(c.dt, shape, c.bufK[i])); err != nil {
-			return fmt.Errorf("infer: cached encoder-decoder: %w", err)
-		}
-		if err := G.Let(c.cacheV[i], graph.NewDense(c.dt, shape, c.bufV[i])); err != nil {
-			return fmt.Errorf("infer: cached encoder-decoder: %w", err)
-		}
-	}
-	return nil
-}
-
-// run executes vm once, reading before it is reset.
-func run(vm G.VM, read func() error) error {
-	defer vm.Reset()
-	if err := vm.RunAll(); err != nil {
-		return fmt.Errorf("infer: run: %w", err)
-	}
-	return read()
+	return c.decode(c.stepVM, prefixes, steps, tokens, logits)
 }
