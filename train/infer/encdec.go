@@ -86,23 +86,9 @@ func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 
 // LoadEncDec is LoadWith for an encoder–decoder checkpoint.
 func LoadEncDec(dir string, b int, opts LoadOptions) (*EncDecModel, config.Config, data.Task, error) {
-	ck, err := checkpoint.Load(dir)
+	ck, cfg, task, err := readCheckpoint(dir, config.ArchEncDec, opts)
 	if err != nil {
 		return nil, config.Config{}, nil, err
-	}
-	cfg, err := config.Unmarshal(ck.Config)
-	if err != nil {
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: %w", dir, err)
-	}
-	if cfg.Arch != config.ArchEncDec {
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: a %q model, not an encoder-decoder", dir, cmpArch(cfg.Arch))
-	}
-	if opts.Attention != "" {
-		cfg.Model.Attention = opts.Attention
-	}
-	task, err := cfg.Resolve()
-	if err != nil {
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: config.json: %w", dir, err)
 	}
 	m, err := BuildEncDec(cfg, b)
 	if err != nil {
@@ -113,14 +99,6 @@ func LoadEncDec(dir string, b int, opts LoadOptions) (*EncDecModel, config.Confi
 		return nil, config.Config{}, nil, err
 	}
 	return m, cfg, task, nil
-}
-
-// cmpArch names an architecture, "" as the decoder it defaults to.
-func cmpArch(a config.Arch) config.Arch {
-	if a == "" {
-		return config.ArchDecoder
-	}
-	return a
 }
 
 // SetBatch binds sources and targets (row-major, B×Ss and B×St ids) with

@@ -29,23 +29,9 @@ type LoadOptions struct {
 
 // LoadWith is Load with options.
 func LoadWith(dir string, b int, opts LoadOptions) (*Model, config.Config, data.Task, error) {
-	ck, err := checkpoint.Load(dir)
+	ck, cfg, task, err := readCheckpoint(dir, config.ArchDecoder, opts)
 	if err != nil {
 		return nil, config.Config{}, nil, err
-	}
-	cfg, err := config.Unmarshal(ck.Config)
-	if err != nil {
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: %w", dir, err)
-	}
-	if cfg.Arch == config.ArchEncDec {
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: an encoder-decoder: load it with LoadEncDec", dir)
-	}
-	if opts.Attention != "" {
-		cfg.Model.Attention = opts.Attention
-	}
-	task, err := cfg.Resolve()
-	if err != nil {
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: config.json: %w", dir, err)
 	}
 	m, err := Build(cfg, b, task.MaxLen()-1)
 	if err != nil {
@@ -56,4 +42,40 @@ func LoadWith(dir string, b int, opts LoadOptions) (*Model, config.Config, data.
 		return nil, config.Config{}, nil, err
 	}
 	return m, cfg, task, nil
+}
+
+// readCheckpoint reads the checkpoint in dir and its config, which must be of
+// architecture arch, with opts applied, and resolves the config's task.
+func readCheckpoint(dir string, arch config.Arch, opts LoadOptions) (*checkpoint.Checkpoint, config.Config, data.Task, error) {
+	ck, err := checkpoint.Load(dir)
+	if err != nil {
+		return nil, config.Config{}, nil, err
+	}
+	cfg, err := config.Unmarshal(ck.Config)
+	if err != nil {
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: %w", dir, err)
+	}
+	switch got := cmpArch(cfg.Arch); {
+	case got == arch:
+	case got == config.ArchEncDec:
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: an encoder-decoder: load it with LoadEncDec", dir)
+	default:
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: a %q model, not an encoder-decoder", dir, got)
+	}
+	if opts.Attention != "" {
+		cfg.Model.Attention = opts.Attention
+	}
+	task, err := cfg.Resolve()
+	if err != nil {
+		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: config.json: %w", dir, err)
+	}
+	return ck, cfg, task, nil
+}
+
+// cmpArch names an architecture, "" as the decoder it defaults to.
+func cmpArch(a config.Arch) config.Arch {
+	if a == "" {
+		return config.ArchDecoder
+	}
+	return a
 }
