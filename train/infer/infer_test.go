@@ -129,3 +129,43 @@ func TestLoadRunsTrainedModel(t *testing.T) {
 		t.Errorf("loaded model scores %+v, training reported exact %v token %v", res, sum.ExactMatch, sum.TokenAccuracy)
 	}
 }
+
+// TestLoadNamesArchitecture: each loader refuses the other architecture's
+// checkpoint with an error that names the loader to use.
+func TestLoadNamesArchitecture(t *testing.T) {
+	dec, _ := tiny(t)
+	encdec := dec
+	encdec.Arch = config.ArchEncDec
+	dirs := map[config.Arch]string{}
+	for _, cfg := range []config.Config{dec, encdec} {
+		cfg.Steps, cfg.Warmup, cfg.EvalEvery = 2, 1, 2
+		dir := t.TempDir()
+		if _, err := train.Run(context.Background(), cfg, train.Options{Out: dir}); err != nil {
+			t.Fatalf("%s: %v", cfg.Arch, err)
+		}
+		dirs[cfg.Arch] = dir
+	}
+	if m, _, _, err := infer.Load(dirs[config.ArchEncDec], 1); err == nil || !strings.Contains(err.Error(), "an encoder-decoder: load it with LoadEncDec") {
+		t.Errorf("Load of an encoder-decoder: got %v", err)
+		if err == nil {
+			m.Close()
+		}
+	}
+	if m, _, _, err := infer.LoadEncDec(dirs[dec.Arch], 1, infer.LoadOptions{}); err == nil || !strings.Contains(err.Error(), `a "decoder" model, not an encoder-decoder`) {
+		t.Errorf("LoadEncDec of a decoder: got %v", err)
+		if err == nil {
+			m.Close()
+		}
+	}
+	// and each loads with its own loader.
+	if m, _, _, err := infer.Load(dirs[dec.Arch], 1); err != nil {
+		t.Errorf("Load of a decoder: %v", err)
+	} else {
+		m.Close()
+	}
+	if m, _, _, err := infer.LoadEncDec(dirs[config.ArchEncDec], 1, infer.LoadOptions{}); err != nil {
+		t.Errorf("LoadEncDec of an encoder-decoder: %v", err)
+	} else {
+		m.Close()
+	}
+}
