@@ -1,12 +1,13 @@
 package layers
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // Bad configurations and bad inputs must come back as errors, never panics,
@@ -26,14 +27,7 @@ func checkErrCases(t *testing.T, cases []errCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := noPanic(t, tc.name, func() error { return tc.run(t) })
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			graphtest.WantErr(t, err, tc.want...)
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/internal/fsx"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -102,7 +103,7 @@ func TestRunDirResumeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Run(context.Background(), cfg, Options{Out: dir, Resume: true})
-	wantErr(t, err, checkpoint.StateFile, "the run state is at step 3, the checkpoint at step 4")
+	graphtest.WantErr(t, err, checkpoint.StateFile, "the run state is at step 3, the checkpoint at step 4")
 }
 
 // TestRunSaveFailsOnFullDisk: when a save runs out of space, training stops
@@ -128,7 +129,7 @@ func TestRunSaveFailsOnFullDisk(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("got %v, want ENOSPC", err)
 	}
-	wantErr(t, err, "saving step 8", "the last complete checkpoint, step 4, is in "+dir)
+	graphtest.WantErr(t, err, "saving step 8", "the last complete checkpoint, step 4, is in "+dir)
 	if _, err := Run(context.Background(), cfg, Options{Out: dir, Resume: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -209,18 +210,5 @@ func loadsStep(t *testing.T, dir string, ck *checkpoint.Checkpoint) {
 	}
 	if got.Step != ck.Step || !same(got.Weights, ck.Weights) || !same(got.Optimizer, ck.Optimizer) {
 		t.Errorf("%s holds step %d, not the checkpoint of step %d it held", dir, got.Step, ck.Step)
-	}
-}
-
-// wantErr fails unless err is non-nil and its message contains every part.
-func wantErr(t *testing.T, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err, p)
-		}
 	}
 }

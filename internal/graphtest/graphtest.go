@@ -1,13 +1,14 @@
 // Package graphtest holds the helpers that the tests of qkv's graph and
 // layers packages share: seeded random inputs, float32 rounding for float64
 // references, finiteness checks, and a guard that turns a panic into a test
-// failure.
+// failure, and a check that an error says what it must.
 package graphtest
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -59,4 +60,19 @@ func NoPanic(t testing.TB, what string, f func() error) (err error) {
 		}
 	}()
 	return f()
+}
+
+// WantErr fails t unless err is non-nil and its message contains every
+// part: what a test of a refusal checks, that the error names the layer or
+// file and what was expected.
+func WantErr(t testing.TB, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not contain %q", err, p)
+		}
+	}
 }

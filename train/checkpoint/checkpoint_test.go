@@ -21,6 +21,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // ckParam returns a learnable matrix or vector named name holding vals,
@@ -152,19 +153,6 @@ func paramBits(t *testing.T, params []graph.Param) [][]uint64 {
 		out = append(out, bits)
 	}
 	return out
-}
-
-// wantErr fails unless err is non-nil and its message contains every part.
-func wantErr(t *testing.T, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err, p)
-		}
-	}
 }
 
 // dirNames returns the sorted names of the entries of dir.
@@ -460,16 +448,16 @@ func TestCheckpointRejectsTruncated(t *testing.T) {
 			// The checksum catches it first; behind it, the parser too.
 			rewrite(t, dir, ModelFile, func([]byte) []byte { return valid[:n] })
 			_, err := Load(dir)
-			wantErr(t, err, path+": changed since it was saved", fmt.Sprintf(": %d bytes", n))
+			graphtest.WantErr(t, err, path+": changed since it was saved", fmt.Sprintf(": %d bytes", n))
 			forge(t, dir, ModelFile, func([]byte) []byte { return valid[:n] })
 			_, err = Load(dir)
-			wantErr(t, err, path+": truncated")
+			graphtest.WantErr(t, err, path+": truncated")
 		})
 	}
 	forge(t, dir, ModelFile, func([]byte) []byte { return valid })
 	forge(t, dir, OptimizerFile, func(b []byte) []byte { return b[:len(b)-8] })
 	_, err := Load(dir)
-	wantErr(t, err, ckPath(t, dir, OptimizerFile)+": truncated")
+	graphtest.WantErr(t, err, ckPath(t, dir, OptimizerFile)+": truncated")
 }
 
 // modelFile returns a model file with the given header and data.
@@ -522,7 +510,7 @@ func TestCheckpointRejectsCorrupt(t *testing.T) {
 			dir, _ := saveTest(t, 3)
 			forge(t, dir, ModelFile, func([]byte) []byte { return c.file })
 			_, err := Load(dir)
-			wantErr(t, err, "checkpoint: "+ckFolder(t, dir)+"/", c.want)
+			graphtest.WantErr(t, err, "checkpoint: "+ckFolder(t, dir)+"/", c.want)
 		})
 	}
 	// A hand-made valid file loads, so the cases above fail for their own
@@ -540,7 +528,7 @@ func TestCheckpointRejectsCorrupt(t *testing.T) {
 		dir, _ := saveTest(t, 3)
 		forge(t, dir, StateFile, func([]byte) []byte { return []byte(content) })
 		_, err := Load(dir)
-		wantErr(t, err, ckPath(t, dir, StateFile)+": ")
+		graphtest.WantErr(t, err, ckPath(t, dir, StateFile)+": ")
 	}
 }
 
@@ -552,7 +540,7 @@ func TestCheckpointRejectsChangedFiles(t *testing.T) {
 		for _, at := range []int{0, size / 2, size - 1} {
 			rewrite(t, dir, name, func(b []byte) []byte { b[at] ^= 1; return b })
 			_, err := Load(dir)
-			wantErr(t, err, ckPath(t, dir, name)+": ")
+			graphtest.WantErr(t, err, ckPath(t, dir, name)+": ")
 			rewrite(t, dir, name, func(b []byte) []byte { b[at] ^= 1; return b })
 		}
 		if _, err := Load(dir); err != nil {
@@ -572,15 +560,15 @@ func TestCheckpointRejectsEditedConfig(t *testing.T) {
 	dir, _ := saveTest(t, 3)
 	rewrite(t, dir, ConfigFile, edit)
 	_, err := Load(dir)
-	wantErr(t, err, want...)
+	graphtest.WantErr(t, err, want...)
 	dir, _ = saveTest(t, 3)
 	forge(t, dir, ConfigFile, edit)
 	_, err = Load(dir)
-	wantErr(t, err, want...)
+	graphtest.WantErr(t, err, want...)
 	// Not JSON at all.
 	forge(t, dir, ConfigFile, func([]byte) []byte { return []byte("{") })
 	_, err = Load(dir)
-	wantErr(t, err, ckPath(t, dir, ConfigFile)+": corrupt JSON")
+	graphtest.WantErr(t, err, ckPath(t, dir, ConfigFile)+": corrupt JSON")
 }
 
 func TestCheckpointRejectsBadManifest(t *testing.T) {
@@ -615,7 +603,7 @@ func TestCheckpointRejectsBadManifest(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Load(dir)
-			wantErr(t, err, "checkpoint: "+dir, c.want)
+			graphtest.WantErr(t, err, "checkpoint: "+dir, c.want)
 		})
 	}
 }
@@ -629,11 +617,11 @@ func TestCheckpointRefusesNonFinite(t *testing.T) {
 		}
 		ck.Step = 20
 		named(t, ck.Weights, "blocks.0.ln.gain").Data[2] = v
-		wantErr(t, Save(dir, ck), ModelFile, `tensor "blocks.0.ln.gain": value 2 is `+fmt.Sprint(v))
+		graphtest.WantErr(t, Save(dir, ck), ModelFile, `tensor "blocks.0.ln.gain": value 2 is `+fmt.Sprint(v))
 		loadsStep(t, dir, prev)
 		named(t, ck.Weights, "blocks.0.ln.gain").Data[2] = 1
 		named(t, ck.Optimizer, "adam.t").Data[0] = v
-		wantErr(t, Save(dir, ck), OptimizerFile, `tensor "adam.t": value 0 is `+fmt.Sprint(v))
+		graphtest.WantErr(t, Save(dir, ck), OptimizerFile, `tensor "adam.t": value 0 is `+fmt.Sprint(v))
 		loadsStep(t, dir, prev)
 	}
 }
@@ -684,7 +672,7 @@ func TestCheckpointRejectsMissingFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Load(dir)
-			wantErr(t, err, ckFolder(t, dir), "missing file "+name)
+			graphtest.WantErr(t, err, ckFolder(t, dir), "missing file "+name)
 		})
 	}
 	dir, _ := saveTest(t, 3)
@@ -696,7 +684,7 @@ func TestCheckpointRejectsMissingFile(t *testing.T) {
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("Load(%s) = %v, want ErrNotFound", d, err)
 		}
-		wantErr(t, err, d, "no checkpoint.json")
+		graphtest.WantErr(t, err, d, "no checkpoint.json")
 	}
 }
 
@@ -707,7 +695,7 @@ func TestCheckpointRejectsStepMismatch(t *testing.T) {
 			dir20, _ := saveTest(t, 20)
 			forge(t, dir20, name, func([]byte) []byte { return readFile(t, ckPath(t, dir10, name)) })
 			_, err := Load(dir20)
-			wantErr(t, err, ckFolder(t, dir20), "incomplete checkpoint: "+name+" is step 10, state.json step 20")
+			graphtest.WantErr(t, err, ckFolder(t, dir20), "incomplete checkpoint: "+name+" is step 10, state.json step 20")
 		})
 	}
 }
@@ -744,7 +732,7 @@ func TestCheckpointLoadParamsMismatch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			before := paramBits(t, c.params)
 			err := LoadParams(c.params, c.tensors, file)
-			wantErr(t, err, c.want...)
+			graphtest.WantErr(t, err, c.want...)
 			if !slices.EqualFunc(paramBits(t, c.params), before, slices.Equal) {
 				t.Error("a failed LoadParams modified the params")
 			}
@@ -817,7 +805,7 @@ func TestCheckpointFailedSave(t *testing.T) {
 			}
 			ck.Step = 20
 			c.modify(ck)
-			wantErr(t, Save(dir, ck), c.want)
+			graphtest.WantErr(t, Save(dir, ck), c.want)
 			noTemps(t, dir)
 			loadsStep(t, dir, prev)
 		})
@@ -828,8 +816,8 @@ func TestCheckpointFailedSave(t *testing.T) {
 		if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, Save(file, &Checkpoint{Step: 1}), "checkpoint: "+file)
-		wantErr(t, Save(filepath.Join(file, "sub"), &Checkpoint{Step: 1}), "checkpoint: "+file)
+		graphtest.WantErr(t, Save(file, &Checkpoint{Step: 1}), "checkpoint: "+file)
+		graphtest.WantErr(t, Save(filepath.Join(file, "sub"), &Checkpoint{Step: 1}), "checkpoint: "+file)
 	})
 
 	t.Run("unwritable dir", func(t *testing.T) {
@@ -843,7 +831,7 @@ func TestCheckpointFailedSave(t *testing.T) {
 		defer os.Chmod(dir, 0o755)
 		next := *prev
 		next.Step = 20
-		wantErr(t, Save(dir, &next), "checkpoint: "+dir)
+		graphtest.WantErr(t, Save(dir, &next), "checkpoint: "+dir)
 		noTemps(t, dir)
 		loadsStep(t, dir, prev)
 	})

@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // rolesModel returns a projection weight (3 in, 2 out), an embedding table
@@ -106,7 +107,7 @@ func TestWeightsErrors(t *testing.T) {
 		{"no file name", SaveWeights(dir+"/", small, LayoutQKV), []string{"no file name"}},
 		{"nil node", SaveWeights(torch, []graph.Param{{Name: "x"}}, LayoutQKV), []string{`param "x": nil node`}},
 	} {
-		t.Run(c.name, func(t *testing.T) { wantErr(t, c.err, c.want...) })
+		t.Run(c.name, func(t *testing.T) { graphtest.WantErr(t, c.err, c.want...) })
 	}
 	// A checkpoint's model file is a qkv-layout weights file.
 	w, err := ParamTensors(ckModel(t, tensor.Float32, 4, 1))
