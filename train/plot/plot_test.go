@@ -173,18 +173,7 @@ func TestPlotCurvesErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := Curves(c.path, "x", c.loss, c.eval)
-			if err == nil {
-				t.Fatal("expected an error")
-			}
-			if prefix := "plot: " + c.path + ": "; !strings.HasPrefix(err.Error(), prefix) {
-				t.Errorf("error %q lacks prefix %q", err, prefix)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Errorf("error %q does not mention %q", err, c.want)
-			}
-			if _, serr := os.Stat(c.path); serr == nil {
-				t.Errorf("%s written despite the error", c.path)
-			}
+			wantRefused(t, c.path, err, c.want)
 		})
 	}
 	noTempFiles(t, dir)
@@ -314,18 +303,7 @@ func TestPlotAttentionErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := Attention(c.path, "x", c.tokens, c.maps)
-			if err == nil {
-				t.Fatal("expected an error")
-			}
-			if prefix := "plot: " + c.path + ": "; !strings.HasPrefix(err.Error(), prefix) {
-				t.Errorf("error %q lacks prefix %q", err, prefix)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Errorf("error %q does not mention %q", err, c.want)
-			}
-			if _, serr := os.Stat(c.path); serr == nil {
-				t.Errorf("%s written despite the error", c.path)
-			}
+			wantRefused(t, c.path, err, c.want)
 		})
 	}
 	noTempFiles(t, dir)
@@ -353,5 +331,23 @@ func TestLogTicker(t *testing.T) {
 				t.Errorf("Ticks(%g, %g): unwieldy label %q", c.min, c.max, l)
 			}
 		}
+	}
+}
+
+// wantRefused fails t unless err refuses to write path, names it and says
+// want, and path was not written.
+func wantRefused(t *testing.T, path string, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("expected an error")
+	}
+	if prefix := "plot: " + path + ": "; !strings.HasPrefix(err.Error(), prefix) {
+		t.Errorf("error %q lacks prefix %q", err, prefix)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not mention %q", err, want)
+	}
+	if _, serr := os.Stat(path); serr == nil {
+		t.Errorf("%s written despite the error", path)
 	}
 }
