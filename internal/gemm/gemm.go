@@ -1,0 +1,232 @@
+package gemm
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Float is the element type of the matrices.
+type Float interface{ float32 | float64 }
+
+// Cache blocking: a kc-deep slice of op(B), nc columns wide, is packed once
+// and reused by every mc-row block of op(A), which stays in L2 while the
+// kernel walks across it.
+const (
+	kc = 256
+	mc = 120
+	nc = 2048
+)
+
+// parallelWork is the number of multiply-adds (m n k) above which a product
+// is split over goroutines: below it, starting them costs more than it saves.
+const parallelWork = 1 << 16
+
+// Gemm sets C = alpha op(A) op(B) + beta C, where op(A) is (m, k), op(B) is
+// (k, n), and C is (m, n), all row-major with leading dimensions lda, ldb and
+// ldc; op(X) is X, or its transpose when transX is true. The arguments are
+// those of BLAS's ?gemm for row-major matrices and are not checked: the
+// BLAS type checks them.
+func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
+	workers := runtime.GOMAXPROCS(0)
+	if workers == 1 || m*n*k < parallelWork {
+		p.run(0, m, 0, n)
+		return
+	}
+	// Split the longer side of C into one strip per worker, in whole kernel
+	// tiles, so each strip is an independent GEMM with its own packing.
+	mr, nr := tile[T]()
+	var wg sync.WaitGroup
+	split := func(size, step int, run func(lo, hi int)) {
+		per := (size + workers - 1) / workers
+		per = (per + step - 1) / step * step
+		for lo := 0; lo < size; lo += per {
+			hi := min(lo+per, size)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				run(lo, hi)
+			}()
+		}
+	}
+	if m/mr >= n/nr {
+		split(m, mr, func(lo, hi int) { p.run(lo, hi, 0, n) })
+	} else {
+		split(n, nr, func(lo, hi int) { p.run(0, m, lo, hi) })
+	}
+	wg.Wait()
+}
+
+// problem holds one call's arguments.
+type problem[T Float] struct {
+	transA, transB bool
+	k              int
+	alpha          T
+	a              []T
+	lda            int
+	b              []T
+	ldb            int
+	beta           T
+	c              []T
+	ldc            int
+}
+
+// buffers are the packed panels of one goroutine, reused across calls.
+type buffers[T Float] struct {
+	a, b []T
+	edge []T // one tile of C for the partial tiles at the right and bottom
+}
+
+var pools = [2]sync.Pool{}
+
+func getBuffers[T Float]() *buffers[T] {
+	i := poolIndex[T]()
+	if v, ok := pools[i].Get().(*buffers[T]); ok {
+		return v
+	}
+	mr, nr := tile[T]()
+	return &buffers[T]{edge: make([]T, mr*nr)}
+}
+
+func putBuffers[T Float](b *buffers[T]) { pools[poolIndex[T]()].Put(b) }
+
+func poolIndex[T Float]() int {
+	var zero T
+	if _, ok := any(zero).(float32); ok {
+		return 0
+	}
+	return 1
+}
+
+// grow returns s resized to n elements, reallocating only when it is short.
+func grow[T Float](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// run computes rows [i0, i1) and columns [j0, j1) of C.
+func (p *problem[T]) run(i0, i1, j0, j1 int) {
+	p.scaleC(i0, i1, j0, j1)
+	if p.k == 0 || p.alpha == 0 {
+		return
+	}
+	mr, nr := tile[T]()
+	kern := kernel[T]()
+	buf := getBuffers[T]()
+	defer putBuffers(buf)
+	for jc := j0; jc < j1; jc += nc {
+		nb := min(nc, j1-jc)
+		nPanels := (nb + nr - 1) / nr
+		for pc := 0; pc < p.k; pc += kc {
+			kb := min(kc, p.k-pc)
+			buf.b = grow(buf.b, nPanels*nr*kb)
+			p.packB(buf.b, pc, kb, jc, nb)
+			for ic := i0; ic < i1; ic += mc {
+				mb := min(mc, i1-ic)
+				mPanels := (mb + mr - 1) / mr
+				buf.a = grow(buf.a, mPanels*mr*kb)
+				p.packA(buf.a, ic, mb, pc, kb)
+				for jp := 0; jp < nPanels; jp++ {
+					bp := buf.b[jp*nr*kb : (jp+1)*nr*kb]
+					cols := min(nr, nb-jp*nr)
+					for ip := 0; ip < mPanels; ip++ {
+						ap := buf.a[ip*mr*kb : (ip+1)*mr*kb]
+						rows := min(mr, mb-ip*mr)
+						ci := (ic+ip*mr)*p.ldc + jc + jp*nr
+						if rows == mr && cols == nr {
+							kern(kb, ap, bp, p.c[ci:], p.ldc)
+							continue
+						}
+						clear(buf.edge)
+						kern(kb, ap, bp, buf.edge, nr)
+						for r := 0; r < rows; r++ {
+							row := p.c[ci+r*p.ldc : ci+r*p.ldc+cols]
+							for j := range row {
+								row[j] += buf.edge[r*nr+j]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// scaleC multiplies the block of C by beta; beta 0 sets it to zero, so that
+// NaNs already in C do not survive, as BLAS specifies.
+func (p *problem[T]) scaleC(i0, i1, j0, j1 int) {
+	if p.beta == 1 {
+		return
+	}
+	for i := i0; i < i1; i++ {
+		row := p.c[i*p.ldc+j0 : i*p.ldc+j1]
+		if p.beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= p.beta
+		}
+	}
+}
+
+// packA copies alpha op(A)[ic:ic+mb, pc:pc+kb] into panels of mr rows, each
+// laid out column after column (mr values for each p), zero-padded below.
+func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
+	mr, _ := tile[T]()
+	for ip := 0; ip*mr < mb; ip++ {
+		panel := dst[ip*mr*kb : (ip+1)*mr*kb]
+		rows := min(mr, mb-ip*mr)
+		i := ic + ip*mr
+		if rows < mr {
+			clear(panel)
+		}
+		if p.transA { // op(A)[i, q] = a[q*lda + i]: rows are contiguous
+			for q := 0; q < kb; q++ {
+				src := p.a[(pc+q)*p.lda+i : (pc+q)*p.lda+i+rows]
+				out := panel[q*mr : q*mr+rows]
+				for r, v := range src {
+					out[r] = p.alpha * v
+				}
+			}
+			continue
+		}
+		for r := 0; r < rows; r++ {
+			src := p.a[(i+r)*p.lda+pc : (i+r)*p.lda+pc+kb]
+			for q, v := range src {
+				panel[q*mr+r] = p.alpha * v
+			}
+		}
+	}
+}
+
+// packB copies op(B)[pc:pc+kb, jc:jc+nb] into panels of nr columns, each
+// laid out row after row (nr values for each p), zero-padded on the right.
+func (p *problem[T]) packB(dst []T, pc, kb, jc, nb int) {
+	_, nr := tile[T]()
+	for jp := 0; jp*nr < nb; jp++ {
+		panel := dst[jp*nr*kb : (jp+1)*nr*kb]
+		cols := min(nr, nb-jp*nr)
+		j := jc + jp*nr
+		if cols < nr {
+			clear(panel)
+		}
+		if !p.transB { // op(B)[q, j] = b[q*ldb + j]: rows are contiguous
+			for q := 0; q < kb; q++ {
+				copy(panel[q*nr:q*nr+cols], p.b[(pc+q)*p.ldb+j:(pc+q)*p.ldb+j+cols])
+			}
+			continue
+		}
+		for c := 0; c < cols; c++ {
+			src := p.b[(j+c)*p.ldb+pc : (j+c)*p.ldb+pc+kb]
+			for q, v := range src {
+				panel[q*nr+c] = v
+			}
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package gemm
+
+// tile is the block of C a kernel call keeps in registers: mr rows by nr
+// columns. 6 rows of two AVX2 registers each take 12 of the 16, leaving two
+// for a row of the B panel and two for broadcasts of A.
+func tile[T Float]() (mr, nr int) {
+	if poolIndex[T]() == 0 {
+		return 6, 16 // 2 registers of 8 float32
+	}
+	return 6, 8 // 2 registers of 4 float64
+}
+
+// The assembly kernels, set by kernel_amd64.go when the CPU has AVX2 and
+// FMA; nil elsewhere, and in tests of the Go kernel.
+var (
+	asmKernel32 func(k int, a, b, c []float32, ldc int)
+	asmKernel64 func(k int, a, b, c []float64, ldc int)
+)
+
+// kernel returns the function that adds to the (mr, nr) tile of C at c, with
+// leading dimension ldc, the product of a packed panel of A (k columns of mr)
+// and one of B (k rows of nr).
+func kernel[T Float]() func(k int, a, b, c []T, ldc int) {
+	var f any
+	if poolIndex[T]() == 0 && asmKernel32 != nil {
+		f = asmKernel32
+	} else if poolIndex[T]() == 1 && asmKernel64 != nil {
+		f = asmKernel64
+	} else {
+		return goKernel[T]
+	}
+	return f.(func(int, []T, []T, []T, int))
+}
+
+// goKernel is the portable kernel: the same tile, accumulated in an array
+// the compiler keeps on the stack.
+func goKernel[T Float](k int, a, b, c []T, ldc int) {
+	mr, nr := tile[T]()
+	var acc [6 * 16]T
+	for q := 0; q < k; q++ {
+		bq := b[q*nr : q*nr+nr]
+		for r, av := range a[q*mr : q*mr+mr] {
+			row := acc[r*nr : r*nr+nr]
+			for j, bv := range bq {
+				row[j] += av * bv
+			}
+		}
+	}
+	for r := 0; r < mr; r++ {
+		out := c[r*ldc : r*ldc+nr]
+		for j := range out {
+			out[j] += acc[r*nr+j]
+		}
+	}
+}
