@@ -8,6 +8,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	fastgemm "github.com/qkv-dev/qkv/internal/gemm"
 )
 
 // Attention returns scaled dot-product attention of H heads over projected
@@ -246,70 +248,97 @@ func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
 		func(in [][]float32, out []float32) { runAttention(op, in, out) })
 }
 
-// runAttention runs op head by head: it gathers the head's slices of its
-// inputs into small float64 matrices, multiplies them, and scatters the
-// result. Gathering costs S*dk copies; the products cost S*S*dk.
+// runAttention runs op head by head, the (sequence, head) pairs split over
+// the cores: each gathers the head's slices of its inputs into small float64
+// matrices, multiplies them, and scatters the result into the part of out
+// that only it writes. Gathering costs S*dk copies; the products cost S*S*dk.
 func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
+	d := op.dims
+	scratch := func() any { return newAttnScratch(d) }
+	if op.out == attnGradBias && d.Bias == 3 {
+		// A bias shared by the batch collects every sequence's gradient in
+		// one block per head: one item per head, adding the sequences in
+		// order, so no two goroutines write a block and the sum is the same
+		// from run to run.
+		parallel(d.H, scratch, func(s any, h int) {
+			for b := 0; b < d.B; b++ {
+				attendHead(op, in, out, s.(*attnScratch), b, h)
+			}
+		})
+		return
+	}
+	parallel(d.B*d.H, scratch, func(s any, item int) {
+		attendHead(op, in, out, s.(*attnScratch), item/d.H, item%d.H)
+	})
+}
+
+// attnScratch holds one goroutine's per-head matrices.
+type attnScratch struct {
+	sqk, sqd, skd, p, keep, res []float64
+}
+
+func newAttnScratch(d attnDims) *attnScratch {
+	dk := d.D / d.H
+	return &attnScratch{
+		sqk: make([]float64, d.Sq*d.Sk), sqd: make([]float64, d.Sq*dk), skd: make([]float64, d.Sk*dk),
+		p: make([]float64, d.Sq*d.Sk), keep: make([]float64, d.Sq*d.Sk),
+		res: make([]float64, max(d.Sq, d.Sk)*max(dk, d.Sk)),
+	}
+}
+
+// attendHead computes op's output for head h of sequence b.
+func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *attnScratch, b, h int) {
 	d := op.dims
 	dk := d.D / d.H
 	scale := 1 / math.Sqrt(float64(dk))
-	sqk, sqd, skd := make([]float64, d.Sq*d.Sk), make([]float64, d.Sq*dk), make([]float64, d.Sk*dk)
-	p, keep := make([]float64, d.Sq*d.Sk), make([]float64, d.Sq*d.Sk)
-	res := make([]float64, max(d.Sq, d.Sk)*max(dk, d.Sk))
 	block := d.Sq * d.Sk
-	for b := 0; b < d.B; b++ {
-		for h := 0; h < d.H; h++ {
-			head := func(x []T, n int, dst []float64) []float64 { return gatherHead(x, dst, b, h, n, d.D, dk) }
-			weights := func(x []T, dst []float64) []float64 { return gatherWeights(x, dst, b, h, d) }
-			var r []float64
-			switch op.out {
-			case attnWeights: // P = softmax(Q K^T * scale + mask + bias)
-				r = mulNT(head(in[0], d.Sq, sqd), head(in[1], d.Sk, skd), res, d.Sq, d.Sk, dk)
-				var mask, bias []T
-				next := 2
-				if d.Masked {
-					mask = in[next][b*block:][:block]
-					next++
-				}
-				if d.Bias != 0 {
-					bias = in[next][d.biasBlock(b, h)*block:][:block]
-				}
-				softmaxHead(r, scale, mask, bias, d.Sk)
-			case attnOutput: // out = (P * keep) V
-				pk := dropped(weights(in[0], p), in, 2, weights, keep, d)
-				r = mulNN(pk, head(in[1], d.Sk, skd), res, d.Sq, d.Sk, dk)
-			case attnGradP: // dP = (dout V^T) * keep
-				r = mulNT(head(in[0], d.Sq, sqd), head(in[1], d.Sk, skd), res, d.Sq, d.Sk, dk)
-				r = dropped(r, in, 2, weights, keep, d)
-			case attnGradV: // dV = (P * keep)^T dout
-				pk := dropped(weights(in[0], p), in, 2, weights, keep, d)
-				r = mulTN(pk, head(in[1], d.Sq, sqd), res, d.Sk, d.Sq, dk)
-			case attnGradQ, attnGradK: // dS = P * (dP - rowsum(P * dP)) * scale
-				ds := scoresGrad(weights(in[0], p), weights(in[1], sqk), scale, d.Sk)
-				if op.out == attnGradQ { // dQ = dS K
-					r = mulNN(ds, head(in[2], d.Sk, skd), res, d.Sq, d.Sk, dk)
-				} else { // dK = dS^T Q
-					r = mulTN(ds, head(in[2], d.Sq, sqd), res, d.Sk, d.Sq, dk)
-				}
-			case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
-				ds := scoresGrad(weights(in[0], p), weights(in[1], sqk), 1, d.Sk)
-				// A bias shared by the batch collects every sequence's gradient.
-				dst := out[d.biasBlock(b, h)*block:][:block]
-				for i, g := range ds {
-					dst[i] += T(g)
-				}
-				continue
-			}
-			if op.out == attnWeights || op.out == attnGradP {
-				scatterWeights(r, out, b, h, d)
-			} else {
-				n := d.Sq
-				if op.out == attnGradK || op.out == attnGradV {
-					n = d.Sk
-				}
-				scatterHead(r, out, b, h, n, d.D, dk)
-			}
+	head := func(x []T, n int, dst []float64) []float64 { return gatherHead(x, dst, b, h, n, d.D, dk) }
+	weights := func(x []T, dst []float64) []float64 { return gatherWeights(x, dst, b, h, d) }
+	var r []float64
+	switch op.out {
+	case attnWeights: // P = softmax(Q K^T * scale + mask + bias)
+		r = mulNT(head(in[0], d.Sq, sc.sqd), head(in[1], d.Sk, sc.skd), sc.res, d.Sq, d.Sk, dk)
+		var mask, bias []T
+		next := 2
+		if d.Masked {
+			mask = in[next][b*block:][:block]
+			next++
 		}
+		if d.Bias != 0 {
+			bias = in[next][d.biasBlock(b, h)*block:][:block]
+		}
+		softmaxHead(r, scale, mask, bias, d.Sk)
+	case attnOutput: // out = (P * keep) V
+		pk := dropped(weights(in[0], sc.p), in, 2, weights, sc.keep, d)
+		r = mulNN(pk, head(in[1], d.Sk, sc.skd), sc.res, d.Sq, d.Sk, dk)
+	case attnGradP: // dP = (dout V^T) * keep
+		r = mulNT(head(in[0], d.Sq, sc.sqd), head(in[1], d.Sk, sc.skd), sc.res, d.Sq, d.Sk, dk)
+		r = dropped(r, in, 2, weights, sc.keep, d)
+	case attnGradV: // dV = (P * keep)^T dout
+		pk := dropped(weights(in[0], sc.p), in, 2, weights, sc.keep, d)
+		r = mulTN(pk, head(in[1], d.Sq, sc.sqd), sc.res, d.Sk, d.Sq, dk)
+	case attnGradQ, attnGradK: // dS = P * (dP - rowsum(P * dP)) * scale
+		ds := scoresGrad(weights(in[0], sc.p), weights(in[1], sc.sqk), scale, d.Sk)
+		if op.out == attnGradQ { // dQ = dS K
+			r = mulNN(ds, head(in[2], d.Sk, sc.skd), sc.res, d.Sq, d.Sk, dk)
+		} else { // dK = dS^T Q
+			r = mulTN(ds, head(in[2], d.Sq, sc.sqd), sc.res, d.Sk, d.Sq, dk)
+		}
+	case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
+		ds := scoresGrad(weights(in[0], sc.p), weights(in[1], sc.sqk), 1, d.Sk)
+		dst := out[d.biasBlock(b, h)*block:][:block]
+		for i, g := range ds {
+			dst[i] += T(g)
+		}
+		return
+	}
+	switch op.out {
+	case attnWeights, attnGradP:
+		scatterWeights(r, out, b, h, d)
+	case attnGradK, attnGradV:
+		scatterHead(r, out, b, h, d.Sk, d.D, dk)
+	default:
+		scatterHead(r, out, b, h, d.Sq, d.D, dk)
 	}
 }
 
@@ -421,57 +450,23 @@ func scoresGrad(p, dp []float64, scale float64, n int) []float64 {
 	return dp
 }
 
-// mulNN returns C = A B for A (m, k) and B (k, n), in c.
+// mulNN, mulNT and mulTN return C = A B, A B^T and A^T B in c, for A
+// (m, k) and B (k, n), (n, k) and (k, m) respectively, on the packed GEMM of
+// internal/gemm: a head's products are too small for a BLAS call through
+// cgo to pay, and too large for loops the compiler does not vectorise.
 func mulNN(a, b, c []float64, m, k, n int) []float64 {
-	c = c[:m*n]
-	clear(c)
-	for i := 0; i < m; i++ {
-		ci := c[i*n : (i+1)*n]
-		for l, av := range a[i*k : (i+1)*k] {
-			if av == 0 {
-				continue
-			}
-			for j, bv := range b[l*n : (l+1)*n] {
-				ci[j] += av * bv
-			}
-		}
-	}
-	return c
+	fastgemm.Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n)
+	return c[:m*n]
 }
 
-// mulNT returns C = A B^T for A (m, k) and B (n, k), in c.
 func mulNT(a, b, c []float64, m, n, k int) []float64 {
-	c = c[:m*n]
-	for i := 0; i < m; i++ {
-		ai := a[i*k : (i+1)*k]
-		for j := 0; j < n; j++ {
-			var s float64
-			for l, bv := range b[j*k : (j+1)*k] {
-				s += ai[l] * bv
-			}
-			c[i*n+j] = s
-		}
-	}
-	return c
+	fastgemm.Gemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+	return c[:m*n]
 }
 
-// mulTN returns C = A^T B for A (k, m) and B (k, n), in c.
 func mulTN(a, b, c []float64, m, k, n int) []float64 {
-	c = c[:m*n]
-	clear(c)
-	for l := 0; l < k; l++ {
-		bl := b[l*n : (l+1)*n]
-		for i, av := range a[l*m : (l+1)*m] {
-			if av == 0 {
-				continue
-			}
-			ci := c[i*n : (i+1)*n]
-			for j, bv := range bl {
-				ci[j] += av * bv
-			}
-		}
-	}
-	return c
+	fastgemm.Gemm(true, false, m, n, k, 1, a, m, b, n, 0, c, n)
+	return c[:m*n]
 }
 
 func (op attentionOp) ReturnsPtr() bool     { return false }

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
 )
 
 // ALiBi (Press et al., "Train Short, Test Long", 2022) replaces positional

@@ -5,8 +5,6 @@ import (
 	"hash"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -300,38 +298,6 @@ func runFlash[T float32 | float64](op flashOp, in [][]T, out []T) {
 			copy(out[b*rows*d.D:(b+1)*rows*d.D], in[0][(b*stride+first)*d.D:][:rows*d.D])
 		}
 	}
-}
-
-// parallel calls work(worker, i) for every i in [0, n) on up to
-// runtime.GOMAXPROCS goroutines; worker, in [0, workers), lets each goroutine
-// keep its own scratch. Which goroutine runs an item varies from run to run,
-// so work must write only what item i owns.
-func parallel(n int, scratch func() any, work func(s any, i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		s := scratch()
-		for i := 0; i < n; i++ {
-			work(s, i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := scratch()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				work(s, i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // keyEnd is the end (exclusive) of the keys query i may see among [j0, j1):

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -60,4 +63,36 @@ func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
 	h := fnv.New32a()
 	op.WriteHash(h)
 	return h.Sum32()
+}
+
+// parallel calls work(worker, i) for every i in [0, n) on up to
+// runtime.GOMAXPROCS goroutines; worker, in [0, workers), lets each goroutine
+// keep its own scratch. Which goroutine runs an item varies from run to run,
+// so work must write only what item i owns.
+func parallel(n int, scratch func() any, work func(s any, i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		s := scratch()
+		for i := 0; i < n; i++ {
+			work(s, i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := scratch()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				work(s, i)
+			}
+		}()
+	}
+	wg.Wait()
 }
