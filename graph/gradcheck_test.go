@@ -73,6 +73,7 @@ func gradCases() []gradCase {
 			return loss, []Param{p}, nil
 		}},
 		unary("GELU", tensor.Shape{3, 4}, -3, 3, GELU),
+		unary("ReLU", tensor.Shape{3, 4}, -3, 3, ReLU),
 		{name: "Dropout with a fixed mask", build: func(t *testing.T, g *G.ExprGraph, rng *rand.Rand) (*G.Node, []Param, map[*G.Node]G.Value) {
 			shape := tensor.Shape{4, 5}
 			p := param(g, shape, uniform(rng, shape.TotalSize(), -1, 1), "x")

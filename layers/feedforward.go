@@ -111,7 +111,7 @@ func (f *FeedForward) Forward(x *G.Node) (*G.Node, error) {
 	if f.cfg.Activation == ActivationGELU {
 		h, err = graph.GELU(h)
 	} else {
-		h, err = G.Rectify(h)
+		h, err = graph.ReLU(h)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("layers: feed-forward %q: %w", f.w1.w.Name, err)

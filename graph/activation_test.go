@@ -41,3 +41,36 @@ func TestGELU(t *testing.T) {
 		checkClose(t, "GELU "+dt.String(), got, want, 10*tolFor(dt))
 	}
 }
+
+// TestReLU: max(x, 0) forward, and a gradient that passes dy where x > 0
+// and is 0 elsewhere, 0 included (PyTorch's convention).
+func TestReLU(t *testing.T) {
+	xs := []float64{-2, -1e-30, 0, 1e-30, 0.5, 3}
+	shape := tensor.Shape{2, 3}
+	for _, dt := range floatTypes {
+		g := G.NewGraph()
+		x := input(g, dt, shape, "x")
+		y, err := ReLU(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost, err := G.Sum(y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grads, err := G.Grad(cost, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := eval(t, map[*G.Node]G.Value{x: NewDense(dt, shape, roundTo(dt, xs))}, y, grads[0])
+		for i, v := range roundTo(dt, xs) {
+			wantGrad := 0.0
+			if v > 0 {
+				wantGrad = 1
+			}
+			if got[0][i] != math.Max(v, 0) || got[1][i] != wantGrad {
+				t.Errorf("%v: ReLU(%v) = %v with gradient %v, want %v and %v", dt, v, got[0][i], got[1][i], math.Max(v, 0), wantGrad)
+			}
+		}
+	}
+}
