@@ -94,55 +94,89 @@ func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) {
 //	y     = xhat * gain + bias
 //	dbias = sum over rows of dy,  dgain = sum over rows of dy * xhat
 //	dx    = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gain
+//
+// Blocks of rows go to the cores. The sums over rows are summed per block in
+// float64, then the blocks in order, so the result does not depend on how
+// many goroutines ran.
 func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 	x, gain, third := in[0], in[1], in[2] // third: bias, or dy for gradients
 	d := len(gain)
-	xhat := make([]float64, d)
-	for r := 0; r*d < len(x); r++ {
-		xr := x[r*d : (r+1)*d]
-		var mean, variance float64
-		for _, v := range xr {
-			mean += float64(v)
-		}
-		mean /= float64(d)
-		for _, v := range xr {
-			variance += (float64(v) - mean) * (float64(v) - mean)
-		}
-		rstd := 1 / math.Sqrt(variance/float64(d)+op.eps)
-		for j, v := range xr {
-			xhat[j] = (float64(v) - mean) * rstd
-		}
-		if op.out == lnOutput {
-			for j := range xhat {
-				out[r*d+j] = T(xhat[j]*float64(gain[j]) + float64(third[j]))
-			}
-			continue
-		}
-		tr := third[r*d : (r+1)*d]
-		switch op.out {
-		case lnGradBias:
-			for j, dy := range tr {
-				out[j] += dy
-			}
-		case lnGradGain:
-			for j, dy := range tr {
-				out[j] += T(float64(dy) * xhat[j])
-			}
-		case lnGradX:
-			var gMean, gxMean float64
-			for j, dy := range tr {
-				g := float64(dy) * float64(gain[j])
-				gMean += g
-				gxMean += g * xhat[j]
-			}
-			gMean /= float64(d)
-			gxMean /= float64(d)
-			for j, dy := range tr {
-				g := float64(dy) * float64(gain[j])
-				out[r*d+j] = T(rstd * (g - gMean - xhat[j]*gxMean))
-			}
-		}
+	rows := len(x) / d
+	per := max(1, layerNormBlock/d) // rows in a block
+	blocks := (rows + per - 1) / per
+	var sums []float64 // each block's sum over its rows, for dgain and dbias
+	if op.out == lnGradGain || op.out == lnGradBias {
+		sums = make([]float64, blocks*d)
 	}
+	parallel(blocks, func() any { return make([]float64, d) }, func(s any, blk int) {
+		xhat := s.([]float64)
+		for r := blk * per; r < min((blk+1)*per, rows); r++ {
+			xr := x[r*d : (r+1)*d]
+			switch op.out {
+			case lnOutput:
+				normalise(xr, xhat, op.eps)
+				for j := range xhat {
+					out[r*d+j] = T(xhat[j]*float64(gain[j]) + float64(third[j]))
+				}
+			case lnGradBias:
+				for j, dy := range third[r*d : (r+1)*d] {
+					sums[blk*d+j] += float64(dy)
+				}
+			case lnGradGain:
+				normalise(xr, xhat, op.eps)
+				for j, dy := range third[r*d : (r+1)*d] {
+					sums[blk*d+j] += float64(dy) * xhat[j]
+				}
+			case lnGradX:
+				rstd := normalise(xr, xhat, op.eps)
+				dyr := third[r*d : (r+1)*d]
+				var gMean, gxMean float64
+				for j, dy := range dyr {
+					g := float64(dy) * float64(gain[j])
+					gMean += g
+					gxMean += g * xhat[j]
+				}
+				gMean /= float64(d)
+				gxMean /= float64(d)
+				for j, dy := range dyr {
+					g := float64(dy) * float64(gain[j])
+					out[r*d+j] = T(rstd * (g - gMean - xhat[j]*gxMean))
+				}
+			}
+		}
+	})
+	if sums == nil {
+		return
+	}
+	for j := range out {
+		var total float64
+		for blk := 0; blk < blocks; blk++ {
+			total += sums[blk*d+j]
+		}
+		out[j] = T(total)
+	}
+}
+
+// layerNormBlock is about how many elements a block of rows holds.
+const layerNormBlock = 1 << 12
+
+// normalise sets xhat = (x - mean(x)) * rstd and returns
+// rstd = 1/sqrt(var(x) + eps), with the biased variance.
+func normalise[T float32 | float64](x []T, xhat []float64, eps float64) float64 {
+	d := float64(len(x))
+	var mean, variance float64
+	for _, v := range x {
+		mean += float64(v)
+	}
+	mean /= d
+	for _, v := range x {
+		variance += (float64(v) - mean) * (float64(v) - mean)
+	}
+	rstd := 1 / math.Sqrt(variance/d+eps)
+	for j, v := range x {
+		xhat[j] = (float64(v) - mean) * rstd
+	}
+	return rstd
 }
 
 func (op layerNormOp) ReturnsPtr() bool     { return false }
