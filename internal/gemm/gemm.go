@@ -196,6 +196,17 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 			}
 			continue
 		}
+		if rows == mr && mr == 6 && p.alpha == 1 {
+			// The usual case, unrolled: six rows read in step, the panel
+			// written in order.
+			at := func(r int) []T { return p.a[(i+r)*p.lda+pc:][:kb] }
+			a0, a1, a2, a3, a4, a5 := at(0), at(1), at(2), at(3), at(4), at(5)
+			for q := range kb {
+				out := panel[q*6 : q*6+6]
+				out[0], out[1], out[2], out[3], out[4], out[5] = a0[q], a1[q], a2[q], a3[q], a4[q], a5[q]
+			}
+			continue
+		}
 		for r := 0; r < rows; r++ {
 			src := p.a[(i+r)*p.lda+pc : (i+r)*p.lda+pc+kb]
 			for q, v := range src {
