@@ -8,6 +8,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/internal/vec"
 )
 
 // GELU returns the Gaussian error linear unit of x in its tanh form,
@@ -75,75 +77,66 @@ func (op activationOp) Do(vals ...G.Value) (G.Value, error) {
 // activationChunk is the number of elements one goroutine takes at a time.
 const activationChunk = 1 << 13
 
-// GELU's constants: sqrt(2/pi) and the cubic's coefficient.
-const (
-	geluC = 0.7978845608028654
-	geluA = 0.044715
-)
-
-// runActivation works elementwise in chunks over the cores, in the dtype of
-// its data: converting each float32 to float64 and back costs more than
-// the arithmetic, because each conversion also waits for the previous
-// element's (the SSE conversions keep the upper bits of their destination
-// register), which chains the elements one after another.
+// runActivation works elementwise in chunks over the cores. float32 GELU
+// runs on internal/vec's eight-lane kernels; float64 GELU computes
+// math.Tanh one element at a time, to float64's precision.
 func runActivation[T float32 | float64](op activationOp, in [][]T, out []T) {
 	n := len(out)
-	tanh := func(u T) T { return T(math.Tanh(float64(u))) }
-	if f, ok := any(tanhFloat32).(func(T) T); ok {
-		tanh = f
-	}
 	parallel((n+activationChunk-1)/activationChunk, func() any { return nil }, func(_ any, c int) {
 		lo, hi := c*activationChunk, min((c+1)*activationChunk, n)
 		x := in[0][lo:hi]
 		y := out[lo:hi]
-		switch {
-		case op.kind == actReLU && !op.grad:
-			for i, v := range x {
-				y[i] = max(v, 0)
-			}
-		case op.kind == actReLU:
-			for i, dy := range in[1][lo:hi] {
-				if x[i] > 0 {
-					y[i] = dy
+		var dy []T
+		if op.grad {
+			dy = in[1][lo:hi]
+		}
+		switch op.kind {
+		case actReLU:
+			relu(y, x, dy)
+		case actGELU:
+			if y32, ok := any(y).([]float32); ok {
+				if op.grad {
+					vec.GELUGrad(y32, any(x).([]float32), any(dy).([]float32))
 				} else {
-					y[i] = 0
+					vec.GELU(y32, any(x).([]float32))
 				}
+				return
 			}
-		case !op.grad: // 0.5 x (1 + tanh(c (x + a x^3)))
-			for i, u := range x {
-				y[i] = 0.5 * u * (1 + tanh(geluC*(u+geluA*u*u*u)))
-			}
-		default: // dy (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2))
-			for i, dy := range in[1][lo:hi] {
-				u := x[i]
-				t := tanh(geluC * (u + geluA*u*u*u))
-				y[i] = dy * (0.5*(1+t) + 0.5*u*(1-t*t)*geluC*(1+3*geluA*u*u))
-			}
+			gelu64(any(y).([]float64), any(x).([]float64), any(dy).([]float64))
 		}
 	})
 }
 
-// tanhFloat32 is tanh to float32's precision (within 7 units in the last
-// place, 4e-7 relative, of math.Tanh; TestTanhFloat32): Eigen's rational
-// approximation, odd degree 13 over even degree 6, on x clamped to
-// ±7.9053, where tanh rounds to ±1 in float32. math.Tanh calls math.Exp for
-// |x| > 0.625 and took a third of a float32 training step in GELU.
-func tanhFloat32(x float32) float32 {
-	const (
-		a1, a3, a5, a7 = 4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05, 5.12229709037114e-08
-		a9, a11, a13   = -8.60467152213735e-11, 2.00018790482477e-13, -2.76076847742355e-16
-		b0, b2, b4, b6 = 4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04, 1.19825839466702e-06
-		limit          = 7.90531110763549805
-	)
-	if x > limit {
-		x = limit
-	} else if x < -limit {
-		x = -limit
+// relu sets y = max(x, 0), or with dy, the gradient dy where x > 0 and 0
+// elsewhere.
+func relu[T float32 | float64](y, x, dy []T) {
+	if dy == nil {
+		for i, v := range x {
+			y[i] = max(v, 0)
+		}
+		return
 	}
-	x2 := x * x
-	p := ((((((a13*x2+a11)*x2+a9)*x2+a7)*x2+a5)*x2+a3)*x2 + a1) * x
-	q := ((b6*x2+b4)*x2+b2)*x2 + b0
-	return p / q
+	for i, g := range dy {
+		if x[i] > 0 {
+			y[i] = g
+		} else {
+			y[i] = 0
+		}
+	}
+}
+
+// gelu64 sets y = 0.5 x (1 + tanh(c (x + a x^3))), or with dy, the gradient
+// dy (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)).
+func gelu64(y, x, dy []float64) {
+	const c, a = 0.7978845608028654, 0.044715 // sqrt(2/pi), the cubic's coefficient
+	for i, u := range x {
+		t := math.Tanh(c * (u + a*u*u*u))
+		if dy == nil {
+			y[i] = 0.5 * u * (1 + t)
+		} else {
+			y[i] = dy[i] * (0.5*(1+t) + 0.5*u*(1-t*t)*c*(1+3*a*u*u))
+		}
+	}
 }
 
 func (op activationOp) ReturnsPtr() bool     { return false }

@@ -2,8 +2,6 @@ package graph
 
 import (
 	"math"
-	"math/rand/v2"
-	"runtime"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -74,48 +72,5 @@ func TestReLU(t *testing.T) {
 				t.Errorf("%v: ReLU(%v) = %v with gradient %v, want %v and %v", dt, v, got[0][i], got[1][i], math.Max(v, 0), wantGrad)
 			}
 		}
-	}
-}
-
-// TestTanhFloat32: the float32 GELU's tanh is within 7 float32 units in the
-// last place of math.Tanh from -20 to 20, exact at 0, odd, and saturates at
-// ±1.
-func TestTanhFloat32(t *testing.T) {
-	worst := 0.0
-	for i := -2_000_000; i <= 2_000_000; i++ {
-		x := float32(float64(i) * 1e-5)
-		got, want := float64(tanhFloat32(x)), float64(float32(math.Tanh(float64(x))))
-		ulp := math.Abs(float64(math.Nextafter32(float32(want), 2)) - want)
-		worst = math.Max(worst, math.Abs(got-want)/ulp)
-		if float64(tanhFloat32(-x)) != -got {
-			t.Fatalf("tanhFloat32(%v) = %v but tanhFloat32(%v) = %v", x, got, -x, tanhFloat32(-x))
-		}
-	}
-	if worst > 7 {
-		t.Errorf("tanhFloat32 is up to %.1f units in the last place from math.Tanh, want at most 7", worst)
-	}
-	if tanhFloat32(0) != 0 || tanhFloat32(100) != 1 || tanhFloat32(float32(math.Inf(-1))) != -1 {
-		t.Errorf("tanhFloat32(0, 100, -Inf) = %v, %v, %v; want 0, 1, -1", tanhFloat32(0), tanhFloat32(100), tanhFloat32(float32(math.Inf(-1))))
-	}
-}
-
-// BenchmarkGELU runs the float32 GELU kernel, each way, on the default
-// model's feed-forward activations (64 x 12 x 192) in one goroutine.
-func BenchmarkGELU(b *testing.B) {
-	n := 64 * 12 * 192
-	r := rand.New(rand.NewPCG(1, 2))
-	x, dy, out := make([]float32, n), make([]float32, n), make([]float32, n)
-	for i := range x {
-		x[i], dy[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
-	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	for _, grad := range []bool{false, true} {
-		b.Run(map[bool]string{false: "forward", true: "backward"}[grad], func(b *testing.B) {
-			op := activationOp{kind: actGELU, grad: grad}
-			for b.Loop() {
-				runActivation(op, [][]float32{x, dy}, out)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/element")
-		})
 	}
 }

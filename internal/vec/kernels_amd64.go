@@ -1,0 +1,18 @@
+//go:build amd64 && !purego
+
+package vec
+
+import "golang.org/x/sys/cpu"
+
+var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// geluAVX2 is GELU on the first n elements, n a positive multiple of 8.
+//
+//go:noescape
+func geluAVX2(y, x *float32, n int, k *[21][8]float32)
+
+// geluGradAVX2 is GELUGrad on the first n elements, n a positive multiple
+// of 8.
+//
+//go:noescape
+func geluGradAVX2(dx, x, dy *float32, n int, k *[21][8]float32)

@@ -1,0 +1,8 @@
+//go:build !amd64 || purego
+
+package vec
+
+var useAVX2 = false
+
+func geluAVX2(y, x *float32, n int, k *[21][8]float32)          { panic("vec: no AVX2 kernels") }
+func geluGradAVX2(dx, x, dy *float32, n int, k *[21][8]float32) { panic("vec: no AVX2 kernels") }
