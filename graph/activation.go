@@ -77,8 +77,8 @@ func (op activationOp) Do(vals ...G.Value) (G.Value, error) {
 // activationChunk is the number of elements one goroutine takes at a time.
 const activationChunk = 1 << 13
 
-// runActivation works elementwise in chunks over the cores. float32 GELU
-// runs on internal/vec's eight-lane kernels; float64 GELU computes
+// runActivation works elementwise in chunks over the cores. ReLU and
+// float32 GELU run on internal/vec's vector kernels; float64 GELU computes
 // math.Tanh one element at a time, to float64's precision.
 func runActivation[T float32 | float64](op activationOp, in [][]T, out []T) {
 	n := len(out)
@@ -92,7 +92,11 @@ func runActivation[T float32 | float64](op activationOp, in [][]T, out []T) {
 		}
 		switch op.kind {
 		case actReLU:
-			relu(y, x, dy)
+			if op.grad {
+				vec.ReLUGrad(y, x, dy)
+			} else {
+				vec.ReLU(y, x)
+			}
 		case actGELU:
 			if y32, ok := any(y).([]float32); ok {
 				if op.grad {
@@ -105,24 +109,6 @@ func runActivation[T float32 | float64](op activationOp, in [][]T, out []T) {
 			gelu64(any(y).([]float64), any(x).([]float64), any(dy).([]float64))
 		}
 	})
-}
-
-// relu sets y = max(x, 0), or with dy, the gradient dy where x > 0 and 0
-// elsewhere.
-func relu[T float32 | float64](y, x, dy []T) {
-	if dy == nil {
-		for i, v := range x {
-			y[i] = max(v, 0)
-		}
-		return
-	}
-	for i, g := range dy {
-		if x[i] > 0 {
-			y[i] = g
-		} else {
-			y[i] = 0
-		}
-	}
 }
 
 // gelu64 sets y = 0.5 x (1 + tanh(c (x + a x^3))), or with dy, the gradient

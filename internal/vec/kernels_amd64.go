@@ -16,3 +16,14 @@ func geluAVX2(y, x *float32, n int, k *[21][8]float32)
 //
 //go:noescape
 func geluGradAVX2(dx, x, dy *float32, n int, k *[21][8]float32)
+
+// relu32 sets y = max(x, 0) on n float32, n a positive multiple of 8, or with
+// dy non-nil, y = dy where x > 0 and 0 elsewhere.
+//
+//go:noescape
+func relu32(y, x, dy *float32, n int)
+
+// relu64 is relu32 for float64, n a positive multiple of 4.
+//
+//go:noescape
+func relu64(y, x, dy *float64, n int)

@@ -111,3 +111,79 @@ grad_loop:
 	JNZ grad_loop
 	VZEROUPPER
 	RET
+
+// func relu32(y, x, dy *float32, n int)
+// Forward: VMAXPS takes its second source (x) when either is NaN, so NaN
+// passes through. Gradient: the mask x > 0 (VCMPPS $0x1E, false for NaN)
+// selects dy.
+TEXT ·relu32(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ dy+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	VXORPS Y0, Y0, Y0
+	TESTQ DX, DX
+	JNZ relu32_grad
+
+relu32_fwd:
+	VMOVUPS (SI), Y1
+	VMAXPS Y1, Y0, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ relu32_fwd
+	VZEROUPPER
+	RET
+
+relu32_grad:
+	VMOVUPS (SI), Y1
+	VCMPPS $0x1E, Y0, Y1, Y1
+	VANDPS (DX), Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ relu32_grad
+	VZEROUPPER
+	RET
+
+// func relu64(y, x, dy *float64, n int)
+// Forward: VMAXPD takes its second source (x) when either is NaN, so NaN
+// passes through. Gradient: the mask x > 0 (VCMPPD $0x1E, false for NaN)
+// selects dy.
+TEXT ·relu64(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ dy+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $2, CX
+	VXORPD Y0, Y0, Y0
+	TESTQ DX, DX
+	JNZ relu64_grad
+
+relu64_fwd:
+	VMOVUPD (SI), Y1
+	VMAXPD Y1, Y0, Y1
+	VMOVUPD Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ relu64_fwd
+	VZEROUPPER
+	RET
+
+relu64_grad:
+	VMOVUPD (SI), Y1
+	VCMPPD $0x1E, Y0, Y1, Y1
+	VANDPD (DX), Y1, Y1
+	VMOVUPD Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ relu64_grad
+	VZEROUPPER
+	RET

@@ -6,3 +6,6 @@ var useAVX2 = false
 
 func geluAVX2(y, x *float32, n int, k *[21][8]float32)          { panic("vec: no AVX2 kernels") }
 func geluGradAVX2(dx, x, dy *float32, n int, k *[21][8]float32) { panic("vec: no AVX2 kernels") }
+
+func relu32(y, x, dy *float32, n int) { panic("vec: no AVX2 kernels") }
+func relu64(y, x, dy *float64, n int) { panic("vec: no AVX2 kernels") }
