@@ -249,12 +249,13 @@ func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
 }
 
 // runAttention runs op head by head, the (sequence, head) pairs split over
-// the cores: each gathers the head's slices of its inputs into small float64
-// matrices, multiplies them, and scatters the result into the part of out
-// that only it writes. Gathering costs S*dk copies; the products cost S*S*dk.
+// the cores, each writing only its own part of out. It works in the data's
+// dtype, on the heads where they lie: head h of sequence b of a (B, n, D)
+// tensor is an (n, dk) matrix starting at (b n D + h dk) with rows D apart,
+// which the GEMM reads and writes in place.
 func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 	d := op.dims
-	scratch := func() any { return newAttnScratch(d) }
+	scratch := func() any { return make([]T, 2*d.Sq*d.Sk) }
 	if op.out == attnGradBias && d.Bias == 3 {
 		// A bias shared by the batch collects every sequence's gradient in
 		// one block per head: one item per head, adding the sequences in
@@ -262,42 +263,44 @@ func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 		// from run to run.
 		parallel(d.H, scratch, func(s any, h int) {
 			for b := 0; b < d.B; b++ {
-				attendHead(op, in, out, s.(*attnScratch), b, h)
+				attendHead(op, in, out, s.([]T), b, h)
 			}
 		})
 		return
 	}
 	parallel(d.B*d.H, scratch, func(s any, item int) {
-		attendHead(op, in, out, s.(*attnScratch), item/d.H, item%d.H)
+		attendHead(op, in, out, s.([]T), item/d.H, item%d.H)
 	})
 }
 
-// attnScratch holds one goroutine's per-head matrices.
-type attnScratch struct {
-	sqk, sqd, skd, p, keep, res []float64
-}
-
-func newAttnScratch(d attnDims) *attnScratch {
-	dk := d.D / d.H
-	return &attnScratch{
-		sqk: make([]float64, d.Sq*d.Sk), sqd: make([]float64, d.Sq*dk), skd: make([]float64, d.Sk*dk),
-		p: make([]float64, d.Sq*d.Sk), keep: make([]float64, d.Sq*d.Sk),
-		res: make([]float64, max(d.Sq, d.Sk)*max(dk, d.Sk)),
-	}
-}
-
-// attendHead computes op's output for head h of sequence b.
-func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *attnScratch, b, h int) {
+// attendHead computes op's output for head h of sequence b; scratch holds
+// two (Sq, Sk) blocks.
+func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, scratch []T, b, h int) {
 	d := op.dims
 	dk := d.D / d.H
-	scale := 1 / math.Sqrt(float64(dk))
+	scale := T(1 / math.Sqrt(float64(dk)))
 	block := d.Sq * d.Sk
-	head := func(x []T, n int, dst []float64) []float64 { return gatherHead(x, dst, b, h, n, d.D, dk) }
-	weights := func(x []T, dst []float64) []float64 { return gatherWeights(x, dst, b, h, d) }
-	var r []float64
+	// head returns head h of sequence b of an (B, n, D) tensor, rows D apart.
+	head := func(x []T, n int) []T { return x[b*n*d.D+h*dk:] }
+	// weights returns the (Sq, Sk) block of head h of sequence b of an
+	// (B, H, Sq, Sk) tensor.
+	weights := func(x []T) []T { return x[(b*d.H+h)*block:][:block] }
+	// dropped returns P * keep in scratch, or P without dropout.
+	dropped := func(p []T) []T {
+		if !d.Dropped {
+			return p
+		}
+		pk := scratch[:block]
+		for i, k := range weights(in[2]) {
+			pk[i] = p[i] * k
+		}
+		return pk
+	}
+	gemm := fastgemm.Gemm[T]
 	switch op.out {
-	case attnWeights: // P = softmax(Q K^T * scale + mask + bias)
-		r = mulNT(head(in[0], d.Sq, sc.sqd), head(in[1], d.Sk, sc.skd), sc.res, d.Sq, d.Sk, dk)
+	case attnWeights: // P = softmax(Q K^T * scale + mask + bias)        (Sq, Sk)
+		p := weights(out)
+		gemm(false, true, d.Sq, d.Sk, dk, scale, head(in[0], d.Sq), d.D, head(in[1], d.Sk), d.D, 0, p, d.Sk)
 		var mask, bias []T
 		next := 2
 		if d.Masked {
@@ -307,102 +310,43 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *attn
 		if d.Bias != 0 {
 			bias = in[next][d.biasBlock(b, h)*block:][:block]
 		}
-		softmaxHead(r, scale, mask, bias, d.Sk)
-	case attnOutput: // out = (P * keep) V
-		pk := dropped(weights(in[0], sc.p), in, 2, weights, sc.keep, d)
-		r = mulNN(pk, head(in[1], d.Sk, sc.skd), sc.res, d.Sq, d.Sk, dk)
-	case attnGradP: // dP = (dout V^T) * keep
-		r = mulNT(head(in[0], d.Sq, sc.sqd), head(in[1], d.Sk, sc.skd), sc.res, d.Sq, d.Sk, dk)
-		r = dropped(r, in, 2, weights, sc.keep, d)
-	case attnGradV: // dV = (P * keep)^T dout
-		pk := dropped(weights(in[0], sc.p), in, 2, weights, sc.keep, d)
-		r = mulTN(pk, head(in[1], d.Sq, sc.sqd), sc.res, d.Sk, d.Sq, dk)
-	case attnGradQ, attnGradK: // dS = P * (dP - rowsum(P * dP)) * scale
-		ds := scoresGrad(weights(in[0], sc.p), weights(in[1], sc.sqk), scale, d.Sk)
-		if op.out == attnGradQ { // dQ = dS K
-			r = mulNN(ds, head(in[2], d.Sk, sc.skd), sc.res, d.Sq, d.Sk, dk)
-		} else { // dK = dS^T Q
-			r = mulTN(ds, head(in[2], d.Sq, sc.sqd), sc.res, d.Sk, d.Sq, dk)
+		softmaxHead(p, mask, bias, d.Sk)
+	case attnOutput: // out = (P * keep) V                                (Sq, dk)
+		gemm(false, false, d.Sq, dk, d.Sk, 1, dropped(weights(in[0])), d.Sk, head(in[1], d.Sk), d.D, 0, head(out, d.Sq), d.D)
+	case attnGradP: // dP = (dout V^T) * keep                              (Sq, Sk)
+		dp := weights(out)
+		gemm(false, true, d.Sq, d.Sk, dk, 1, head(in[0], d.Sq), d.D, head(in[1], d.Sk), d.D, 0, dp, d.Sk)
+		if d.Dropped {
+			for i, k := range weights(in[2]) {
+				dp[i] *= k
+			}
 		}
+	case attnGradV: // dV = (P * keep)^T dout                               (Sk, dk)
+		gemm(true, false, d.Sk, dk, d.Sq, 1, dropped(weights(in[0])), d.Sk, head(in[1], d.Sq), d.D, 0, head(out, d.Sk), d.D)
+	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * scale   (Sq, dk)
+		ds := scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], scale, d.Sk)
+		gemm(false, false, d.Sq, dk, d.Sk, 1, ds, d.Sk, head(in[2], d.Sk), d.D, 0, head(out, d.Sq), d.D)
+	case attnGradK: // dK = dS^T Q                                          (Sk, dk)
+		ds := scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], scale, d.Sk)
+		gemm(true, false, d.Sk, dk, d.Sq, 1, ds, d.Sk, head(in[2], d.Sq), d.D, 0, head(out, d.Sk), d.D)
 	case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
-		ds := scoresGrad(weights(in[0], sc.p), weights(in[1], sc.sqk), 1, d.Sk)
+		ds := scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], 1, d.Sk)
 		dst := out[d.biasBlock(b, h)*block:][:block]
 		for i, g := range ds {
-			dst[i] += T(g)
-		}
-		return
-	}
-	switch op.out {
-	case attnWeights, attnGradP:
-		scatterWeights(r, out, b, h, d)
-	case attnGradK, attnGradV:
-		scatterHead(r, out, b, h, d.Sk, d.D, dk)
-	default:
-		scatterHead(r, out, b, h, d.Sq, d.D, dk)
-	}
-}
-
-// gatherHead copies head h of sequence b of an (B, n, D) tensor into dst as
-// an (n, dk) matrix.
-func gatherHead[T float32 | float64](x []T, dst []float64, b, h, n, d, dk int) []float64 {
-	for i := 0; i < n; i++ {
-		src := x[(b*n+i)*d+h*dk:][:dk]
-		for c, v := range src {
-			dst[i*dk+c] = float64(v)
-		}
-	}
-	return dst
-}
-
-func scatterHead[T float32 | float64](src []float64, x []T, b, h, n, d, dk int) {
-	for i := 0; i < n; i++ {
-		dst := x[(b*n+i)*d+h*dk:][:dk]
-		for c := range dst {
-			dst[c] = T(src[i*dk+c])
+			dst[i] += g
 		}
 	}
 }
 
-// gatherWeights copies the (Sq, Sk) block of head h of sequence b of an
-// (B, H, Sq, Sk) tensor into dst.
-func gatherWeights[T float32 | float64](x []T, dst []float64, b, h int, d attnDims) []float64 {
-	for i, v := range x[(b*d.H+h)*d.Sq*d.Sk:][:d.Sq*d.Sk] {
-		dst[i] = float64(v)
-	}
-	return dst
-}
-
-func scatterWeights[T float32 | float64](src []float64, x []T, b, h int, d attnDims) {
-	dst := x[(b*d.H+h)*d.Sq*d.Sk:][:d.Sq*d.Sk]
-	for i := range dst {
-		dst[i] = T(src[i])
-	}
-}
-
-// dropped multiplies w in place by the dropout keep-mask, input i of in, when
-// the attention has one.
-func dropped[T float32 | float64](w []float64, in [][]T, i int, gather func([]T, []float64) []float64, buf []float64, d attnDims) []float64 {
-	if !d.Dropped {
-		return w
-	}
-	for j, k := range gather(in[i], buf) {
-		w[j] *= k
-	}
-	return w
-}
-
-// softmaxHead turns scores s (rows of n) into softmax(s * scale + mask + bias)
-// in place, row by row; mask and bias are blocks of s's shape, or nil. A
-// hidden entry's mask is -Inf, so its weight is exp(-Inf) = 0 whatever its
-// score and bias. Without a bias nothing is added, so the weights are those of
-// scores and mask alone, bit for bit.
-func softmaxHead[T float32 | float64](s []float64, scale float64, mask, bias []T, n int) {
-	for i := range s {
-		s[i] *= scale
-	}
+// softmaxHead turns scores s (rows of n) into softmax(s + mask + bias) in
+// place, row by row; mask and bias are blocks of s's shape, or nil. A hidden
+// entry's mask is -Inf, so its weight is exp(-Inf) = 0 whatever its score and
+// bias. Without a bias nothing is added, so the weights are those of scores
+// and mask alone, bit for bit.
+func softmaxHead[T float32 | float64](s, mask, bias []T, n int) {
 	for _, add := range [][]T{mask, bias} {
 		for i, a := range add { // nothing to add for a nil block
-			s[i] += float64(a)
+			s[i] += a
 		}
 	}
 	for i := 0; i*n < len(s); i++ {
@@ -415,58 +359,46 @@ func softmaxHead[T float32 | float64](s []float64, scale float64, mask, bias []T
 // exp(-Inf) = 0. A row whose every entry is -Inf, a query that may see
 // nothing, is all 0 rather than 0/0 = NaN: such a row then contributes
 // nothing downstream, and its gradient P * (dP - rowsum(P * dP)) is 0 too.
-func softmaxRow(s []float64) {
-	m := math.Inf(-1)
+// The exponentials and their sum are in float64.
+func softmaxRow[T float32 | float64](s []T) {
+	m := T(math.Inf(-1))
 	for _, v := range s {
-		m = math.Max(m, v)
+		if v > m || v != v { // NaN wins, as in math.Max
+			m = v
+		}
 	}
-	if math.IsInf(m, -1) {
+	if math.IsInf(float64(m), -1) {
 		clear(s)
 		return
 	}
 	var sum float64
-	for j := range s {
-		s[j] = math.Exp(s[j] - m)
-		sum += s[j]
+	for j, v := range s {
+		e := math.Exp(float64(v - m))
+		s[j] = T(e)
+		sum += e
 	}
+	inv := 1 / sum
 	for j := range s {
-		s[j] /= sum
+		s[j] = T(float64(s[j]) * inv)
 	}
 }
 
-// scoresGrad returns, in dp, dS = P * (dP - rowsum(P * dP)) * scale: the
-// gradient of the scores from that of the weights.
-func scoresGrad(p, dp []float64, scale float64, n int) []float64 {
+// scoresGrad returns, in ds, dS = P * (dP - rowsum(P * dP)) * scale: the
+// gradient of the scores from that of the weights; the row sums are in
+// float64.
+func scoresGrad[T float32 | float64](p, dp, ds []T, scale T, n int) []T {
+	ds = ds[:len(p)]
 	for i := 0; i*n < len(p); i++ {
 		pr, dr := p[i*n:(i+1)*n], dp[i*n:(i+1)*n]
 		var dot float64
 		for j := range pr {
-			dot += pr[j] * dr[j]
+			dot += float64(pr[j]) * float64(dr[j])
 		}
 		for j := range pr {
-			dr[j] = pr[j] * (dr[j] - dot) * scale
+			ds[i*n+j] = pr[j] * (dr[j] - T(dot)) * scale
 		}
 	}
-	return dp
-}
-
-// mulNN, mulNT and mulTN return C = A B, A B^T and A^T B in c, for A
-// (m, k) and B (k, n), (n, k) and (k, m) respectively, on the packed GEMM of
-// internal/gemm: a head's products are too small for a BLAS call through
-// cgo to pay, and too large for loops the compiler does not vectorise.
-func mulNN(a, b, c []float64, m, k, n int) []float64 {
-	fastgemm.Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n)
-	return c[:m*n]
-}
-
-func mulNT(a, b, c []float64, m, n, k int) []float64 {
-	fastgemm.Gemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
-	return c[:m*n]
-}
-
-func mulTN(a, b, c []float64, m, k, n int) []float64 {
-	fastgemm.Gemm(true, false, m, n, k, 1, a, m, b, n, 0, c, n)
-	return c[:m*n]
+	return ds
 }
 
 func (op attentionOp) ReturnsPtr() bool     { return false }
