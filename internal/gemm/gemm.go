@@ -36,11 +36,17 @@ func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b 
 		p.run(0, m, 0, n)
 		return
 	}
-	// Split the longer side of C into one strip per worker, in whole kernel
-	// tiles, so each strip is an independent GEMM with its own packing.
+	p.split(m, n, workers)
+}
+
+// split computes C in one strip per worker along its longer side, in whole
+// kernel tiles, so each strip is an independent GEMM with its own packing.
+// It takes p by value: the goroutines share this copy, and the serial path's
+// p stays on the stack.
+func (p problem[T]) split(m, n, workers int) {
 	mr, nr := tile[T]()
 	var wg sync.WaitGroup
-	split := func(size, step int, run func(lo, hi int)) {
+	strips := func(size, step int, run func(lo, hi int)) {
 		per := (size + workers - 1) / workers
 		per = (per + step - 1) / step * step
 		for lo := 0; lo < size; lo += per {
@@ -53,9 +59,9 @@ func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b 
 		}
 	}
 	if m/mr >= n/nr {
-		split(m, mr, func(lo, hi int) { p.run(lo, hi, 0, n) })
+		strips(m, mr, func(lo, hi int) { p.run(lo, hi, 0, n) })
 	} else {
-		split(n, nr, func(lo, hi int) { p.run(0, m, lo, hi) })
+		strips(n, nr, func(lo, hi int) { p.run(0, m, lo, hi) })
 	}
 	wg.Wait()
 }
