@@ -41,7 +41,7 @@ func activation(x *G.Node, kind int) (*G.Node, error) {
 	if err := CheckFloat(x.Dtype()); err != nil {
 		return nil, fmt.Errorf("graph: %s: %w", actNames[kind], err)
 	}
-	return G.ApplyOp(activationOp{kind: kind, shape: x.Shape().Clone()}, x)
+	return apply(activationOp{kind: kind, shape: x.Shape().Clone()}, x)
 }
 
 // activationOp computes f(x), or with grad, dx = dy f'(x) from (x, dy).
@@ -49,7 +49,10 @@ type activationOp struct {
 	kind  int
 	shape tensor.Shape
 	grad  bool
+	buf   *output
 }
+
+func (op activationOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
 func (op activationOp) Arity() int {
 	if op.grad {
@@ -69,7 +72,7 @@ func (op activationOp) Type() hm.Type {
 func (op activationOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape.Clone(), nil }
 
 func (op activationOp) Do(vals ...G.Value) (G.Value, error) {
-	return runKernel(op, vals, op.Arity(), op.shape,
+	return runKernel(op, vals, op.Arity(), op.shape, op.buf, false,
 		func(in [][]float64, out []float64) { runActivation(op, in, out) },
 		func(in [][]float32, out []float32) { runActivation(op, in, out) })
 }
@@ -158,7 +161,7 @@ func (op activationOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, e
 	}
 	g := op
 	g.grad = true
-	dx, err := G.ApplyOp(g, inputs[0], grad)
+	dx, err := apply(g, inputs[0], grad)
 	if err != nil {
 		return nil, err
 	}

@@ -87,14 +87,14 @@ func attention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (
 	if bias != nil {
 		scoreIn = append(scoreIn, bias) // (H, Sq, Sk) or (B, H, Sq, Sk)
 	}
-	if weights, err = G.ApplyOp(attentionOp{dims: d, out: attnWeights}, scoreIn...); err != nil {
+	if weights, err = apply(attentionOp{dims: d, out: attnWeights}, scoreIn...); err != nil {
 		return nil, nil, fmt.Errorf("graph: attention weights: %w", err)
 	}
 	mixIn := G.Nodes{weights, v} // (B, H, Sq, Sk), (B, Sk, D)
 	if keep != nil {
 		mixIn = append(mixIn, keep) // (B, H, Sq, Sk)
 	}
-	if out, err = G.ApplyOp(attentionOp{dims: d, out: attnOutput}, mixIn...); err != nil {
+	if out, err = apply(attentionOp{dims: d, out: attnOutput}, mixIn...); err != nil {
 		return nil, nil, fmt.Errorf("graph: attention: %w", err)
 	}
 	return out, weights, nil
@@ -187,7 +187,10 @@ const (
 type attentionOp struct {
 	dims attnDims
 	out  int
+	buf  *output
 }
+
+func (op attentionOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
 // inputs lists the number of dimensions of each input, in order. gorgonia
 // does not compare these with the nodes the op is applied to (the ranks of
@@ -243,7 +246,7 @@ func (op attentionOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dim
 func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
 func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
-	return runKernel(op, vals, op.Arity(), op.shape(),
+	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.out == attnGradBias,
 		func(in [][]float64, out []float64) { runAttention(op, in, out) },
 		func(in [][]float32, out []float32) { runAttention(op, in, out) })
 }
@@ -435,7 +438,7 @@ func (op attentionOp) DiffWRT(inputs int) []bool {
 func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	grads := make(G.Nodes, len(inputs))
 	apply := func(which int, args ...*G.Node) (*G.Node, error) {
-		return G.ApplyOp(attentionOp{dims: op.dims, out: which}, args...)
+		return apply(attentionOp{dims: op.dims, out: which}, args...)
 	}
 	var err error
 	switch op.out {

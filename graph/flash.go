@@ -92,11 +92,11 @@ func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions
 	if mask != nil {
 		in = append(in, mask.Bias)
 	}
-	packed, err := G.ApplyOp(flashOp{dims: d, out: flashForward}, in...)
+	packed, err := apply(flashOp{dims: d, out: flashForward}, in...)
 	if err != nil {
 		return nil, fmt.Errorf("graph: flash attention: %w", err)
 	}
-	if out, err = G.ApplyOp(flashOp{dims: d, out: flashOutput}, packed); err != nil {
+	if out, err = apply(flashOp{dims: d, out: flashOutput}, packed); err != nil {
 		return nil, fmt.Errorf("graph: flash attention: %w", err)
 	}
 	return out, nil
@@ -136,7 +136,10 @@ const (
 type flashOp struct {
 	dims flashDims
 	out  int
+	buf  *output
 }
+
+func (op flashOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
 // inputs lists the number of dimensions of each input, in order: all are
 // 3-D. TestOpDeclaredTypes compares them with the nodes the op is applied to.
@@ -187,7 +190,7 @@ func (op flashOp) Do(vals ...G.Value) (G.Value, error) {
 			}
 		}
 	}
-	return runKernel(op, vals, op.Arity(), op.shape(),
+	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, true,
 		func(in [][]float64, out []float64) { runFlash(op, in, out) },
 		func(in [][]float32, out []float32) { runFlash(op, in, out) })
 }
@@ -243,7 +246,7 @@ func (op flashOp) DiffWRT(inputs int) []bool {
 // values and the incoming gradient.
 func (op flashOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	apply := func(which int, args ...*G.Node) (*G.Node, error) {
-		return G.ApplyOp(flashOp{dims: op.dims, out: which}, args...)
+		return apply(flashOp{dims: op.dims, out: which}, args...)
 	}
 	switch op.out {
 	case flashOutput: // input packed; grad dout

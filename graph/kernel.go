@@ -24,10 +24,46 @@ func opType(inputs []int, out int) hm.Type {
 	return hm.NewFnType(append(ts, &G.TensorType{Dims: out, Of: a})...)
 }
 
+// output is where a kernel op writes its result, kept from one run of the
+// graph to the next: allocating (and zeroing) a fresh tensor for every op of
+// every step was most of a training step's allocations and its garbage
+// collection, and reusing one keeps it in cache. So, as in PyTorch's or any
+// framework's buffer reuse, a node's value is valid until the graph runs
+// again; read or copy it before then (train and infer copy what they keep).
+type output struct{ t *tensor.Dense }
+
+// get returns the output tensor for dtype dt and the given shape: last run's
+// when it has them, else a new one; zero clears a reused tensor for kernels
+// that add into their output.
+func (o *output) get(dt tensor.Dtype, shape tensor.Shape, zero bool) *tensor.Dense {
+	if o == nil {
+		return tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	}
+	if o.t == nil || o.t.Dtype() != dt || !o.t.Shape().Eq(shape) {
+		o.t = tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	} else if zero {
+		o.t.Zero()
+	}
+	return o.t
+}
+
+// kernelOp is a custom op that writes into an output of its own.
+type kernelOp interface {
+	G.Op
+	withOutput(*output) G.Op
+}
+
+// apply applies op to inputs with a new output. Every kernel op is applied
+// through it, so no two nodes share an output (TestOutputsAreNotShared).
+func apply(op kernelOp, inputs ...*G.Node) (*G.Node, error) {
+	return G.ApplyOp(op.withOutput(new(output)), inputs...)
+}
+
 // runKernel is the Do of qkv's custom ops: it checks that the arity inputs
-// are dense tensors of one float dtype, allocates the output of the given
-// shape, and fills it with the kernel instantiated for that dtype.
-func runKernel(op fmt.Stringer, vals []G.Value, arity int, shape tensor.Shape,
+// are dense tensors of one float dtype, takes the output of the given shape
+// from buf (zeroed if zero), and fills it with the kernel instantiated for
+// that dtype.
+func runKernel(op fmt.Stringer, vals []G.Value, arity int, shape tensor.Shape, buf *output, zero bool,
 	k64 func(in [][]float64, out []float64), k32 func(in [][]float32, out []float32)) (G.Value, error) {
 	if len(vals) != arity {
 		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, arity, len(vals))
@@ -38,14 +74,15 @@ func runKernel(op fmt.Stringer, vals []G.Value, arity int, shape tensor.Shape,
 			return nil, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
 		}
 	}
-	out := tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	if dt != tensor.Float64 && dt != tensor.Float32 {
+		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
+	}
+	out := buf.get(dt, shape, zero)
 	switch dt {
 	case tensor.Float64:
 		k64(typed[float64](vals), out.Data().([]float64))
 	case tensor.Float32:
 		k32(typed[float32](vals), out.Data().([]float32))
-	default:
-		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
 	}
 	return out, nil
 }

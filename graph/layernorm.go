@@ -41,7 +41,7 @@ func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
 	if !(eps > 0) || math.IsInf(eps, 1) {
 		return nil, fmt.Errorf("graph: layernorm: eps must be positive and finite, got %v", eps)
 	}
-	return G.ApplyOp(layerNormOp{shape: s.Clone(), eps: eps, out: lnOutput}, x, gain, bias)
+	return apply(layerNormOp{shape: s.Clone(), eps: eps, out: lnOutput}, x, gain, bias)
 }
 
 // What a layerNormOp computes: the output from (x, gain, bias), or a
@@ -57,7 +57,10 @@ type layerNormOp struct {
 	shape tensor.Shape // of x
 	eps   float64
 	out   int
+	buf   *output
 }
+
+func (op layerNormOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
 func (op layerNormOp) Arity() int { return 3 }
 
@@ -83,7 +86,7 @@ func (op layerNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 
 func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) {
 	shape, _ := op.InferShape()
-	return runKernel(op, vals, 3, shape,
+	return runKernel(op, vals, 3, shape, op.buf, false,
 		func(in [][]float64, out []float64) { runLayerNorm(op, in, out) },
 		func(in [][]float32, out []float32) { runLayerNorm(op, in, out) })
 }
@@ -205,7 +208,7 @@ func (op layerNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, er
 	}
 	grads := make(G.Nodes, 3)
 	for i, which := range []int{lnGradX, lnGradGain, lnGradBias} {
-		g, err := G.ApplyOp(layerNormOp{shape: op.shape, eps: op.eps, out: which}, inputs[0], inputs[1], grad)
+		g, err := apply(layerNormOp{shape: op.shape, eps: op.eps, out: which}, inputs[0], inputs[1], grad)
 		if err != nil {
 			return nil, err
 		}

@@ -46,13 +46,13 @@ func Linear(x, w, b *G.Node) (*G.Node, error) {
 		return nil, fmt.Errorf("graph: linear: output: %w", err)
 	}
 	if b == nil {
-		return G.ApplyOp(op, x, w)
+		return apply(op, x, w)
 	}
 	if !b.Shape().Eq(tensor.Shape{ws[1]}) || b.Dtype() != x.Dtype() {
 		return nil, shapeErrorf("graph: linear: bias %q is %v %v, want %v (%d)", b.Name(), b.Dtype(), b.Shape(), x.Dtype(), ws[1])
 	}
 	op.bias = true
-	return G.ApplyOp(op, x, w, b)
+	return apply(op, x, w, b)
 }
 
 // What a linearOp computes, and from which inputs.
@@ -68,7 +68,10 @@ type linearOp struct {
 	in, out int
 	bias    bool
 	step    int
+	buf     *output
 }
+
+func (op linearOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
 // rows is the number of vectors x holds.
 func (op linearOp) rows() int { return op.x.TotalSize() / op.in }
@@ -113,7 +116,7 @@ func (op linearOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dims()
 func (op linearOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
 func (op linearOp) Do(vals ...G.Value) (G.Value, error) {
-	return runKernel(op, vals, op.Arity(), op.shape(),
+	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.step == linGradB,
 		func(in [][]float64, out []float64) { runLinear(op, in, out) },
 		func(in [][]float32, out []float32) { runLinear(op, in, out) })
 }
@@ -192,7 +195,7 @@ func (op linearOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error
 	at := func(step int, args ...*G.Node) (*G.Node, error) {
 		o := op
 		o.step = step
-		return G.ApplyOp(o, args...)
+		return apply(o, args...)
 	}
 	grads := make(G.Nodes, len(inputs))
 	var err error
