@@ -72,10 +72,11 @@ func (op activationOp) Type() hm.Type {
 func (op activationOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape.Clone(), nil }
 
 func (op activationOp) Do(vals ...G.Value) (G.Value, error) {
-	return runKernel(op, vals, op.Arity(), op.shape, op.buf, false,
-		func(in [][]float64, out []float64) { runActivation(op, in, out) },
-		func(in [][]float32, out []float32) { runActivation(op, in, out) })
+	return runKernel(op, vals, op.Arity(), op.shape, op.buf, false)
 }
+
+func (op activationOp) run64(in [][]float64, out []float64) { runActivation(op, in, out) }
+func (op activationOp) run32(in [][]float32, out []float32) { runActivation(op, in, out) }
 
 // activationChunk is the number of elements one goroutine takes at a time.
 const activationChunk = 1 << 13

@@ -246,10 +246,11 @@ func (op attentionOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dim
 func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
 func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
-	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.out == attnGradBias,
-		func(in [][]float64, out []float64) { runAttention(op, in, out) },
-		func(in [][]float32, out []float32) { runAttention(op, in, out) })
+	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.out == attnGradBias)
 }
+
+func (op attentionOp) run64(in [][]float64, out []float64) { runAttention(op, in, out) }
+func (op attentionOp) run32(in [][]float32, out []float32) { runAttention(op, in, out) }
 
 // runAttention runs op head by head, the (sequence, head) pairs split over
 // the cores, each writing only its own part of out. It works in the data's

@@ -190,10 +190,11 @@ func (op flashOp) Do(vals ...G.Value) (G.Value, error) {
 			}
 		}
 	}
-	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, true,
-		func(in [][]float64, out []float64) { runFlash(op, in, out) },
-		func(in [][]float32, out []float32) { runFlash(op, in, out) })
+	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, true)
 }
+
+func (op flashOp) run64(in [][]float64, out []float64) { runFlash(op, in, out) }
+func (op flashOp) run32(in [][]float32, out []float32) { runFlash(op, in, out) }
 
 // inputShape is the shape input i of op must have.
 func (op flashOp) inputShape(i int) tensor.Shape {

@@ -59,12 +59,20 @@ func apply(op kernelOp, inputs ...*G.Node) (*G.Node, error) {
 	return G.ApplyOp(op.withOutput(new(output)), inputs...)
 }
 
+// kernel is a custom op's computation, instantiated for each dtype. A type
+// parameter rather than closures or an interface value: either would
+// allocate at every call.
+type kernel interface {
+	fmt.Stringer
+	run64(in [][]float64, out []float64)
+	run32(in [][]float32, out []float32)
+}
+
 // runKernel is the Do of qkv's custom ops: it checks that the arity inputs
 // are dense tensors of one float dtype, takes the output of the given shape
 // from buf (zeroed if zero), and fills it with the kernel instantiated for
 // that dtype.
-func runKernel(op fmt.Stringer, vals []G.Value, arity int, shape tensor.Shape, buf *output, zero bool,
-	k64 func(in [][]float64, out []float64), k32 func(in [][]float32, out []float32)) (G.Value, error) {
+func runKernel[K kernel](op K, vals []G.Value, arity int, shape tensor.Shape, buf *output, zero bool) (G.Value, error) {
 	if len(vals) != arity {
 		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, arity, len(vals))
 	}
@@ -80,9 +88,9 @@ func runKernel(op fmt.Stringer, vals []G.Value, arity int, shape tensor.Shape, b
 	out := buf.get(dt, shape, zero)
 	switch dt {
 	case tensor.Float64:
-		k64(typed[float64](vals), out.Data().([]float64))
+		op.run64(typed[float64](vals), out.Float64s())
 	case tensor.Float32:
-		k32(typed[float32](vals), out.Data().([]float32))
+		op.run32(typed[float32](vals), out.Float32s())
 	}
 	return out, nil
 }
@@ -90,9 +98,19 @@ func runKernel(op fmt.Stringer, vals []G.Value, arity int, shape tensor.Shape, b
 func typed[T float32 | float64](vals []G.Value) [][]T {
 	out := make([][]T, len(vals))
 	for i, v := range vals {
-		out[i] = v.Data().([]T)
+		out[i] = elements[T](v.(*tensor.Dense))
 	}
 	return out
+}
+
+// elements returns d's elements as a []T, for d of T's dtype. Dense.Data
+// would box the slice in an interface: two allocations per call, for every
+// input and output of every kernel of every step.
+func elements[T float32 | float64](d *tensor.Dense) []T {
+	if _, ok := any(T(0)).(float32); ok {
+		return any(d.Float32s()).([]T)
+	}
+	return any(d.Float64s()).([]T)
 }
 
 // hashOf hashes what an op writes with WriteHash.

@@ -86,10 +86,11 @@ func (op layerNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 
 func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) {
 	shape, _ := op.InferShape()
-	return runKernel(op, vals, 3, shape, op.buf, false,
-		func(in [][]float64, out []float64) { runLayerNorm(op, in, out) },
-		func(in [][]float32, out []float32) { runLayerNorm(op, in, out) })
+	return runKernel(op, vals, 3, shape, op.buf, false)
 }
+
+func (op layerNormOp) run64(in [][]float64, out []float64) { runLayerNorm(op, in, out) }
+func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in, out) }
 
 // runLayerNorm works row by row on xhat = (x - mean) * rstd,
 // rstd = 1/sqrt(var + eps):

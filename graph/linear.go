@@ -116,10 +116,11 @@ func (op linearOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dims()
 func (op linearOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
 func (op linearOp) Do(vals ...G.Value) (G.Value, error) {
-	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.step == linGradB,
-		func(in [][]float64, out []float64) { runLinear(op, in, out) },
-		func(in [][]float32, out []float32) { runLinear(op, in, out) })
+	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.step == linGradB)
 }
+
+func (op linearOp) run64(in [][]float64, out []float64) { runLinear(op, in, out) }
+func (op linearOp) run32(in [][]float32, out []float32) { runLinear(op, in, out) }
 
 func runLinear[T float32 | float64](op linearOp, in [][]T, out []T) {
 	n, i, o := op.rows(), op.in, op.out
