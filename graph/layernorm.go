@@ -99,9 +99,10 @@ func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in
 //	dbias = sum over rows of dy,  dgain = sum over rows of dy * xhat
 //	dx    = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gain
 //
-// Blocks of rows go to the cores. The sums over rows are summed per block in
-// float64, then the blocks in order, so the result does not depend on how
-// many goroutines ran.
+// A row is computed in the data's dtype, its sums split four ways (sum4,
+// dot4). Blocks of rows go to the cores; the sums over rows for dgain and
+// dbias are summed per block in float64, then the blocks in order, so the
+// result does not depend on how many goroutines ran.
 func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 	x, gain, third := in[0], in[1], in[2] // third: bias, or dy for gradients
 	d := len(gain)
@@ -112,15 +113,16 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 	if op.out == lnGradGain || op.out == lnGradBias {
 		sums = make([]float64, blocks*d)
 	}
-	parallel(blocks, func() any { return make([]float64, d) }, func(s any, blk int) {
-		xhat := s.([]float64)
+	parallel(blocks, func() any { return make([]T, 2*d) }, func(s any, blk int) {
+		xhat, g := s.([]T)[:d], s.([]T)[d:]
 		for r := blk * per; r < min((blk+1)*per, rows); r++ {
 			xr := x[r*d : (r+1)*d]
 			switch op.out {
 			case lnOutput:
 				normalise(xr, xhat, op.eps)
-				for j := range xhat {
-					out[r*d+j] = T(xhat[j]*float64(gain[j]) + float64(third[j]))
+				yr := out[r*d : (r+1)*d]
+				for j, v := range xhat {
+					yr[j] = v*gain[j] + third[j]
 				}
 			case lnGradBias:
 				for j, dy := range third[r*d : (r+1)*d] {
@@ -129,22 +131,17 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 			case lnGradGain:
 				normalise(xr, xhat, op.eps)
 				for j, dy := range third[r*d : (r+1)*d] {
-					sums[blk*d+j] += float64(dy) * xhat[j]
+					sums[blk*d+j] += float64(dy * xhat[j])
 				}
 			case lnGradX:
 				rstd := normalise(xr, xhat, op.eps)
-				dyr := third[r*d : (r+1)*d]
-				var gMean, gxMean float64
-				for j, dy := range dyr {
-					g := float64(dy) * float64(gain[j])
-					gMean += g
-					gxMean += g * xhat[j]
+				for j, dy := range third[r*d : (r+1)*d] {
+					g[j] = dy * gain[j]
 				}
-				gMean /= float64(d)
-				gxMean /= float64(d)
-				for j, dy := range dyr {
-					g := float64(dy) * float64(gain[j])
-					out[r*d+j] = T(rstd * (g - gMean - xhat[j]*gxMean))
+				gMean, gxMean := sum4(g)/T(d), dot4(g, xhat)/T(d)
+				yr := out[r*d : (r+1)*d]
+				for j, v := range g {
+					yr[j] = rstd * (v - gMean - xhat[j]*gxMean)
 				}
 			}
 		}
@@ -165,22 +162,53 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 const layerNormBlock = 1 << 12
 
 // normalise sets xhat = (x - mean(x)) * rstd and returns
-// rstd = 1/sqrt(var(x) + eps), with the biased variance.
-func normalise[T float32 | float64](x []T, xhat []float64, eps float64) float64 {
-	d := float64(len(x))
-	var mean, variance float64
-	for _, v := range x {
-		mean += float64(v)
-	}
-	mean /= d
-	for _, v := range x {
-		variance += (float64(v) - mean) * (float64(v) - mean)
-	}
-	rstd := 1 / math.Sqrt(variance/d+eps)
+// rstd = 1/sqrt(var(x) + eps), with the biased variance; the mean is
+// subtracted before squaring, so no large mean cancels.
+func normalise[T float32 | float64](x, xhat []T, eps float64) T {
+	d := T(len(x))
+	mean := sum4(x) / d
 	for j, v := range x {
-		xhat[j] = (float64(v) - mean) * rstd
+		xhat[j] = v - mean
+	}
+	rstd := T(1 / math.Sqrt(float64(dot4(xhat, xhat)/d)+eps))
+	for j := range xhat {
+		xhat[j] *= rstd
 	}
 	return rstd
+}
+
+// sum4 returns the sum of x. Four partial sums, added in turn, let the CPU
+// run four additions at once instead of waiting on one chain.
+func sum4[T float32 | float64](x []T) T {
+	var s0, s1, s2, s3 T
+	n := len(x) &^ 3
+	for i := 0; i < n; i += 4 {
+		s0 += x[i]
+		s1 += x[i+1]
+		s2 += x[i+2]
+		s3 += x[i+3]
+	}
+	for _, v := range x[n:] {
+		s0 += v
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dot4 returns the dot product of x and y, in four partial sums as sum4.
+func dot4[T float32 | float64](x, y []T) T {
+	var s0, s1, s2, s3 T
+	n := len(x) &^ 3
+	y = y[:len(x)]
+	for i := 0; i < n; i += 4 {
+		s0 += x[i] * y[i]
+		s1 += x[i+1] * y[i+1]
+		s2 += x[i+2] * y[i+2]
+		s3 += x[i+3] * y[i+3]
+	}
+	for i := n; i < len(x); i++ {
+		s0 += x[i] * y[i]
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 func (op layerNormOp) ReturnsPtr() bool     { return false }
