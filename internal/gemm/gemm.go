@@ -192,7 +192,16 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 		if rows < mr {
 			clear(panel)
 		}
-		if p.transA { // op(A)[i, q] = a[q*lda + i]: rows are contiguous
+		if p.transA && rows == 6 && p.alpha == 1 {
+			// op(A)[i, q] = a[q*lda + i]: the six rows of a column are
+			// contiguous, and copied as one array.
+			for q := range kb {
+				off := (pc+q)*p.lda + i
+				*(*[6]T)(panel[q*6:]) = [6]T(p.a[off : off+6])
+			}
+			continue
+		}
+		if p.transA {
 			for q := 0; q < kb; q++ {
 				src := p.a[(pc+q)*p.lda+i : (pc+q)*p.lda+i+rows]
 				out := panel[q*mr : q*mr+rows]
