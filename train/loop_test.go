@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -94,19 +95,30 @@ func TestRunDrivesLossDown(t *testing.T) {
 	}
 }
 
+// TestSameSeedSameLosses: two runs with the same seed have the same losses
+// and gradient norms bit for bit, on one goroutine or on four: the kernels
+// split their work over the cores without changing any sum's order.
 func TestSameSeedSameLosses(t *testing.T) {
 	cfg := tinyConfig()
-	cfg.Steps = 15
+	cfg.Model = config.Default().Model // large enough that every kernel splits its work
+	cfg.Model.Dropout, cfg.Model.AttnDropout = 0.1, 0.1
+	cfg.Batch, cfg.Steps = 64, 10
 	a, b := t.TempDir(), t.TempDir()
-	for _, dir := range []string{a, b} {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for i, dir := range []string{a, b} {
+		runtime.GOMAXPROCS(1 + 3*i)
 		if _, err := Run(context.Background(), cfg, Options{Out: dir}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ma, mb := readMetrics(t, a), readMetrics(t, b)
+	if len(ma) != cfg.Steps || len(mb) != cfg.Steps {
+		t.Fatalf("%d and %d metric lines, want %d", len(ma), len(mb), cfg.Steps)
+	}
 	for i := range ma {
-		if ma[i].Loss != mb[i].Loss {
-			t.Fatalf("step %d: loss %v vs %v with the same seed", ma[i].Step, ma[i].Loss, mb[i].Loss)
+		if ma[i].Loss != mb[i].Loss || ma[i].GradNorm != mb[i].GradNorm {
+			t.Fatalf("step %d: loss %v vs %v, gradient norm %v vs %v with the same seed on 1 and 4 goroutines",
+				ma[i].Step, ma[i].Loss, mb[i].Loss, ma[i].GradNorm, mb[i].GradNorm)
 		}
 	}
 }
