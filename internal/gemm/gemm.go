@@ -185,21 +185,25 @@ func (p *problem[T]) scaleC(i0, i1, j0, j1 int) {
 // laid out column after column (mr values for each p), zero-padded below.
 func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 	mr, _ := tile[T]()
-	for ip := 0; ip*mr < mb; ip++ {
+	full := 0 // panels already packed
+	if p.transA && mr == 6 && p.alpha == 1 {
+		// op(A)[i, q] = a[q*lda + i]: a column of op(A) is a row of a,
+		// read once, in order, each six of its values copied as one array
+		// into their panel.
+		full = mb / 6
+		for q := range kb {
+			src := p.a[(pc+q)*p.lda+ic:][:full*6]
+			for ip := range full {
+				*(*[6]T)(dst[ip*6*kb+q*6:]) = [6]T(src[ip*6 : ip*6+6])
+			}
+		}
+	}
+	for ip := full; ip*mr < mb; ip++ {
 		panel := dst[ip*mr*kb : (ip+1)*mr*kb]
 		rows := min(mr, mb-ip*mr)
 		i := ic + ip*mr
 		if rows < mr {
 			clear(panel)
-		}
-		if p.transA && rows == 6 && p.alpha == 1 {
-			// op(A)[i, q] = a[q*lda + i]: the six rows of a column are
-			// contiguous, and copied as one array.
-			for q := range kb {
-				off := (pc+q)*p.lda + i
-				*(*[6]T)(panel[q*6:]) = [6]T(p.a[off : off+6])
-			}
-			continue
 		}
 		if p.transA {
 			for q := 0; q < kb; q++ {
