@@ -123,6 +123,12 @@ func (p *problem[T]) run(i0, i1, j0, j1 int) {
 	}
 	mr, nr := tile[T]()
 	kern := kernel[T]()
+	// A neither transposed nor scaled is read where it lies, but for a last
+	// panel of fewer than mr rows, which is packed.
+	direct := directKernel[T]()
+	if p.transA || p.alpha != 1 {
+		direct = nil
+	}
 	buf := getBuffers[T]()
 	defer putBuffers(buf)
 	for jc := j0; jc < j1; jc += nc {
@@ -135,21 +141,34 @@ func (p *problem[T]) run(i0, i1, j0, j1 int) {
 			for ic := i0; ic < i1; ic += mc {
 				mb := min(mc, i1-ic)
 				mPanels := (mb + mr - 1) / mr
-				buf.a = grow(buf.a, mPanels*mr*kb)
-				p.packA(buf.a, ic, mb, pc, kb)
+				packed := 0 // the first panel packed into buf.a
+				if direct != nil {
+					packed = mb / mr
+				}
+				if packed < mPanels {
+					buf.a = grow(buf.a, (mPanels-packed)*mr*kb)
+					p.packA(buf.a, ic+packed*mr, mb-packed*mr, pc, kb)
+				}
 				for jp := 0; jp < nPanels; jp++ {
 					bp := buf.b[jp*nr*kb : (jp+1)*nr*kb]
 					cols := min(nr, nb-jp*nr)
 					for ip := 0; ip < mPanels; ip++ {
-						ap := buf.a[ip*mr*kb : (ip+1)*mr*kb]
 						rows := min(mr, mb-ip*mr)
 						ci := (ic+ip*mr)*p.ldc + jc + jp*nr
+						// tile adds this tile's product into c, ldc apart.
+						tile := func(c []T, ldc int) {
+							if ip < packed {
+								direct(kb, p.a[(ic+ip*mr)*p.lda+pc:], p.lda, bp, c, ldc)
+							} else {
+								kern(kb, buf.a[(ip-packed)*mr*kb:(ip-packed+1)*mr*kb], bp, c, ldc)
+							}
+						}
 						if rows == mr && cols == nr {
-							kern(kb, ap, bp, p.c[ci:], p.ldc)
+							tile(p.c[ci:], p.ldc)
 							continue
 						}
 						clear(buf.edge)
-						kern(kb, ap, bp, buf.edge, nr)
+						tile(buf.edge, nr)
 						for r := 0; r < rows; r++ {
 							row := p.c[ci+r*p.ldc : ci+r*p.ldc+cols]
 							for j := range row {

@@ -95,11 +95,12 @@ func testGemm[T Float](t *testing.T, tol float64) {
 	}
 }
 
-// TestGemm compares both kernels, serial and split over two goroutines,
+// TestGemm compares the assembly kernels (packed and direct) and the Go
+// kernel, serial and split over two goroutines,
 // with the definition for every transpose, alpha and beta.
 func TestGemm(t *testing.T) {
-	asm32, asm64 := asmKernel32, asmKernel64
-	defer func() { asmKernel32, asmKernel64 = asm32, asm64 }()
+	asm32, asm64, direct32, direct64 := asmKernel32, asmKernel64, asmDirect32, asmDirect64
+	defer func() { asmKernel32, asmKernel64, asmDirect32, asmDirect64 = asm32, asm64, direct32, direct64 }()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, k := range []string{"asm", "go"} {
 		if k == "asm" && asm32 == nil {
@@ -107,7 +108,7 @@ func TestGemm(t *testing.T) {
 			continue
 		}
 		if k == "go" {
-			asmKernel32, asmKernel64 = nil, nil
+			asmKernel32, asmKernel64, asmDirect32, asmDirect64 = nil, nil, nil, nil
 		}
 		for _, procs := range []int{1, 2} {
 			runtime.GOMAXPROCS(procs)

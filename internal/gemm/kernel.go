@@ -15,6 +15,8 @@ func tile[T Float]() (mr, nr int) {
 var (
 	asmKernel32 func(k int, a, b, c []float32, ldc int)
 	asmKernel64 func(k int, a, b, c []float64, ldc int)
+	asmDirect32 func(k int, a []float32, lda int, b, c []float32, ldc int)
+	asmDirect64 func(k int, a []float64, lda int, b, c []float64, ldc int)
 )
 
 // kernel returns the function that adds to the (mr, nr) tile of C at c, with
@@ -30,6 +32,20 @@ func kernel[T Float]() func(k int, a, b, c []T, ldc int) {
 		return goKernel[T]
 	}
 	return f.(func(int, []T, []T, []T, int))
+}
+
+// directKernel returns the kernel that reads A's mr rows where they lie, lda
+// apart, or nil where there is none (then A is packed).
+func directKernel[T Float]() func(k int, a []T, lda int, b, c []T, ldc int) {
+	var f any
+	if poolIndex[T]() == 0 && asmDirect32 != nil {
+		f = asmDirect32
+	} else if poolIndex[T]() == 1 && asmDirect64 != nil {
+		f = asmDirect64
+	} else {
+		return nil
+	}
+	return f.(func(int, []T, int, []T, []T, int))
 }
 
 // goKernel is the portable kernel: the same tile, accumulated in an array
