@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -30,9 +31,11 @@ const MaxElements = math.MaxInt32
 // It is the one place where graph and layers check sizes before allocating,
 // so that the same rule and the same message hold everywhere.
 func CheckElements(shape ...int) error {
+	// The messages format a copy, so that shape does not escape and a call
+	// that passes allocates nothing.
 	for i, d := range shape {
 		if d <= 0 {
-			return fmt.Errorf("shape %v: size %d of axis %d is not positive", tensor.Shape(shape), d, i)
+			return fmt.Errorf("shape %v: size %d of axis %d is not positive", tensor.Shape(slices.Clone(shape)), d, i)
 		}
 	}
 	n, overflow := uint64(1), false
@@ -46,9 +49,9 @@ func CheckElements(shape ...int) error {
 	}
 	switch {
 	case overflow:
-		return fmt.Errorf("shape %v: the element count overflows int (graph.MaxElements is %d)", tensor.Shape(shape), MaxElements)
+		return fmt.Errorf("shape %v: the element count overflows int (graph.MaxElements is %d)", tensor.Shape(slices.Clone(shape)), MaxElements)
 	case n > MaxElements:
-		return fmt.Errorf("shape %v: %d elements exceed graph.MaxElements = %d", tensor.Shape(shape), n, MaxElements)
+		return fmt.Errorf("shape %v: %d elements exceed graph.MaxElements = %d", tensor.Shape(slices.Clone(shape)), n, MaxElements)
 	}
 	return nil
 }
