@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	fastgemm "github.com/qkv-dev/qkv/internal/gemm"
+	"github.com/qkv-dev/qkv/internal/vec"
 )
 
 // Attention returns scaled dot-product attention of H heads over projected
@@ -363,7 +364,8 @@ func softmaxHead[T float32 | float64](s, mask, bias []T, n int) {
 // exp(-Inf) = 0. A row whose every entry is -Inf, a query that may see
 // nothing, is all 0 rather than 0/0 = NaN: such a row then contributes
 // nothing downstream, and its gradient P * (dP - rowsum(P * dP)) is 0 too.
-// The exponentials and their sum are in float64.
+// float32 rows take internal/vec's eight-lane exponential; float64 rows
+// math.Exp, summed in float64.
 func softmaxRow[T float32 | float64](s []T) {
 	m := T(math.Inf(-1))
 	for _, v := range s {
@@ -375,15 +377,20 @@ func softmaxRow[T float32 | float64](s []T) {
 		clear(s)
 		return
 	}
-	var sum float64
-	for j, v := range s {
-		e := math.Exp(float64(v - m))
-		s[j] = T(e)
-		sum += e
+	var inv T
+	if s32, ok := any(s).([]float32); ok {
+		inv = T(1 / vec.ExpShiftSum(s32, s32, float32(m)))
+	} else {
+		var sum float64
+		for j, v := range s {
+			e := math.Exp(float64(v - m))
+			s[j] = T(e)
+			sum += e
+		}
+		inv = T(1 / sum)
 	}
-	inv := 1 / sum
 	for j := range s {
-		s[j] = T(float64(s[j]) * inv)
+		s[j] *= inv
 	}
 }
 

@@ -27,3 +27,9 @@ func relu32(y, x, dy *float32, n int)
 //
 //go:noescape
 func relu64(y, x, dy *float64, n int)
+
+// expShiftSumAVX2 is ExpShiftSum on the first n elements, n a positive
+// multiple of 8.
+//
+//go:noescape
+func expShiftSumAVX2(y, x *float32, n int, shift float32, k *[13][8]float32) float32

@@ -9,3 +9,7 @@ func geluGradAVX2(dx, x, dy *float32, n int, k *[21][8]float32) { panic("vec: no
 
 func relu32(y, x, dy *float32, n int) { panic("vec: no AVX2 kernels") }
 func relu64(y, x, dy *float64, n int) { panic("vec: no AVX2 kernels") }
+
+func expShiftSumAVX2(y, x *float32, n int, shift float32, k *[13][8]float32) float32 {
+	panic("vec: no AVX2 kernels")
+}
