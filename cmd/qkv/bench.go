@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
@@ -147,6 +148,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	ms := float64(per.Microseconds()) / 1000
 	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s, %d allocations/step, GC %.1f%% of the time\n",
 		ms, float64(cfg.Batch*m.S)/per.Seconds(), (after.Mallocs-before.Mallocs)/uint64(*steps), 100*gcShare)
+	flops := stepFLOPs(m.Params, cfg, m.S)
+	fmt.Fprintf(stdout, "matrix products:     %7.1f MFLOP/step, %.1f GFLOP/s (go test ./internal/gemm -bench Sgemm measures the GEMM's peak)\n",
+		flops/1e6, flops/per.Seconds()/1e9)
 	if *profile != "" {
 		fmt.Fprintf(stdout, "CPU profile of the timed steps in %s (go tool pprof -top %s)\n", *profile, *profile)
 	}
@@ -154,6 +158,26 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return benchTorch(stdout, *torch, cfg, *steps, ms)
+}
+
+// stepFLOPs counts the floating-point operations of one training step's
+// matrix products, 2 per multiply-add: forward, every projection (each
+// RoleWeight parameter (in, out) applied to every token) and each layer's
+// two attention products, Q K^T and P V (B S^2 D multiply-adds each, the
+// causally hidden half included, as the fused op computes it); backward,
+// twice the forward (one product for the input's gradient, one for the
+// weights').
+func stepFLOPs(params []graph.Param, cfg config.Config, s int) float64 {
+	tokens := float64(cfg.Batch * s)
+	var forward float64
+	for _, p := range params {
+		if p.Role == graph.RoleWeight {
+			shape := p.Node.Shape()
+			forward += 2 * tokens * float64(shape[0]*shape[1])
+		}
+	}
+	forward += float64(cfg.Model.Layers) * 2 * 2 * float64(cfg.Batch*s*s*cfg.Model.Dim)
+	return 3 * forward
 }
 
 // torchBench is what tools/torchref/torchref.py bench prints.
