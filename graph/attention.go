@@ -301,7 +301,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, scratch 
 		}
 		return pk
 	}
-	gemm := fastgemm.Gemm[T]
+	gemm := fastgemm.Serial[T] // the heads are already spread over the cores
 	switch op.out {
 	case attnWeights: // P = softmax(Q K^T * scale + mask + bias)        (Sq, Sk)
 		p := weights(out)

@@ -39,6 +39,17 @@ func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b 
 	p.split(m, n, workers)
 }
 
+// Serial is Gemm on the calling goroutine alone, for kernels that already
+// share their work over the cores (an attention head, a flash tile): the
+// result is the same as Gemm's, bit for bit.
+func Serial[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
+	p.run(0, m, 0, n)
+}
+
 // split computes C in one strip per worker along its longer side, in whole
 // kernel tiles, so each strip is an independent GEMM with its own packing.
 // It takes p by value: the goroutines share this copy, and the serial path's
