@@ -260,7 +260,7 @@ func (op attentionOp) run32(in [][]float32, out []float32) { runAttention(op, in
 // which the GEMM reads and writes in place.
 func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 	d := op.dims
-	scratch := func() any { return make([]T, 2*d.Sq*d.Sk) }
+	scratch := func() any { return &headScratch[T]{blocks: make([]T, 2*d.Sq*d.Sk)} }
 	if op.out == attnGradBias && d.Bias == 3 {
 		// A bias shared by the batch collects every sequence's gradient in
 		// one block per head: one item per head, adding the sequences in
@@ -268,19 +268,26 @@ func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 		// from run to run.
 		parallel(d.H, scratch, func(s any, h int) {
 			for b := 0; b < d.B; b++ {
-				attendHead(op, in, out, s.([]T), b, h)
+				attendHead(op, in, out, s.(*headScratch[T]), b, h)
 			}
 		})
 		return
 	}
 	parallel(d.B*d.H, scratch, func(s any, item int) {
-		attendHead(op, in, out, s.([]T), item/d.H, item%d.H)
+		attendHead(op, in, out, s.(*headScratch[T]), item/d.H, item%d.H)
 	})
 }
 
-// attendHead computes op's output for head h of sequence b; scratch holds
-// two (Sq, Sk) blocks.
-func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, scratch []T, b, h int) {
+// headScratch is one goroutine's buffers: two (Sq, Sk) blocks, and the
+// GEMM's packed panels.
+type headScratch[T float32 | float64] struct {
+	blocks []T
+	ws     fastgemm.Workspace[T]
+}
+
+// attendHead computes op's output for head h of sequence b.
+func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *headScratch[T], b, h int) {
+	scratch := sc.blocks
 	d := op.dims
 	dk := d.D / d.H
 	scale := T(1 / math.Sqrt(float64(dk)))
@@ -301,7 +308,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, scratch 
 		}
 		return pk
 	}
-	gemm := fastgemm.Serial[T] // the heads are already spread over the cores
+	gemm := sc.ws.Gemm // the heads are already spread over the cores
 	switch op.out {
 	case attnWeights: // P = softmax(Q K^T * scale + mask + bias)        (Sq, Sk)
 		p := weights(out)

@@ -9,6 +9,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	fastgemm "github.com/qkv-dev/qkv/internal/gemm"
 )
 
 // DefaultFlashTile is the number of keys (and of queries) per tile of
@@ -313,15 +315,20 @@ func (d flashDims) keyEnd(i, j1 int) int {
 	return j1
 }
 
-// flashScratch is one forward worker's buffers, all O(Tile * dk).
+// flashScratch is one forward worker's buffers, all O(Tile * dk) or
+// O(Tile^2).
 type flashScratch struct {
 	q, k, v, acc []float64 // (tile, dk)
-	m, l, s      []float64 // (tile)
+	s            []float64 // (tile, tile): a tile's scores, then weights
+	m, l         []float64 // (tile)
+	ws           fastgemm.Workspace[float64]
 }
 
 // flashForwardKernel writes, for every sequence b, head h and query i, the
 // output and the log-sum-exp L into the packed rows of out. Work items are
-// (b, h, query block); each owns its block's output columns.
+// (b, h, query block); each owns its block's output columns. For each key
+// tile, the block's scores are one product Q K^T and its contribution to
+// the output one product P V, on the packed GEMM.
 func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	dk := d.D / d.H
 	scale := 1 / math.Sqrt(float64(dk))
@@ -335,7 +342,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	parallel(d.B*d.H*blocks, func() any {
 		return &flashScratch{
 			q: make([]float64, t*dk), k: make([]float64, t*dk), v: make([]float64, t*dk), acc: make([]float64, t*dk),
-			m: make([]float64, t), l: make([]float64, t), s: make([]float64, t),
+			s: make([]float64, t*t), m: make([]float64, t), l: make([]float64, t),
 		}
 	}, func(sc any, item int) {
 		s := sc.(*flashScratch)
@@ -352,48 +359,45 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 				break // this tile and every later one are above the diagonal
 			}
 			j1 := min(j0+t, d.Sk)
-			gatherRows(in[1], s.k, b*d.Sk+j0, j1-j0, d.D, h*dk, dk)
-			gatherRows(in[2], s.v, b*d.Sk+j0, j1-j0, d.D, h*dk, dk)
+			nk := j1 - j0
+			gatherRows(in[1], s.k, b*d.Sk+j0, nk, d.D, h*dk, dk)
+			gatherRows(in[2], s.v, b*d.Sk+j0, nk, d.D, h*dk, dk)
+			// S = Q K^T / sqrt(dk)                                 (nq, nk)
+			s.ws.Gemm(false, true, nq, nk, dk, scale, s.q, dk, s.k, dk, 0, s.s, nk)
 			for r := 0; r < nq; r++ {
 				i := i0 + r
-				end := d.keyEnd(i, j1)
-				if end <= j0 {
+				sr := s.s[r*nk : (r+1)*nk]
+				visible := sr[:max(d.keyEnd(i, j1)-j0, 0)]
+				mt := math.Inf(-1)
+				for c := range visible {
+					if mask != nil {
+						visible[c] += float64(mask[(b*d.Sq+i)*d.Sk+j0+c])
+					}
+					mt = math.Max(mt, visible[c])
+				}
+				clear(sr[len(visible):]) // keys j > i: weight 0
+				if math.IsInf(mt, -1) {
+					clear(visible) // every key of this tile is hidden from query i
 					continue
 				}
-				qi := s.q[r*dk : (r+1)*dk]
-				sr := s.s[:end-j0]
-				mt := math.Inf(-1)
-				for c := range sr {
-					x := dot(qi, s.k[c*dk:(c+1)*dk]) * scale
-					if mask != nil {
-						x += float64(mask[(b*d.Sq+i)*d.Sk+j0+c])
-					}
-					sr[c] = x
-					mt = math.Max(mt, x)
-				}
-				if math.IsInf(mt, -1) {
-					continue // every key of this tile is hidden from query i
-				}
-				acc := s.acc[r*dk : (r+1)*dk]
 				if mt > s.m[r] {
 					// Rescale what was summed under the old max; exp(-Inf) = 0
 					// on the first visible tile.
 					alpha := math.Exp(s.m[r] - mt)
 					s.l[r] *= alpha
-					for c := range acc {
-						acc[c] *= alpha
+					for c := range s.acc[r*dk : (r+1)*dk] {
+						s.acc[r*dk+c] *= alpha
 					}
 					s.m[r] = mt
 				}
-				for c, x := range sr {
+				for c, x := range visible {
 					p := math.Exp(x - s.m[r]) // exactly 0 for a hidden key
-					if p == 0 {
-						continue
-					}
+					visible[c] = p
 					s.l[r] += p
-					axpy(p, s.v[c*dk:(c+1)*dk], acc)
 				}
 			}
+			// acc += P V                                            (nq, dk)
+			s.ws.Gemm(false, false, nq, dk, nk, 1, s.s, nk, s.v, dk, 1, s.acc, dk)
 		}
 		for r := 0; r < nq; r++ {
 			row := out[(b*d.Sq+i0+r)*w:][:w]
@@ -435,10 +439,10 @@ type flashBackward struct {
 // as workers, each pair is one work item and computes all three in one pass.
 // With fewer (one long sequence, one head), the pass is split in two so that
 // both cores work: items (b, h, query block) compute dQ, then items
-// (b, h, key block) compute dK and dV, recomputing the tile's weights a
-// second time (7 vector operations per (i, j) instead of 5). Both ways every
-// sum runs in the same order, so the results are the same bit for bit
-// whatever the number of goroutines.
+// (b, h, key block) compute dK and dV, recomputing each pair of tiles' S, P,
+// dP and dS a second time (seven products per pair of tiles instead of
+// five). Both ways every sum runs in the same order, so the results are the
+// same bit for bit whatever the number of goroutines.
 func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	dk := d.D / d.H
 	w := d.D + d.lse()
@@ -475,11 +479,11 @@ func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	})
 	t := d.Tile
 	if pairs := d.B * d.H; pairs >= runtime.GOMAXPROCS(0) {
-		parallel(pairs, func() any { return make([]float64, (d.Sq+2*d.Sk)*dk) }, func(sc any, item int) {
-			buf := sc.([]float64)
-			dq, dkk, dv := buf[:d.Sq*dk], buf[d.Sq*dk:(d.Sq+d.Sk)*dk], buf[(d.Sq+d.Sk)*dk:]
-			clear(buf)
-			bw.tiles(item, 0, d.Sq, 0, d.Sk, dq, dkk, dv)
+		parallel(pairs, func() any { return &gradScratch{make([]float64, (d.Sq+2*d.Sk)*dk), newTileScratch(t)} }, func(sc any, item int) {
+			s := sc.(*gradScratch)
+			dq, dkk, dv := s.grads[:d.Sq*dk], s.grads[d.Sq*dk:(d.Sq+d.Sk)*dk], s.grads[(d.Sq+d.Sk)*dk:]
+			clear(s.grads)
+			bw.tiles(item, 0, d.Sq, 0, d.Sk, dq, dkk, dv, s.tile)
 			b, h := item/d.H, item%d.H
 			scatterRows(dq, out, b*stride, d.Sq, d.D, h*dk, dk)
 			scatterRows(dkk, out, b*stride+d.Sq, d.Sk, d.D, h*dk, dk)
@@ -488,70 +492,103 @@ func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 		return
 	}
 	qBlocks, kBlocks := (d.Sq+t-1)/t, (d.Sk+t-1)/t
-	parallel(d.B*d.H*qBlocks, func() any { return make([]float64, t*dk) }, func(sc any, item int) {
-		dq := sc.([]float64)
+	parallel(d.B*d.H*qBlocks, func() any { return &gradScratch{make([]float64, t*dk), newTileScratch(t)} }, func(sc any, item int) {
+		s := sc.(*gradScratch)
+		dq := s.grads
 		pair, blk := item/qBlocks, item%qBlocks
 		i0, i1 := blk*t, min((blk+1)*t, d.Sq)
 		clear(dq)
-		bw.tiles(pair, i0, i1, 0, d.Sk, dq[:(i1-i0)*dk], nil, nil)
+		bw.tiles(pair, i0, i1, 0, d.Sk, dq[:(i1-i0)*dk], nil, nil, s.tile)
 		scatterRows(dq, out, pair/d.H*stride+i0, i1-i0, d.D, pair%d.H*dk, dk)
 	})
-	parallel(d.B*d.H*kBlocks, func() any { return make([]float64, 2*t*dk) }, func(sc any, item int) {
-		buf := sc.([]float64)
+	parallel(d.B*d.H*kBlocks, func() any { return &gradScratch{make([]float64, 2*t*dk), newTileScratch(t)} }, func(sc any, item int) {
+		s := sc.(*gradScratch)
+		grads := s.grads
 		pair, blk := item/kBlocks, item%kBlocks
 		j0, j1 := blk*t, min((blk+1)*t, d.Sk)
 		n := (j1 - j0) * dk
-		clear(buf)
-		bw.tiles(pair, 0, d.Sq, j0, j1, nil, buf[:n], buf[n:2*n])
+		clear(grads)
+		bw.tiles(pair, 0, d.Sq, j0, j1, nil, grads[:n], grads[n:2*n], s.tile)
 		b, h := pair/d.H, pair%d.H
-		scatterRows(buf[:n], out, b*stride+d.Sq+j0, j1-j0, d.D, h*dk, dk)
-		scatterRows(buf[n:2*n], out, b*stride+d.Sq+d.Sk+j0, j1-j0, d.D, h*dk, dk)
+		scatterRows(grads[:n], out, b*stride+d.Sq+j0, j1-j0, d.D, h*dk, dk)
+		scatterRows(grads[n:2*n], out, b*stride+d.Sq+d.Sk+j0, j1-j0, d.D, h*dk, dk)
 	})
+}
+
+// tileScratch is one backward goroutine's buffers for a pair of tiles.
+type tileScratch struct {
+	s, dp []float64 // (tile, tile): scores then weights, dP then dS
+	ws    fastgemm.Workspace[float64]
+}
+
+// gradScratch is a backward work item's gradients and its tiles' buffers.
+type gradScratch struct {
+	grads []float64
+	tile  *tileScratch
+}
+
+func newTileScratch(t int) *tileScratch {
+	return &tileScratch{s: make([]float64, t*t), dp: make([]float64, t*t)}
 }
 
 // tiles adds the gradients of the queries [i0, i1) and keys [j0, j1) of head
 // pair (= b*H + h) into dq (rows i0..), dk and dv (rows j0..); a nil slice
-// is not computed. It walks query tiles, then key tiles, then each query's
-// visible keys, so that every sum runs in ascending order of i and of j
-// whatever the ranges: the one-pass and two-pass backward agree bit for bit.
-func (bw *flashBackward) tiles(pair, i0, i1, j0, j1 int, dq, dk, dv []float64) {
+// is not computed. It walks query tiles, then key tiles, each pair of tiles
+// five products on the packed GEMM:
+//
+//	S  = Q K^T / sqrt(dk),  P = exp(S - L)       (recomputed, ti x tj)
+//	dP = dO V^T,            dS = P ∘ (dP - D) / sqrt(dk)
+//	dQ += dS K,  dK += dS^T Q,  dV += P^T dO
+//
+// Tiles start at multiples of the tile size whatever the ranges, and each
+// gradient adds its tiles in ascending order, so the one-pass and two-pass
+// backward agree bit for bit.
+func (bw *flashBackward) tiles(pair, i0, i1, j0, j1 int, dq, dk, dv []float64, sc *tileScratch) {
+	s, dp, gemm := sc.s, sc.dp, sc.ws.Gemm
 	d, n, t := bw.d, bw.dk, bw.d.Tile
 	b := pair / d.H
 	q, k, v, do := bw.q[pair*d.Sq*n:], bw.k[pair*d.Sk*n:], bw.v[pair*d.Sk*n:], bw.do[pair*d.Sq*n:]
 	lse, delta := bw.lse[pair*d.Sq:][:d.Sq], bw.delta[pair*d.Sq:][:d.Sq]
 	for ti := i0; ti < i1; ti += t {
 		ti1 := min(ti+t, i1)
+		nq := ti1 - ti
 		for tj := j0; tj < j1; tj += t {
 			if d.Causal && tj > ti1-1 {
 				break // above the diagonal: every weight is 0
 			}
 			tj1 := min(tj+t, j1)
-			for i := ti; i < ti1; i++ {
+			nk := tj1 - tj
+			qt, kt, vt, dOt := q[ti*n:], k[tj*n:], v[tj*n:], do[ti*n:]
+			gemm(false, true, nq, nk, n, bw.scale, qt, n, kt, n, 0, s, nk) // S
+			gemm(false, true, nq, nk, n, 1, dOt, n, vt, n, 0, dp, nk)      // dP
+			for r := 0; r < nq; r++ {
+				i := ti + r
+				sr, dr := s[r*nk:(r+1)*nk], dp[r*nk:(r+1)*nk]
 				L := lse[i]
+				visible := max(d.keyEnd(i, tj1)-tj, 0)
 				if math.IsInf(L, -1) {
-					continue // a query that sees no key: no gradient
+					visible = 0 // a query that sees no key: no gradient
 				}
-				qi, doi := q[i*n:(i+1)*n], do[i*n:(i+1)*n]
-				for j := tj; j < d.keyEnd(i, tj1); j++ {
-					kj, vj := k[j*n:(j+1)*n], v[j*n:(j+1)*n]
-					x := dot(qi, kj) * bw.scale
+				for c := range sr {
+					if c >= visible {
+						sr[c], dr[c] = 0, 0 // hidden: no weight, no gradient
+						continue
+					}
+					x := sr[c]
 					if bw.mask != nil {
-						x += bw.mask(b, i, j)
+						x += bw.mask(b, i, tj+c)
 					}
 					p := math.Exp(x - L)
-					if p == 0 {
-						continue // hidden (or negligible): no gradient
-					}
-					// dS_ij = P_ij (dP_ij - D_i) / sqrt(dk), dP_ij = dO_i · V_j
-					ds := p * (dot(doi, vj) - delta[i]) * bw.scale
-					if dq != nil {
-						axpy(ds, kj, dq[(i-i0)*n:][:n])
-					}
-					if dk != nil {
-						axpy(ds, qi, dk[(j-j0)*n:][:n])
-						axpy(p, doi, dv[(j-j0)*n:][:n])
-					}
+					sr[c] = p                                 // P
+					dr[c] = p * (dr[c] - delta[i]) * bw.scale // dS
 				}
+			}
+			if dq != nil { // dQ += dS K
+				gemm(false, false, nq, n, nk, 1, dp, nk, kt, n, 1, dq[(ti-i0)*n:], n)
+			}
+			if dk != nil { // dK += dS^T Q, dV += P^T dO
+				gemm(true, false, nk, n, nq, 1, dp, nk, qt, n, 1, dk[(tj-j0)*n:], n)
+				gemm(true, false, nk, n, nq, 1, s, nk, dOt, n, 1, dv[(tj-j0)*n:], n)
 			}
 		}
 	}
@@ -577,8 +614,8 @@ func scatterRows[T float32 | float64](src []float64, x []T, row, rows, w, col, n
 	}
 }
 
-// dot returns a · b. Four partial sums let the multiply-adds overlap: the
-// (i, j) loops of both passes spend most of their time here.
+// dot returns a · b, in four partial sums that let the multiply-adds
+// overlap.
 func dot(a, b []float64) float64 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float64
@@ -593,19 +630,4 @@ func dot(a, b []float64) float64 {
 		s0 += a[i] * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// axpy adds a*x to y.
-func axpy(a float64, x, y []float64) {
-	y = y[:len(x)]
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		y[i] += a * x[i]
-		y[i+1] += a * x[i+1]
-		y[i+2] += a * x[i+2]
-		y[i+3] += a * x[i+3]
-	}
-	for ; i < len(x); i++ {
-		y[i] += a * x[i]
-	}
 }

@@ -33,21 +33,29 @@ func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b 
 	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
 	workers := runtime.GOMAXPROCS(0)
 	if workers == 1 || m*n*k < parallelWork {
-		p.run(0, m, 0, n)
+		buf := getBuffers[T]()
+		p.run(buf, 0, m, 0, n)
+		putBuffers(buf)
 		return
 	}
 	p.split(m, n, workers)
 }
 
-// Serial is Gemm on the calling goroutine alone, for kernels that already
-// share their work over the cores (an attention head, a flash tile): the
-// result is the same as Gemm's, bit for bit.
-func Serial[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+// Workspace holds the packed panels of one goroutine's products from one
+// call to the next; the zero value is ready to use, and one workspace must
+// not be used by two goroutines at once.
+type Workspace[T Float] struct{ buf buffers[T] }
+
+// Gemm is the package's Gemm on the calling goroutine alone, packing into
+// w: for kernels that already share their work over the cores (attention
+// heads, flash tiles) and keep a workspace per goroutine. The result is
+// Gemm's, bit for bit.
+func (w *Workspace[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
 	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
-	p.run(0, m, 0, n)
+	p.run(&w.buf, 0, m, 0, n)
 }
 
 // split computes C in one strip per worker along its longer side, in whole
@@ -70,9 +78,9 @@ func (p problem[T]) split(m, n, workers int) {
 		}
 	}
 	if m/mr >= n/nr {
-		strips(m, mr, func(lo, hi int) { p.run(lo, hi, 0, n) })
+		strips(m, mr, func(lo, hi int) { p.runPooled(lo, hi, 0, n) })
 	} else {
-		strips(n, nr, func(lo, hi int) { p.run(0, m, lo, hi) })
+		strips(n, nr, func(lo, hi int) { p.runPooled(0, m, lo, hi) })
 	}
 	wg.Wait()
 }
@@ -100,12 +108,10 @@ type buffers[T Float] struct {
 var pools = [2]sync.Pool{}
 
 func getBuffers[T Float]() *buffers[T] {
-	i := poolIndex[T]()
-	if v, ok := pools[i].Get().(*buffers[T]); ok {
+	if v, ok := pools[poolIndex[T]()].Get().(*buffers[T]); ok {
 		return v
 	}
-	mr, nr := tile[T]()
-	return &buffers[T]{edge: make([]T, mr*nr)}
+	return new(buffers[T])
 }
 
 func putBuffers[T Float](b *buffers[T]) { pools[poolIndex[T]()].Put(b) }
@@ -126,8 +132,15 @@ func grow[T Float](s []T, n int) []T {
 	return s[:n]
 }
 
-// run computes rows [i0, i1) and columns [j0, j1) of C.
-func (p *problem[T]) run(i0, i1, j0, j1 int) {
+// runPooled is run with buffers from the pool.
+func (p *problem[T]) runPooled(i0, i1, j0, j1 int) {
+	buf := getBuffers[T]()
+	p.run(buf, i0, i1, j0, j1)
+	putBuffers(buf)
+}
+
+// run computes rows [i0, i1) and columns [j0, j1) of C, packing into buf.
+func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 	p.scaleC(i0, i1, j0, j1)
 	if p.k == 0 || p.alpha == 0 {
 		return
@@ -140,8 +153,9 @@ func (p *problem[T]) run(i0, i1, j0, j1 int) {
 	if p.transA || p.alpha != 1 {
 		direct = nil
 	}
-	buf := getBuffers[T]()
-	defer putBuffers(buf)
+	if buf.edge == nil {
+		buf.edge = make([]T, mr*nr)
+	}
 	for jc := j0; jc < j1; jc += nc {
 		nb := min(nc, j1-jc)
 		nPanels := (nb + nr - 1) / nr

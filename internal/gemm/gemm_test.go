@@ -189,19 +189,20 @@ func BenchmarkSgemm(b *testing.B) {
 	}
 }
 
-// TestSerialEqualsGemm: Serial gives Gemm's result bit for bit, split over
-// goroutines or not.
-func TestSerialEqualsGemm(t *testing.T) {
+// TestWorkspaceEqualsGemm: a Workspace's Gemm gives the package's Gemm's
+// result bit for bit, split over goroutines or not, call after call.
+func TestWorkspaceEqualsGemm(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	r := rand.New(rand.NewPCG(9, 9))
+	var w Workspace[float32]
 	for _, s := range []shape{{130, 70, 300, 1}, {1024, 64, 64, 0}, {7, 300, 40, 2}} {
 		a, lda, b, ldb, c, ldc := operands[float32](r, s, true, false)
 		c2 := append([]float32(nil), c...)
 		Gemm(true, false, s.m, s.n, s.k, 1, a, lda, b, ldb, 0.5, c, ldc)
-		Serial(true, false, s.m, s.n, s.k, 1, a, lda, b, ldb, 0.5, c2, ldc)
+		w.Gemm(true, false, s.m, s.n, s.k, 1, a, lda, b, ldb, 0.5, c2, ldc)
 		for i := range c {
 			if c[i] != c2[i] {
-				t.Fatalf("%+v: C[%d] = %v from Gemm, %v from Serial", s, i, c[i], c2[i])
+				t.Fatalf("%+v: C[%d] = %v from Gemm, %v from a Workspace", s, i, c[i], c2[i])
 			}
 		}
 	}
