@@ -402,18 +402,14 @@ func softmaxRow[T float32 | float64](s []T) {
 }
 
 // scoresGrad returns, in ds, dS = P * (dP - rowsum(P * dP)) * scale: the
-// gradient of the scores from that of the weights; the row sums are in
-// float64.
+// gradient of the scores from that of the weights.
 func scoresGrad[T float32 | float64](p, dp, ds []T, scale T, n int) []T {
 	ds = ds[:len(p)]
 	for i := 0; i*n < len(p); i++ {
 		pr, dr := p[i*n:(i+1)*n], dp[i*n:(i+1)*n]
-		var dot float64
+		dot := vec.Dot(pr, dr)
 		for j := range pr {
-			dot += float64(pr[j]) * float64(dr[j])
-		}
-		for j := range pr {
-			ds[i*n+j] = pr[j] * (dr[j] - T(dot)) * scale
+			ds[i*n+j] = pr[j] * (dr[j] - dot) * scale
 		}
 	}
 	return ds

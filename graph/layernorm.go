@@ -8,6 +8,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/internal/vec"
 )
 
 // LayerNorm normalises x (..., D) over its last axis and applies gain and
@@ -99,8 +101,7 @@ func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in
 //	dbias = sum over rows of dy,  dgain = sum over rows of dy * xhat
 //	dx    = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gain
 //
-// A row is computed in the data's dtype, its sums split four ways (sum4,
-// dot4). Blocks of rows go to the cores; the sums over rows for dgain and
+// A row is computed in the data's dtype, on internal/vec's row operations. Blocks of rows go to the cores; the sums over rows for dgain and
 // dbias are summed per block in float64, then the blocks in order, so the
 // result does not depend on how many goroutines ran.
 func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
@@ -120,10 +121,7 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 			switch op.out {
 			case lnOutput:
 				normalise(xr, xhat, op.eps)
-				yr := out[r*d : (r+1)*d]
-				for j, v := range xhat {
-					yr[j] = v*gain[j] + third[j]
-				}
+				vec.MulAdd(out[r*d:(r+1)*d], xhat, gain, third)
 			case lnGradBias:
 				for j, dy := range third[r*d : (r+1)*d] {
 					sums[blk*d+j] += float64(dy)
@@ -135,14 +133,9 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 				}
 			case lnGradX:
 				rstd := normalise(xr, xhat, op.eps)
-				for j, dy := range third[r*d : (r+1)*d] {
-					g[j] = dy * gain[j]
-				}
-				gMean, gxMean := sum4(g)/T(d), dot4(g, xhat)/T(d)
-				yr := out[r*d : (r+1)*d]
-				for j, v := range g {
-					yr[j] = rstd * (v - gMean - xhat[j]*gxMean)
-				}
+				vec.MulAdd(g, third[r*d:(r+1)*d], gain, nil)
+				gMean, gxMean := vec.Sum(g)/T(d), vec.Dot(g, xhat)/T(d)
+				vec.Lin(out[r*d:(r+1)*d], g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
 			}
 		}
 	})
@@ -166,49 +159,10 @@ const layerNormBlock = 1 << 12
 // subtracted before squaring, so no large mean cancels.
 func normalise[T float32 | float64](x, xhat []T, eps float64) T {
 	d := T(len(x))
-	mean := sum4(x) / d
-	for j, v := range x {
-		xhat[j] = v - mean
-	}
-	rstd := T(1 / math.Sqrt(float64(dot4(xhat, xhat)/d)+eps))
-	for j := range xhat {
-		xhat[j] *= rstd
-	}
+	vec.Lin(xhat, x, x, 1, 0, -vec.Sum(x)/d)
+	rstd := T(1 / math.Sqrt(float64(vec.Dot(xhat, xhat)/d)+eps))
+	vec.Lin(xhat, xhat, xhat, rstd, 0, 0)
 	return rstd
-}
-
-// sum4 returns the sum of x. Four partial sums, added in turn, let the CPU
-// run four additions at once instead of waiting on one chain.
-func sum4[T float32 | float64](x []T) T {
-	var s0, s1, s2, s3 T
-	n := len(x) &^ 3
-	for i := 0; i < n; i += 4 {
-		s0 += x[i]
-		s1 += x[i+1]
-		s2 += x[i+2]
-		s3 += x[i+3]
-	}
-	for _, v := range x[n:] {
-		s0 += v
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// dot4 returns the dot product of x and y, in four partial sums as sum4.
-func dot4[T float32 | float64](x, y []T) T {
-	var s0, s1, s2, s3 T
-	n := len(x) &^ 3
-	y = y[:len(x)]
-	for i := 0; i < n; i += 4 {
-		s0 += x[i] * y[i]
-		s1 += x[i+1] * y[i+1]
-		s2 += x[i+2] * y[i+2]
-		s3 += x[i+3] * y[i+3]
-	}
-	for i := n; i < len(x); i++ {
-		s0 += x[i] * y[i]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 func (op layerNormOp) ReturnsPtr() bool     { return false }

@@ -33,3 +33,24 @@ func relu64(y, x, dy *float64, n int)
 //
 //go:noescape
 func expShiftSumAVX2(y, x *float32, n int, shift float32, k *[13][8]float32) float32
+
+// sum32 returns the sum of n float32, n a positive multiple of 8.
+//
+//go:noescape
+func sum32(x *float32, n int) float32
+
+// dot32 returns the dot product of n float32, n a positive multiple of 8.
+//
+//go:noescape
+func dot32(x, y *float32, n int) float32
+
+// lin32 sets y = a x1 + b x2 + c on n float32, n a positive multiple of 8.
+//
+//go:noescape
+func lin32(y, x1, x2 *float32, n int, a, b, c float32)
+
+// mulAdd32 sets y = p q + r, or p q with r nil, on n float32, n a positive
+// multiple of 8.
+//
+//go:noescape
+func mulAdd32(y, p, q, r *float32, n int)

@@ -13,3 +13,8 @@ func relu64(y, x, dy *float64, n int) { panic("vec: no AVX2 kernels") }
 func expShiftSumAVX2(y, x *float32, n int, shift float32, k *[13][8]float32) float32 {
 	panic("vec: no AVX2 kernels")
 }
+
+func sum32(x *float32, n int) float32                  { panic("vec: no AVX2 kernels") }
+func dot32(x, y *float32, n int) float32               { panic("vec: no AVX2 kernels") }
+func lin32(y, x1, x2 *float32, n int, a, b, c float32) { panic("vec: no AVX2 kernels") }
+func mulAdd32(y, p, q, r *float32, n int)              { panic("vec: no AVX2 kernels") }

@@ -1,0 +1,97 @@
+package vec
+
+// Row operations for layer norm and the softmax gradient: sums, dot
+// products and elementwise combinations of short rows. float32 rows run on
+// AVX2 (whole registers of 8; the rest in Go); float64 rows and machines
+// without AVX2 run the Go loops, whose sums are split four ways so that the
+// additions overlap.
+
+// Sum returns the sum of x.
+func Sum[T float32 | float64](x []T) T {
+	var s T
+	n := 0
+	if x32, ok := any(x).([]float32); ok && useAVX2 && len(x) >= 8 {
+		n = len(x) &^ 7
+		s = T(sum32(&x32[0], n))
+	}
+	return s + sum4(x[n:])
+}
+
+// Dot returns the dot product of x and y, which have the same length.
+func Dot[T float32 | float64](x, y []T) T {
+	y = y[:len(x)]
+	var s T
+	n := 0
+	if x32, ok := any(x).([]float32); ok && useAVX2 && len(x) >= 8 {
+		n = len(x) &^ 7
+		s = T(dot32(&x32[0], &any(y).([]float32)[0], n))
+	}
+	return s + dot4(x[n:], y[n:])
+}
+
+// Lin sets y[i] = a x1[i] + b x2[i] + c; y, x1 and x2 have the same length
+// and y may be x1 or x2.
+func Lin[T float32 | float64](y, x1, x2 []T, a, b, c T) {
+	x1, x2 = x1[:len(y)], x2[:len(y)]
+	n := 0
+	if y32, ok := any(y).([]float32); ok && useAVX2 && len(y) >= 8 {
+		n = len(y) &^ 7
+		lin32(&y32[0], &any(x1).([]float32)[0], &any(x2).([]float32)[0], n, float32(a), float32(b), float32(c))
+	}
+	for i := n; i < len(y); i++ {
+		y[i] = a*x1[i] + b*x2[i] + c
+	}
+}
+
+// MulAdd sets y[i] = p[i] q[i] + r[i], or p[i] q[i] with r nil; all have
+// y's length and y may be any of them.
+func MulAdd[T float32 | float64](y, p, q, r []T) {
+	p, q = p[:len(y)], q[:len(y)]
+	n := 0
+	if y32, ok := any(y).([]float32); ok && useAVX2 && len(y) >= 8 {
+		n = len(y) &^ 7
+		var r0 *float32
+		if r != nil {
+			r0 = &any(r).([]float32)[0]
+		}
+		mulAdd32(&y32[0], &any(p).([]float32)[0], &any(q).([]float32)[0], r0, n)
+	}
+	for i := n; i < len(y); i++ {
+		if r != nil {
+			y[i] = p[i]*q[i] + r[i]
+		} else {
+			y[i] = p[i] * q[i]
+		}
+	}
+}
+
+func sum4[T float32 | float64](x []T) T {
+	var s0, s1, s2, s3 T
+	n := len(x) &^ 3
+	for i := 0; i < n; i += 4 {
+		s0 += x[i]
+		s1 += x[i+1]
+		s2 += x[i+2]
+		s3 += x[i+3]
+	}
+	for _, v := range x[n:] {
+		s0 += v
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dot4[T float32 | float64](x, y []T) T {
+	var s0, s1, s2, s3 T
+	n := len(x) &^ 3
+	y = y[:len(x)]
+	for i := 0; i < n; i += 4 {
+		s0 += x[i] * y[i]
+		s1 += x[i+1] * y[i+1]
+		s2 += x[i+2] * y[i+2]
+		s3 += x[i+3] * y[i+3]
+	}
+	for i := n; i < len(x); i++ {
+		s0 += x[i] * y[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
