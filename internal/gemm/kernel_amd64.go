@@ -2,6 +2,8 @@
 
 package gemm
 
+//go:generate go run gen_kernels.go
+
 import "golang.org/x/sys/cpu"
 
 func init() {
