@@ -1,8 +1,8 @@
 // Package graph holds the verified gorgonia primitives that the rest of qkv
 // builds on: Linear, embedding lookup, numerically stable log-softmax,
 // attention masks, scaled dot-product attention, LayerNorm, cross-entropy,
-// dropout, GELU, a copying reshape, validated token-id inputs and a reusable finite-difference
-// gradient checker, GradCheck.
+// dropout, GELU and ReLU, a copying reshape, validated token-id inputs and a
+// reusable finite-difference gradient checker, GradCheck.
 //
 // gorgonia v0.9.18 has ops whose forward pass or gradient is wrong: SoftMax
 // forward, Log(SoftMax) rewritten in place, middle-axis reductions of 4-D
@@ -23,13 +23,24 @@
 // default; FlashAttention (flash.go) tiles the keys and never forms the
 // (Sq, Sk) weights, so its memory grows linearly with the sequence.
 //
-// Attention, LayerNorm and Linear are custom gorgonia ops (attention.go,
-// layernorm.go, linear.go): one op each way instead of tens of reshapes,
-// transposes and broadcasts. Attention and LayerNorm run as plain loops; Linear is one matrix product (GEMM) on the
-// rows of its input forward and one per input backward, on gonum's pure-Go
-// BLAS by default or OpenBLAS with the openblas build tag (blas_openblas.go).
+// Attention, LayerNorm, Linear and the activations are custom gorgonia ops
+// (attention.go, layernorm.go, linear.go, activation.go): one op each way
+// instead of tens of reshapes, transposes, broadcasts and elementwise ops.
+// Their kernels (kernel.go) split the work over the cores, keep their output
+// tensor from one run of the graph to the next (so a node's value is valid
+// until the graph runs again: copy what you keep, as G.Read, Float64s, train
+// and infer do), and compute in the data's dtype:
+//   - matrix products on internal/gemm, a packed GEMM in Go assembly (AVX2
+//     and FMA), which blas.go also installs as gorgonia's and gonum's BLAS in
+//     the default build (OpenBLAS instead with the openblas build tag,
+//     blas_openblas.go). Attention multiplies each head where it lies in the
+//     (B, S, D) tensors, rows D apart, without gathering it;
+//   - float32 elementwise work (GELU, ReLU, softmax's exponentials, layer
+//     norm's rows) on internal/vec's eight-lane kernels.
+//
 // Each is tested against plain-loop references and finite differences in
-// float64, and runs in float32 too.
+// float64, and runs in float32 too; every kernel has a portable Go version
+// (the purego build tag, or a CPU without AVX2 and FMA) tested the same way.
 //
 // Bad input is an error, never a panic: a panic inside the engine happens in
 // the VM's goroutine, where the caller cannot recover it, so every exported
