@@ -90,7 +90,7 @@ func settledHeap() uint64 {
 
 // TestMemoryEstimateMatchesHeap builds models and runs a step of each, and
 // compares the estimate with what the heap grew by: it must be within 0.5x
-// to 3x (it was 0.99 to 1.03 when the constants were calibrated).
+// to 3x (it was 0.98 to 1.03 when the constants were last calibrated).
 func TestMemoryEstimateMatchesHeap(t *testing.T) {
 	for _, c := range []struct {
 		name  string

@@ -76,23 +76,24 @@ func (e MemoryEstimate) Add(o MemoryEstimate) MemoryEstimate {
 }
 
 // The number of values of each size a block, the embeddings and the head
-// keep in a forward pass, counted from the graph the layers build and
-// calibrated against runtime.MemStats (TestMemoryEstimateMatchesHeap). Per
-// token of a block: ln1, q, k, v, attention output, wo output, residual,
-// ln2, feed-forward output, residual and the LayerNorms' and Linear ops'
-// scratch (13 of width Dim), the feed-forward pre-activation, activation
-// and scratch (3 of width Hidden); per sequence and layer the attention
-// weights (Heads x S x S) and a combined mask (S x S), plus the input mask.
+// keep in a forward pass, calibrated against runtime.MemStats
+// (TestMemoryEstimateMatchesHeap). Per token of a block, about 8 of width
+// Dim (ln1, q, k, v, the attention's output, wo's output, the residual, ln2,
+// the feed-forward's output and the second residual, less those whose
+// tensors gorgonia reuses within a run) and 2 of width Hidden (the
+// feed-forward's pre-activation and activation, each one op's kept output);
+// per sequence and layer the attention weights (Heads x S x S) and a
+// combined mask (S x S), plus the input mask.
 const (
-	dimValuesPerLayer    = 13
-	hiddenValuesPerLayer = 3
+	dimValuesPerLayer    = 8
+	hiddenValuesPerLayer = 2
 	embeddingDimValues   = 4 // token embedding, positions, their sum, ln_f's output
 	logitValues          = 3 // logits, log-probabilities, one-hot targets
 	dropoutValues        = 2 // a dropout site's mask and output, in training
 	// trainingActivations is how many times more activation memory a
 	// training model keeps than an inference one: the values' gradients and
-	// the backward ops' own values (measured: 3.2 to 3.4).
-	trainingActivations = 3.3
+	// the backward ops' own values (measured: 2.25 to 2.3).
+	trainingActivations = 2.3
 	// gradCopies is how many copies of the weights' size their gradients
 	// take: gorgonia keeps the bound dual value besides the backward
 	// node's value (measured: about 2).
