@@ -62,8 +62,9 @@ type FlashOptions struct {
 // Work is split over batch × heads × query blocks (forward) and batch ×
 // heads (backward) on runtime.GOMAXPROCS goroutines. Every output element
 // is written by one goroutine in a fixed order, so results do not depend on
-// scheduling. Internally everything is computed in float64, as Attention
-// does; float32 inputs give float32 results.
+// scheduling. Each tile's products are GEMMs in the data's dtype on the
+// heads where they lie, as Attention's are; each row's running max and sum
+// and its log-sum-exp are float64.
 func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions) (out *G.Node, err error) {
 	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
 		return nil, fmt.Errorf("graph: flash attention: %w", err)
@@ -315,23 +316,30 @@ func (d flashDims) keyEnd(i, j1 int) int {
 	return j1
 }
 
-// flashScratch is one forward worker's buffers, all O(Tile * dk) or
+// flashScratch is one forward worker's buffers, O(Tile * dk) and
 // O(Tile^2).
-type flashScratch struct {
-	q, k, v, acc []float64 // (tile, dk)
-	s            []float64 // (tile, tile): a tile's scores, then weights
-	m, l         []float64 // (tile)
-	ws           fastgemm.Workspace[float64]
+type flashScratch[T float32 | float64] struct {
+	acc  []T       // (tile, dk): the block's output, unnormalised
+	s    []T       // (tile, tile): a tile's scores, then weights
+	m, l []float64 // (tile): each row's running max and sum
+	ws   fastgemm.Workspace[T]
+}
+
+// heads returns head h of sequence b of an (B, n, w) tensor from row i on:
+// an (n - i, dk) matrix whose rows are w apart, read and written in place.
+func heads[T float32 | float64](x []T, b, n, w, h, dk, i int) []T {
+	return x[(b*n+i)*w+h*dk:]
 }
 
 // flashForwardKernel writes, for every sequence b, head h and query i, the
 // output and the log-sum-exp L into the packed rows of out. Work items are
 // (b, h, query block); each owns its block's output columns. For each key
 // tile, the block's scores are one product Q K^T and its contribution to
-// the output one product P V, on the packed GEMM.
+// the output one product P V, on the packed GEMM, in the data's dtype and
+// on the heads where they lie; the running max and sum are float64.
 func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	dk := d.D / d.H
-	scale := 1 / math.Sqrt(float64(dk))
+	scale := T(1 / math.Sqrt(float64(dk)))
 	t := d.Tile
 	blocks := (d.Sq + t - 1) / t
 	w := d.D + d.lse()
@@ -340,16 +348,13 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 		mask = in[3]
 	}
 	parallel(d.B*d.H*blocks, func() any {
-		return &flashScratch{
-			q: make([]float64, t*dk), k: make([]float64, t*dk), v: make([]float64, t*dk), acc: make([]float64, t*dk),
-			s: make([]float64, t*t), m: make([]float64, t), l: make([]float64, t),
-		}
+		return &flashScratch[T]{acc: make([]T, t*dk), s: make([]T, t*t), m: make([]float64, t), l: make([]float64, t)}
 	}, func(sc any, item int) {
-		s := sc.(*flashScratch)
+		s := sc.(*flashScratch[T])
 		b, h, blk := item/(d.H*blocks), item/blocks%d.H, item%blocks
 		i0, i1 := blk*t, min((blk+1)*t, d.Sq)
 		nq := i1 - i0
-		gatherRows(in[0], s.q, b*d.Sq+i0, nq, d.D, h*dk, dk)
+		q := heads(in[0], b, d.Sq, d.D, h, dk, i0)
 		clear(s.acc[:nq*dk])
 		for r := 0; r < nq; r++ {
 			s.m[r], s.l[r] = math.Inf(-1), 0
@@ -360,10 +365,9 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 			}
 			j1 := min(j0+t, d.Sk)
 			nk := j1 - j0
-			gatherRows(in[1], s.k, b*d.Sk+j0, nk, d.D, h*dk, dk)
-			gatherRows(in[2], s.v, b*d.Sk+j0, nk, d.D, h*dk, dk)
+			k, v := heads(in[1], b, d.Sk, d.D, h, dk, j0), heads(in[2], b, d.Sk, d.D, h, dk, j0)
 			// S = Q K^T / sqrt(dk)                                 (nq, nk)
-			s.ws.Gemm(false, true, nq, nk, dk, scale, s.q, dk, s.k, dk, 0, s.s, nk)
+			s.ws.Gemm(false, true, nq, nk, dk, scale, q, d.D, k, d.D, 0, s.s, nk)
 			for r := 0; r < nq; r++ {
 				i := i0 + r
 				sr := s.s[r*nk : (r+1)*nk]
@@ -371,9 +375,9 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 				mt := math.Inf(-1)
 				for c := range visible {
 					if mask != nil {
-						visible[c] += float64(mask[(b*d.Sq+i)*d.Sk+j0+c])
+						visible[c] += mask[(b*d.Sq+i)*d.Sk+j0+c]
 					}
-					mt = math.Max(mt, visible[c])
+					mt = math.Max(mt, float64(visible[c]))
 				}
 				clear(sr[len(visible):]) // keys j > i: weight 0
 				if math.IsInf(mt, -1) {
@@ -383,21 +387,21 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 				if mt > s.m[r] {
 					// Rescale what was summed under the old max; exp(-Inf) = 0
 					// on the first visible tile.
-					alpha := math.Exp(s.m[r] - mt)
-					s.l[r] *= alpha
+					alpha := T(math.Exp(s.m[r] - mt))
+					s.l[r] *= float64(alpha)
 					for c := range s.acc[r*dk : (r+1)*dk] {
 						s.acc[r*dk+c] *= alpha
 					}
 					s.m[r] = mt
 				}
 				for c, x := range visible {
-					p := math.Exp(x - s.m[r]) // exactly 0 for a hidden key
+					p := T(math.Exp(float64(x) - s.m[r])) // exactly 0 for a hidden key
 					visible[c] = p
-					s.l[r] += p
+					s.l[r] += float64(p)
 				}
 			}
 			// acc += P V                                            (nq, dk)
-			s.ws.Gemm(false, false, nq, dk, nk, 1, s.s, nk, s.v, dk, 1, s.acc, dk)
+			s.ws.Gemm(false, false, nq, dk, nk, 1, s.s, nk, v, d.D, 1, s.acc, dk)
 		}
 		for r := 0; r < nq; r++ {
 			row := out[(b*d.Sq+i0+r)*w:][:w]
@@ -409,7 +413,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 				continue
 			}
 			for c, a := range s.acc[r*dk : (r+1)*dk] {
-				o[c] = T(a / s.l[r])
+				o[c] = T(float64(a) / s.l[r])
 			}
 			L := s.m[r] + math.Log(s.l[r])
 			lse[0] = T(L)
@@ -418,21 +422,23 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	})
 }
 
-// flashBackward holds what the backward pass reads, converted once to
-// float64 and laid out head by head ((B*H) blocks of (S, dk) rows), so that
-// workers share it read-only: O((Sq + Sk) D) values in all.
-type flashBackward struct {
-	d                  flashDims
-	dk                 int
-	scale              float64
-	q, k, v, do        []float64
-	lse, delta         []float64 // (B*H, Sq)
-	mask               func(b, i, j int) float64
-	qOff, kOff, rowOff func(b, h int) int
+// flashBackward is what the backward pass reads: the inputs in place, and
+// each row's L and D_i, O((B H Sq)) float64 values, shared read-only by the
+// workers.
+type flashBackward[T float32 | float64] struct {
+	d          flashDims
+	dk         int
+	scale      T
+	q, k, v    []T       // (B, S, D)
+	do         []T       // (B, Sq, D + 2H): dO in the first D columns
+	mask       []T       // (B, Sq, Sk), or nil
+	lse, delta []float64 // (B*H, Sq)
+	out        []T       // (B, Sq+2Sk, D): dQ, dK, dV stacked per sequence
 }
 
 // flashBackwardKernel writes dQ, dK and dV, stacked per sequence as
-// (Sq + 2Sk, D), into out.
+// (Sq + 2Sk, D), into out (zeroed), adding each pair of tiles' products in
+// place.
 //
 // dQ_i sums over keys and dK_j, dV_j over queries, so one goroutine cannot
 // own both a query block and a key block. With at least as many (b, h) pairs
@@ -446,95 +452,66 @@ type flashBackward struct {
 func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	dk := d.D / d.H
 	w := d.D + d.lse()
-	bw := &flashBackward{d: d, dk: dk, scale: 1 / math.Sqrt(float64(dk)),
-		q: make([]float64, d.B*d.Sq*d.D), do: make([]float64, d.B*d.Sq*d.D),
-		k: make([]float64, d.B*d.Sk*d.D), v: make([]float64, d.B*d.Sk*d.D),
-		lse: make([]float64, d.B*d.H*d.Sq), delta: make([]float64, d.B*d.H*d.Sq),
-	}
 	next := 3
+	var mask []T
 	if d.Masked {
-		mask := in[3]
-		bw.mask = func(b, i, j int) float64 { return float64(mask[(b*d.Sq+i)*d.Sk+j]) }
+		mask = in[3]
 		next++
 	}
 	packed, dpacked := in[next], in[next+1]
-	stride := d.Sq + 2*d.Sk
-	// Gather every head's q, k, v and dO, and each row's L and D_i.
-	parallel(d.B*d.H, func() any { return make([]float64, d.Sq*dk) }, func(sc any, item int) {
-		o := sc.([]float64)
-		b, h := item/d.H, item%d.H
-		qs, ks := item*d.Sq*dk, item*d.Sk*dk
-		gatherRows(in[0], bw.q[qs:], b*d.Sq, d.Sq, d.D, h*dk, dk)
-		gatherRows(in[1], bw.k[ks:], b*d.Sk, d.Sk, d.D, h*dk, dk)
-		gatherRows(in[2], bw.v[ks:], b*d.Sk, d.Sk, d.D, h*dk, dk)
-		gatherRows(dpacked, bw.do[qs:], b*d.Sq, d.Sq, w, h*dk, dk)
-		gatherRows(packed, o, b*d.Sq, d.Sq, w, h*dk, dk)
+	bw := &flashBackward[T]{d: d, dk: dk, scale: T(1 / math.Sqrt(float64(dk))),
+		q: in[0], k: in[1], v: in[2], do: dpacked, mask: mask, out: out,
+		lse: make([]float64, d.B*d.H*d.Sq), delta: make([]float64, d.B*d.H*d.Sq),
+	}
+	// Each row's L, and D_i = rowsum(dO ∘ O)_i = sum_j P_ij dP_ij: the row's
+	// term of the softmax gradient, from dk values instead of a row of P.
+	for b := 0; b < d.B; b++ {
 		for i := 0; i < d.Sq; i++ {
-			row := packed[(b*d.Sq+i)*w:][:w]
-			bw.lse[item*d.Sq+i] = float64(row[d.D+2*h]) + float64(row[d.D+2*h+1])
-			// D_i = rowsum(dO ∘ O)_i = sum_j P_ij dP_ij: the row's term of
-			// the softmax gradient, from dk values instead of a row of P.
-			bw.delta[item*d.Sq+i] = dot(bw.do[qs+i*dk:][:dk], o[i*dk:(i+1)*dk])
+			row, drow := packed[(b*d.Sq+i)*w:][:w], dpacked[(b*d.Sq+i)*w:][:w]
+			for h := 0; h < d.H; h++ {
+				pair := b*d.H + h
+				bw.lse[pair*d.Sq+i] = float64(row[d.D+2*h]) + float64(row[d.D+2*h+1])
+				var dot float64
+				for c, o := range row[h*dk : (h+1)*dk] {
+					dot += float64(drow[h*dk+c]) * float64(o)
+				}
+				bw.delta[pair*d.Sq+i] = dot
+			}
 		}
-	})
+	}
 	t := d.Tile
+	scratch := func() any { return newTileScratch[T](t) }
 	if pairs := d.B * d.H; pairs >= runtime.GOMAXPROCS(0) {
-		parallel(pairs, func() any { return &gradScratch{make([]float64, (d.Sq+2*d.Sk)*dk), newTileScratch(t)} }, func(sc any, item int) {
-			s := sc.(*gradScratch)
-			dq, dkk, dv := s.grads[:d.Sq*dk], s.grads[d.Sq*dk:(d.Sq+d.Sk)*dk], s.grads[(d.Sq+d.Sk)*dk:]
-			clear(s.grads)
-			bw.tiles(item, 0, d.Sq, 0, d.Sk, dq, dkk, dv, s.tile)
-			b, h := item/d.H, item%d.H
-			scatterRows(dq, out, b*stride, d.Sq, d.D, h*dk, dk)
-			scatterRows(dkk, out, b*stride+d.Sq, d.Sk, d.D, h*dk, dk)
-			scatterRows(dv, out, b*stride+d.Sq+d.Sk, d.Sk, d.D, h*dk, dk)
+		parallel(pairs, scratch, func(sc any, pair int) {
+			bw.tiles(pair, 0, d.Sq, 0, d.Sk, true, true, sc.(*tileScratch[T]))
 		})
 		return
 	}
 	qBlocks, kBlocks := (d.Sq+t-1)/t, (d.Sk+t-1)/t
-	parallel(d.B*d.H*qBlocks, func() any { return &gradScratch{make([]float64, t*dk), newTileScratch(t)} }, func(sc any, item int) {
-		s := sc.(*gradScratch)
-		dq := s.grads
+	parallel(d.B*d.H*qBlocks, scratch, func(sc any, item int) {
 		pair, blk := item/qBlocks, item%qBlocks
-		i0, i1 := blk*t, min((blk+1)*t, d.Sq)
-		clear(dq)
-		bw.tiles(pair, i0, i1, 0, d.Sk, dq[:(i1-i0)*dk], nil, nil, s.tile)
-		scatterRows(dq, out, pair/d.H*stride+i0, i1-i0, d.D, pair%d.H*dk, dk)
+		bw.tiles(pair, blk*t, min((blk+1)*t, d.Sq), 0, d.Sk, true, false, sc.(*tileScratch[T]))
 	})
-	parallel(d.B*d.H*kBlocks, func() any { return &gradScratch{make([]float64, 2*t*dk), newTileScratch(t)} }, func(sc any, item int) {
-		s := sc.(*gradScratch)
-		grads := s.grads
+	parallel(d.B*d.H*kBlocks, scratch, func(sc any, item int) {
 		pair, blk := item/kBlocks, item%kBlocks
-		j0, j1 := blk*t, min((blk+1)*t, d.Sk)
-		n := (j1 - j0) * dk
-		clear(grads)
-		bw.tiles(pair, 0, d.Sq, j0, j1, nil, grads[:n], grads[n:2*n], s.tile)
-		b, h := pair/d.H, pair%d.H
-		scatterRows(grads[:n], out, b*stride+d.Sq+j0, j1-j0, d.D, h*dk, dk)
-		scatterRows(grads[n:2*n], out, b*stride+d.Sq+d.Sk+j0, j1-j0, d.D, h*dk, dk)
+		bw.tiles(pair, 0, d.Sq, blk*t, min((blk+1)*t, d.Sk), false, true, sc.(*tileScratch[T]))
 	})
 }
 
 // tileScratch is one backward goroutine's buffers for a pair of tiles.
-type tileScratch struct {
-	s, dp []float64 // (tile, tile): scores then weights, dP then dS
-	ws    fastgemm.Workspace[float64]
+type tileScratch[T float32 | float64] struct {
+	s, dp []T // (tile, tile): scores then weights, dP then dS
+	ws    fastgemm.Workspace[T]
 }
 
-// gradScratch is a backward work item's gradients and its tiles' buffers.
-type gradScratch struct {
-	grads []float64
-	tile  *tileScratch
+func newTileScratch[T float32 | float64](t int) *tileScratch[T] {
+	return &tileScratch[T]{s: make([]T, t*t), dp: make([]T, t*t)}
 }
 
-func newTileScratch(t int) *tileScratch {
-	return &tileScratch{s: make([]float64, t*t), dp: make([]float64, t*t)}
-}
-
-// tiles adds the gradients of the queries [i0, i1) and keys [j0, j1) of head
-// pair (= b*H + h) into dq (rows i0..), dk and dv (rows j0..); a nil slice
-// is not computed. It walks query tiles, then key tiles, each pair of tiles
-// five products on the packed GEMM:
+// tiles adds into bw.out the gradients of the queries [i0, i1) (with
+// wantQ) and of the keys [j0, j1) (with wantKV) of head pair (= b*H + h).
+// It walks query tiles, then key tiles, each pair of tiles five products on
+// the packed GEMM, read from and added to the heads where they lie:
 //
 //	S  = Q K^T / sqrt(dk),  P = exp(S - L)       (recomputed, ti x tj)
 //	dP = dO V^T,            dS = P ∘ (dP - D) / sqrt(dk)
@@ -543,24 +520,26 @@ func newTileScratch(t int) *tileScratch {
 // Tiles start at multiples of the tile size whatever the ranges, and each
 // gradient adds its tiles in ascending order, so the one-pass and two-pass
 // backward agree bit for bit.
-func (bw *flashBackward) tiles(pair, i0, i1, j0, j1 int, dq, dk, dv []float64, sc *tileScratch) {
-	s, dp, gemm := sc.s, sc.dp, sc.ws.Gemm
+func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, sc *tileScratch[T]) {
 	d, n, t := bw.d, bw.dk, bw.d.Tile
-	b := pair / d.H
-	q, k, v, do := bw.q[pair*d.Sq*n:], bw.k[pair*d.Sk*n:], bw.v[pair*d.Sk*n:], bw.do[pair*d.Sq*n:]
+	b, h := pair/d.H, pair%d.H
+	w := d.D + d.lse()
+	stride := d.Sq + 2*d.Sk // rows of one sequence's stacked gradients
 	lse, delta := bw.lse[pair*d.Sq:][:d.Sq], bw.delta[pair*d.Sq:][:d.Sq]
+	s, dp, gemm := sc.s, sc.dp, sc.ws.Gemm
 	for ti := i0; ti < i1; ti += t {
 		ti1 := min(ti+t, i1)
 		nq := ti1 - ti
+		q, do := heads(bw.q, b, d.Sq, d.D, h, n, ti), heads(bw.do, b, d.Sq, w, h, n, ti)
 		for tj := j0; tj < j1; tj += t {
 			if d.Causal && tj > ti1-1 {
 				break // above the diagonal: every weight is 0
 			}
 			tj1 := min(tj+t, j1)
 			nk := tj1 - tj
-			qt, kt, vt, dOt := q[ti*n:], k[tj*n:], v[tj*n:], do[ti*n:]
-			gemm(false, true, nq, nk, n, bw.scale, qt, n, kt, n, 0, s, nk) // S
-			gemm(false, true, nq, nk, n, 1, dOt, n, vt, n, 0, dp, nk)      // dP
+			k, v := heads(bw.k, b, d.Sk, d.D, h, n, tj), heads(bw.v, b, d.Sk, d.D, h, n, tj)
+			gemm(false, true, nq, nk, n, bw.scale, q, d.D, k, d.D, 0, s, nk) // S
+			gemm(false, true, nq, nk, n, 1, do, w, v, d.D, 0, dp, nk)        // dP
 			for r := 0; r < nq; r++ {
 				i := ti + r
 				sr, dr := s[r*nk:(r+1)*nk], dp[r*nk:(r+1)*nk]
@@ -574,60 +553,25 @@ func (bw *flashBackward) tiles(pair, i0, i1, j0, j1 int, dq, dk, dv []float64, s
 						sr[c], dr[c] = 0, 0 // hidden: no weight, no gradient
 						continue
 					}
-					x := sr[c]
+					x := float64(sr[c])
 					if bw.mask != nil {
-						x += bw.mask(b, i, tj+c)
+						x += float64(bw.mask[(b*d.Sq+i)*d.Sk+tj+c])
 					}
-					p := math.Exp(x - L)
-					sr[c] = p                                 // P
-					dr[c] = p * (dr[c] - delta[i]) * bw.scale // dS
+					p := T(math.Exp(x - L))
+					sr[c] = p                                    // P
+					dr[c] = p * (dr[c] - T(delta[i])) * bw.scale // dS
 				}
 			}
-			if dq != nil { // dQ += dS K
-				gemm(false, false, nq, n, nk, 1, dp, nk, kt, n, 1, dq[(ti-i0)*n:], n)
+			if wantQ { // dQ += dS K
+				dq := heads(bw.out, b, stride, d.D, h, n, ti)
+				gemm(false, false, nq, n, nk, 1, dp, nk, k, d.D, 1, dq, d.D)
 			}
-			if dk != nil { // dK += dS^T Q, dV += P^T dO
-				gemm(true, false, nk, n, nq, 1, dp, nk, qt, n, 1, dk[(tj-j0)*n:], n)
-				gemm(true, false, nk, n, nq, 1, s, nk, dOt, n, 1, dv[(tj-j0)*n:], n)
+			if wantKV { // dK += dS^T Q, dV += P^T dO
+				dk := heads(bw.out, b, stride, d.D, h, n, d.Sq+tj)
+				dv := heads(bw.out, b, stride, d.D, h, n, d.Sq+d.Sk+tj)
+				gemm(true, false, nk, n, nq, 1, dp, nk, q, d.D, 1, dk, d.D)
+				gemm(true, false, nk, n, nq, 1, s, nk, do, w, 1, dv, d.D)
 			}
 		}
 	}
-}
-
-// gatherRows copies columns [col, col+n) of rows [row, row+rows) of a
-// row-major matrix of width w into dst as a (rows, n) float64 matrix.
-func gatherRows[T float32 | float64](x []T, dst []float64, row, rows, w, col, n int) {
-	for r := 0; r < rows; r++ {
-		for c, v := range x[(row+r)*w+col:][:n] {
-			dst[r*n+c] = float64(v)
-		}
-	}
-}
-
-// scatterRows is the inverse of gatherRows.
-func scatterRows[T float32 | float64](src []float64, x []T, row, rows, w, col, n int) {
-	for r := 0; r < rows; r++ {
-		dst := x[(row+r)*w+col:][:n]
-		for c := range dst {
-			dst[c] = T(src[r*n+c])
-		}
-	}
-}
-
-// dot returns a · b, in four partial sums that let the multiply-adds
-// overlap.
-func dot(a, b []float64) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
