@@ -94,6 +94,9 @@ const (
 	// training model keeps than an inference one: the values' gradients and
 	// the backward ops' own values (measured: 2.25 to 2.3).
 	trainingActivations = 2.3
+	// flashTrainingValues is how many (B, S, D + 2H) values a flash
+	// attention layer keeps in training (measured: about 5).
+	flashTrainingValues = 5
 	// gradCopies is how many copies of the weights' size their gradients
 	// take: gorgonia keeps the bound dual value besides the backward
 	// node's value (measured: about 2).
@@ -137,6 +140,15 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 		e.Activations *= trainingActivations
 		weights *= 2 // the weights' gradients
 		e.Logits *= 2
+	}
+	if m.Attention == layers.AttentionFlash {
+		// No (S, S) weights: per layer and token, the packed output and
+		// log-sum-exp (D + 2H values), and in training its gradient and the
+		// stacked dQ, dK, dV and their copies.
+		weights = tokens * (D + 2*H) * L * elem
+		if training {
+			weights *= flashTrainingValues
+		}
 	}
 	e.Attention = weights + masks
 	if cfg.Arch == ArchEncDec {

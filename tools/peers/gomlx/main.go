@@ -201,7 +201,6 @@ func main() {
 	}{"gomlx", gomlxVersion, "simplego", median, params, *n})
 	must(err)
 	fmt.Println(string(line))
-	profStop()
 }
 
 func must(err error) {
