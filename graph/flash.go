@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	fastgemm "github.com/qkv-dev/qkv/internal/gemm"
+	"github.com/qkv-dev/qkv/internal/vec"
 )
 
 // DefaultFlashTile is the number of keys (and of queries) per tile of
@@ -394,11 +395,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 					}
 					s.m[r] = mt
 				}
-				for c, x := range visible {
-					p := T(math.Exp(float64(x) - s.m[r])) // exactly 0 for a hidden key
-					visible[c] = p
-					s.l[r] += float64(p)
-				}
+				s.l[r] += expShift(visible, s.m[r], 1) // exactly 0 for a hidden key
 			}
 			// acc += P V                                            (nq, dk)
 			s.ws.Gemm(false, false, nq, dk, nk, 1, s.s, nk, v, d.D, 1, s.acc, dk)
@@ -420,6 +417,29 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 			lse[1] = T(L - float64(lse[0]))
 		}
 	})
+}
+
+// expShift sets x[i] = exp(x[i] - shift) * factor in place and returns the
+// sum of the exp(x[i] - shift): float32 on internal/vec's eight-lane
+// exponential, float64 one element at a time with math.Exp. Entries of -Inf
+// become exactly 0.
+func expShift[T float32 | float64](x []T, shift, factor float64) float64 {
+	var sum float64
+	if x32, ok := any(x).([]float32); ok {
+		sum = float64(vec.ExpShiftSum(x32, x32, float32(shift)))
+	} else {
+		for i, v := range x {
+			e := math.Exp(float64(v) - shift)
+			x[i] = T(e)
+			sum += e
+		}
+	}
+	if factor != 1 {
+		for i := range x {
+			x[i] *= T(factor)
+		}
+	}
+	return sum
 }
 
 // flashBackward is what the backward pass reads: the inputs in place, and
@@ -548,17 +568,18 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 				if math.IsInf(L, -1) {
 					visible = 0 // a query that sees no key: no gradient
 				}
-				for c := range sr {
-					if c >= visible {
-						sr[c], dr[c] = 0, 0 // hidden: no weight, no gradient
-						continue
+				clear(sr[visible:]) // hidden: no weight, no gradient
+				clear(dr[visible:])
+				if bw.mask != nil {
+					for c, m := range bw.mask[(b*d.Sq+i)*d.Sk+tj:][:visible] {
+						sr[c] += m
 					}
-					x := float64(sr[c])
-					if bw.mask != nil {
-						x += float64(bw.mask[(b*d.Sq+i)*d.Sk+tj+c])
-					}
-					p := T(math.Exp(x - L))
-					sr[c] = p                                    // P
+				}
+				// P = exp(S - L), with L split as a float of T plus the rest,
+				// so that a float32 L of 1e3 loses nothing.
+				hi := T(L)
+				expShift(sr[:visible], float64(hi), math.Exp(float64(hi)-L))
+				for c, p := range sr[:visible] {
 					dr[c] = p * (dr[c] - T(delta[i])) * bw.scale // dS
 				}
 			}
