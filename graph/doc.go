@@ -39,8 +39,9 @@
 //     norm's rows) on internal/vec's eight-lane kernels.
 //
 // Each is tested against plain-loop references and finite differences in
-// float64, and runs in float32 too; every kernel has a portable Go version
-// (the purego build tag, or a CPU without AVX2 and FMA) tested the same way.
+// float64, and runs in float32 too. Without AVX2 and FMA (other CPUs and
+// architectures, or the purego build tag) the products run on gonum's GEMM
+// and the elementwise kernels on Go loops, tested the same way.
 //
 // Bad input is an error, never a panic: a panic inside the engine happens in
 // the VM's goroutine, where the caller cannot recover it, so every exported

@@ -19,6 +19,8 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/gemm"
+	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
@@ -145,6 +147,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	per := max(elapsed/time.Duration(*steps), time.Nanosecond)
 	fmt.Fprintf(stdout, "%s %s, %s, B=%d S=%d D=%d H=%d L=%d FF=%d, %d params\n",
 		cfg.Task.Name, cfg.Task.Params, cfg.DType, cfg.Batch, m.S, cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Layers, cfg.Model.Hidden, m.NumParams())
+	fmt.Fprintf(stdout, "kernels: GEMM %s, elementwise %s; GOMAXPROCS %d\n", gemm.Kernels(), vec.Kernels(), runtime.GOMAXPROCS(0))
 	ms := float64(per.Microseconds()) / 1000
 	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s, %d allocations/step, GC %.1f%% of the time\n",
 		ms, float64(cfg.Batch*m.S)/per.Seconds(), (after.Mallocs-before.Mallocs)/uint64(*steps), 100*gcShare)

@@ -10,6 +10,7 @@
 // products that reload C for every element of the shared dimension. Here,
 // as in BLIS and OpenBLAS, op(A) and op(B) are copied into panels that the
 // kernel reads in order, and a 6-row block of C stays in registers for the
-// whole shared dimension. Machines without AVX2 and FMA, and other
-// architectures, use the same blocking with a Go kernel.
+// whole shared dimension. Machines without AVX2 and FMA, other
+// architectures and the purego build tag use gonum's GEMM instead: the same
+// blocking compiled from Go loops was slower than it.
 package gemm

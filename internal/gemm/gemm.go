@@ -3,6 +3,9 @@ package gemm
 import (
 	"runtime"
 	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // Float is the element type of the matrices.
@@ -31,6 +34,10 @@ func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b 
 		return
 	}
 	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
+	if kernel[T]() == nil {
+		p.gonum(m, n)
+		return
+	}
 	workers := runtime.GOMAXPROCS(0)
 	if workers == 1 || m*n*k < parallelWork {
 		buf := getBuffers[T]()
@@ -55,7 +62,35 @@ func (w *Workspace[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, ld
 		return
 	}
 	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
+	if kernel[T]() == nil {
+		p.gonum(m, n)
+		return
+	}
 	p.run(&w.buf, 0, m, 0, n)
+}
+
+// gonum computes p on gonum's GEMM, for machines without the assembly
+// kernels: the same blocking compiled from Go loops was slower than gonum's,
+// which on amd64 has SSE inner loops of its own. Only beta applies when
+// there is nothing to multiply, as in run.
+func (p *problem[T]) gonum(m, n int) {
+	if p.k == 0 || p.alpha == 0 {
+		p.scaleC(0, m, 0, n)
+		return
+	}
+	tA, tB := blas.NoTrans, blas.NoTrans
+	if p.transA {
+		tA = blas.Trans
+	}
+	if p.transB {
+		tB = blas.Trans
+	}
+	switch a := any(p.a).(type) {
+	case []float32:
+		gonum.Implementation{}.Sgemm(tA, tB, m, n, p.k, float32(p.alpha), a, p.lda, any(p.b).([]float32), p.ldb, float32(p.beta), any(p.c).([]float32), p.ldc)
+	case []float64:
+		gonum.Implementation{}.Dgemm(tA, tB, m, n, p.k, float64(p.alpha), a, p.lda, any(p.b).([]float64), p.ldb, float64(p.beta), any(p.c).([]float64), p.ldc)
+	}
 }
 
 // split computes C in one strip per worker along its longer side, in whole

@@ -95,19 +95,19 @@ func testGemm[T Float](t *testing.T, tol float64) {
 	}
 }
 
-// TestGemm compares the assembly kernels (packed and direct) and the Go
-// kernel, serial and split over two goroutines,
-// with the definition for every transpose, alpha and beta.
+// TestGemm compares the assembly kernels (packed and direct), serial and
+// split over two goroutines, and the path without them (gonum's GEMM), with
+// the definition for every transpose, alpha and beta.
 func TestGemm(t *testing.T) {
 	asm32, asm64, direct32, direct64 := asmKernel32, asmKernel64, asmDirect32, asmDirect64
 	defer func() { asmKernel32, asmKernel64, asmDirect32, asmDirect64 = asm32, asm64, direct32, direct64 }()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	for _, k := range []string{"asm", "go"} {
+	for _, k := range []string{"asm", "gonum"} {
 		if k == "asm" && asm32 == nil {
-			t.Log("no AVX2 and FMA here: only the Go kernel is tested")
+			t.Log("no AVX2 and FMA here: only the path without them is tested")
 			continue
 		}
-		if k == "go" {
+		if k == "gonum" {
 			asmKernel32, asmKernel64, asmDirect32, asmDirect64 = nil, nil, nil, nil
 		}
 		for _, procs := range []int{1, 2} {

@@ -11,7 +11,7 @@ func tile[T Float]() (mr, nr int) {
 }
 
 // The assembly kernels, set by kernel_amd64.go when the CPU has AVX2 and
-// FMA; nil elsewhere, and in tests of the Go kernel.
+// FMA; nil elsewhere (then Gemm is gonum's), and in tests of that path.
 var (
 	asmKernel32 func(k int, a, b, c []float32, ldc int)
 	asmKernel64 func(k int, a, b, c []float64, ldc int)
@@ -21,7 +21,7 @@ var (
 
 // kernel returns the function that adds to the (mr, nr) tile of C at c, with
 // leading dimension ldc, the product of a packed panel of A (k columns of mr)
-// and one of B (k rows of nr).
+// and one of B (k rows of nr); nil where there is no assembly kernel.
 func kernel[T Float]() func(k int, a, b, c []T, ldc int) {
 	var f any
 	if poolIndex[T]() == 0 && asmKernel32 != nil {
@@ -29,7 +29,7 @@ func kernel[T Float]() func(k int, a, b, c []T, ldc int) {
 	} else if poolIndex[T]() == 1 && asmKernel64 != nil {
 		f = asmKernel64
 	} else {
-		return goKernel[T]
+		return nil
 	}
 	return f.(func(int, []T, []T, []T, int))
 }
@@ -48,24 +48,11 @@ func directKernel[T Float]() func(k int, a []T, lda int, b, c []T, ldc int) {
 	return f.(func(int, []T, int, []T, []T, int))
 }
 
-// goKernel is the portable kernel: the same tile, accumulated in an array
-// the compiler keeps on the stack.
-func goKernel[T Float](k int, a, b, c []T, ldc int) {
-	mr, nr := tile[T]()
-	var acc [6 * 16]T
-	for q := 0; q < k; q++ {
-		bq := b[q*nr : q*nr+nr]
-		for r, av := range a[q*mr : q*mr+mr] {
-			row := acc[r*nr : r*nr+nr]
-			for j, bv := range bq {
-				row[j] += av * bv
-			}
-		}
+// Kernels names the kernels this machine runs: "AVX2+FMA assembly", or
+// "gonum" on other CPUs and architectures and with the purego tag.
+func Kernels() string {
+	if asmKernel32 != nil {
+		return "AVX2+FMA assembly"
 	}
-	for r := 0; r < mr; r++ {
-		out := c[r*ldc : r*ldc+nr]
-		for j := range out {
-			out[j] += acc[r*nr+j]
-		}
-	}
+	return "gonum"
 }

@@ -95,3 +95,12 @@ func dot4[T float32 | float64](x, y []T) T {
 	}
 	return (s0 + s1) + (s2 + s3)
 }
+
+// Kernels names the kernels this machine runs: "AVX2+FMA assembly", or
+// "portable Go" on other CPUs and architectures and with the purego tag.
+func Kernels() string {
+	if useAVX2 {
+		return "AVX2+FMA assembly"
+	}
+	return "portable Go"
+}
