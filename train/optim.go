@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -243,22 +244,24 @@ func (o *Optimizer) Step(lr float64) error {
 	}
 	o.step++
 	t := float64(o.step)
-	c := adamCoef{
-		b1:       o.cfg.Beta1,
-		b2:       o.cfg.Beta2,
-		eps:      o.cfg.Eps,
-		stepSize: lr / (1 - math.Pow(o.cfg.Beta1, t)),
-		sqrtBC2:  math.Sqrt(1 - math.Pow(o.cfg.Beta2, t)),
+	c := vec.AdamCoef{
+		Beta1:    o.cfg.Beta1,
+		Beta2:    o.cfg.Beta2,
+		Eps:      o.cfg.Eps,
+		StepSize: lr / (1 - math.Pow(o.cfg.Beta1, t)),
+		SqrtBC2:  math.Sqrt(1 - math.Pow(o.cfg.Beta2, t)),
 	}
 	for i, b := range o.bufs {
-		c.keep = 1
+		c.Keep = 1
 		if o.decay[i] {
-			c.keep = 1 - lr*o.cfg.WeightDecay
+			c.Keep = 1 - lr*o.cfg.WeightDecay
 		}
+		// In float64 whatever the parameters' dtype, on internal/vec's
+		// four-lane kernel.
 		if b.p64 != nil {
-			adamUpdate(b.p64, b.g64, o.m[i], o.v[i], c)
+			vec.Adam(b.p64, b.g64, o.m[i], o.v[i], c)
 		} else {
-			adamUpdate(b.p32, b.g32, o.m[i], o.v[i], c)
+			vec.Adam(b.p32, b.g32, o.m[i], o.v[i], c)
 		}
 		clear(b.g32)
 		clear(b.g64)
@@ -294,28 +297,6 @@ func (o *Optimizer) buffers(i int) (stepBufs, error) {
 		return b, fmt.Errorf("gradient has %d elements, want %d", l, n)
 	}
 	return b, nil
-}
-
-// adamCoef holds the per-step constants of the update.
-type adamCoef struct {
-	b1, b2, eps       float64
-	stepSize, sqrtBC2 float64 // lr/(1-b1^t), sqrt(1-b2^t)
-	keep              float64 // 1 - lr*wd, or 1 without decay
-}
-
-// adamUpdate applies one update to p in float64 and stores it back in p's
-// dtype.
-func adamUpdate[T float32 | float64](p, g []T, m, v []float64, c adamCoef) {
-	for j := range p {
-		gj := float64(g[j])
-		m[j] = c.b1*m[j] + (1-c.b1)*gj
-		v[j] = c.b2*v[j] + (1-c.b2)*gj*gj
-		x := float64(p[j])
-		if c.keep != 1 {
-			x *= c.keep
-		}
-		p[j] = T(x - c.stepSize*m[j]/(math.Sqrt(v[j])/c.sqrtBC2+c.eps))
-	}
 }
 
 // State returns copies of the moment estimates, two tensors per parameter in

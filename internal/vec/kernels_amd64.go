@@ -54,3 +54,15 @@ func lin32(y, x1, x2 *float32, n int, a, b, c float32)
 //
 //go:noescape
 func mulAdd32(y, p, q, r *float32, n int)
+
+// adam32 is Adam on the first n float32 parameters, n a positive multiple
+// of 4; k holds beta1, 1-beta1, beta2, 1-beta2, StepSize, SqrtBC2, Eps and
+// Keep.
+//
+//go:noescape
+func adam32(p, grad *float32, m, v *float64, n int, k *[8]float64)
+
+// adam64 is adam32 for float64 parameters.
+//
+//go:noescape
+func adam64(p, grad *float64, m, v *float64, n int, k *[8]float64)

@@ -18,3 +18,6 @@ func sum32(x *float32, n int) float32                  { panic("vec: no AVX2 ker
 func dot32(x, y *float32, n int) float32               { panic("vec: no AVX2 kernels") }
 func lin32(y, x1, x2 *float32, n int, a, b, c float32) { panic("vec: no AVX2 kernels") }
 func mulAdd32(y, p, q, r *float32, n int)              { panic("vec: no AVX2 kernels") }
+
+func adam32(p, grad *float32, m, v *float64, n int, k *[8]float64) { panic("vec: no AVX2 kernels") }
+func adam64(p, grad *float64, m, v *float64, n int, k *[8]float64) { panic("vec: no AVX2 kernels") }

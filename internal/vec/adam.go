@@ -1,0 +1,43 @@
+package vec
+
+import "math"
+
+// AdamCoef are one Adam step's constants.
+type AdamCoef struct {
+	Beta1, Beta2, Eps float64
+	StepSize          float64 // lr / (1 - beta1^t)
+	SqrtBC2           float64 // sqrt(1 - beta2^t)
+	Keep              float64 // 1 - lr * weight decay, or 1 without decay
+}
+
+// Adam applies one Adam (AdamW with Keep != 1) update to the parameters p
+// with gradients g and moments m and v, all of one length, in float64:
+//
+//	m = beta1 m + (1 - beta1) g
+//	v = beta2 v + (1 - beta2) g g
+//	p = p Keep - StepSize m / (sqrt(v) / SqrtBC2 + Eps)
+//
+// The assembly (AVX2, four float64 lanes) does the same operations in the
+// same order without fused multiply-adds, so its results equal the Go
+// loop's bit for bit (TestAdam).
+func Adam[T float32 | float64](p, g []T, m, v []float64, c AdamCoef) {
+	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
+	n := 0
+	if useAVX2 && len(p) >= 4 {
+		n = len(p) &^ 3
+		k := [8]float64{c.Beta1, 1 - c.Beta1, c.Beta2, 1 - c.Beta2, c.StepSize, c.SqrtBC2, c.Eps, c.Keep}
+		switch p := any(p).(type) {
+		case []float32:
+			adam32(&p[0], &any(g).([]float32)[0], &m[0], &v[0], n, &k)
+		case []float64:
+			adam64(&p[0], &any(g).([]float64)[0], &m[0], &v[0], n, &k)
+		}
+	}
+	for j := n; j < len(p); j++ {
+		gj := float64(g[j])
+		m[j] = c.Beta1*m[j] + (1-c.Beta1)*gj
+		v[j] = c.Beta2*v[j] + (1-c.Beta2)*gj*gj
+		x := float64(p[j]) * c.Keep
+		p[j] = T(x - c.StepSize*m[j]/(math.Sqrt(v[j])/c.SqrtBC2+c.Eps))
+	}
+}
