@@ -293,7 +293,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	scale := T(1 / math.Sqrt(float64(dk)))
 	block := d.Sq * d.Sk
 	// head returns head h of sequence b of an (B, n, D) tensor, rows D apart.
-	head := func(x []T, n int) []T { return x[b*n*d.D+h*dk:] }
+	head := func(x []T, n int) []T { return heads(x, b, n, d.D, h, dk, 0) }
 	// weights returns the (Sq, Sk) block of head h of sequence b of an
 	// (B, H, Sq, Sk) tensor.
 	weights := func(x []T) []T { return x[(b*d.H+h)*block:][:block] }

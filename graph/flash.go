@@ -326,12 +326,6 @@ type flashScratch[T float32 | float64] struct {
 	ws   fastgemm.Workspace[T]
 }
 
-// heads returns head h of sequence b of an (B, n, w) tensor from row i on:
-// an (n - i, dk) matrix whose rows are w apart, read and written in place.
-func heads[T float32 | float64](x []T, b, n, w, h, dk, i int) []T {
-	return x[(b*n+i)*w+h*dk:]
-}
-
 // flashForwardKernel writes, for every sequence b, head h and query i, the
 // output and the log-sum-exp L into the packed rows of out. Work items are
 // (b, h, query block); each owns its block's output columns. For each key

@@ -151,3 +151,9 @@ func parallel(n int, scratch func() any, work func(s any, i int)) {
 	}
 	wg.Wait()
 }
+
+// heads returns head h of sequence b of an (B, n, w) tensor from row i on:
+// an (n - i, dk) matrix whose rows are w apart, read and written in place.
+func heads[T float32 | float64](x []T, b, n, w, h, dk, i int) []T {
+	return x[(b*n+i)*w+h*dk:]
+}
