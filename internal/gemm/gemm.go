@@ -30,22 +30,13 @@ const parallelWork = 1 << 16
 // those of BLAS's ?gemm for row-major matrices and are not checked: the
 // BLAS type checks them.
 func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	if m == 0 || n == 0 {
+	if workers := runtime.GOMAXPROCS(0); workers > 1 && m*n*k >= parallelWork && kernel[T]() != nil {
+		problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}.split(m, n, workers)
 		return
 	}
-	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
-	if kernel[T]() == nil {
-		p.gonum(m, n)
-		return
-	}
-	workers := runtime.GOMAXPROCS(0)
-	if workers == 1 || m*n*k < parallelWork {
-		buf := getBuffers[T]()
-		p.run(buf, 0, m, 0, n)
-		putBuffers(buf)
-		return
-	}
-	p.split(m, n, workers)
+	w := getWorkspace[T]()
+	w.Gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	putWorkspace(w)
 }
 
 // Workspace holds the packed panels of one goroutine's products from one
@@ -142,14 +133,16 @@ type buffers[T Float] struct {
 
 var pools = [2]sync.Pool{}
 
-func getBuffers[T Float]() *buffers[T] {
-	if v, ok := pools[poolIndex[T]()].Get().(*buffers[T]); ok {
+// getWorkspace and putWorkspace keep workspaces for Gemm's callers that
+// have none of their own, one pool per element type.
+func getWorkspace[T Float]() *Workspace[T] {
+	if v, ok := pools[poolIndex[T]()].Get().(*Workspace[T]); ok {
 		return v
 	}
-	return new(buffers[T])
+	return new(Workspace[T])
 }
 
-func putBuffers[T Float](b *buffers[T]) { pools[poolIndex[T]()].Put(b) }
+func putWorkspace[T Float](w *Workspace[T]) { pools[poolIndex[T]()].Put(w) }
 
 func poolIndex[T Float]() int {
 	var zero T
@@ -167,11 +160,11 @@ func grow[T Float](s []T, n int) []T {
 	return s[:n]
 }
 
-// runPooled is run with buffers from the pool.
+// runPooled is run with a workspace from the pool.
 func (p *problem[T]) runPooled(i0, i1, j0, j1 int) {
-	buf := getBuffers[T]()
-	p.run(buf, i0, i1, j0, j1)
-	putBuffers(buf)
+	w := getWorkspace[T]()
+	p.run(&w.buf, i0, i1, j0, j1)
+	putWorkspace(w)
 }
 
 // run computes rows [i0, i1) and columns [j0, j1) of C, packing into buf.
