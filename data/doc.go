@@ -6,7 +6,9 @@
 //	prompt | answer
 //
 // where | is the separator token SEP. The model reads the prompt and the
-// separator and must then produce the answer; the loss is taken on answer
+// separator and must then produce the answer. An encoder–decoder reads the
+// prompt alone in its encoder and the sequence SEP answer in its decoder
+// (train.EncDecModel.Step lays the two out); the loss is taken on answer
 // positions only, because the prompt is random and cannot be predicted. At
 // inference the answer is decoded greedily, Task.AnswerLen tokens after the
 // separator, and checked against Task.Solve.

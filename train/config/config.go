@@ -107,7 +107,7 @@ type TaskSpec struct {
 	Params data.TaskConfig `json:"params"`
 }
 
-// DefaultConfig is what `qkv train` runs without flags: a small pre-LN
+// Default is what `qkv train` runs without flags: a small pre-LN
 // decoder on minGPT's sort demo (6 symbols over an alphabet of 3).
 func Default() Config {
 	return Config{
@@ -442,10 +442,11 @@ func (c Config) EncDec() layers.EncDecConfig {
 	}
 }
 
-// MarshalConfig returns c as indented JSON, the content of config.json.
+// Marshal returns c as indented JSON, the content of config.json.
 func Marshal(c Config) ([]byte, error) { return json.MarshalIndent(c, "", "  ") }
 
-// UnmarshalConfig parses config.json.
+// Unmarshal parses config.json. It checks the JSON only; Config.Resolve
+// checks the values.
 func Unmarshal(b []byte) (Config, error) {
 	var c Config
 	if err := json.Unmarshal(b, &c); err != nil {

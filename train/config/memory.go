@@ -103,9 +103,12 @@ const (
 	gradCopies = 2
 )
 
-// EstimateMemory estimates what BuildModel(cfg, b, s, training) needs:
-// weights, and for training gradients and Adam's moments, plus one batch's
-// activations. cfg must be resolved (Model.Vocab and MaxLen set). It fails
+// EstimateMemory estimates what a model of cfg needs for batches of b
+// sequences of s tokens: weights, and with training their gradients and
+// Adam's moments, plus one batch's activations. It covers both
+// architectures: train.BuildModel(cfg, b, s) and train.BuildEncDec(cfg, b)
+// check it with training true, infer.Build and infer.BuildEncDec with
+// training false (CheckMemory). cfg must be resolved (Model.Vocab and MaxLen set). It fails
 // only for non-positive sizes.
 func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error) {
 	m := cfg.Model
