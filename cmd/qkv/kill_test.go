@@ -58,6 +58,23 @@ func killTrials(t *testing.T) int {
 	return n
 }
 
+// killSeed is the seed of the kill instants: QKV_KILL_SEED when set, so
+// that a run's instants can be drawn again, else the clock, so that every
+// run tries new ones. The instants are fractions of the reference run's
+// time; where they land (inside a save or between saves) still depends on
+// the machine's speed.
+func killSeed(t *testing.T) uint64 {
+	s := os.Getenv("QKV_KILL_SEED")
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("QKV_KILL_SEED=%q: want an unsigned integer", s)
+	}
+	return seed
+}
+
 // metricLine is what must repeat bit for bit in metrics.jsonl: all but the
 // throughput.
 type metricLine struct {
@@ -108,9 +125,9 @@ func TestKillNineResumesBitForBit(t *testing.T) {
 	}
 	wantMetrics := readMetricLines(t, ref)
 
-	seed := uint64(time.Now().UnixNano())
+	seed := killSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	t.Logf("%d trials, kill instants drawn with seed %d over %v", trials, seed, span)
+	t.Logf("%d trials, kill instants drawn with QKV_KILL_SEED=%d over %v", trials, seed, span)
 	kills := map[string]int{}
 	defer func() { t.Logf("killed: %v", kills) }()
 	for trial := range trials {
