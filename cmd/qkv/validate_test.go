@@ -36,21 +36,25 @@ type validationCase struct {
 	want []string
 }
 
+// check runs c as a subtest of its own, so that `go test -v` lists (and
+// counts) every command line refused.
 func (c validationCase) check(t *testing.T) {
 	t.Helper()
-	code, _, stderr := qkvNoPanic(t, c.args...)
-	if code != c.code {
-		t.Errorf("qkv %q: exit %d, want %d; stderr %q", c.args, code, c.code, stderr)
-		return
-	}
-	for _, w := range c.want {
-		if !strings.Contains(stderr, w) {
-			t.Errorf("qkv %q: stderr %q lacks %q", c.args, stderr, w)
+	t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+		code, _, stderr := qkvNoPanic(t, c.args...)
+		if code != c.code {
+			t.Errorf("qkv %q: exit %d, want %d; stderr %q", c.args, code, c.code, stderr)
+			return
 		}
-	}
-	if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
-		t.Errorf("qkv %q: stderr looks like a crash: %q", c.args, stderr)
-	}
+		for _, w := range c.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("qkv %q: stderr %q lacks %q", c.args, stderr, w)
+			}
+		}
+		if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
+			t.Errorf("qkv %q: stderr looks like a crash: %q", c.args, stderr)
+		}
+	})
 }
 
 func args(s string) []string { return strings.Fields(s) }
