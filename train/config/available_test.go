@@ -46,7 +46,7 @@ func TestMemoryAvailableLimits(t *testing.T) {
 		{"meminfo only", map[string]string{"proc/meminfo": meminfo}, noLimit, 16 * gib, []string{"MemAvailable in /proc/meminfo"}},
 		{"nothing readable", nil, func() (uint64, error) { return 0, errors.New("no") }, DefaultMemory, []string{"no limit could be read"}},
 		{"ulimit -v", map[string]string{"proc/meminfo": meminfo, "proc/self/status": "Name: qkv\nVmSize:  1048576 kB\n"}, limitAS(4 * gib),
-			3 * gib, []string{"address-space limit (ulimit -v) of 4.0 GiB", "VmSize"}},
+			3 * gib, []string{"ulimit -v (RLIMIT_AS) 4.0 GiB less", "VmSize"}},
 		{"ulimit -v above MemAvailable", map[string]string{"proc/meminfo": meminfo}, limitAS(64 * gib), 16 * gib, []string{"MemAvailable"}},
 		{"cgroup v2", map[string]string{
 			"proc/meminfo":     meminfo,
@@ -55,13 +55,13 @@ func TestMemoryAvailableLimits(t *testing.T) {
 			"sys/fs/cgroup/user.slice/job/memory.current": "1000\n",
 			"sys/fs/cgroup/user.slice/memory.max":         "2147483648\n",
 			"sys/fs/cgroup/user.slice/memory.current":     "1073741824\n",
-		}, noLimit, gib, []string{"cgroup /user.slice", "memory.max", "memory.current", "2.0 GiB"}},
+		}, noLimit, gib, []string{"cgroup /user.slice memory.max 2.0 GiB less memory.current, in /sys/fs/cgroup/user.slice"}},
 		{"cgroup v1, the process's cgroup not mounted", map[string]string{
 			"proc/meminfo":     meminfo,
 			"proc/self/cgroup": "5:cpu:/\n4:memory:/docker/abc\n0::/\n",
 			"sys/fs/cgroup/memory/memory.limit_in_bytes": "536870912\n",
 			"sys/fs/cgroup/memory/memory.usage_in_bytes": "268435456\n",
-		}, noLimit, gib / 4, []string{"cgroup /,", "memory.limit_in_bytes", "memory.usage_in_bytes"}},
+		}, noLimit, gib / 4, []string{"cgroup / memory.limit_in_bytes 512.0 MiB less memory.usage_in_bytes, in /sys/fs/cgroup/memory"}},
 		{"cgroup v1 without a limit", map[string]string{
 			"proc/meminfo":     meminfo,
 			"proc/self/cgroup": "4:cpuacct,memory:/\n",

@@ -294,7 +294,7 @@ func (s memorySources) available() Available {
 	}
 	if as, err := s.rlimitAS(); err == nil && as != unix.RLIM_INFINITY && as < math.MaxInt64 {
 		used, _ := s.field("proc/self/status", "VmSize:")
-		take(int64(as)-used*1024, "the address-space limit (ulimit -v) of "+FormatBytes(float64(as))+" less the process's VmSize")
+		take(int64(as)-used*1024, "ulimit -v (RLIMIT_AS) "+FormatBytes(float64(as))+" less the process's VmSize")
 	}
 	for _, c := range s.cgroupLimits() {
 		take(c.Bytes, c.Limit)
@@ -349,7 +349,7 @@ func (s memorySources) cgroupLimits() []Available {
 			usage, uerr := readInt(filepath.Join(d, usageFile))
 			if lerr == nil && uerr == nil {
 				out = append(out, Available{Bytes: limit - usage,
-					Limit: fmt.Sprintf("the memory limit of cgroup %s, %s, less its usage (%s and %s in %s)", p, FormatBytes(float64(limit)), limitFile, usageFile, "/"+filepath.Join(dir, p))})
+					Limit: fmt.Sprintf("cgroup %s %s %s less %s, in /%s", p, limitFile, FormatBytes(float64(limit)), usageFile, filepath.Join(dir, p))})
 			}
 			if p == "/" {
 				break
