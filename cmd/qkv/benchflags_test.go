@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -50,9 +53,11 @@ func TestBenchMemoryLimit(t *testing.T) {
 	// message names the limit that set it.
 	validationCase{args("bench --seq 1000000 --attention composed --batch 1 -n 1"), 2,
 		[]string{"--max-memory:", "composed n=1000000 (about", "TiB", "the available memory ("}}.check(t)
-	// Composed at 256 needs about 60 (B, H, n, n) tensors: 64 MiB with one
-	// head of width 4; flash at 16 a few KiB.
-	code, out, stderr := qkvNoPanic(t, args("bench --seq 16,256 --attention flash,composed --batch 1 --heads 1 --head-dim 4 --max-memory 8MiB -n 1")...)
+	// With one head of width 4, composed attention at n=256 is estimated at
+	// about 15 MiB (60 (B, H, n, n) tensors), the others at under 1 MiB.
+	// The sizes that fit are still drawn.
+	png := filepath.Join(t.TempDir(), "scaling.png")
+	code, out, stderr := qkvNoPanic(t, append(args("bench --seq 16,256 --attention flash,composed --batch 1 --heads 1 --head-dim 4 --max-memory 8MiB -n 1 --plot"), png)...)
 	if code != 2 || !strings.Contains(stderr, "composed n=256") || strings.Contains(stderr, "flash n=") || strings.Contains(stderr, "composed n=16 ") {
 		t.Errorf("sweep over the limit: exit %d, stderr %q", code, stderr)
 	}
@@ -69,6 +74,9 @@ func TestBenchMemoryLimit(t *testing.T) {
 	}
 	if results != 4 {
 		t.Errorf("the sweep printed %d results, want 4: %q", results, out)
+	}
+	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("a sweep with a size refused drew no plot: %v", err)
 	}
 	validationCase{args("bench --generate 4,8 --max-memory 1KiB -n 1"), 2, []string{"--max-memory:", "B=1 S=5", "more than 1.0 KiB, --max-memory"}}.check(t)
 }
