@@ -60,6 +60,9 @@ type attnBench struct {
 	dtype   config.DType
 	repeats int
 	plot    string
+	// mem is the memory limit every size is estimated against before it
+	// runs.
+	mem *memoryFlag
 }
 
 // parseInts parses a comma-separated list of positive integers.
@@ -77,39 +80,32 @@ func parseInts(flagName, s string) ([]int, error) {
 
 // runAttnBench times one attention layer: run in this process for one
 // implementation and length, or, for several, each in a child process of
-// its own, so that every peak memory figure is that run's alone.
+// its own, so that every peak memory figure is that run's alone. A size
+// estimated to need more than the memory limit is not run; the others
+// run, and then the command fails naming the sizes refused (a usage error)
+// and those whose run failed.
 func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
-	if len(b.impls) == 1 && len(b.seqs) == 1 && b.plot == "" {
-		res, err := measureAttention(b, b.impls[0], b.seqs[0])
-		if err != nil {
-			return err
-		}
-		printAttn(stdout, res)
-		line, _ := json.Marshal(res)
-		fmt.Fprintln(stdout, string(line))
-		return nil
-	}
+	single := len(b.impls) == 1 && len(b.seqs) == 1 && b.plot == ""
 	exe, err := os.Executable()
-	if err != nil {
+	if err != nil && !single {
 		return err
 	}
+	limit, from := b.mem.limit()
 	var results []attnResult
+	var tooLarge, failed []string
 	for _, impl := range b.impls {
 		for _, n := range b.seqs {
-			args := []string{"bench", "--attention", string(impl), "--seq", strconv.Itoa(n), "--batch", strconv.Itoa(b.batch),
-				"--heads", strconv.Itoa(b.heads), "--head-dim", strconv.Itoa(b.headDim), "--dtype", string(b.dtype),
-				"--causal=" + strconv.FormatBool(b.causal), "-n", strconv.Itoa(b.repeats)}
-			cmd := exec.Command(exe, args...)
-			cmd.Env = append(os.Environ(), runMainEnvVar+"=1")
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, stderr
-			res, err := attnResult{}, cmd.Run()
-			if err == nil {
-				res, err = lastJSON(out.Bytes())
-			}
-			if err != nil { // e.g. killed for memory: the sweep goes on
-				res = attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal,
-					Skipped: fmt.Sprintf("the run failed: %v", err)}
+			res := b.result(impl, n)
+			if est := attnMemoryEstimate(b, impl, n); est > float64(limit) {
+				res.Skipped = fmt.Sprintf("needs about %s, more than %s of %s", config.FormatBytes(est), from, config.FormatBytes(float64(limit)))
+				tooLarge = append(tooLarge, fmt.Sprintf("%s n=%d (about %s)", impl, n, config.FormatBytes(est)))
+			} else if single {
+				if res, err = measureAttention(b, impl, n); err != nil {
+					return err
+				}
+			} else if res, err = runAttnChild(exe, b, impl, n, stderr); err != nil { // e.g. killed for memory: the sweep goes on
+				res.Skipped = fmt.Sprintf("the run failed: %v", err)
+				failed = append(failed, fmt.Sprintf("%s n=%d (%v)", impl, n, err))
 			}
 			printAttn(stdout, res)
 			results = append(results, res)
@@ -119,10 +115,48 @@ func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
 		line, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(line))
 	}
-	if b.plot == "" {
-		return nil
+	if b.plot != "" && len(tooLarge)+len(failed) < len(results) {
+		if err := plotScaling(b.plot, results); err != nil {
+			return err
+		}
 	}
-	return plotScaling(b.plot, results)
+	var errs []error
+	if len(tooLarge) > 0 {
+		errs = append(errs, fmt.Errorf("%w: --max-memory: one attention layer at %s needs more than %s, %s (lower --seq, --batch, --heads or --head-dim, or raise --max-memory)",
+			errUsage, strings.Join(tooLarge, ", "), config.FormatBytes(float64(limit)), from))
+	}
+	if len(failed) > 0 {
+		errs = append(errs, fmt.Errorf("the run of %s failed", strings.Join(failed, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// runAttnChild times impl at length n in a child process of its own and
+// returns its result, the last JSON line it prints.
+func runAttnChild(exe string, b attnBench, impl layers.AttentionImpl, n int, stderr io.Writer) (attnResult, error) {
+	args := []string{"bench", "--attention", string(impl), "--seq", strconv.Itoa(n), "--batch", strconv.Itoa(b.batch),
+		"--heads", strconv.Itoa(b.heads), "--head-dim", strconv.Itoa(b.headDim), "--dtype", string(b.dtype),
+		"--causal=" + strconv.FormatBool(b.causal), "-n", strconv.Itoa(b.repeats)}
+	if b.mem.n > 0 {
+		args = append(args, "--max-memory", strconv.FormatInt(b.mem.n, 10))
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), runMainEnvVar+"=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, stderr
+	if err := cmd.Run(); err != nil {
+		return b.result(impl, n), err
+	}
+	res, err := lastJSON(out.Bytes())
+	if err != nil {
+		return b.result(impl, n), err
+	}
+	return res, nil
+}
+
+// result is the attnResult of impl at length n, before it is measured.
+func (b attnBench) result(impl layers.AttentionImpl, n int) attnResult {
+	return attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal}
 }
 
 // runMainEnvVar, set in a child's environment, makes a test binary run
@@ -180,11 +214,7 @@ func attnMemoryEstimate(b attnBench, impl layers.AttentionImpl, n int) float64 {
 // measureAttention builds one attention layer for b's sizes and times
 // forward and backward, sampling the heap's high-water mark as it goes.
 func measureAttention(b attnBench, impl layers.AttentionImpl, n int) (attnResult, error) {
-	res := attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal}
-	if est, limit := attnMemoryEstimate(b, impl, n), float64(config.MemoryLimit()); est > limit {
-		res.Skipped = fmt.Sprintf("needs about %s, more than the memory limit of %s", config.FormatBytes(est), config.FormatBytes(limit))
-		return res, nil
-	}
+	res := b.result(impl, n)
 	dt, err := b.dtype.Tensor()
 	if err != nil {
 		return res, fmt.Errorf("%w: --dtype: %v", errUsage, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,11 +28,101 @@ import (
 	"github.com/qkv-dev/qkv/train/config"
 )
 
+// benchTrainFlags are the training flags a bench training step uses: not
+// those of the schedule (--steps, --warmup, --min-lr: the step runs at
+// --lr), of evaluation or of checkpoints.
+var benchTrainFlags = []string{"task", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values",
+	"layers", "heads", "dim", "hidden", "activation", "arch", "attention", "positions", "post-ln", "dropout", "attn-dropout",
+	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "clip", "test-size"}
+
+// benchModes are bench's three modes: the flag that selects each (none for
+// the training step), what it times, and the flags it uses besides -n and
+// --max-memory.
+var benchModes = []benchMode{
+	{"", "a training step", append([]string{"torch", "profile"}, benchTrainFlags...)},
+	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "dtype", "plot"}},
+	{"generate", "generating with a decoder of random weights: one sequence, no dropout, its own vocabulary",
+		[]string{"generate", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "attention", "dtype", "seed"}},
+}
+
+// benchMode is one of bench's modes.
+type benchMode struct {
+	flag, what string
+	uses       []string
+}
+
+// name names the mode as its flag ("--seq"), or "the training step".
+func (m benchMode) name() string {
+	if m.flag == "" {
+		return "the training step"
+	}
+	return "--" + m.flag
+}
+
+// benchConfigFlags registers on fs the training flags of benchTrainFlags,
+// as train registers them (the same help and defaults), and returns the
+// function that resolves the task flags after parsing.
+func benchConfigFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
+	all := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	resolve := configFlags(all, cfg)
+	for _, name := range benchTrainFlags {
+		f := all.Lookup(name)
+		fs.Var(f.Value, f.Name, f.Usage)
+	}
+	return func() error {
+		// resolve reads which flags all was given; fs holds the same
+		// values, so setting each again changes nothing but marks it given.
+		var err error
+		fs.Visit(func(f *flag.Flag) {
+			if all.Lookup(f.Name) != nil && err == nil {
+				err = all.Set(f.Name, f.Value.String())
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return resolve()
+	}
+}
+
+// selectBenchMode returns the mode the flags given on fs select ("", "seq"
+// or "generate") and refuses, naming them, flags that mode does not use.
+func selectBenchMode(fs *flag.FlagSet) (string, error) {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["seq"] && given["generate"] {
+		return "", fmt.Errorf("%w: --seq and --generate are two benchmarks: give one", errUsage)
+	}
+	mode := 0
+	for i, m := range benchModes {
+		if m.flag != "" && given[m.flag] {
+			mode = i
+		}
+	}
+	var unused []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "n" || f.Name == "max-memory" || slices.Contains(benchModes[mode].uses, f.Name) {
+			return
+		}
+		var where []string
+		for _, m := range benchModes {
+			if slices.Contains(m.uses, f.Name) {
+				where = append(where, m.name())
+			}
+		}
+		unused = append(unused, fmt.Sprintf("--%s (used by %s)", f.Name, strings.Join(where, " and ")))
+	})
+	if len(unused) > 0 {
+		return "", fmt.Errorf("%w: qkv bench (%s) does not use %s: it times %s", errUsage, benchModes[mode].name(), strings.Join(unused, ", "), benchModes[mode].what)
+	}
+	return benchModes[mode].flag, nil
+}
+
 func runBench(args []string, stdout, stderr io.Writer) error {
 	cfg := config.Default()
 	fs := newFlags("bench", "[flags]", stderr)
-	resolveTask := configFlags(fs, &cfg)
-	steps := fs.Int("n", 30, "timed training steps (after 3 untimed), at least 1")
+	resolveTask := benchConfigFlags(fs, &cfg)
+	steps := fs.Int("n", 30, "timed training steps (after 3 untimed), or with --seq and --generate timed repeats (after 1), at least 1")
 	torch := fs.String("torch", "", "also time the same model and step in PyTorch with this python (e.g. /usr/bin/python3), run from the repository root")
 	seq := fs.String("seq", "", "time one attention layer (forward and backward) instead of a training step, at these sequence lengths, e.g. 512 or 128,256,512 (each in a process of its own); --attention may list several implementations, e.g. composed,fused,flash")
 	headDim := fs.Int("head-dim", 32, "with --seq: d_k, the width of each head")
@@ -45,16 +137,33 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if *steps < 1 {
 		return fmt.Errorf("%w: -n: must be at least 1, got %d", errUsage, *steps)
 	}
-	if *generate != "" {
+	mode, err := selectBenchMode(fs)
+	if err != nil {
+		return err
+	}
+	switch mode {
+	case "generate":
 		positions, err := parseInts("generate", *generate)
 		if err != nil {
 			return err
 		}
+		if err := cfg.Validate(); err != nil {
+			return configError(err, cfg)
+		}
+		for _, p := range positions {
+			c := genConfig(cfg, p)
+			est, err := config.EstimateMemory(c, 1, p+1, false)
+			if err != nil {
+				return configError(err, c)
+			}
+			if err := mem.check(est, c, "lower --generate, --dim, --hidden or --layers, or raise --max-memory"); err != nil {
+				return err
+			}
+		}
 		defer mem.apply()()
 		return runGenBench(cfg, positions, *steps, stdout)
-	}
-	if *seq != "" {
-		b := attnBench{batch: cfg.Batch, heads: cfg.Model.Heads, headDim: *headDim, causal: *causal, dtype: cfg.DType, repeats: *steps, plot: *plotFile}
+	case "seq":
+		b := attnBench{batch: cfg.Batch, heads: cfg.Model.Heads, headDim: *headDim, causal: *causal, dtype: cfg.DType, repeats: *steps, plot: *plotFile, mem: mem}
 		var err error
 		if b.seqs, err = parseInts("seq", *seq); err != nil {
 			return err
@@ -73,6 +182,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			if f.v < 1 {
 				return fmt.Errorf("%w: --%s: must be at least 1, got %d", errUsage, f.name, f.v)
 			}
+		}
+		// The layer's width is --heads x --head-dim, not --dim; the rest of
+		// the configuration (--dtype) is checked as train checks it.
+		c := cfg
+		c.Model.Dim, c.Model.Attention = b.heads*b.headDim, ""
+		if err := c.Validate(); err != nil {
+			return configError(err, c)
 		}
 		defer mem.apply()()
 		return runAttnBench(b, stdout, stderr)

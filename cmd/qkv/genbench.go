@@ -15,11 +15,25 @@ import (
 // genResult is one line of `qkv bench --generate`: the time to produce the
 // token at Position, with and without the key/value cache.
 type genResult struct {
-	Position    int     `json:"position"`
-	Cached      bool    `json:"cached"`
-	MsPerToken  float64 `json:"ms_per_token"`
-	TokensPerS  float64 `json:"tokens_per_s"`
-	Dim, Layers int
+	Position   int     `json:"position"`
+	Cached     bool    `json:"cached"`
+	MsPerToken float64 `json:"ms_per_token"`
+	TokensPerS float64 `json:"tokens_per_s"`
+	Dim        int     `json:"dim"`
+	Layers     int     `json:"layers"`
+}
+
+// genConfig is the configuration of the decoder that runGenBench times at
+// position p: cfg's model with a vocabulary of 16, room for p+1 tokens and
+// no dropout.
+func genConfig(cfg config.Config, p int) config.Config {
+	m := cfg.Model
+	m.Vocab, m.MaxLen, m.Dropout, m.AttnDropout = 16, p+1, 0, 0
+	if m.Positions == "" {
+		m.Positions = layers.PositionsLearned
+	}
+	cfg.Model = m
+	return cfg
 }
 
 // runGenBench times producing one token at each position p of positions
@@ -30,13 +44,8 @@ type genResult struct {
 func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writer) error {
 	var results []genResult
 	for _, p := range positions {
-		m := cfg.Model
-		m.Vocab, m.MaxLen, m.Dropout, m.AttnDropout = 16, p+1, 0, 0
-		if m.Positions == "" {
-			m.Positions = layers.PositionsLearned
-		}
-		c := cfg
-		c.Model = m
+		c := genConfig(cfg, p)
+		m := c.Model
 		if err := c.Model.Validate(); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}

@@ -109,7 +109,7 @@ func configError(err error, cfg config.Config) error {
 	}
 	var me *config.MemoryError
 	if errors.As(err, &me) {
-		return memoryUsage(me.Estimate, me.Limit, cfg, false)
+		return memoryUsage(me.Estimate, me.Limit, cfg, "the memory limit")
 	}
 	return err
 }
@@ -147,8 +147,8 @@ func (m *memoryFlag) fits(cfg *config.Config, est func(config.Config) (config.Me
 		}
 		return nil, "", err
 	}
-	if limit, given := m.limit(); e.Total() > float64(limit) {
-		return nil, memoryText(e, limit, *cfg, given, advice), nil
+	if limit, from := m.limit(); e.Total() > float64(limit) {
+		return nil, memoryText(e, limit, *cfg, from, advice), nil
 	}
 	return task, "", err
 }
@@ -176,16 +176,18 @@ func (m *memoryFlag) Set(s string) error {
 // registerMemory adds --max-memory to fs.
 func registerMemory(fs *flag.FlagSet) *memoryFlag {
 	m := &memoryFlag{}
-	fs.Var(m, "max-memory", "refuse, before building, models estimated to need more memory than `SIZE`, e.g. 16GiB or 512MiB (default: the machine's available memory, "+config.FormatBytes(float64(config.AvailableMemory()))+" now)")
+	fs.Var(m, "max-memory", "refuse, before building, models estimated to need more memory than `SIZE`, e.g. 16GiB or 512MiB (default: the memory available to the process, "+config.FormatBytes(float64(config.AvailableMemory()))+" now)")
 	return m
 }
 
-// limit returns the limit in bytes and says where it comes from.
-func (m *memoryFlag) limit() (int64, bool) {
+// limit returns the limit in bytes and names it: --max-memory, or the
+// available memory and the limit that sets it (e.g. a cgroup's).
+func (m *memoryFlag) limit() (int64, string) {
 	if m.n > 0 {
-		return m.n, true
+		return m.n, "--max-memory"
 	}
-	return config.AvailableMemory(), false
+	a := config.MemoryAvailable()
+	return a.Bytes, "the available memory (" + a.Limit + ")"
 }
 
 // apply makes the library's own check (train.BuildModel) use the limit given
@@ -199,29 +201,25 @@ func (m *memoryFlag) apply() func() {
 }
 
 // check refuses est (exit 2) if it exceeds the limit, before anything is
-// built.
-func (m *memoryFlag) check(est config.MemoryEstimate, cfg config.Config) error {
-	limit, given := m.limit()
+// built, with the advice what to do.
+func (m *memoryFlag) check(est config.MemoryEstimate, cfg config.Config, advice string) error {
+	limit, from := m.limit()
 	if est.Total() <= float64(limit) {
 		return nil
 	}
-	return memoryUsage(est, limit, cfg, given)
+	return fmt.Errorf("%w: %s", errUsage, memoryText(est, limit, cfg, from, advice))
 }
 
 // memoryUsage is the usage error of a model too large for the limit: it
 // names the sizes that make it large and --max-memory.
-func memoryUsage(est config.MemoryEstimate, limit int64, cfg config.Config, given bool) error {
-	return fmt.Errorf("%w: %s", errUsage, memoryText(est, limit, cfg, given, "lower --batch, --dim, --hidden or --layers, or raise --max-memory"))
+func memoryUsage(est config.MemoryEstimate, limit int64, cfg config.Config, from string) error {
+	return fmt.Errorf("%w: %s", errUsage, memoryText(est, limit, cfg, from, "lower --batch, --dim, --hidden or --layers, or raise --max-memory"))
 }
 
-// memoryText says that est exceeds limit, with the model's sizes and the
-// advice what to do.
-func memoryText(est config.MemoryEstimate, limit int64, cfg config.Config, given bool, advice string) string {
+// memoryText says that est exceeds limit, which from names, with the
+// model's sizes and the advice what to do.
+func memoryText(est config.MemoryEstimate, limit int64, cfg config.Config, from, advice string) string {
 	m := cfg.Model
-	from := "the machine's available memory"
-	if given {
-		from = "--max-memory"
-	}
 	return fmt.Sprintf("--max-memory: the model (dim %d, hidden %d, layers %d, heads %d, vocabulary %d) needs about %s; that is more than %s, %s (%s)",
 		m.Dim, m.Hidden, m.Layers, m.Heads, m.Vocab, est, config.FormatBytes(float64(limit)), from, advice)
 }
