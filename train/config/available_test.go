@@ -2,12 +2,11 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // fakeRoot writes files (path below the root: content) into a fresh
@@ -34,7 +33,7 @@ func fakeRoot(t *testing.T, files map[string]string) string {
 func TestMemoryAvailableLimits(t *testing.T) {
 	const gib = 1 << 30
 	meminfo := "MemTotal:       33554432 kB\nMemAvailable:   16777216 kB\n" // 16 GiB
-	noLimit := func() (uint64, error) { return unix.RLIM_INFINITY, nil }
+	noLimit := func() (uint64, error) { return math.MaxUint64, nil }
 	limitAS := func(n uint64) func() (uint64, error) { return func() (uint64, error) { return n, nil } }
 	cases := []struct {
 		name   string

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/qkv-dev/qkv/layers"
 )
 
@@ -265,11 +263,7 @@ type memorySources struct {
 	rlimitAS func() (uint64, error)
 }
 
-var sources = memorySources{root: "/", rlimitAS: func() (uint64, error) {
-	var r unix.Rlimit
-	err := unix.Getrlimit(unix.RLIMIT_AS, &r)
-	return r.Cur, err
-}}
+var sources = memorySources{root: "/", rlimitAS: addressSpaceLimit}
 
 // AvailableMemory returns MemoryAvailable's bytes.
 func AvailableMemory() int64 { return MemoryAvailable().Bytes }
@@ -295,7 +289,7 @@ func (s memorySources) available() Available {
 	if kb, ok := s.field("proc/meminfo", "MemAvailable:"); ok {
 		take(kb*1024, "MemAvailable in /proc/meminfo")
 	}
-	if as, err := s.rlimitAS(); err == nil && as != unix.RLIM_INFINITY && as < math.MaxInt64 {
+	if as, err := s.rlimitAS(); err == nil && as < math.MaxInt64 /* RLIM_INFINITY is MaxUint64 or MaxInt64 */ {
 		used, _ := s.field("proc/self/status", "VmSize:")
 		take(int64(as)-used*1024, "ulimit -v (RLIMIT_AS) "+FormatBytes(float64(as))+" less the process's VmSize")
 	}
