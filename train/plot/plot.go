@@ -102,10 +102,11 @@ var (
 
 // Curves writes a PNG line chart of a training run to path.
 //
-// The upper panel shows the training loss over steps, on a logarithmic
-// y axis when every plotted loss is positive (linear otherwise); with
-// many points a smoothed (exponential moving average) loss is drawn over the
-// faint raw curve. The lower panel shows token accuracy and exact match over
+// The upper panel, "training loss", shows the loss over steps, on a
+// logarithmic y axis labelled at three losses at least when every plotted
+// loss is positive (linear otherwise); with many points a smoothed
+// (exponential moving average) loss is drawn over the faint raw curve. The
+// lower, "held-out accuracy", shows token accuracy and exact match over
 // steps on a 0..1 axis. A panel whose series is empty is left out, so the
 // image is 900x750 pixels with both panels and 900x450 with one (e.g. before
 // the first evaluation). Points are sorted by step; non-finite values are
