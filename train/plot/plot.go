@@ -592,11 +592,11 @@ func labelledCount(ts []plot.Tick) int {
 // "layer L head H", shows Weights with the key tokens along the x axis and the
 // query tokens down the y axis, query 0 at the top. All panels share one
 // 0..1 colour scale, shown by a colour bar on the right, with a key to the
-// hatched hidden cells under it when a map has Hidden set. title is drawn
-// above the grid and may be empty. The image grows with the grid and the sequence
+// hatched hidden cells under it when a map has some. title is drawn above
+// the grid and may be empty. The image grows with the grid and the sequence
 // (about 320 px per heatmap, cells of 4 to 40 px, and with very long
-// sequences only every other or every k-th token labelled) and is kept within
-// about 4096 px a side.
+// sequences only every other or every k-th token labelled) and is kept
+// within about 4096 px a side.
 //
 // tokens labels the sequence positions: every map must be
 // len(tokens) x len(tokens). It is an error if tokens or maps is empty, if a
@@ -635,7 +635,7 @@ func attentionMaps(path string, title string, queries, keys []string, maps []Att
 		if err := m.check(nq, nk); err != nil {
 			return plotErr(path, err)
 		}
-		anyHidden = anyHidden || m.Hidden != nil
+		anyHidden = anyHidden || slices.ContainsFunc(m.Hidden, func(row []bool) bool { return slices.Contains(row, true) })
 		if !slices.Contains(layers, m.Layer) {
 			layers = append(layers, m.Layer)
 		}
