@@ -217,12 +217,8 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tokens := make([]string, len(seq))
-	for i, id := range seq {
-		tokens[i], _ = vocab.Symbol(id)
-	}
 	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
-	if err := plot.Attention(*out, title, tokens, maps); err != nil {
+	if err := plot.Attention(*out, title, tokenLabels(vocab, seq), maps); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", vocab.Decode(answer[0]), len(maps)/max(1, m.Decoder.Config().Heads), *out)
@@ -230,15 +226,20 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 }
 
 // attention runs m (batch 1) on seq and returns every layer's and head's
-// attention weights over the real tokens.
+// attention weights over the real tokens, the causal mask's hidden cells
+// marked.
 func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
 	ids := make([]int, m.S)
 	copy(ids, seq)
 	if err := m.SetBatch(ids, []int{len(seq)}); err != nil {
 		return nil, err
 	}
+	hidden, err := causalHidden(len(seq))
+	if err != nil {
+		return nil, err
+	}
 	var maps []plot.AttentionMap
-	err := m.Run(func() error {
+	err = m.Run(func() error {
 		for layer, w := range m.Weights {
 			if w == nil {
 				return fmt.Errorf("layer %d forms no attention weights (flash attention): build it with --attention fused", layer)
@@ -254,7 +255,7 @@ func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
 					off := (head*m.S + i) * m.S
 					rows[i] = vals[off : off+len(seq)]
 				}
-				maps = append(maps, plot.AttentionMap{Layer: layer, Head: head, Weights: rows})
+				maps = append(maps, plot.AttentionMap{Layer: layer, Head: head, Weights: rows, Hidden: hidden})
 			}
 		}
 		return nil
@@ -266,6 +267,41 @@ func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
 		return nil, errors.New("model has no attention layers")
 	}
 	return maps, nil
+}
+
+// causalHidden returns which cells of an n x n causal self-attention map
+// the causal mask hides: the keys after each query.
+func causalHidden(n int) ([][]bool, error) {
+	mask, err := graph.Causal(1, n)
+	if err != nil {
+		return nil, err
+	}
+	hidden := make([][]bool, n)
+	for q := range hidden {
+		hidden[q] = make([]bool, n)
+		for k := range hidden[q] {
+			hidden[q][k] = !mask.Allow[q*n+k]
+		}
+	}
+	return hidden, nil
+}
+
+// tokenLabels returns the axis labels of ids: their symbols, but the
+// separator and the padding spelt out as SEP and PAD, which "|" and "_"
+// alone do not say.
+func tokenLabels(v *data.Vocab, ids []int) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		switch id {
+		case v.SEP():
+			out[i] = "SEP"
+		case v.PAD():
+			out[i] = "PAD"
+		default:
+			out[i], _ = v.Symbol(id)
+		}
+	}
+	return out
 }
 
 // attendEncDec draws an encoder–decoder's three kinds of attention for a
@@ -297,12 +333,11 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	if err := m.SetBatch(src, srcLen, tgtIDs, tgtLen); err != nil {
 		return err
 	}
-	symbols := func(ids []int) []string {
-		out := make([]string, len(ids))
-		for i, id := range ids {
-			out[i], _ = vocab.Symbol(id)
-		}
-		return out
+	// Only the decoder's self-attention is masked within the real tokens:
+	// padding, which the others hide, is not drawn.
+	causal, err := causalHidden(len(tgt))
+	if err != nil {
+		return err
 	}
 	kinds := []struct {
 		name    string
@@ -313,10 +348,11 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 		strideQ int
 		queries []string
 		keys    []string
+		hidden  [][]bool
 	}{
-		{"encoder", m.Weights.Encoder, len(prompt), len(prompt), m.Ss, m.Ss, symbols(prompt), symbols(prompt)},
-		{"decoder", m.Weights.DecoderSelf, len(tgt), len(tgt), m.St, m.St, symbols(tgt), symbols(tgt)},
-		{"cross", m.Weights.Cross, len(tgt), len(prompt), m.Ss, m.St, symbols(tgt), symbols(prompt)},
+		{"encoder", m.Weights.Encoder, len(prompt), len(prompt), m.Ss, m.Ss, tokenLabels(vocab, prompt), tokenLabels(vocab, prompt), nil},
+		{"decoder", m.Weights.DecoderSelf, len(tgt), len(tgt), m.St, m.St, tokenLabels(vocab, tgt), tokenLabels(vocab, tgt), causal},
+		{"cross", m.Weights.Cross, len(tgt), len(prompt), m.Ss, m.St, tokenLabels(vocab, tgt), tokenLabels(vocab, prompt), nil},
 	}
 	maps := make([][]plot.AttentionMap, len(kinds))
 	err = m.Run(func() error {
@@ -335,7 +371,7 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 						off := (head*kind.strideQ + i) * kind.stride
 						rows[i] = slices.Clone(vals[off : off+kind.cols])
 					}
-					maps[k] = append(maps[k], plot.AttentionMap{Layer: layer, Head: head, Weights: rows})
+					maps[k] = append(maps[k], plot.AttentionMap{Layer: layer, Head: head, Weights: rows, Hidden: kind.hidden})
 				}
 			}
 		}

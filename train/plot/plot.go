@@ -49,9 +49,16 @@ type EvalPoint struct {
 // position q attends to key position k (rows are queries, and each row of a
 // softmax attention map sums to 1). Values are drawn on a fixed 0..1 colour
 // scale; values outside it are clamped and NaN cells are drawn grey.
+//
+// Hidden, nil or Sq x Sk like Weights, marks the cells a mask hid (a causal
+// mask's future keys, padding): they are drawn hatched light grey, outside
+// the colour scale, so that "could not look" does not read as "looked
+// elsewhere" (weight 0). A hidden cell's weight must be exactly 0, as a
+// mask makes it.
 type AttentionMap struct {
 	Layer, Head int
 	Weights     [][]float64
+	Hidden      [][]bool
 }
 
 // plotDPI is the resolution of the PNG files written by this package; sizes
@@ -76,6 +83,9 @@ const (
 	attnDataTargetPx    = 320 // preferred side of one heatmap's data area
 	attnMinLabelPitchPx = 11  // minimum distance between two token labels
 	attnMinDataPx       = 160 // minimum side of one heatmap's data area
+	attnHatchPitchPx    = 6   // distance between the hatch lines of hidden cells
+	attnHiddenKeyPx     = 50  // room below the colour bar for the key to hidden cells
+	attnHiddenKeyGapPx  = 20  // from the colour bar down to that key
 )
 
 var (
@@ -86,14 +96,17 @@ var (
 	colExactMatch = color.NRGBA{R: 44, G: 160, B: 44, A: 255}
 	colGrid       = color.Gray{Y: 225}
 	colNaN        = color.Gray{Y: 128}
+	colHidden     = color.Gray{Y: 238} // outside the attention colour map, which has no greys
+	colHatch      = color.Gray{Y: 170}
 )
 
 // Curves writes a PNG line chart of a training run to path.
 //
-// The upper panel shows the training loss over steps, on a logarithmic
-// y axis when every plotted loss is positive (linear otherwise); with
-// many points a smoothed (exponential moving average) loss is drawn over the
-// faint raw curve. The lower panel shows token accuracy and exact match over
+// The upper panel, "training loss", shows the loss over steps, on a
+// logarithmic y axis labelled at three losses at least when every plotted
+// loss is positive (linear otherwise); with many points a smoothed
+// (exponential moving average) loss is drawn over the faint raw curve. The
+// lower, "held-out accuracy", shows token accuracy and exact match over
 // steps on a 0..1 axis. A panel whose series is empty is left out, so the
 // image is 900x750 pixels with both panels and 900x450 with one (e.g. before
 // the first evaluation). Points are sorted by step; non-finite values are
@@ -197,7 +210,8 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 // the arithmetic mid-range) from padding the panel.
 func lossPanel(xy plotter.XYs) (*plot.Plot, plotter.XYs, error) {
 	p := newStyledPlot()
-	p.Y.Label.Text = "training loss"
+	p.Title.Text = "training loss"
+	p.Y.Label.Text = "loss"
 
 	positive := true
 	for _, q := range xy {
@@ -247,6 +261,7 @@ func lossPanel(xy plotter.XYs) (*plot.Plot, plotter.XYs, error) {
 	}
 
 	if positive {
+		p.Title.Text += " (log scale)"
 		p.Y.Tick.Marker = log10Ticker{}
 		if p.Y.Min == p.Y.Max {
 			p.Y.Min, p.Y.Max = p.Y.Min-math.Log10(2), p.Y.Max+math.Log10(2)
@@ -275,6 +290,7 @@ func (log10Ticker) Ticks(lo, hi float64) []plot.Tick {
 // evalPanel builds the token-accuracy / exact-match panel.
 func evalPanel(acc, em plotter.XYs) (*plot.Plot, error) {
 	p := newStyledPlot()
+	p.Title.Text = "held-out accuracy"
 	p.Y.Label.Text = "accuracy"
 	add := func(xy plotter.XYs, name string, c color.Color, shape draw.GlyphDrawer, dashes []vg.Length) error {
 		if len(xy) == 0 {
@@ -416,9 +432,11 @@ func emaSmooth(xy plotter.XYs, logSpace bool) plotter.XYs {
 }
 
 // newStyledPlot returns a plot with light grid lines and the fonts and legend
-// layout used by Curves.
+// layout used by Curves and Scaling.
 func newStyledPlot() *plot.Plot {
 	p := plot.New()
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.Title.Padding = px(4)
 	g := plotter.NewGrid()
 	g.Vertical.Color, g.Horizontal.Color = colGrid, colGrid
 	g.Vertical.Width, g.Horizontal.Width = vg.Points(0.6), vg.Points(0.6)
@@ -451,21 +469,38 @@ func (linearTicker) Ticks(lo, hi float64) []plot.Tick {
 			break
 		}
 	}
+	// Steps are whole: no label, nor a minor tick, between two of them.
 	step = math.Max(step, 1)
+	return multiples(lo, hi, step, step > 1)
+}
+
+// multiples returns a labelled tick at every multiple of step in [lo, hi],
+// with an unlabelled one halfway between neighbours if minor is set. Labels
+// have as many decimals as step needs, so 0.1 * 3 reads "0.3".
+func multiples(lo, hi, step float64, minor bool) []plot.Tick {
+	decimals := max(0, -int(math.Floor(math.Log10(step)+1e-9)))
+	slack := step * 1e-9 // lets in a bound that is a multiple but for rounding
+	first := math.Ceil((lo - slack) / step)
 	var ts []plot.Tick
-	for i := math.Floor(lo / step); i*step <= hi+step/2; i++ {
+	for i := first - 1; i*step <= hi+slack; i++ {
 		v := i * step
-		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
-		if step > 1 {
-			ts = append(ts, plot.Tick{Value: v + step/2})
+		if i >= first {
+			ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', decimals, 64)})
+		}
+		if m := v + step/2; minor && m >= lo && m <= hi {
+			ts = append(ts, plot.Tick{Value: m})
 		}
 	}
 	return ts
 }
 
-// logTicker places ticks on a log-scale axis: labels on 1-2-5 (or denser)
-// mantissas so that even a range of less than one decade gets at least two
-// labels, and unlabelled minor ticks on the other integer mantissas.
+// logTicker places ticks on a log-scale axis, at least three labels whatever
+// the range: on powers of ten when the range holds three (every k-th over
+// many decades), else on the 1-2-5 mantissas when they give three, else —
+// a range narrower than about a factor of five, where a log axis is nearly
+// linear — on the multiples of the largest 1-2-5 step that gives three (1.5,
+// 2, 2.5, 3, 3.5 for losses between 1.5 and 3.5). Unlabelled minor ticks go
+// on the other integer mantissas.
 type logTicker struct{}
 
 // Ticks implements plot.Ticker.
@@ -495,28 +530,18 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 		}
 		return n
 	}
-	sets := [][]int{{1}, {1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}
-	// Fewer than ~10 decades: prefer at least 3 labels; many decades: powers
-	// of ten only, thinned below.
-	chosen := -1
-	for i, ms := range sets {
+	var labelled []int
+	for _, ms := range [][]int{{1}, {1, 2, 5}} {
 		if count(ms) >= 3 {
-			chosen = i
+			labelled = ms
 			break
 		}
 	}
-	if chosen < 0 {
-		if count(sets[2]) < 2 {
-			return plot.DefaultTicks{}.Ticks(min, max)
-		}
-		chosen = 2
-	}
-	labelled := map[int]bool{}
-	for _, m := range sets[chosen] {
-		labelled[m] = true
+	if labelled == nil {
+		return narrowTicks(min, max)
 	}
 	every := 1
-	if chosen == 0 {
+	if len(labelled) == 1 {
 		every = (hi-lo)/8 + 1
 	}
 	minors := 9 // over many decades, minor ticks on powers of ten only
@@ -528,7 +553,7 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 		for m := 1; m <= minors; m++ {
 			v := value(m, e)
 			t := plot.Tick{Value: v}
-			if labelled[m] && (chosen != 0 || (e-lo)%every == 0) {
+			if slices.Contains(labelled, m) && (e-lo)%every == 0 {
 				t.Label = strconv.FormatFloat(v, 'g', 6, 64)
 			}
 			ts = append(ts, t)
@@ -537,21 +562,47 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
+// narrowTicks labels the multiples of the largest 1-2-5 step that puts at
+// least three of them in [min, max] (max > min).
+func narrowTicks(min, max float64) []plot.Tick {
+	e := math.Pow(10, math.Floor(math.Log10(max-min)))
+	for _, step := range []float64{5 * e, 2 * e, e, e / 2, e / 5} {
+		if ts := multiples(min, max, step, true); labelledCount(ts) >= 3 {
+			return ts
+		}
+	}
+	// A tenth of e is at most a tenth of the range: ten multiples at least.
+	return multiples(min, max, e/10, true)
+}
+
+// labelledCount counts the ticks of ts that carry a label.
+func labelledCount(ts []plot.Tick) int {
+	n := 0
+	for _, t := range ts {
+		if !t.IsMinor() {
+			n++
+		}
+	}
+	return n
+}
+
 // Attention writes a PNG grid of attention heatmaps to path: one panel per
 // map, rows are layers and columns heads (both in increasing order; a missing
 // layer×head combination leaves its cell empty). Each panel, titled
 // "layer L head H", shows Weights with the key tokens along the x axis and the
 // query tokens down the y axis, query 0 at the top. All panels share one
-// 0..1 colour scale, shown by a colour bar on the right. title is drawn above
+// 0..1 colour scale, shown by a colour bar on the right, with a key to the
+// hatched hidden cells under it when a map has some. title is drawn above
 // the grid and may be empty. The image grows with the grid and the sequence
 // (about 320 px per heatmap, cells of 4 to 40 px, and with very long
-// sequences only every other or every k-th token labelled) and is kept within
-// about 4096 px a side.
+// sequences only every other or every k-th token labelled) and is kept
+// within about 4096 px a side.
 //
 // tokens labels the sequence positions: every map must be
 // len(tokens) x len(tokens). It is an error if tokens or maps is empty, if a
-// matrix is ragged or does not match the token count, or if a layer/head
-// pair occurs twice. The file is written atomically like Curves.
+// matrix (Weights or Hidden) is ragged or does not match the token count, if
+// a hidden cell's weight is not 0, or if a layer/head pair occurs twice. The
+// file is written atomically like Curves.
 func Attention(path string, title string, tokens []string, maps []AttentionMap) error {
 	return attentionMaps(path, title, tokens, tokens, maps)
 }
@@ -574,20 +625,17 @@ func attentionMaps(path string, title string, queries, keys []string, maps []Att
 	type key struct{ layer, head int }
 	seen := map[key]bool{}
 	var layers, heads []int
+	anyHidden := false
 	for i, m := range maps {
 		k := key{m.Layer, m.Head}
 		if seen[k] {
 			return plotErr(path, fmt.Errorf("map %d: duplicate layer %d head %d", i, m.Layer, m.Head))
 		}
 		seen[k] = true
-		if len(m.Weights) != nq {
-			return plotErr(path, fmt.Errorf("layer %d head %d: %d query rows, want %d (one per token)", m.Layer, m.Head, len(m.Weights), nq))
+		if err := m.check(nq, nk); err != nil {
+			return plotErr(path, err)
 		}
-		for q, row := range m.Weights {
-			if len(row) != nk {
-				return plotErr(path, fmt.Errorf("layer %d head %d: query row %d has %d keys, want %d (one per token)", m.Layer, m.Head, q, len(row), nk))
-			}
-		}
+		anyHidden = anyHidden || slices.ContainsFunc(m.Hidden, func(row []bool) bool { return slices.Contains(row, true) })
 		if !slices.Contains(layers, m.Layer) {
 			layers = append(layers, m.Layer)
 		}
@@ -598,81 +646,18 @@ func attentionMaps(path string, title string, queries, keys []string, maps []Att
 	slices.Sort(layers)
 	slices.Sort(heads)
 	rows, cols := len(layers), len(heads)
-
-	// Size the cells: about attnDataTargetPx per heatmap (at least
-	// attnMinDataPx for very short sequences), 14 to 40 px per cell, but at
-	// least 4 px and small enough to keep the image within
-	// attnMaxImageSidePx.
-	n := max(nq, nk)
-	cell := math.Min(math.Max(attnDataTargetPx/float64(n), 14), math.Max(40, attnMinDataPx/float64(n)))
-	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / float64(nk)
-	maxCellH := (float64(attnMaxImageSidePx-attnTitleBandPx)/float64(rows) - attnPanelMarginPx) / float64(nq)
-	cell = math.Max(math.Min(cell, math.Min(maxCellW, maxCellH)), 4)
-	// Token labels: the font follows the cell size; when cells are too small
-	// to label every token, label every labelEvery-th one. Key labels are
-	// turned vertical when they would not fit side by side.
-	fontPt := math.Min(math.Max(cell*0.55*72/plotDPI, 7), 11)
-	labelEvery := int(math.Ceil(attnMinLabelPitchPx / cell))
-	longest := 0
-	for _, t := range keys {
-		longest = max(longest, utf8.RuneCountInString(t))
-	}
-	rotateX := float64(longest)*fontPt*0.62*plotDPI/72 > cell*float64(labelEvery)*0.9
-
-	cm := attentionColorMap()
-	pal := cm.Palette(256)
-	colors := pal.Colors()
-
-	var xTicks, yTicks []plot.Tick
-	label := func(i int, t string) string {
-		if i%labelEvery == 0 {
-			return t
-		}
-		return ""
-	}
-	for i, t := range keys {
-		xTicks = append(xTicks, plot.Tick{Value: float64(i), Label: label(i, t)})
-	}
-	for i, t := range queries {
-		yTicks = append(yTicks, plot.Tick{Value: float64(nq - 1 - i), Label: label(i, t)})
-	}
+	st := newHeatmapStyle(queries, keys, rows, cols)
 
 	grid := make([][]*plot.Plot, rows)
 	for r := range grid {
 		grid[r] = make([]*plot.Plot, cols)
 	}
 	for _, m := range maps {
-		p := plot.New()
-		p.Title.Text = fmt.Sprintf("layer %d head %d", m.Layer, m.Head)
-		p.Title.TextStyle.Font.Size = vg.Points(11)
-		p.Title.Padding = px(6)
-		hm := plotter.NewHeatMap(attnGrid{w: m.Weights}, pal)
-		hm.Min, hm.Max = 0, 1
-		hm.Underflow, hm.Overflow, hm.NaN = colors[0], colors[len(colors)-1], colNaN
-		p.Add(hm)
-		p.X.Padding, p.Y.Padding = 0, 0
-		p.X.Min, p.X.Max = -0.5, float64(nk)-0.5
-		p.Y.Min, p.Y.Max = -0.5, float64(nq)-0.5
-		p.X.Tick.Marker = plot.ConstantTicks(xTicks)
-		p.Y.Tick.Marker = plot.ConstantTicks(yTicks)
-		p.X.Tick.Label.Font.Size = vg.Points(fontPt)
-		p.Y.Tick.Label.Font.Size = vg.Points(fontPt)
-		if rotateX {
-			p.X.Tick.Label.Rotation = math.Pi / 2
-			p.X.Tick.Label.XAlign = draw.XRight
-			p.X.Tick.Label.YAlign = draw.YCenter
-		}
-		p.X.Label.Text = "key"
-		p.Y.Label.Text = "query"
-		p.X.Label.TextStyle.Font.Size = vg.Points(9)
-		p.Y.Label.TextStyle.Font.Size = vg.Points(9)
-		p.X.Label.Padding = px(2)
-		p.Y.Label.Padding = px(2)
-		grid[slices.Index(layers, m.Layer)][slices.Index(heads, m.Head)] = p
+		grid[slices.Index(layers, m.Layer)][slices.Index(heads, m.Head)] = st.panel(m)
 	}
 
 	bar := plot.New()
-	bar.Add(&plotter.ColorBar{ColorMap: cm, Vertical: true, Colors: 256})
+	bar.Add(&plotter.ColorBar{ColorMap: attentionColorMap(), Vertical: true, Colors: 256})
 	bar.HideX()
 	bar.Y.Padding = 0
 	bar.Y.Min, bar.Y.Max = 0, 1
@@ -701,7 +686,7 @@ func attentionMaps(path string, title string, queries, keys []string, maps []Att
 			}
 		}
 	}
-	sideW, sideH := px(float64(nk)*cell), px(float64(nq)*cell)
+	sideW, sideH := px(float64(nk)*st.cell), px(float64(nq)*st.cell)
 	titleBand := titleBandHeight(title, px(attnTitleBandPx))
 	width := vg.Length(cols)*(sideW+marginW) + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
 	height := vg.Length(rows)*(sideH+marginH) + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
@@ -720,15 +705,199 @@ func attentionMaps(path string, title string, queries, keys []string, maps []Att
 				}
 			}
 		}
-		// The colour bar: a narrow strip right of the grid, vertically
-		// centred, at most 340 px tall.
-		barC := draw.Crop(dc, dc.Max.X-dc.Min.X-px(attnColorBarBandPx), 0, 0, 0)
-		h := barC.Max.Y - barC.Min.Y
-		want := min(h-px(20), px(340))
-		pad := (h - want) / 2
-		barC = draw.Crop(barC, px(22), -px(40), pad, -pad)
+		// The colour bar: a narrow strip right of the grid, at most 340 px
+		// tall, with the key to hidden cells below it if any map has
+		// some; the two vertically centred together.
+		band := draw.Crop(dc, dc.Max.X-dc.Min.X-px(attnColorBarBandPx), 0, 0, 0)
+		var keyH vg.Length
+		if anyHidden {
+			keyH = px(attnHiddenKeyPx)
+		}
+		h := band.Max.Y - band.Min.Y
+		want := min(h-px(20)-keyH, px(340))
+		pad := (h - want - keyH) / 2
+		barC := draw.Crop(band, px(22), -px(40), pad+keyH, -pad)
 		bar.Draw(barC)
+		if anyHidden {
+			drawHiddenKey(dc, vg.Point{X: barC.Min.X, Y: barC.Min.Y - px(attnHiddenKeyGapPx)})
+		}
 	})
+}
+
+// check says what is wrong with m as a map of nq queries and nk keys.
+func (m AttentionMap) check(nq, nk int) error {
+	if len(m.Weights) != nq {
+		return fmt.Errorf("layer %d head %d: %d query rows, want %d (one per token)", m.Layer, m.Head, len(m.Weights), nq)
+	}
+	for q, row := range m.Weights {
+		if len(row) != nk {
+			return fmt.Errorf("layer %d head %d: query row %d has %d keys, want %d (one per token)", m.Layer, m.Head, q, len(row), nk)
+		}
+	}
+	if m.Hidden == nil {
+		return nil
+	}
+	if len(m.Hidden) != nq {
+		return fmt.Errorf("layer %d head %d: Hidden has %d query rows, want %d like Weights", m.Layer, m.Head, len(m.Hidden), nq)
+	}
+	for q, row := range m.Hidden {
+		if len(row) != nk {
+			return fmt.Errorf("layer %d head %d: Hidden row %d has %d keys, want %d like Weights", m.Layer, m.Head, q, len(row), nk)
+		}
+		for k, hid := range row {
+			// A mask gives what it hides a weight of exactly 0; anything
+			// else means the mask is not the one the weights came from.
+			if hid && m.Weights[q][k] != 0 {
+				return fmt.Errorf("layer %d head %d: query %d key %d is hidden but has weight %g, want 0", m.Layer, m.Head, q, k, m.Weights[q][k])
+			}
+		}
+	}
+	return nil
+}
+
+// heatmapStyle is what the panels of one attention figure share: the cell
+// size, the token ticks and their font, and the palette.
+type heatmapStyle struct {
+	nq, nk         int
+	cell           float64 // side of a cell, pixels
+	fontPt         float64
+	rotateX        bool // key labels vertical
+	xTicks, yTicks []plot.Tick
+	pal            palette.Palette
+}
+
+// newHeatmapStyle lays out a figure of rows x cols heatmaps of queries x
+// keys.
+func newHeatmapStyle(queries, keys []string, rows, cols int) heatmapStyle {
+	nq, nk := len(queries), len(keys)
+	// Size the cells: about attnDataTargetPx per heatmap (at least
+	// attnMinDataPx for very short sequences), 14 to 40 px per cell, but at
+	// least 4 px and small enough to keep the image within
+	// attnMaxImageSidePx.
+	n := max(nq, nk)
+	cell := math.Min(math.Max(attnDataTargetPx/float64(n), 14), math.Max(40, attnMinDataPx/float64(n)))
+	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / float64(nk)
+	maxCellH := (float64(attnMaxImageSidePx-attnTitleBandPx)/float64(rows) - attnPanelMarginPx) / float64(nq)
+	cell = math.Max(math.Min(cell, math.Min(maxCellW, maxCellH)), 4)
+	// Token labels: the font follows the cell size; when cells are too small
+	// to label every token, label every labelEvery-th one. Key labels are
+	// turned vertical when two neighbours would not fit side by side.
+	fontPt := math.Min(math.Max(cell*0.55*72/plotDPI, 7), 11)
+	labelEvery := int(math.Ceil(attnMinLabelPitchPx / cell))
+	charPx := fontPt * 0.62 * plotDPI / 72
+	rotateX := false
+	for i := labelEvery; i < nk; i += labelEvery {
+		pair := utf8.RuneCountInString(keys[i-labelEvery]) + utf8.RuneCountInString(keys[i])
+		rotateX = rotateX || float64(pair)/2*charPx > cell*float64(labelEvery)*0.9
+	}
+	st := heatmapStyle{nq: nq, nk: nk, cell: cell, fontPt: fontPt, rotateX: rotateX, pal: attentionColorMap().Palette(256)}
+	label := func(i int, t string) string {
+		if i%labelEvery == 0 {
+			return t
+		}
+		return ""
+	}
+	for i, t := range keys {
+		st.xTicks = append(st.xTicks, plot.Tick{Value: float64(i), Label: label(i, t)})
+	}
+	for i, t := range queries {
+		st.yTicks = append(st.yTicks, plot.Tick{Value: float64(nq - 1 - i), Label: label(i, t)})
+	}
+	return st
+}
+
+// panel returns the heatmap panel of m, titled "layer L head H".
+func (st heatmapStyle) panel(m AttentionMap) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("layer %d head %d", m.Layer, m.Head)
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.Title.Padding = px(6)
+	colors := st.pal.Colors()
+	hm := plotter.NewHeatMap(attnGrid{w: m.Weights}, st.pal)
+	hm.Min, hm.Max = 0, 1
+	hm.Underflow, hm.Overflow, hm.NaN = colors[0], colors[len(colors)-1], colNaN
+	p.Add(hm)
+	if m.Hidden != nil {
+		p.Add(hiddenCells(m.Hidden))
+	}
+	p.X.Padding, p.Y.Padding = 0, 0
+	p.X.Min, p.X.Max = -0.5, float64(st.nk)-0.5
+	p.Y.Min, p.Y.Max = -0.5, float64(st.nq)-0.5
+	p.X.Tick.Marker = plot.ConstantTicks(st.xTicks)
+	p.Y.Tick.Marker = plot.ConstantTicks(st.yTicks)
+	p.X.Tick.Label.Font.Size = vg.Points(st.fontPt)
+	p.Y.Tick.Label.Font.Size = vg.Points(st.fontPt)
+	if st.rotateX {
+		p.X.Tick.Label.Rotation = math.Pi / 2
+		p.X.Tick.Label.XAlign = draw.XRight
+		p.X.Tick.Label.YAlign = draw.YCenter
+	}
+	p.X.Label.Text = "key"
+	p.Y.Label.Text = "query"
+	p.X.Label.TextStyle.Font.Size = vg.Points(9)
+	p.Y.Label.TextStyle.Font.Size = vg.Points(9)
+	p.X.Label.Padding = px(2)
+	p.Y.Label.Padding = px(2)
+	return p
+}
+
+// hiddenCells is a plotter.Plotter drawing, over a heatmap, the cells of an
+// attention map (query-major, query 0 at the top) that a mask hid: their
+// weight is 0 because the query could not look there, which the colour of a
+// weight of 0 — looking elsewhere — would not say.
+type hiddenCells [][]bool
+
+// Plot implements plot.Plotter.
+func (h hiddenCells) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	// Each fill reaches a hair into its neighbours so that no seam of the
+	// heatmap below shows between two hidden cells.
+	hair := px(0.5)
+	for q, row := range h {
+		y := float64(len(h) - 1 - q)
+		for k, hid := range row {
+			if hid {
+				x := float64(k)
+				drawHidden(c, vg.Rectangle{
+					Min: vg.Point{X: trX(x-0.5) - hair, Y: trY(y-0.5) - hair},
+					Max: vg.Point{X: trX(x+0.5) + hair, Y: trY(y+0.5) + hair},
+				})
+			}
+		}
+	}
+}
+
+// drawHidden fills r in the colour of hidden cells, hatched with lines
+// rising to the right. The hatch is in phase with the canvas's origin, so
+// that it runs on across neighbouring cells.
+func drawHidden(c draw.Canvas, r vg.Rectangle) {
+	c.FillPolygon(colHidden, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+	sty := draw.LineStyle{Color: colHatch, Width: px(1)}
+	pitch := px(attnHatchPitchPx)
+	// The lines x - y = d, d a multiple of pitch, that cross r.
+	for d := vg.Length(math.Ceil(float64((r.Min.X-r.Max.Y)/pitch))) * pitch; d < r.Max.X-r.Min.Y; d += pitch {
+		y0, y1 := max(r.Min.Y, r.Min.X-d), min(r.Max.Y, r.Max.X-d)
+		if y1 > y0 {
+			c.StrokeLine2(sty, y0+d, y0, y1+d, y1)
+		}
+	}
+}
+
+// drawHiddenKey draws the key to hidden cells: a hatched swatch with its top
+// left corner at top and "hidden (masked)" beside it, on two lines.
+func drawHiddenKey(c draw.Canvas, top vg.Point) {
+	s := px(16)
+	r := vg.Rectangle{Min: vg.Point{X: top.X, Y: top.Y - s}, Max: vg.Point{X: top.X + s, Y: top.Y}}
+	drawHidden(c, r)
+	c.StrokeLines(draw.LineStyle{Color: colHatch, Width: px(1)}, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}, r.Min})
+	sty := text.Style{
+		Color:   color.Black,
+		Font:    font.From(plot.DefaultFont, vg.Points(9)),
+		XAlign:  draw.XLeft,
+		YAlign:  draw.YTop,
+		Handler: plot.DefaultTextHandler,
+	}
+	c.FillText(sty, vg.Point{X: r.Max.X + px(5), Y: top.Y + px(2)}, "hidden\n(masked)")
 }
 
 // viridisControls are control colours of matplotlib's viridis colour map

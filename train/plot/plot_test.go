@@ -2,13 +2,23 @@ package plot
 
 import (
 	"bytes"
+	"fmt"
 	"image"
+	"image/color"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	gplot "gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // plotSampleDir returns where the tests write their sample PNGs: the
@@ -221,7 +231,7 @@ func sampleAttention(layers, heads int, tokens []string) []AttentionMap {
 func TestPlotAttention(t *testing.T) {
 	dir := plotSampleDir(t)
 	path := filepath.Join(dir, "attention.png")
-	maps := sampleAttention(2, 2, sampleTokens)
+	maps := withHidden(sampleAttention(2, 2, sampleTokens))
 	if err := Attention(path, "attention on \"2 0 1 1 0 2 SEP 0\"", sampleTokens, maps); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +261,8 @@ func TestPlotAttentionVariants(t *testing.T) {
 		tokens []string
 		maps   []AttentionMap
 	}{
-		{"one-head", sampleTokens, sampleAttention(1, 1, sampleTokens)},
+		{"one-head", sampleTokens, withHidden(sampleAttention(1, 1, sampleTokens))},
+		{"no-hidden", sampleTokens, sampleAttention(2, 2, sampleTokens)},
 		{"long-tokens", long, sampleAttention(1, 3, long)},
 		// Eight heads of 40 tokens hit the image size cap: small cells,
 		// every other token labelled.
@@ -284,6 +295,12 @@ func TestPlotAttentionErrors(t *testing.T) {
 	ragged := sampleAttention(1, 1, sampleTokens)
 	ragged[0].Weights[3] = ragged[0].Weights[3][:5]
 	dup := append(sampleAttention(1, 2, sampleTokens), sampleAttention(1, 1, sampleTokens)...)
+	hiddenWeight := withHidden(sampleAttention(1, 1, sampleTokens))
+	hiddenWeight[0].Hidden[0][0] = true
+	hiddenRows := withHidden(sampleAttention(1, 1, sampleTokens))
+	hiddenRows[0].Hidden = hiddenRows[0].Hidden[:7]
+	hiddenRagged := withHidden(sampleAttention(1, 1, sampleTokens))
+	hiddenRagged[0].Hidden[2] = hiddenRagged[0].Hidden[2][:3]
 	cases := []struct {
 		name   string
 		path   string
@@ -298,6 +315,9 @@ func TestPlotAttentionErrors(t *testing.T) {
 		{"too-many-tokens", filepath.Join(dir, "e.png"), append(sampleTokens[:8:8], "x"), good, "want 9"},
 		{"empty-weights", filepath.Join(dir, "f.png"), sampleTokens, []AttentionMap{{}}, "0 query rows"},
 		{"duplicate", filepath.Join(dir, "g.png"), sampleTokens, dup, "duplicate layer 0 head 0"},
+		{"hidden-weight", filepath.Join(dir, "i.png"), sampleTokens, hiddenWeight, "layer 0 head 0: query 0 key 0 is hidden but has weight 1, want 0"},
+		{"hidden-rows", filepath.Join(dir, "j.png"), sampleTokens, hiddenRows, "Hidden has 7 query rows, want 8"},
+		{"hidden-ragged", filepath.Join(dir, "k.png"), sampleTokens, hiddenRagged, "Hidden row 2 has 3 keys, want 8"},
 		{"missing-dir", filepath.Join(dir, "nope", "h.png"), sampleTokens, good, "nope"},
 	}
 	for _, c := range cases {
@@ -309,27 +329,197 @@ func TestPlotAttentionErrors(t *testing.T) {
 	noTempFiles(t, dir)
 }
 
-func TestLogTicker(t *testing.T) {
-	cases := []struct {
-		min, max  float64
-		minLabels int
-	}{
-		{0.02, 3, 3}, {0.5, 0.9, 2}, {1e-9, 1e6, 3}, {0.51, 0.515, 2}, {1, 10, 3},
+// labelsIn returns the labelled ticks of ts that lie in [min, max], but
+// for rounding.
+func labelsIn(ts []gplot.Tick, min, max float64) []gplot.Tick {
+	slack := (max - min) * 1e-9
+	var out []gplot.Tick
+	for _, tk := range ts {
+		if !tk.IsMinor() && tk.Value >= min-slack && tk.Value <= max+slack {
+			out = append(out, tk)
+		}
 	}
-	for _, c := range cases {
-		var labels []string
-		for _, tk := range (logTicker{}).Ticks(c.min, c.max) {
-			if tk.Label != "" && tk.Value >= c.min && tk.Value <= c.max {
-				labels = append(labels, tk.Label)
+	return out
+}
+
+// is125 reports whether v > 0 is 1, 2 or 5 times a power of ten.
+func is125(v float64) bool {
+	e := math.Pow(10, math.Floor(math.Log10(v)+1e-9))
+	for _, m := range []float64{1, 2, 5} {
+		if math.Abs(v/e-m) < 1e-6 {
+			return true
+		}
+	}
+	return false
+}
+
+// onNiceGrid says why vs (increasing) are not where a log axis's labels
+// belong, "" if they are: decades or 1-2-5 mantissas, or the multiples of
+// one 1-2-5 step.
+func onNiceGrid(vs []float64) string {
+	if !slices.ContainsFunc(vs, func(v float64) bool { return !is125(v) }) {
+		return ""
+	}
+	step := vs[1] - vs[0]
+	if !is125(step) {
+		return fmt.Sprintf("neither 1-2-5 mantissas nor a 1-2-5 step (%g)", step)
+	}
+	for i, v := range vs {
+		if math.Abs(v-vs[0]-float64(i)*step) > 1e-6*step || math.Abs(v/step-math.Round(v/step)) > 1e-6 {
+			return fmt.Sprintf("%g is not on the grid of step %g", v, step)
+		}
+	}
+	return ""
+}
+
+// checkLabels fails t unless ticks label at least minLabels values of
+// [min, max], each label reading its value (as transformed by value), and
+// returns the labelled values.
+func checkLabels(t *testing.T, what string, ticks []gplot.Tick, min, max float64, minLabels int, value func(float64) float64) []float64 {
+	t.Helper()
+	var vs []float64
+	for _, tk := range labelsIn(ticks, min, max) {
+		v := value(tk.Value)
+		got, err := strconv.ParseFloat(tk.Label, 64)
+		if err != nil || math.Abs(got-v) > 1e-9*math.Abs(v) {
+			t.Errorf("%s: label %q at %g", what, tk.Label, v)
+		}
+		if len(tk.Label) > 8 {
+			t.Errorf("%s: unwieldy label %q", what, tk.Label)
+		}
+		vs = append(vs, v)
+	}
+	if len(vs) < minLabels || len(vs) > 12 {
+		t.Errorf("%s: labels at %v, want %d to 12", what, vs, minLabels)
+	}
+	return vs
+}
+
+// TestLogTicker: every range a loss or a cost takes, narrow ones included,
+// gets three labels at least, at decades or on a 1-2-5 grid.
+func TestLogTicker(t *testing.T) {
+	for _, c := range [][2]float64{
+		{0.02, 3}, {0.5, 0.9}, {1e-9, 1e6}, {0.51, 0.515}, {1, 10}, {1.5, 3.5}, {1.9, 3.3}, {2.2, 2.4},
+		{1.4, 78}, {3, 9216}, {1.4, 1013}, {0.5103, 0.5106}, {97, 103},
+	} {
+		what := fmt.Sprintf("Ticks(%g, %g)", c[0], c[1])
+		vs := checkLabels(t, what, logTicker{}.Ticks(c[0], c[1]), c[0], c[1], 3, func(v float64) float64 { return v })
+		if len(vs) >= 2 {
+			if why := onNiceGrid(vs); why != "" {
+				t.Errorf("%s: labels %v: %s", what, vs, why)
 			}
 		}
-		if len(labels) < c.minLabels || len(labels) > 12 {
-			t.Errorf("Ticks(%g, %g): labels %v, want between %d and 12", c.min, c.max, labels, c.minLabels)
+	}
+}
+
+// TestLossAxisLabels: the loss panel's log axis is labelled with losses, at
+// least three of them, also over a recall run's narrow range (the old
+// ticker labelled 1.9 to 3.3 only at 2 and 3).
+func TestLossAxisLabels(t *testing.T) {
+	for _, r := range [][2]float64{{1.5, 3.5}, {1.9, 3.3}, {0.02, 2.5}, {2.25, 2.31}} {
+		var xy plotter.XYs
+		for i := range 50 {
+			xy = append(xy, plotter.XY{X: float64(i), Y: r[1] - (r[1]-r[0])*float64(i)/49})
 		}
-		for _, l := range labels {
-			if len(l) > 8 {
-				t.Errorf("Ticks(%g, %g): unwieldy label %q", c.min, c.max, l)
+		p, _, err := lossPanel(xy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("losses %g..%g", r[0], r[1])
+		vs := checkLabels(t, what, p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max), p.Y.Min, p.Y.Max, 3, func(v float64) float64 { return math.Pow(10, v) })
+		if len(vs) >= 2 {
+			if why := onNiceGrid(vs); why != "" {
+				t.Errorf("%s: labels %v: %s", what, vs, why)
 			}
+		}
+	}
+}
+
+// TestPanelsTitled: every panel of every figure says what it shows.
+func TestPanelsTitled(t *testing.T) {
+	loss, eval := sampleCurves(100)
+	var xy, acc plotter.XYs
+	for _, p := range loss {
+		xy = append(xy, plotter.XY{X: float64(p.Step), Y: p.Loss})
+	}
+	for _, p := range eval {
+		acc = append(acc, plotter.XY{X: float64(p.Step), Y: p.TokenAccuracy})
+	}
+	lp, _, err := lossPanel(xy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lin, _, err := lossPanel(plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := evalPanel(acc, acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm := newHeatmapStyle(sampleTokens, sampleTokens, 1, 1).panel(sampleAttention(1, 1, sampleTokens)[0])
+	sc, err := scalingPanels([]ScalingSeries{{Name: "fused", N: []float64{128, 256}, Ms: []float64{1, 4}, Bytes: []float64{1 << 20, 4 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	panels := map[string]*gplot.Plot{"loss": lp, "linear loss": lin, "accuracy": ep, "heatmap": hm, "scaling time": sc[0], "scaling memory": sc[1]}
+	for name, p := range panels {
+		if strings.TrimSpace(p.Title.Text) == "" {
+			t.Errorf("%s panel has no title", name)
+		}
+	}
+	if sc[0].Title.Text == sc[1].Title.Text {
+		t.Errorf("scaling panels share the title %q", sc[0].Title.Text)
+	}
+}
+
+// TestHiddenCellsDrawn renders a causal heatmap and compares the pixels of
+// a hidden cell (weight 0 because the mask hides it) with those of a cell
+// of weight 0 that was visible: the first are the hidden greys, outside the
+// colour map, the second the colour map's 0. Without Hidden both are the
+// colour of 0.
+func TestHiddenCellsDrawn(t *testing.T) {
+	tokens := []string{"a", "SEP", "b"}
+	w := [][]float64{{1, 0, 0}, {0.4, 0.6, 0}, {0, 0.3, 0.7}}
+	st := newHeatmapStyle(tokens, tokens, 1, 1)
+	zero := color.RGBAModel.Convert(st.pal.Colors()[0]).(color.RGBA)
+	// cellPixels renders m and returns the pixels of the inner half of
+	// cell (q, k).
+	cellPixels := func(m AttentionMap, q, k int) []color.RGBA {
+		const side = 300
+		c := vgimg.NewWith(vgimg.UseWH(px(side), px(side)), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
+		dc := draw.New(c)
+		p := st.panel(m)
+		p.Draw(dc)
+		da := p.DataCanvas(dc)
+		toPx := func(l vg.Length) float64 { return float64(l) * plotDPI / 72 }
+		x, y := toPx(da.X(p.X.Norm(float64(k)))), side-toPx(da.Y(p.Y.Norm(float64(len(w)-1-q))))
+		r := toPx(da.Max.X-da.Min.X) / float64(len(tokens)) / 4
+		img := c.Image()
+		var out []color.RGBA
+		for iy := int(y - r); iy <= int(y+r); iy++ {
+			for ix := int(x - r); ix <= int(x+r); ix++ {
+				out = append(out, color.RGBAModel.Convert(img.At(ix, iy)).(color.RGBA))
+			}
+		}
+		return out
+	}
+	isHiddenGrey := func(c color.RGBA) bool {
+		return c.R == c.G && c.G == c.B && c.R >= colHatch.Y && c.R <= colHidden.Y
+	}
+	masked := AttentionMap{Weights: w, Hidden: causal(3)}
+	for _, c := range cellPixels(masked, 2, 0) {
+		if c != zero {
+			t.Fatalf("visible cell of weight 0: pixel %v, want the colour map's 0, %v", c, zero)
+		}
+	}
+	hidden := cellPixels(masked, 0, 2)
+	if slices.ContainsFunc(hidden, func(c color.RGBA) bool { return !isHiddenGrey(c) }) || !slices.Contains(hidden, color.RGBAModel.Convert(colHidden).(color.RGBA)) {
+		t.Errorf("hidden cell: pixels %v, want the hidden greys", hidden[:8])
+	}
+	for _, c := range cellPixels(AttentionMap{Weights: w}, 0, 2) {
+		if c != zero {
+			t.Fatalf("without Hidden, cell (0, 2) of weight 0: pixel %v, want %v", c, zero)
 		}
 	}
 }
@@ -350,4 +540,25 @@ func wantRefused(t *testing.T, path string, err error, want string) {
 	if _, serr := os.Stat(path); serr == nil {
 		t.Errorf("%s written despite the error", path)
 	}
+}
+
+// causal returns the n x n causal mask's hidden cells: the keys after each
+// query.
+func causal(n int) [][]bool {
+	h := make([][]bool, n)
+	for q := range h {
+		h[q] = make([]bool, n)
+		for k := q + 1; k < n; k++ {
+			h[q][k] = true
+		}
+	}
+	return h
+}
+
+// withHidden returns maps with the causal mask's cells marked hidden.
+func withHidden(maps []AttentionMap) []AttentionMap {
+	for i := range maps {
+		maps[i].Hidden = causal(len(maps[i].Weights))
+	}
+	return maps
 }

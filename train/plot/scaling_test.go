@@ -2,6 +2,7 @@ package plot
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -72,5 +73,52 @@ func TestCrossAttention(t *testing.T) {
 	// Square maps are not cross maps of these sizes.
 	if err := CrossAttention(path, "cross", []string{"_", "a"}, []string{"x", "y"}, maps); err == nil || !strings.Contains(err.Error(), "has 3 keys, want 2") {
 		t.Errorf("mismatched keys: %v", err)
+	}
+}
+
+// TestScalingAxesLabelled: whatever lengths a sweep covers (--seq), the
+// length axis is labelled at two powers of two at least, and the time and
+// memory axes at three decades or 1-2-5 steps at least. The old
+// plot.LogTicks labelled 128..8192 only at 1000 and 128..512 not at all.
+func TestScalingAxesLabelled(t *testing.T) {
+	for _, seqs := range [][]float64{
+		{128, 256, 512, 1024, 2048, 4096, 8192},
+		{128, 256, 512, 1024, 2048},
+		{128, 256, 512},
+		{128, 256},
+		{64, 65536},
+		{100, 200, 300}, // not powers of two: labelled like any log axis
+		{300, 400, 500},
+	} {
+		s := ScalingSeries{Name: "fused"}
+		for _, n := range seqs {
+			s.N = append(s.N, n)
+			s.Ms = append(s.Ms, 1.4*n*n/(128*128))
+			s.Bytes = append(s.Bytes, 3<<20*n/128)
+		}
+		panels, err := scalingPanels([]ScalingSeries{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range panels {
+			what := fmt.Sprintf("%s, n %v", p.Title.Text, seqs)
+			xs := checkLabels(t, what+": x", p.X.Tick.Marker.Ticks(p.X.Min, p.X.Max), p.X.Min, p.X.Max, 2, func(v float64) float64 { return v })
+			powers := 0
+			for e := math.Ceil(math.Log2(seqs[0])); math.Exp2(e) <= seqs[len(seqs)-1]; e++ {
+				powers++
+			}
+			for _, x := range xs {
+				if _, e := math.Frexp(x); powers >= 2 && x != math.Ldexp(0.5, e) {
+					t.Errorf("%s: x label at %g, not a power of two", what, x)
+				}
+			}
+			if why := onNiceGrid(xs); len(xs) >= 2 && powers < 2 && why != "" {
+				t.Errorf("%s: x labels %v: %s", what, xs, why)
+			}
+			ys := checkLabels(t, what+": y", p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max), p.Y.Min, p.Y.Max, 3, func(v float64) float64 { return v })
+			if why := onNiceGrid(ys); len(ys) >= 2 && why != "" {
+				t.Errorf("%s: y labels %v: %s", what, ys, why)
+			}
+		}
 	}
 }
