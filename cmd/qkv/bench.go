@@ -19,6 +19,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/internal/gemm"
 	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/layers"
@@ -40,6 +41,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	generate := fs.String("generate", "", "time generating one token at these positions, e.g. 32,128,512, with the key/value cache and without (the model of --dim --heads --layers --hidden, random weights)")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if err := cmp.Or(checkOutput("plot", *plotFile, ".png"), checkOutput("profile", *profile, "")); err != nil {
 		return err
 	}
 	if *steps < 1 {
@@ -119,15 +123,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	var prof *fsx.Pending // written to a temporary file, in place only once complete
 	if *profile != "" {
-		f, err := os.Create(*profile)
-		if err != nil {
-			return fmt.Errorf("%w: --profile: %v", errUsage, err)
+		if prof, err = fsx.Create(*profile, ""); err != nil {
+			return outputErr("profile", err)
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		defer prof.Abort() // does nothing once committed
+		if err := pprof.StartCPUProfile(prof); err != nil {
 			return fmt.Errorf("--profile: %w", err)
 		}
+		defer pprof.StopCPUProfile() // on an early return; a second call does nothing
 	}
 	var before, after runtime.MemStats
 	gcBefore := gcSeconds()
@@ -139,8 +144,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	elapsed := time.Since(start)
-	if *profile != "" {
+	if prof != nil {
 		pprof.StopCPUProfile()
+		if err := prof.Commit(); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
 	}
 	runtime.ReadMemStats(&after)
 	gcShare := (gcSeconds() - gcBefore) / elapsed.Seconds()
