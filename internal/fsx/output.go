@@ -66,7 +66,8 @@ func WriteFile(path, ext string, write func(io.Writer) error) error {
 // then are they renamed over their names, and should a rename fail the
 // files already renamed are put back as they were. On error no temporary
 // file is left and every file that existed before holds its old content,
-// unless the error wraps ErrUnsynced (all were renamed).
+// unless the error wraps ErrUnsynced (all were renamed). A crash (of the
+// process or the machine) leaves each file whole, old or new.
 func WriteFiles(outs ...Output) (err error) {
 	ps := make([]*Pending, 0, len(outs))
 	defer func() {
@@ -123,6 +124,15 @@ func target(path, ext string) (string, error) {
 	}
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		dir := filepath.Dir(path)
+		switch d, err := os.Stat(dir); {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", refusedf("the directory %s does not exist", dir)
+		case err != nil:
+			return "", err
+		case !d.IsDir():
+			return "", refusedf("%s is not a directory", dir)
+		}
 		return path, nil
 	}
 	if err != nil {
@@ -160,8 +170,10 @@ func fileKind(m fs.FileMode) string {
 		return "a FIFO"
 	case m&fs.ModeSocket != 0:
 		return "a socket"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
 	}
-	return "not a regular file (mode " + m.String() + ")"
+	return "a special file (mode " + m.String() + ")"
 }
 
 // Pending is an output file being written, for content that is streamed
@@ -233,8 +245,11 @@ func commit(ps []*Pending) error {
 		}
 	}()
 	for i, p := range ps {
-		_, err := os.Lstat(p.target)
+		fi, err := os.Lstat(p.target)
 		existed[i] = err == nil
+		if existed[i] && !fi.Mode().IsRegular() { // it changed since Create
+			return fmt.Errorf("%s: %w", p.path, refusedf("is now %s, not a regular file; qkv writes only regular files", fileKind(fi.Mode())))
+		}
 		if existed[i] && len(ps) > 1 {
 			b := filepath.Join(filepath.Dir(p.target), TempName(filepath.Base(p.target)))
 			if Current.Link(p.target, b) == nil {
@@ -247,9 +262,9 @@ func commit(ps []*Pending) error {
 			for j := i - 1; j >= 0; j-- {
 				switch {
 				case backups[j] != "":
-					if Current.Rename(backups[j], ps[j].target) == nil {
-						backups[j] = ""
-					}
+					// Kept if this fails: then the old content's only copy.
+					Current.Rename(backups[j], ps[j].target)
+					backups[j] = ""
 				case !existed[j]:
 					Current.RemoveAll(ps[j].target)
 				}

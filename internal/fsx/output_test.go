@@ -134,6 +134,7 @@ func TestWriteFileExtension(t *testing.T) {
 		{"a", "has no extension: the file written is PNG, give a name ending in .png"},
 		{"", "no file name"},
 		{"sub/", "no file name, only a directory"},
+		{"nope/a.png", "the directory " + filepath.Join(dir, "nope") + " does not exist"},
 	} {
 		path := filepath.Join(dir, c.name)
 		if c.name == "" || strings.HasSuffix(c.name, "/") {
@@ -324,5 +325,27 @@ func TestPendingChecksEveryStep(t *testing.T) {
 	}
 	if n := names(t, dir); len(n) != 0 {
 		t.Errorf("a full disk left %q", n)
+	}
+}
+
+// TestPendingTargetChanged: a name that became a FIFO while its file was
+// written (a profile is open for a whole benchmark) is not replaced.
+func TestPendingTargetChanged(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpu.prof")
+	p, err := Create(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	p.Write([]byte("profile"))
+	wantRefused(t, p.Commit(), path+": is now a FIFO")
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v", err)
+	}
+	if n := names(t, dir); !slices.Equal(n, []string{"cpu.prof"}) {
+		t.Errorf("%s holds %q", dir, n)
 	}
 }
