@@ -22,8 +22,8 @@ import (
 //     shell's > does, and replacing the link with a file would lose it. A
 //     link that resolves to no file, or to anything but a regular file, is
 //     refused;
-//   - replaces a file atomically: a temporary file next to it, synced,
-//     renamed over it, the directory synced;
+//   - replaces a file atomically, keeping its permissions: a temporary
+//     file next to it, synced, renamed over it, the directory synced;
 //   - writes a multi-file output all or none (WriteFiles);
 //   - checks every write, flush, sync, close and rename;
 //   - refuses a name whose extension is not the format written.
@@ -48,11 +48,12 @@ func refusedf(format string, a ...any) error { return refused(fmt.Sprintf(format
 
 // Output is one file of an output.
 type Output struct {
-	Path string
+	Path string // the name given; see WriteFiles for what it may be
 	// Ext, if set, is the extension Path must end in (in any case), e.g.
 	// ".png": the format Write writes. Empty for a file whose name qkv
 	// chooses, or whose format has no extension of its own (a CPU profile).
-	Ext   string
+	Ext string
+	// Write writes the file's content; an error makes the output fail.
 	Write func(io.Writer) error
 }
 
@@ -249,6 +250,11 @@ func commit(ps []*Pending) error {
 		existed[i] = err == nil
 		if existed[i] && !fi.Mode().IsRegular() { // it changed since Create
 			return fmt.Errorf("%s: %w", p.path, refusedf("is now %s, not a regular file; qkv writes only regular files", fileKind(fi.Mode())))
+		}
+		if existed[i] { // a private file stays private
+			if err := os.Chmod(p.tmp.path, fi.Mode().Perm()); err != nil {
+				return fmt.Errorf("%s: %w", p.path, err)
+			}
 		}
 		if existed[i] && len(ps) > 1 {
 			b := filepath.Join(filepath.Dir(p.target), TempName(filepath.Base(p.target)))

@@ -349,3 +349,22 @@ func TestPendingTargetChanged(t *testing.T) {
 		t.Errorf("%s holds %q", dir, n)
 	}
 }
+
+// TestWriteFileKeepsMode: a replaced file keeps its permissions, so that a
+// private file does not become readable by all.
+func TestWriteFileKeepsMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "summary.json")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(path, ".json", write("new")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 || content(t, path) != "new" {
+		t.Errorf("replaced: mode %v, %q; want 0600 and the new content", fi.Mode(), content(t, path))
+	}
+}
