@@ -477,6 +477,9 @@ func (t *trainer) restore() error {
 // lines are rewritten atomically and kept in t.history for the plots.
 func (t *trainer) openMetrics() (*os.File, error) {
 	path := filepath.Join(t.opt.Out, MetricsFile)
+	if err := fsx.CheckOutput(path, ""); err != nil { // before reading it: a FIFO would block
+		return nil, fmt.Errorf("train: %w", err)
+	}
 	if t.opt.Resume {
 		if f, err := os.Open(path); err == nil {
 			sc := bufio.NewScanner(f)
@@ -490,7 +493,7 @@ func (t *trainer) openMetrics() (*os.File, error) {
 			f.Close()
 		}
 	}
-	err := fsx.WriteFileAtomic(t.opt.Out, MetricsFile, func(w io.Writer) error {
+	err := fsx.WriteFile(path, "", func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		for _, m := range t.history {
 			if err := enc.Encode(m); err != nil {
@@ -500,7 +503,7 @@ func (t *trainer) openMetrics() (*os.File, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("train: %s: %w", path, err)
+		return nil, fmt.Errorf("train: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -567,12 +570,12 @@ func (t *trainer) finish(sum Summary) error {
 	if err != nil {
 		return err
 	}
-	err = fsx.WriteFileAtomic(t.opt.Out, SummaryFile, func(w io.Writer) error {
+	err = fsx.WriteFile(filepath.Join(t.opt.Out, SummaryFile), "", func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("train: %s: %w", SummaryFile, err)
+		return fmt.Errorf("train: %w", err)
 	}
 	var loss []plot.CurvePoint
 	var eval []plot.EvalPoint

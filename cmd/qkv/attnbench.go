@@ -349,5 +349,5 @@ func plotScaling(path string, results []attnResult) error {
 	if len(series) == 0 {
 		return errors.New("nothing to plot: every configuration was skipped")
 	}
-	return plot.Scaling(path, "attention: one forward and backward pass", series)
+	return outputErr("plot", plot.Scaling(path, "attention: one forward and backward pass", series))
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/internal/gemm"
 	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/layers"
@@ -134,6 +135,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
+	if err := cmp.Or(checkOutput("plot", *plotFile, ".png"), checkOutput("profile", *profile, "")); err != nil {
+		return err
+	}
 	if *steps < 1 {
 		return fmt.Errorf("%w: -n: must be at least 1, got %d", errUsage, *steps)
 	}
@@ -235,15 +239,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	var prof *fsx.Pending // written to a temporary file, in place only once complete
 	if *profile != "" {
-		f, err := os.Create(*profile)
-		if err != nil {
-			return fmt.Errorf("%w: --profile: %v", errUsage, err)
+		if prof, err = fsx.Create(*profile, ""); err != nil {
+			return outputErr("profile", err)
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		defer prof.Abort() // does nothing once committed
+		if err := pprof.StartCPUProfile(prof); err != nil {
 			return fmt.Errorf("--profile: %w", err)
 		}
+		defer pprof.StopCPUProfile() // on an early return; a second call does nothing
 	}
 	var before, after runtime.MemStats
 	gcBefore := gcSeconds()
@@ -255,8 +260,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	elapsed := time.Since(start)
-	if *profile != "" {
+	if prof != nil {
 		pprof.StopCPUProfile()
+		if err := prof.Commit(); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
 	}
 	runtime.ReadMemStats(&after)
 	gcShare := (gcSeconds() - gcBefore) / elapsed.Seconds()

@@ -219,7 +219,7 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	}
 	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
 	if err := plot.Attention(*out, title, tokenLabels(vocab, seq), maps); err != nil {
-		return err
+		return outputErr("out", err)
 	}
 	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", vocab.Decode(answer[0]), len(maps)/max(1, m.Decoder.Config().Heads), *out)
 	return nil
@@ -306,10 +306,11 @@ func tokenLabels(v *data.Vocab, ids []int) []string {
 
 // attendEncDec draws an encoder–decoder's three kinds of attention for a
 // prompt and its greedy answer, each in a PNG of its own next to out
-// (attn-encoder.png, attn-decoder.png, attn-cross.png for attn.png): the
-// encoder's self-attention over the prompt, the decoder's causal
-// self-attention over SEP and the answer, and the cross-attention from the
-// decoder's positions (queries) to the prompt's (keys).
+// (attn-encoder.png, attn-decoder.png, attn-cross.png for attn.png),
+// written all or none: the encoder's self-attention over the prompt, the
+// decoder's causal self-attention over SEP and the answer, and the
+// cross-attention from the decoder's positions (queries) to the prompt's
+// (keys).
 func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	m, task := l.encdec, l.task
 	prompt, err := promptArg(task, input)
@@ -384,18 +385,22 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	base := strings.TrimSuffix(out, ext)
 	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
 	var written []string
+	var pngs plot.Set // all three or none
 	for k, kind := range kinds {
 		path := base + "-" + kind.name + ext
 		t := title + " (" + kind.name + " attention)"
 		if kind.name == "cross" {
-			err = plot.CrossAttention(path, t, kind.queries, kind.keys, maps[k])
+			err = pngs.CrossAttention(path, t, kind.queries, kind.keys, maps[k])
 		} else {
-			err = plot.Attention(path, t, kind.queries, maps[k])
+			err = pngs.Attention(path, t, kind.queries, maps[k])
 		}
 		if err != nil {
 			return err
 		}
 		written = append(written, path)
+	}
+	if err := pngs.Write(); err != nil {
+		return outputErr("out", err)
 	}
 	fmt.Fprintf(stdout, "answer %s; encoder, decoder and cross-attention written to %s\n", vocab.Decode(answer[0]), strings.Join(written, ", "))
 	return nil

@@ -16,9 +16,9 @@ var ErrIO = errors.New("injected I/O error")
 
 // Fault is the real file system with faults injected, for tests. With
 // CrashAfter = k it performs the first k operations (each create, write,
-// sync, close, rename, removal, directory sync) and then behaves as if the
-// process had been killed: every later operation fails and changes nothing,
-// including the writer's own clean-up. With FailAt = k operation k alone
+// sync, close, rename, link, removal, directory sync) and then behaves as
+// if the process had been killed: every later operation fails and changes
+// nothing, including the writer's own clean-up. With FailAt = k operation k alone
 // fails (an I/O error the process lives through). With Space = n, writes
 // fail with ENOSPC once n bytes are written, after writing what fits.
 type Fault struct {
@@ -88,6 +88,14 @@ func (f *Fault) RemoveAll(path string) error {
 		return err
 	}
 	return OS{}.RemoveAll(path)
+}
+
+// Link is OS.Link, unless a fault strikes.
+func (f *Fault) Link(oldname, newname string) error {
+	if err := f.op("link %s %s", oldname, newname); err != nil {
+		return err
+	}
+	return OS{}.Link(oldname, newname)
 }
 
 // SyncDir is OS.SyncDir, unless a fault strikes.

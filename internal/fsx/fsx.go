@@ -1,6 +1,7 @@
-// Package fsx is the file system that qkv's writers go through: files that
-// are synced before they count, replaced atomically, and a seam where tests
-// inject crashes, I/O errors and full disks (see Fault).
+// Package fsx is the file system that qkv's writers go through: the one
+// writer of every output file (see WriteFiles), files that are synced
+// before they count and replaced atomically, and a seam where tests inject
+// crashes, I/O errors and full disks (see Fault).
 package fsx
 
 import (
@@ -25,6 +26,8 @@ type FS interface {
 	Create(path string) (File, error)
 	Rename(from, to string) error
 	RemoveAll(path string) error
+	// Link makes newname a hard link to the file oldname.
+	Link(oldname, newname string) error
 	// SyncDir makes the entries of dir (creations, renames) durable.
 	SyncDir(dir string) error
 }
@@ -50,6 +53,9 @@ func (OS) Rename(from, to string) error { return os.Rename(from, to) }
 
 // RemoveAll removes path and what it holds.
 func (OS) RemoveAll(path string) error { return os.RemoveAll(path) }
+
+// Link makes newname a hard link to oldname.
+func (OS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
 
 // MkdirTemp creates a new directory in dir, readable like the files it
 // will hold.
@@ -86,50 +92,72 @@ func (OS) SyncDir(dir string) error {
 	return nil
 }
 
-// WriteSynced creates path, fills it by write and syncs and closes it. On
-// error it tries to remove what it created.
-func WriteSynced(path string, write func(io.Writer) error) (err error) {
-	f, err := Current.Create(path)
+// WriteSynced creates path, which must not exist, fills it by write and
+// syncs and closes it, checking each step. On error it tries to remove what
+// it created.
+func WriteSynced(path string, write func(io.Writer) error) error {
+	f, err := createFile(path)
 	if err != nil {
 		return err
 	}
-	closed := false
-	defer func() {
-		if err != nil {
-			if !closed {
-				f.Close()
-			}
-			Current.RemoveAll(path)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := write(bw); err != nil {
+	if err := write(f); err != nil {
+		f.discard()
 		return err
 	}
-	if err := bw.Flush(); err != nil {
+	if err := f.finish(); err != nil {
+		f.discard()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	closed = true
-	return f.Close()
+	return nil
 }
 
-// WriteFileAtomic replaces dir/name as one step: the content goes to a
-// synced temporary file that is renamed over name, and dir is synced. A
-// crash at any point leaves either the old file or the new one, never a
-// part of either.
-func WriteFileAtomic(dir, name string, write func(io.Writer) error) error {
-	tmp := filepath.Join(dir, TempName(name))
-	if err := WriteSynced(tmp, write); err != nil {
-		return err
+// file is a file being written through a buffer, which keeps the first
+// failing write: later writes do nothing and finish returns it, so that a
+// writer that ignores write errors (runtime/pprof does) cannot make a
+// partial file count as written.
+type file struct {
+	path   string
+	f      File
+	bw     *bufio.Writer
+	err    error
+	closed bool
+}
+
+// createFile creates path, which must not exist.
+func createFile(path string) (*file, error) {
+	f, err := Current.Create(path)
+	if err != nil {
+		return nil, err
 	}
-	if err := Current.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		Current.RemoveAll(tmp)
-		return err
+	return &file{path: path, f: f, bw: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+func (f *file) Write(b []byte) (int, error) { return f.bw.Write(b) }
+
+// finish flushes, syncs and closes the file and returns the first error of
+// any write or of these.
+func (f *file) finish() error {
+	if f.closed {
+		return f.err
 	}
-	return Current.SyncDir(dir)
+	f.closed = true
+	f.err = f.bw.Flush()
+	if f.err == nil {
+		f.err = f.f.Sync()
+	}
+	if err := f.f.Close(); f.err == nil {
+		f.err = err
+	}
+	return f.err
+}
+
+// discard closes the file, if open, and removes it.
+func (f *file) discard() {
+	if !f.closed {
+		f.closed = true
+		f.f.Close()
+	}
+	Current.RemoveAll(f.path)
 }
 
 // tempCount numbers the temporary files of this process.

@@ -27,19 +27,19 @@ func names(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestWriteFileAtomic: the new content replaces the old whole, or, when a
+// TestWriteFile: the new content replaces the old whole, or, when a
 // fault strikes at any operation, the old content stays and (unless the
 // process "crashed") nothing else is left behind.
-func TestWriteFileAtomic(t *testing.T) {
+func TestWriteFile(t *testing.T) {
 	for k := 0; ; k++ {
 		dir := t.TempDir()
-		if err := WriteFileAtomic(dir, "f", write("old")); err != nil {
+		if err := WriteFile(filepath.Join(dir, "f"), "", write("old")); err != nil {
 			t.Fatal(err)
 		}
 		fault := NoFaults()
 		fault.FailAt = k
 		Current = fault
-		err := WriteFileAtomic(dir, "f", write("new"))
+		err := WriteFile(filepath.Join(dir, "f"), "", write("new"))
 		Current = OS{}
 		got, rerr := os.ReadFile(filepath.Join(dir, "f"))
 		if rerr != nil {
@@ -72,7 +72,7 @@ func TestFaultSpaceAndCrash(t *testing.T) {
 	fault := NoFaults()
 	fault.Space = 2
 	Current = fault
-	err := WriteFileAtomic(dir, "f", write("four"))
+	err := WriteFile(filepath.Join(dir, "f"), "", write("four"))
 	Current = OS{}
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("a full disk: %v, want ENOSPC", err)
@@ -84,7 +84,7 @@ func TestFaultSpaceAndCrash(t *testing.T) {
 	crash := NoFaults()
 	crash.CrashAfter = 2 // create and write happen; the sync "kills" it
 	Current = crash
-	err = WriteFileAtomic(dir, "f", write("data"))
+	err = WriteFile(filepath.Join(dir, "f"), "", write("data"))
 	Current = OS{}
 	if !errors.Is(err, ErrCrash) || !crash.Crashed || len(crash.Ops) != 2 {
 		t.Fatalf("crash after 2 operations: %v, ops %q", err, crash.Ops)

@@ -141,18 +141,11 @@ func Save(dir string, ck *Checkpoint) (err error) {
 		return fail("", err)
 	}
 
-	tmp := filepath.Join(dir, fsx.TempName(ManifestFile))
 	m := newManifest(ck.Step, name, files).encode()
-	if err := fsx.WriteSynced(tmp, func(w io.Writer) error { _, err := w.Write(m); return err }); err != nil {
-		return fail(ManifestFile, err)
-	}
-	if err := fsx.Current.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
-		fsx.Current.RemoveAll(tmp)
-		return fail(ManifestFile, err)
-	}
-	committed = true
-	if err := fsx.Current.SyncDir(dir); err != nil {
-		return fail(ManifestFile, err)
+	err = fsx.WriteFile(filepath.Join(dir, ManifestFile), "", func(w io.Writer) error { _, err := w.Write(m); return err })
+	committed = err == nil || errors.Is(err, fsx.ErrUnsynced) // renamed: the new checkpoint is current
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	removeStale(dir, name, true)
 	return nil

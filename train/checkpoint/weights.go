@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/nlpodyssey/safetensors"
 
@@ -43,7 +42,9 @@ func (l Layout) String() string {
 const weightsFormat = "qkv-weights"
 
 // SaveWeights writes params (a whole model, one layer, or any params of
-// one's own) to the safetensors file path, replacing it atomically: every
+// one's own) to the safetensors file path, whose name must end in
+// .safetensors, replacing it atomically as every output file (see
+// fsx.WriteFiles: a device or FIFO is refused, a link written through): every
 // param under its name and in its dtype (F32 or F64), projection weights in
 // layout, with metadata {"format": "qkv-weights", "layout": "qkv" or
 // "torch"}. The values are copied first, so the params may change while the
@@ -71,15 +72,8 @@ func SaveWeights(path string, params []graph.Param, layout Layout) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	if name == "" {
-		return fmt.Errorf("checkpoint: %q: no file name", path)
-	}
-	if err := fsx.WriteFileAtomic(dir, name, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
-		return fmt.Errorf("checkpoint: %s: %w", path, err)
+	if err := fsx.WriteFile(path, ".safetensors", func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -21,8 +20,6 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
-
-	"github.com/qkv-dev/qkv/internal/fsx"
 )
 
 // CurvePoint is one training-loss measurement: the loss observed at a
@@ -604,17 +601,17 @@ func labelledCount(ts []plot.Tick) int {
 // a hidden cell's weight is not 0, or if a layer/head pair occurs twice. The
 // file is written atomically like Curves.
 func Attention(path string, title string, tokens []string, maps []AttentionMap) error {
-	return attentionMaps(path, title, tokens, tokens, maps)
+	return writeNow(func(s *Set) error { return s.Attention(path, title, tokens, maps) })
 }
 
 // CrossAttention is Attention for queries and keys of two sequences, as in
 // an encoder–decoder's cross-attention: each map is len(queries) x
 // len(keys), queries on the vertical axis and keys on the horizontal one.
 func CrossAttention(path string, title string, queries, keys []string, maps []AttentionMap) error {
-	return attentionMaps(path, title, queries, keys, maps)
+	return writeNow(func(s *Set) error { return s.CrossAttention(path, title, queries, keys, maps) })
 }
 
-func attentionMaps(path string, title string, queries, keys []string, maps []AttentionMap) error {
+func attentionMaps(s *Set, path string, title string, queries, keys []string, maps []AttentionMap) error {
 	nq, nk := len(queries), len(keys)
 	if nq == 0 || nk == 0 {
 		return plotErr(path, errors.New("no tokens"))
@@ -694,7 +691,7 @@ func attentionMaps(path string, title string, queries, keys []string, maps []Att
 	width = px(math.Ceil(float64(width) * plotDPI / 72))
 	height = px(math.Ceil(float64(height) * plotDPI / 72))
 
-	return renderPNG(path, width, height, func(dc draw.Canvas) {
+	return s.render(path, width, height, func(dc draw.Canvas) {
 		dc = drawTitle(dc, title, 14, titleBand)
 		gridC := draw.Crop(dc, 0, -px(attnColorBarBandPx), 0, 0)
 		canvases := plot.Align(grid, tiles, gridC)
@@ -973,9 +970,15 @@ func drawTitle(dc draw.Canvas, title string, sizePt float64, band vg.Length) dra
 }
 
 // renderPNG draws onto a white w x h canvas with fn and writes it to path as
-// a PNG, atomically. gonum/plot reports some problems by panicking; those are
+// a PNG, at once.
+func renderPNG(path string, w, h vg.Length, fn func(draw.Canvas)) error {
+	return writeNow(func(s *Set) error { return s.render(path, w, h, fn) })
+}
+
+// render draws onto a white w x h canvas with fn and adds it to s as the
+// PNG for path. gonum/plot reports some problems by panicking; those are
 // returned as errors.
-func renderPNG(path string, w, h vg.Length, fn func(draw.Canvas)) (err error) {
+func (s *Set) render(path string, w, h vg.Length, fn func(draw.Canvas)) (err error) {
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
 	func() {
 		defer func() {
@@ -988,22 +991,11 @@ func renderPNG(path string, w, h vg.Length, fn func(draw.Canvas)) (err error) {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, vgimg.PngCanvas{Canvas: img})
+	s.add(path, vgimg.PngCanvas{Canvas: img})
+	return nil
 }
 
-// writeAtomic writes wt to a temporary file next to path and renames it over
-// path, so readers never see a partial image.
+// writeAtomic writes the PNG wt to path at once.
 func writeAtomic(path string, wt io.WriterTo) error {
-	dir, base := filepath.Split(path)
-	if base == "" || base == "." || base == ".." {
-		return plotErr(path, errors.New("no file name to write the PNG to"))
-	}
-	if dir == "" {
-		dir = "."
-	}
-	err := fsx.WriteFileAtomic(dir, base, func(w io.Writer) error { _, err := wt.WriteTo(w); return err })
-	if err != nil {
-		return plotErr(path, err)
-	}
-	return nil
+	return writeNow(func(s *Set) error { s.add(path, wt); return nil })
 }

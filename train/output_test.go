@@ -1,0 +1,53 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/qkv-dev/qkv/internal/fsx"
+)
+
+// TestRunOutputsNotReplaced: a run directory whose summary.json is a FIFO
+// fails the run naming it, and the FIFO is left; a curves.png that links
+// to a file elsewhere is written through, the link kept.
+func TestRunOutputsNotReplaced(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Steps, cfg.Warmup, cfg.EvalEvery, cfg.CheckpointEvery = 4, 0, 2, 2
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	summary := filepath.Join(dir, SummaryFile)
+	if err := syscall.Mkfifo(summary, 0o644); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	curves := filepath.Join(elsewhere, "curves.png")
+	if err := os.WriteFile(curves, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(curves, filepath.Join(dir, CurvesFile)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), cfg, Options{Out: dir})
+	if !errors.Is(err, fsx.ErrRefused) || !strings.Contains(err.Error(), summary+": is a FIFO") {
+		t.Fatalf("got %v, want %s refused", err, summary)
+	}
+	if fi, err := os.Lstat(summary); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("%s was replaced (%v)", summary, err)
+	}
+
+	if err := os.Remove(summary); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), cfg, Options{Out: dir, Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, CurvesFile)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link %s was replaced (%v)", CurvesFile, err)
+	}
+	if b := readFile(t, curves); string(b[:4]) != "\x89PNG" {
+		t.Errorf("%s holds no PNG", curves)
+	}
+}
