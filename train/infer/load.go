@@ -72,6 +72,16 @@ func readCheckpoint(dir string, arch config.Arch, opts LoadOptions) (*checkpoint
 	return ck, cfg, task, nil
 }
 
+// checkArch refuses a configuration of another architecture than want, the
+// one fn builds: fn would build its own model from it without a word. other
+// is the function that builds it.
+func checkArch(cfg config.Config, want config.Arch, fn, other string) error {
+	if got := cmpArch(cfg.Arch); got != want {
+		return fmt.Errorf("infer: %s: the configuration's arch is %q, and %s builds %q: use %s", fn, got, fn, want, other)
+	}
+	return nil
+}
+
 // cmpArch names an architecture, "" as the decoder it defaults to.
 func cmpArch(a config.Arch) config.Arch {
 	if a == "" {
