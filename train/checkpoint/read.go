@@ -201,4 +201,3 @@ func folderStep(name string) (step, n int) {
 	}
 	return step, n
 }
-
