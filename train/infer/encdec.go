@@ -93,7 +93,7 @@ func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 
 // LoadEncDec is LoadWith for an encoder–decoder checkpoint.
 func LoadEncDec(dir string, b int, opts LoadOptions) (*EncDecModel, config.Config, data.Task, error) {
-	ck, cfg, task, err := readCheckpoint(dir, config.ArchEncDec, opts)
+	ck, cfg, task, err := readCheckpoint(dir, config.ArchEncDec, b, opts)
 	if err != nil {
 		return nil, config.Config{}, nil, err
 	}
