@@ -124,4 +124,3 @@ func clampBytes(n float64) int64 {
 	}
 	return int64(n)
 }
-
