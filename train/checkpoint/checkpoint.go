@@ -113,7 +113,7 @@ func Save(dir string, ck *Checkpoint) (err error) {
 	if err := fsx.Current.MkdirAll(dir); err != nil {
 		return fail("", err)
 	}
-	previous, _ := currentCheckpoint(dir)
+	previous := currentCheckpoint(dir)
 	removeTemps(dir)
 
 	folder, err := fsx.Current.MkdirTemp(dir, ".checkpoint-*.tmp")
@@ -238,7 +238,7 @@ func File(dir, name string) string {
 // currentFolder returns the folder of dir that holds the checkpoint Load
 // reads, "" for dir itself.
 func currentFolder(dir string) string {
-	if current, _ := currentCheckpoint(dir); current != "" {
+	if current := currentCheckpoint(dir); current != "" {
 		return current
 	}
 	if _, err := os.Lstat(filepath.Join(dir, ManifestFile)); err == nil {
@@ -263,23 +263,19 @@ func Exists(dir string) bool {
 	return orphanFolder(dir) != ""
 }
 
-// currentCheckpoint returns the folder the manifest of dir names ("" if
-// there is no manifest) and whether that is known: false when a manifest
-// exists but cannot be read, in which case no folder may be judged stale.
-func currentCheckpoint(dir string) (string, bool) {
+// currentCheckpoint returns the folder the manifest of dir names: "" if
+// there is no manifest or it cannot be read (Load says why).
+func currentCheckpoint(dir string) string {
 	path := filepath.Join(dir, ManifestFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", true
-	}
+	b, err := readBounded(path, maxManifestSize, "a manifest may take")
 	if err != nil {
-		return "", false
+		return ""
 	}
 	m, err := parseManifest(path, b)
 	if err != nil {
-		return "", false
+		return ""
 	}
-	return m.Dir, true
+	return m.Dir
 }
 
 // isTempEntry reports whether name is a temporary file or folder of a save:

@@ -175,7 +175,21 @@ func TestCheckpointRefusesOversizedFiles(t *testing.T) {
 			t.Errorf("the refusal allocated %d bytes", n)
 		}
 	})
-	t.Logf("%d oversized or non-regular files refused", len(cases)+1)
+	t.Run("manifest links to /dev/zero", func(t *testing.T) {
+		dir, _ := saveTest(t, 3)
+		path := filepath.Join(dir, ManifestFile)
+		link(t, path)
+		var err error
+		n := allocated(func() { _, err = Load(dir) })
+		graphtest.WantErr(t, err, path, "not a regular file")
+		if got := File(dir, ModelFile); got != filepath.Join(dir, ModelFile) {
+			t.Errorf("File = %s, want the path in dir itself", got)
+		}
+		if n > maxRefusalAlloc {
+			t.Errorf("the refusal allocated %d bytes", n)
+		}
+	})
+	t.Logf("%d oversized or non-regular files refused", len(cases)+2)
 }
 
 // legacyLayout turns the checkpoint in dir into the layout before
