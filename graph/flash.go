@@ -20,6 +20,11 @@ import (
 // does not change the results beyond rounding.
 const DefaultFlashTile = 64
 
+// MaxFlashTile is the largest FlashOptions.Tile: each worker keeps two
+// (tile, tile) scratch matrices, so a larger tile would buy nothing in speed
+// and could ask for more memory than the machine has.
+const MaxFlashTile = 1024
+
 // FlashOptions configures FlashAttention. The zero value is non-causal
 // attention with DefaultFlashTile.
 type FlashOptions struct {
@@ -31,7 +36,10 @@ type FlashOptions struct {
 	// does with the fused Attention.
 	Causal bool
 	// Tile is the number of keys per tile, and of queries per block of the
-	// forward pass; 0 means DefaultFlashTile, a negative tile is an error.
+	// forward pass; 0 means DefaultFlashTile. A tile longer than the
+	// sequences is cut to their length (the same tiles, the same results),
+	// so its scratch never exceeds (Sq, Sk); a negative tile or one above
+	// MaxFlashTile is an error.
 	Tile int
 }
 
@@ -73,17 +81,18 @@ func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions
 	if err := mask.Check(); err != nil {
 		return nil, fmt.Errorf("graph: flash attention: %w", err)
 	}
-	if opt.Tile < 0 {
-		return nil, fmt.Errorf("graph: flash attention: tile %d is negative: use 0 for the default (%d) or a positive size", opt.Tile, DefaultFlashTile)
+	if opt.Tile < 0 || opt.Tile > MaxFlashTile {
+		return nil, fmt.Errorf("graph: flash attention: FlashOptions.Tile %d is out of range: use 0 for the default (%d) or a size from 1 to MaxFlashTile = %d", opt.Tile, DefaultFlashTile, MaxFlashTile)
 	}
 	a, err := attentionDims(q, k, v, heads, mask, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("graph: flash attention: %w", err)
 	}
-	d := flashDims{B: a.B, Sq: a.Sq, Sk: a.Sk, D: a.D, H: a.H, Tile: opt.Tile, Masked: mask != nil, Causal: opt.Causal}
-	if d.Tile == 0 {
-		d.Tile = DefaultFlashTile
+	tile := opt.Tile
+	if tile == 0 {
+		tile = DefaultFlashTile
 	}
+	d := flashDims{B: a.B, Sq: a.Sq, Sk: a.Sk, D: a.D, H: a.H, TQ: min(tile, a.Sq), TK: min(tile, a.Sk), Masked: mask != nil, Causal: opt.Causal}
 	// The packed forward value and the packed gradients are allocated when the
 	// graph runs, where a failed make cannot be caught: check them now.
 	if err := CheckElements(d.B, d.Sq, d.D+2*d.H); err != nil {
@@ -106,10 +115,11 @@ func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions
 	return out, nil
 }
 
-// flashDims are the sizes of one FlashAttention and its options.
+// flashDims are the sizes of one FlashAttention and its options. TQ and
+// TK are the query and key tiles: the option's tile, cut to Sq and Sk.
 type flashDims struct {
-	B, Sq, Sk, D, H, Tile int
-	Masked, Causal        bool
+	B, Sq, Sk, D, H, TQ, TK int
+	Masked, Causal          bool
 }
 
 // lse is the width of the log-sum-exp columns of the packed forward value:
@@ -317,8 +327,8 @@ func (d flashDims) keyEnd(i, j1 int) int {
 	return j1
 }
 
-// flashScratch is one forward worker's buffers, O(Tile * dk) and
-// O(Tile^2).
+// flashScratch is one forward worker's buffers, O(TQ * dk) and
+// O(TQ * TK).
 type flashScratch[T float32 | float64] struct {
 	acc  []T       // (tile, dk): the block's output, unnormalised
 	s    []T       // (tile, tile): a tile's scores, then weights
@@ -335,7 +345,7 @@ type flashScratch[T float32 | float64] struct {
 func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	dk := d.D / d.H
 	scale := T(1 / math.Sqrt(float64(dk)))
-	t := d.Tile
+	t, tk := d.TQ, d.TK
 	blocks := (d.Sq + t - 1) / t
 	w := d.D + d.lse()
 	var mask []T
@@ -343,7 +353,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 		mask = in[3]
 	}
 	parallel(d.B*d.H*blocks, func() any {
-		return &flashScratch[T]{acc: make([]T, t*dk), s: make([]T, t*t), m: make([]float64, t), l: make([]float64, t)}
+		return &flashScratch[T]{acc: make([]T, t*dk), s: make([]T, t*tk), m: make([]float64, t), l: make([]float64, t)}
 	}, func(sc any, item int) {
 		s := sc.(*flashScratch[T])
 		b, h, blk := item/(d.H*blocks), item/blocks%d.H, item%blocks
@@ -354,11 +364,11 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 		for r := 0; r < nq; r++ {
 			s.m[r], s.l[r] = math.Inf(-1), 0
 		}
-		for j0 := 0; j0 < d.Sk; j0 += t {
+		for j0 := 0; j0 < d.Sk; j0 += tk {
 			if d.Causal && j0 > i1-1 {
 				break // this tile and every later one are above the diagonal
 			}
-			j1 := min(j0+t, d.Sk)
+			j1 := min(j0+tk, d.Sk)
 			nk := j1 - j0
 			k, v := heads(in[1], b, d.Sk, d.D, h, dk, j0), heads(in[2], b, d.Sk, d.D, h, dk, j0)
 			// S = Q K^T / sqrt(dk)                                 (nq, nk)
@@ -493,33 +503,34 @@ func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 			}
 		}
 	}
-	t := d.Tile
-	scratch := func() any { return newTileScratch[T](t) }
+	t, tk := d.TQ, d.TK
+	scratch := func() any { return newTileScratch[T](t * tk) }
 	if pairs := d.B * d.H; pairs >= runtime.GOMAXPROCS(0) {
 		parallel(pairs, scratch, func(sc any, pair int) {
 			bw.tiles(pair, 0, d.Sq, 0, d.Sk, true, true, sc.(*tileScratch[T]))
 		})
 		return
 	}
-	qBlocks, kBlocks := (d.Sq+t-1)/t, (d.Sk+t-1)/t
+	qBlocks, kBlocks := (d.Sq+t-1)/t, (d.Sk+tk-1)/tk
 	parallel(d.B*d.H*qBlocks, scratch, func(sc any, item int) {
 		pair, blk := item/qBlocks, item%qBlocks
 		bw.tiles(pair, blk*t, min((blk+1)*t, d.Sq), 0, d.Sk, true, false, sc.(*tileScratch[T]))
 	})
 	parallel(d.B*d.H*kBlocks, scratch, func(sc any, item int) {
 		pair, blk := item/kBlocks, item%kBlocks
-		bw.tiles(pair, 0, d.Sq, blk*t, min((blk+1)*t, d.Sk), false, true, sc.(*tileScratch[T]))
+		bw.tiles(pair, 0, d.Sq, blk*tk, min((blk+1)*tk, d.Sk), false, true, sc.(*tileScratch[T]))
 	})
 }
 
 // tileScratch is one backward goroutine's buffers for a pair of tiles.
 type tileScratch[T float32 | float64] struct {
-	s, dp []T // (tile, tile): scores then weights, dP then dS
+	s, dp []T // (TQ, TK): scores then weights, dP then dS
 	ws    fastgemm.Workspace[T]
 }
 
-func newTileScratch[T float32 | float64](t int) *tileScratch[T] {
-	return &tileScratch[T]{s: make([]T, t*t), dp: make([]T, t*t)}
+// newTileScratch returns the buffers of n = TQ * TK values each.
+func newTileScratch[T float32 | float64](n int) *tileScratch[T] {
+	return &tileScratch[T]{s: make([]T, n), dp: make([]T, n)}
 }
 
 // tiles adds into bw.out the gradients of the queries [i0, i1) (with
@@ -535,7 +546,7 @@ func newTileScratch[T float32 | float64](t int) *tileScratch[T] {
 // gradient adds its tiles in ascending order, so the one-pass and two-pass
 // backward agree bit for bit.
 func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, sc *tileScratch[T]) {
-	d, n, t := bw.d, bw.dk, bw.d.Tile
+	d, n, t, tk := bw.d, bw.dk, bw.d.TQ, bw.d.TK
 	b, h := pair/d.H, pair%d.H
 	w := d.D + d.lse()
 	stride := d.Sq + 2*d.Sk // rows of one sequence's stacked gradients
@@ -545,11 +556,11 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 		ti1 := min(ti+t, i1)
 		nq := ti1 - ti
 		q, do := heads(bw.q, b, d.Sq, d.D, h, n, ti), heads(bw.do, b, d.Sq, w, h, n, ti)
-		for tj := j0; tj < j1; tj += t {
+		for tj := j0; tj < j1; tj += tk {
 			if d.Causal && tj > ti1-1 {
 				break // above the diagonal: every weight is 0
 			}
-			tj1 := min(tj+t, j1)
+			tj1 := min(tj+tk, j1)
 			nk := tj1 - tj
 			k, v := heads(bw.k, b, d.Sk, d.D, h, n, tj), heads(bw.v, b, d.Sk, d.D, h, n, tj)
 			gemm(false, true, nq, nk, n, bw.scale, q, d.D, k, d.D, 0, s, nk) // S

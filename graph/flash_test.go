@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -317,7 +318,7 @@ func TestFlashDeterministic(t *testing.T) {
 // length about doubles the allocations rather than quadrupling them.
 func TestFlashMemory(t *testing.T) {
 	const n, dk = 2048, 8
-	allocated := flashAllocated(t, n, dk)
+	allocated := flashAllocated(t, n, dk, 0)
 	weights := uint64(n * n * 8)
 	// The packed forward value, the output, the padded and stacked gradients,
 	// the three gradients and the backward's float64 copies of q, k, v and dO
@@ -325,7 +326,7 @@ func TestFlashMemory(t *testing.T) {
 	// weights (4 MB) leaves room for gorgonia's own allocations and none for
 	// anything of n*n elements.
 	limit := weights / 8
-	half := flashAllocated(t, n/2, dk)
+	half := flashAllocated(t, n/2, dk, 0)
 	t.Logf("forward+backward, dk = %d: allocated %d bytes at Sq = Sk = %d, %d bytes at %d (ratio %.2f); one (Sq, Sk) float64 matrix is %d bytes; limit %d",
 		dk, allocated, n, half, n/2, float64(allocated)/float64(half), weights, limit)
 	if allocated > limit {
@@ -337,8 +338,9 @@ func TestFlashMemory(t *testing.T) {
 }
 
 // flashAllocated returns the bytes allocated by one run of forward and
-// backward of causal FlashAttention of one head of dk over n positions.
-func flashAllocated(t *testing.T, n, dk int) uint64 {
+// backward of causal FlashAttention of one head of dk over n positions, in
+// tiles of tile.
+func flashAllocated(t *testing.T, n, dk, tile int) uint64 {
 	t.Helper()
 	g := G.NewGraph()
 	rng := newRand(1)
@@ -346,7 +348,7 @@ func flashAllocated(t *testing.T, n, dk int) uint64 {
 	q := valued(g, tensor.Float64, shape, uniform(rng, n*dk, -1, 1), "q")
 	k := valued(g, tensor.Float64, shape, uniform(rng, n*dk, -1, 1), "k")
 	v := valued(g, tensor.Float64, shape, uniform(rng, n*dk, -1, 1), "v")
-	out, err := FlashAttention(q, k, v, 1, nil, FlashOptions{Causal: true})
+	out, err := FlashAttention(q, k, v, 1, nil, FlashOptions{Causal: true, Tile: tile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,6 +386,32 @@ func mustFloat64s(t *testing.T, v G.Value) []float64 {
 	return f
 }
 
+// TestFlashTileCutToSequence gives the largest tile over 3 keys: it is cut
+// to the sequences, so the scratch is (3, 3), not MaxFlashTile^2, and the
+// results are those of a tile of 3, bit for bit.
+func TestFlashTileCutToSequence(t *testing.T) {
+	const n, dk = 3, 4
+	huge := flashAllocated(t, n, dk, MaxFlashTile)
+	exact := flashAllocated(t, n, dk, n)
+	scratch := uint64(MaxFlashTile * MaxFlashTile * 8) // one uncut (tile, tile) float64 matrix
+	t.Logf("forward+backward over %d keys: tile %d allocates %d bytes, tile %d %d bytes; one uncut scratch matrix is %d bytes", n, MaxFlashTile, huge, n, exact, scratch)
+	if huge > exact+scratch/16 {
+		t.Errorf("tile %d over %d keys allocates %d bytes, tile %d %d: the tile is not cut to the sequence", MaxFlashTile, n, huge, n, exact)
+	}
+	c := flashCase{name: "3 keys", b: 2, sq: n, sk: n, heads: 1, dk: dk, causal: true}
+	in := newFlashInputs(c, 5, 1)
+	wantOut, wantGrads := runAttentionImpl(t, tensor.Float64, c, in, true, n)
+	out, grads := runAttentionImpl(t, tensor.Float64, c, in, true, MaxFlashTile)
+	if !slices.Equal(out, wantOut) {
+		t.Errorf("tile %d: output %v, want %v (tile %d)", MaxFlashTile, out, wantOut, n)
+	}
+	for i, wrt := range []string{"q", "k", "v"} {
+		if !slices.Equal(grads[i], wantGrads[i]) {
+			t.Errorf("tile %d: d%s %v, want %v (tile %d)", MaxFlashTile, wrt, grads[i], wantGrads[i], n)
+		}
+	}
+}
+
 func TestFlashErrors(t *testing.T) {
 	g := G.NewGraph()
 	q := input(g, tensor.Float64, tensor.Shape{2, 3, 6}, "q")
@@ -396,13 +424,15 @@ func TestFlashErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]func() error{
-		"not divisible":           func() error { _, err := FlashAttention(q, k, k, 4, nil, FlashOptions{}); return err },
-		"by 0 heads":              func() error { _, err := FlashAttention(q, k, k, 0, nil, FlashOptions{}); return err },
-		"want (B, Sq, D)":         func() error { _, err := FlashAttention(q, k, short, 2, nil, FlashOptions{}); return err },
-		"q (2, 6), k":             func() error { _, err := FlashAttention(flat, k, k, 2, nil, FlashOptions{}); return err },
-		"float32":                 func() error { _, err := FlashAttention(q, k32, k32, 2, nil, FlashOptions{}); return err },
-		"mask is":                 func() error { _, err := FlashAttention(q, k, k, 2, mask, FlashOptions{}); return err },
-		"tile -1 is negative":     func() error { _, err := FlashAttention(q, k, k, 2, nil, FlashOptions{Tile: -1}); return err },
+		"not divisible":                        func() error { _, err := FlashAttention(q, k, k, 4, nil, FlashOptions{}); return err },
+		"by 0 heads":                           func() error { _, err := FlashAttention(q, k, k, 0, nil, FlashOptions{}); return err },
+		"want (B, Sq, D)":                      func() error { _, err := FlashAttention(q, k, short, 2, nil, FlashOptions{}); return err },
+		"q (2, 6), k":                          func() error { _, err := FlashAttention(flat, k, k, 2, nil, FlashOptions{}); return err },
+		"float32":                              func() error { _, err := FlashAttention(q, k32, k32, 2, nil, FlashOptions{}); return err },
+		"mask is":                              func() error { _, err := FlashAttention(q, k, k, 2, mask, FlashOptions{}); return err },
+		"FlashOptions.Tile -1 is out of range": func() error { _, err := FlashAttention(q, k, k, 2, nil, FlashOptions{Tile: -1}); return err },
+		"FlashOptions.Tile 65536 is out of range":   func() error { _, err := FlashAttention(q, k, k, 2, nil, FlashOptions{Tile: 65536}); return err },
+		"FlashOptions.Tile 1099511627776 is out of": func() error { _, err := FlashAttention(q, k, k, 2, nil, FlashOptions{Tile: 1 << 40}); return err },
 		"q is nil":                func() error { _, err := FlashAttention(nil, k, k, 2, nil, FlashOptions{}); return err },
 		"zero-value node":         func() error { _, err := FlashAttention(q, &G.Node{}, k, 2, nil, FlashOptions{}); return err },
 		"make masks with NewMask": func() error { _, err := FlashAttention(q, k, k, 2, &MaskNode{}, FlashOptions{}); return err },

@@ -446,7 +446,7 @@ func (t *trainer) writeCheckpoint(wall float64) error {
 
 // restore loads the checkpoint in Out into the freshly built trainer.
 func (t *trainer) restore() error {
-	ck, err := checkpoint.Load(t.opt.Out)
+	ck, _, err := config.LoadCheckpoint(t.opt.Out, nil)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ const tooLargeAdvice = "raise --max-memory if the machine has it"
 // a function that, after parsing, loads the checkpoint's model for batches
 // of b sequences. It reads and checks the checkpoint's config.json first,
 // naming the file if it is invalid, and refuses (exit 2) a model estimated
-// to need more memory than --max-memory before building it.
+// to need more memory than --max-memory before reading its weights.
 //
 // With weights, the model must return its attention weights: flash
 // attention never forms them, so a flash model is built with fused attention
@@ -42,30 +42,39 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 		if *dir == "" {
 			return nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
 		}
-		cfg, err := config.Load(*dir)
-		if err != nil {
-			return nil, err
-		}
 		if impl != "" {
 			if _, err := layers.ParseAttentionImpl(string(impl)); err != nil {
 				return nil, fmt.Errorf("%w: --attention: %v", errUsage, err)
 			}
-			cfg.Model.Attention = impl
-		}
-		if weights && cfg.Model.Attention == layers.AttentionFlash {
-			fmt.Fprintln(stderr, "flash attention forms no weights: drawing them with fused attention, the same function of the same weights")
-			cfg.Model.Attention = layers.AttentionFused
 		}
 		file := checkpoint.File(*dir, checkpoint.ConfigFile)
 		defer mem.apply()()
-		_, tooLarge, err := mem.fits(&cfg, func(c config.Config) (config.MemoryEstimate, error) {
-			return config.EstimateMemory(c, b, c.Model.MaxLen, false)
-		}, tooLargeAdvice)
-		if tooLarge != "" {
-			return nil, fmt.Errorf("%w: %s: %s", errUsage, file, tooLarge)
+		fused := false
+		// The memory check comes before the weights are read: a checkpoint
+		// too large for the limit costs nothing of its size.
+		_, cfg, err := config.LoadCheckpoint(*dir, func(c *config.Config) error {
+			if impl != "" {
+				c.Model.Attention = impl
+			}
+			if fused = weights && c.Model.Attention == layers.AttentionFlash; fused {
+				c.Model.Attention = layers.AttentionFused
+			}
+			_, tooLarge, err := mem.fits(c, func(c config.Config) (config.MemoryEstimate, error) {
+				return config.EstimateMemory(c, b, c.Model.MaxLen, false)
+			}, tooLargeAdvice)
+			if tooLarge != "" {
+				return fmt.Errorf("%w: %s: %s", errUsage, file, tooLarge)
+			}
+			if err != nil { // the checkpoint's config.json is wrong, not a flag
+				return fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		if err != nil { // the checkpoint's config.json is wrong, not a flag
-			return nil, fmt.Errorf("checkpoint %s: %s: %w", *dir, file, err)
+		if fused {
+			fmt.Fprintln(stderr, "flash attention forms no weights: drawing them with fused attention, the same function of the same weights")
 		}
 		opts := infer.LoadOptions{Attention: cfg.Model.Attention}
 		l := &loaded{}

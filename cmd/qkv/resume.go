@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"reflect"
@@ -26,21 +27,24 @@ var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkp
 // reported naming the file; one too large for the memory limit (mem) is a
 // usage error naming the sizes.
 func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (config.Config, error) {
-	ck, err := checkpoint.Load(dir)
+	file := checkpoint.File(dir, checkpoint.ConfigFile)
+	// The memory check comes before the weights are read: a checkpoint too
+	// large for the limit costs nothing of its size.
+	ck, cfg, err := config.LoadCheckpoint(dir, func(c *config.Config) error {
+		_, tooLarge, err := mem.fits(c, config.EstimateRun, tooLargeAdvice)
+		if tooLarge != "" {
+			return fmt.Errorf("%w: --resume: %s: %s", errUsage, file, tooLarge)
+		}
+		if err != nil { // the checkpoint's config.json is wrong, not a flag
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		return nil
+	})
+	if errors.Is(err, errUsage) {
+		return config.Config{}, err
+	}
 	if err != nil {
 		return config.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
-	}
-	file := checkpoint.File(dir, checkpoint.ConfigFile)
-	cfg, err := config.Unmarshal(ck.Config)
-	if err != nil {
-		return config.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
-	}
-	_, tooLarge, err := mem.fits(&cfg, config.EstimateRun, tooLargeAdvice)
-	if tooLarge != "" {
-		return config.Config{}, fmt.Errorf("%w: --resume: %s: %s", errUsage, file, tooLarge)
-	}
-	if err != nil { // the checkpoint's config.json is wrong, not a flag
-		return config.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
 	}
 
 	// Each flag given is applied alone to a copy of the checkpoint's

@@ -94,8 +94,12 @@ type Checkpoint struct {
 // every file's size and SHA-256, is written to a temporary file, synced and
 // renamed over the old manifest. That rename is the commit: a crash, a full
 // disk or a failed write at any earlier point leaves the previous checkpoint
-// current and intact, and only after it is the previous folder removed.
-// Leftovers of an interrupted save are removed by the next one.
+// current and intact, and only after it is the previous folder removed,
+// with every checkpoint folder of an earlier step. Leftovers of an
+// interrupted save (hidden temporary files and folders) are removed by the
+// next one. A checkpoint folder of the same or a later step that the
+// manifest does not name (its checkpoint.json lost, or a save interrupted
+// between its two renames) is never removed: Load recovers the newest.
 //
 // One process at a time may save into dir (train.Run holds a lock on it).
 func Save(dir string, ck *Checkpoint) (err error) {
@@ -109,8 +113,8 @@ func Save(dir string, ck *Checkpoint) (err error) {
 	if err := fsx.Current.MkdirAll(dir); err != nil {
 		return fail("", err)
 	}
-	current, known := currentCheckpoint(dir)
-	removeStale(dir, current, known)
+	previous := currentCheckpoint(dir)
+	removeTemps(dir)
 
 	folder, err := fsx.Current.MkdirTemp(dir, ".checkpoint-*.tmp")
 	if err != nil {
@@ -147,7 +151,7 @@ func Save(dir string, ck *Checkpoint) (err error) {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	removeStale(dir, name, true)
+	removeSuperseded(dir, name, ck.Step, previous)
 	return nil
 }
 
@@ -166,6 +170,9 @@ func encodeCheckpoint(dir string, ck *Checkpoint) (map[string][]byte, error) {
 	state, err := jsonOrNull(ck.State)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: State: %w", filepath.Join(dir, StateFile), err)
+	}
+	if len(config) > MaxJSONSize || len(state)+64 > MaxJSONSize {
+		return nil, fmt.Errorf("checkpoint: %s: Config (%d bytes) or State (%d bytes) is larger than MaxJSONSize = %d", dir, len(config), len(state), MaxJSONSize)
 	}
 	step := strconv.Itoa(ck.Step)
 	model, err := tensorViews(filepath.Join(dir, ModelFile), ck.Weights, false)
@@ -212,52 +219,85 @@ func freeCheckpointName(dir string, step int) string {
 }
 
 // File returns the path of the file name (ModelFile, ConfigFile, ...) of
-// the current checkpoint of the run directory dir: inside the folder its
-// manifest names, or in dir itself for the layout before manifests. It
-// reads only the manifest and is meant for messages and for other tools;
-// Load is what verifies the files.
+// the current checkpoint of the run directory dir, the one Load reads:
+// inside the folder its manifest names; without a manifest, in dir itself
+// for the layout before manifests, or else in its newest checkpoint folder.
+// It reads only the manifest or the directory and is meant for messages
+// and for other tools; Load is what verifies the files.
 func File(dir, name string) string {
-	if current, _ := currentCheckpoint(dir); current != "" {
-		return filepath.Join(dir, current, name)
+	return filepath.Join(dir, currentFolder(dir), name)
+}
+
+// currentFolder returns the folder of dir that holds the checkpoint Load
+// reads, "" for dir itself.
+func currentFolder(dir string) string {
+	if current := currentCheckpoint(dir); current != "" {
+		return current
 	}
-	return filepath.Join(dir, name)
+	if _, err := os.Lstat(filepath.Join(dir, ManifestFile)); err == nil {
+		return "" // a manifest that cannot be read: Load says why
+	}
+	if _, err := os.Lstat(filepath.Join(dir, StateFile)); err == nil {
+		return ""
+	}
+	return orphanFolder(dir)
 }
 
 // Exists reports whether dir holds a checkpoint, complete or not, of either
-// layout: what a fresh run must not overwrite.
+// layout: a manifest, a checkpoint folder (named or not: a run whose
+// manifest was lost still has its checkpoints), or a file of the layout
+// before manifests. It is what a fresh run must not overwrite.
 func Exists(dir string) bool {
-	for _, name := range []string{ManifestFile, StateFile} {
+	for _, name := range []string{ManifestFile, ModelFile, OptimizerFile, StateFile} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			return true
 		}
 	}
-	return false
+	return orphanFolder(dir) != ""
 }
 
-// currentCheckpoint returns the folder the manifest of dir names ("" if
-// there is no manifest) and whether that is known: false when a manifest
-// exists but cannot be read, in which case no folder may be judged stale.
-func currentCheckpoint(dir string) (string, bool) {
+// currentCheckpoint returns the folder the manifest of dir names: "" if
+// there is no manifest or it cannot be read (Load says why).
+func currentCheckpoint(dir string) string {
 	path := filepath.Join(dir, ManifestFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", true
-	}
+	b, err := readBounded(path, maxManifestSize, "a manifest may take")
 	if err != nil {
-		return "", false
+		return ""
 	}
 	m, err := parseManifest(path, b)
 	if err != nil {
-		return "", false
+		return ""
 	}
-	return m.Dir, true
+	return m.Dir
 }
 
-// removeStale removes what interrupted or superseded saves left in dir:
-// temporary files and folders always; checkpoint folders other than keep
-// when the current one is known; and a checkpoint of the layout before
-// manifests once a manifest names another. Nothing else is touched.
-func removeStale(dir, keep string, known bool) {
+// isTempEntry reports whether name is a temporary file or folder of a save:
+// what a save killed part way leaves, never a complete checkpoint.
+func isTempEntry(name string) bool {
+	return strings.HasPrefix(name, ".checkpoint-") && strings.HasSuffix(name, ".tmp") || fsx.IsTemp(name, ManifestFile)
+}
+
+// removeTemps removes the temporary files and folders of interrupted saves
+// from dir. Nothing else is touched.
+func removeTemps(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if isTempEntry(e.Name()) {
+			fsx.Current.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// removeSuperseded removes, after the save of step into the folder keep
+// committed, what that save superseded: the folder previous the manifest
+// named before it, every checkpoint folder of an earlier step, and a
+// checkpoint of the layout before manifests if there was no manifest (it
+// was the current one). A checkpoint folder of step or later that the
+// manifest never named is kept: it may be all that is left of a run.
+func removeSuperseded(dir, keep string, step int, previous string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
@@ -265,16 +305,19 @@ func removeStale(dir, keep string, known bool) {
 	legacy := 0
 	for _, e := range ents {
 		name := e.Name()
-		temp := strings.HasPrefix(name, ".checkpoint-") && strings.HasSuffix(name, ".tmp") || fsx.IsTemp(name, ManifestFile)
-		old := known && name != keep && e.IsDir() && checkpointDirRE.MatchString(name)
-		if temp || old {
+		old := false
+		if e.IsDir() && name != keep && checkpointDirRE.MatchString(name) {
+			s, _ := folderStep(name)
+			old = name == previous || s < step
+		}
+		if old || isTempEntry(name) {
 			fsx.Current.RemoveAll(filepath.Join(dir, name))
 		}
 		if slices.Contains(checkpointFiles, name) {
 			legacy++
 		}
 	}
-	if known && keep != "" && legacy == len(checkpointFiles) {
+	if previous == "" && legacy == len(checkpointFiles) {
 		for _, name := range checkpointFiles {
 			fsx.Current.RemoveAll(filepath.Join(dir, name))
 		}
@@ -290,74 +333,104 @@ var errChanged = errors.New("the checkpoint changed while it was read")
 
 // Load reads the current checkpoint of the run directory dir.
 //
-// It verifies the size and SHA-256 of every file against ManifestFile
-// before decoding it, and fails, naming the file and where relevant the
-// tensor or field, if a file is missing, truncated, corrupt or changed since
-// it was saved; if config.json is not the configuration the weights were
-// saved with (naming the fields that differ); if a tensor's data does not
-// match its shape and dtype, a dtype is not F32 or F64, or a value is NaN or
-// infinite; or if the files disagree on the step. A directory with no
+// It checks every file before reading it: a regular file (a device, a
+// FIFO or a link to one is refused), of the size ManifestFile records
+// (config.json and state.json at most MaxJSONSize); then verifies its
+// SHA-256 before decoding it, and fails, naming the file and where relevant
+// the tensor or field, if a file is missing, truncated, corrupt or changed
+// since it was saved; if config.json is not the configuration the weights
+// were saved with (naming the fields that differ); if a tensor's data does
+// not match its shape and dtype, a dtype is not F32 or F64, or a value is
+// NaN or infinite; or if the files disagree on the step. A directory with no
 // checkpoint gives an error wrapping ErrNotFound. A checkpoint written
 // before manifests existed (the four files directly in dir) still loads,
-// without the checksums. Load never panics, whatever the files
-// hold, and a save that commits while it reads is retried.
+// without the checksums, and so does the newest checkpoint folder of a
+// directory whose manifest was lost, its files checked against each other
+// (steps, and the configuration the weights record). Load never panics,
+// whatever the files hold, and a save that commits while it reads is
+// retried.
+//
+// Load bounds the weights files by the manifest alone; LoadWith can bound
+// them by what the configuration implies too, as the config package's
+// LoadCheckpoint does.
 func Load(dir string) (*Checkpoint, error) {
+	return LoadWith(dir, LoadOptions{})
+}
+
+// LoadWith is Load with options.
+func LoadWith(dir string, opts LoadOptions) (*Checkpoint, error) {
 	for attempt := 1; ; attempt++ {
-		ck, err := load(dir)
+		ck, err := load(dir, opts)
 		if err == nil || attempt == maxLoadAttempts || !errors.Is(err, errChanged) {
 			return ck, err
 		}
 	}
 }
 
-func load(dir string) (*Checkpoint, error) {
+func load(dir string, opts LoadOptions) (*Checkpoint, error) {
 	path := filepath.Join(dir, ManifestFile)
-	mb, err := os.ReadFile(path)
+	mb, err := readBounded(path, maxManifestSize, "a manifest may take")
 	if errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Stat(filepath.Join(dir, StateFile)); err == nil {
-			return loadLegacy(dir)
-		}
-		return nil, fmt.Errorf("checkpoint: %s: %w (no %s)", dir, ErrNotFound, ManifestFile)
+		return loadUnnamed(dir, opts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+		return nil, err
 	}
 	m, err := parseManifest(path, mb)
 	if err != nil {
 		return nil, corrupt(err)
 	}
 	folder := filepath.Join(dir, m.Dir)
+	changed := func() bool {
+		now, _ := readBounded(path, maxManifestSize, "")
+		return !bytes.Equal(now, mb)
+	}
+	var limits Limits
 	files := make(map[string][]byte, len(checkpointFiles))
-	var configErr error
 	for _, name := range checkpointFiles {
 		path := filepath.Join(folder, name)
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			if now, _ := os.ReadFile(filepath.Join(dir, ManifestFile)); !bytes.Equal(now, mb) {
-				return nil, fmt.Errorf("checkpoint: %s: %w", dir, errChanged)
-			}
-			return nil, corrupt(fmt.Errorf("checkpoint: %s: missing file %s (%s names it)", folder, name, ManifestFile))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
-		}
 		rec := m.file(name)
+		gone := func(err error) error {
+			if changed() {
+				return fmt.Errorf("checkpoint: %s: %w", dir, errChanged)
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				return corrupt(fmt.Errorf("checkpoint: %s: missing file %s (%s names it)", folder, name, ManifestFile))
+			}
+			return err
+		}
+		size, err := statRegular(path)
+		if err != nil {
+			return nil, gone(err)
+		}
+		if max := limits.max(name); rec.Size > max {
+			return nil, corrupt(fmt.Errorf("checkpoint: %s: %s records %d bytes, more than the %d bytes %s (damaged, forged or not qkv's)", path, ManifestFile, rec.Size, max, boundWhat(name)))
+		}
+		if size != rec.Size && name != ConfigFile {
+			return nil, corrupt(fmt.Errorf("checkpoint: %s: changed since it was saved (corrupt or edited): %d bytes, %s records %d bytes", path, size, ManifestFile, rec.Size))
+		}
+		b, err := readSized(path, size, limits.max(name), boundWhat(name))
+		if err != nil {
+			return nil, gone(err)
+		}
 		if sum := sha256Hex(b); int64(len(b)) != rec.Size || sum != rec.SHA256 {
 			err := fmt.Errorf("checkpoint: %s: changed since it was saved (corrupt or edited): %d bytes with sha256 %s, %s records %d bytes with sha256 %s",
 				path, len(b), sum, ManifestFile, rec.Size, rec.SHA256)
-			if name != ConfigFile {
-				return nil, corrupt(err)
+			if name == ConfigFile {
+				err = editedConfig(folder, b, err)
 			}
-			configErr = err // the model file can say which fields changed
+			return nil, corrupt(err)
 		}
 		files[name] = b
+		if name == ConfigFile {
+			if limits, err = opts.limits(b); err != nil {
+				return nil, err
+			}
+		}
 	}
 	ck, err := decodeCheckpoint(folder, files, true)
 	if err != nil {
 		return nil, corrupt(err)
-	}
-	if configErr != nil {
-		return nil, corrupt(configErr)
 	}
 	if ck.Step != m.Step {
 		return nil, corrupt(fmt.Errorf("checkpoint: %s: %s is step %d, %s step %d", dir, ManifestFile, m.Step, StateFile, ck.Step))
@@ -365,22 +438,59 @@ func load(dir string) (*Checkpoint, error) {
 	return ck, nil
 }
 
-// loadLegacy reads a checkpoint of the layout before manifests: the four
-// files directly in dir, with nothing to verify them against.
-func loadLegacy(dir string) (*Checkpoint, error) {
+// editedConfig is the error for the config.json now of the checkpoint
+// folder, which is not the one its manifest records (err says so): the
+// fields that differ from the configuration the model file records, if its
+// header can say.
+func editedConfig(folder string, now []byte, err error) error {
+	saved, serr := savedConfig(filepath.Join(folder, ModelFile))
+	if serr != nil {
+		return err
+	}
+	return configMismatch(filepath.Join(folder, ConfigFile), saved, now)
+}
+
+// loadUnnamed reads the checkpoint of a run directory without a manifest:
+// the four files directly in dir (the layout before manifests), or else
+// its newest checkpoint folder, whose manifest was lost. There are no
+// checksums to verify them against; the files must agree with each other.
+func loadUnnamed(dir string, opts LoadOptions) (*Checkpoint, error) {
+	if _, err := os.Lstat(filepath.Join(dir, StateFile)); err == nil {
+		return loadFolder(dir, opts, false)
+	}
+	folder := orphanFolder(dir)
+	if folder == "" {
+		return nil, fmt.Errorf("checkpoint: %s: %w (no %s)", dir, ErrNotFound, ManifestFile)
+	}
+	ck, err := loadFolder(filepath.Join(dir, folder), opts, true)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: no %s; its newest checkpoint folder, %s, does not load: %w", dir, ManifestFile, folder, err)
+	}
+	return ck, nil
+}
+
+// loadFolder reads the four files of a checkpoint in folder with nothing
+// to verify them against but each other; bound says the model file must
+// record its configuration.
+func loadFolder(folder string, opts LoadOptions, bound bool) (*Checkpoint, error) {
+	var limits Limits
 	files := make(map[string][]byte, len(checkpointFiles))
 	for _, name := range checkpointFiles {
-		path := filepath.Join(dir, name)
-		b, err := os.ReadFile(path)
+		b, err := readBounded(filepath.Join(folder, name), limits.max(name), boundWhat(name))
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, corrupt(fmt.Errorf("checkpoint: %s: missing file %s", dir, name))
+			return nil, corrupt(fmt.Errorf("checkpoint: %s: missing file %s", folder, name))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+			return nil, err
 		}
 		files[name] = b
+		if name == ConfigFile {
+			if limits, err = opts.limits(b); err != nil {
+				return nil, err
+			}
+		}
 	}
-	ck, err := decodeCheckpoint(dir, files, false)
+	ck, err := decodeCheckpoint(folder, files, bound)
 	if err != nil {
 		return nil, corrupt(err)
 	}

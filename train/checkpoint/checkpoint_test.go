@@ -370,8 +370,10 @@ func TestCheckpointOverwrite(t *testing.T) {
 		t.Fatalf("after two saves the dir holds %q, want %q", got, want)
 	}
 	// Saves killed part way leave a staging folder, a temporary manifest or
-	// a folder the manifest never named; none of it breaks loading, and the
-	// next save removes it all, but nothing that is not its own.
+	// a folder the manifest never named; none of it breaks loading. The next
+	// save removes the temporary ones, and keeps the checkpoint folders of
+	// its step or later that the manifest does not name (they may be all
+	// that is left of a run), and anything that is not its own.
 	for _, stale := range []string{".checkpoint-123.tmp", "checkpoint-000021", "checkpoint-000020-1"} {
 		if err := os.MkdirAll(filepath.Join(dir, stale), 0o755); err != nil {
 			t.Fatal(err)
@@ -385,12 +387,12 @@ func TestCheckpointOverwrite(t *testing.T) {
 	if _, err := Load(dir); err != nil {
 		t.Fatalf("stale files break loading: %v", err)
 	}
-	// Saving the same step again makes a second folder, then removes the
-	// first.
+	// Saving the same step again makes a new folder, then removes the one
+	// it supersedes.
 	if err := Save(dir, ck); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := dirNames(t, dir), []string{"checkpoint-000020-1", "checkpoint-000021.txt", ManifestFile, "notes.txt"}; !slices.Equal(got, want) {
+	if got, want := dirNames(t, dir), []string{"checkpoint-000020-1", "checkpoint-000020-2", "checkpoint-000021", "checkpoint-000021.txt", ManifestFile, "notes.txt"}; !slices.Equal(got, want) {
 		t.Fatalf("after a save over stale files the dir holds %q, want %q", got, want)
 	}
 	got, err := Load(dir)
@@ -675,11 +677,7 @@ func TestCheckpointRejectsMissingFile(t *testing.T) {
 			graphtest.WantErr(t, err, ckFolder(t, dir), "missing file "+name)
 		})
 	}
-	dir, _ := saveTest(t, 3)
-	if err := os.Remove(filepath.Join(dir, ManifestFile)); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{dir, filepath.Join(t.TempDir(), "nowhere")} {
+	for _, d := range []string{t.TempDir(), filepath.Join(t.TempDir(), "nowhere")} {
 		_, err := Load(d)
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("Load(%s) = %v, want ErrNotFound", d, err)

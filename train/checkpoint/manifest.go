@@ -47,7 +47,7 @@ var checkpointFiles = []string{ConfigFile, ModelFile, OptimizerFile, StateFile}
 // checkpointDirRE matches the folders that hold checkpoints: step, then a
 // counter when one step is saved twice. Nothing else in a run directory is
 // ever removed as an old checkpoint.
-var checkpointDirRE = regexp.MustCompile(`^checkpoint-[0-9]{6,}(-[0-9]+)?$`)
+var checkpointDirRE = regexp.MustCompile(`^checkpoint-([0-9]{6,})(-[0-9]+)?$`)
 
 // checkpointDirName returns the folder name of step's checkpoint; n > 0
 // tells a second save of the same step from the first.

@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/nlpodyssey/safetensors"
 
@@ -89,9 +88,9 @@ func LoadWeights(path string, params []graph.Param, layout Layout) error {
 	if err := checkLayout(path, layout); err != nil {
 		return err
 	}
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path, weightsBound(params), "the params' tensors can take")
 	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return err
 	}
 	meta, tensors, err := parseSafetensors(path, b)
 	if err != nil {
@@ -112,6 +111,21 @@ func LoadWeights(path string, params []graph.Param, layout Layout) error {
 		}
 	}
 	return LoadParams(params, tensors, path)
+}
+
+// weightsBound is the largest weights file params can be loaded from:
+// every tensor in F64, and a header of up to 256 bytes a tensor and 1 MiB
+// of metadata (another program's included). A larger file is refused before
+// it is read.
+func weightsBound(params []graph.Param) int64 {
+	n := int64(1 << 20)
+	for _, p := range params {
+		n += 256
+		if p.Node != nil {
+			n += 8 * int64(p.Node.Shape().TotalSize())
+		}
+	}
+	return n
 }
 
 // checkLayout refuses a Layout that is none of the constants.

@@ -109,6 +109,21 @@ func TestWeightsErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) { graphtest.WantErr(t, c.err, c.want...) })
 	}
+	// A file larger than the params can take (a sparse 20 GB one here) is
+	// refused before it is read.
+	huge := filepath.Join(dir, "huge.safetensors")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 20<<30); err != nil {
+		t.Skipf("no sparse files here: %v", err)
+	}
+	var err error
+	n := allocated(func() { err = LoadWeights(huge, small, LayoutQKV) })
+	graphtest.WantErr(t, err, huge, "21474836480 bytes, more than the", "the params' tensors can take")
+	if n > maxRefusalAlloc {
+		t.Errorf("refusing %s allocated %d bytes", huge, n)
+	}
 	// A checkpoint's model file is a qkv-layout weights file.
 	w, err := ParamTensors(ckModel(t, tensor.Float32, 4, 1))
 	if err != nil {

@@ -31,6 +31,9 @@ type Cached struct {
 // gives it the values of params, the parameters of a model of the same
 // configuration (a Model's Params, or a training model's).
 func NewCached(cfg config.Config, b int, params []graph.Param) (*Cached, error) {
+	if err := checkArch(cfg, config.ArchDecoder, "NewCached", "NewCachedEncDec"); err != nil {
+		return nil, err
+	}
 	dt, err := cfg.DType.Tensor()
 	if err != nil {
 		return nil, err
@@ -81,8 +84,11 @@ func copyParams(dst, src []graph.Param) error {
 		}
 		from, ok1 := src[i].Node.Value().(*tensor.Dense)
 		to, ok2 := p.Node.Value().(*tensor.Dense)
-		if !ok1 || !ok2 || src[i].Name != p.Name || !from.Shape().Eq(to.Shape()) || from.Dtype() != to.Dtype() {
+		switch {
+		case !ok1 || !ok2 || src[i].Name != p.Name || !from.Shape().Eq(to.Shape()):
 			return fmt.Errorf("infer: params: param %d is %q, want %q of shape %v", i, src[i].Name, p.Name, to.Shape())
+		case from.Dtype() != to.Dtype():
+			return fmt.Errorf("infer: params: param %q is %v, the model's is %v: build both models with the same dtype (values are not converted)", p.Name, from.Dtype(), to.Dtype())
 		}
 		if err := tensor.Copy(to, from); err != nil {
 			return fmt.Errorf("infer: params: param %q: %w", p.Name, err)

@@ -42,6 +42,9 @@ type EncDecModel struct {
 // which BuildEncDec compiles for inference and train.BuildEncDec for
 // training.
 func AssembleEncDec(cfg config.Config, b int) (*EncDecModel, error) {
+	if err := checkArch(cfg, config.ArchEncDec, "AssembleEncDec", "Assemble"); err != nil {
+		return nil, err
+	}
 	dt, err := cfg.DType.Tensor()
 	if err != nil {
 		return nil, err
@@ -69,8 +72,12 @@ func AssembleEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 
 // BuildEncDec builds and compiles the encoder–decoder of cfg (resolved)
 // for inference on batches of b prompts, after checking its memory
-// estimate as Build does.
+// estimate as Build does. A decoder-only configuration is refused: Build
+// builds it.
 func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
+	if err := checkArch(cfg, config.ArchEncDec, "BuildEncDec", "Build"); err != nil {
+		return nil, err
+	}
 	if err := config.CheckMemory(cfg, b, cfg.Model.MaxLen, false); err != nil {
 		return nil, err
 	}
@@ -86,7 +93,7 @@ func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 
 // LoadEncDec is LoadWith for an encoder–decoder checkpoint.
 func LoadEncDec(dir string, b int, opts LoadOptions) (*EncDecModel, config.Config, data.Task, error) {
-	ck, cfg, task, err := readCheckpoint(dir, config.ArchEncDec, opts)
+	ck, cfg, task, err := readCheckpoint(dir, config.ArchEncDec, b, opts)
 	if err != nil {
 		return nil, config.Config{}, nil, err
 	}
@@ -270,8 +277,16 @@ func (m *EncDecModel) nextLogits(srcs, tgts [][]int) ([][]float64, error) {
 	return out, err
 }
 
-// Evaluate decodes every example's prompt greedily and scores the answers.
+// Evaluate decodes every example's prompt greedily and scores the answers,
+// as Evaluate does: an example whose answer is not of the task's length is
+// refused.
 func (m *EncDecModel) Evaluate(task data.Task, examples []data.Example) (EvalResult, error) {
+	if err := m.check(); err != nil {
+		return EvalResult{}, err
+	}
+	if err := checkExamples(task, examples); err != nil {
+		return EvalResult{}, err
+	}
 	prompts := make([][]int, len(examples))
 	for i, e := range examples {
 		prompts[i] = e.Prompt

@@ -40,6 +40,9 @@ type CachedEncDec struct {
 // NewCachedEncDec builds the cached encoder–decoder of cfg (resolved, Arch
 // ArchEncDec) for b prompts, with the values of params (an EncDecModel's).
 func NewCachedEncDec(cfg config.Config, b int, params []graph.Param) (*CachedEncDec, error) {
+	if err := checkArch(cfg, config.ArchEncDec, "NewCachedEncDec", "NewCached"); err != nil {
+		return nil, err
+	}
 	dt, err := cfg.DType.Tensor()
 	if err != nil {
 		return nil, err

@@ -100,8 +100,14 @@ func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
 }
 
 // Evaluate decodes every example's prompt greedily and scores the answers.
+// Every example must be one of task's: a valid prompt and an answer of the
+// task's length for it (the length Greedy decodes), or an error names the
+// example; a shorter answer would otherwise score its few tokens alone.
 func Evaluate(m *Model, task data.Task, examples []data.Example) (EvalResult, error) {
 	if err := checkModelTask(m, task); err != nil {
+		return EvalResult{}, err
+	}
+	if err := checkExamples(task, examples); err != nil {
 		return EvalResult{}, err
 	}
 	prompts := make([][]int, len(examples))
@@ -150,6 +156,23 @@ func argmax(xs []float64) int {
 		}
 	}
 	return best
+}
+
+// checkExamples checks that every example has a valid prompt of task and
+// an answer of the length task decodes for it.
+func checkExamples(task data.Task, examples []data.Example) error {
+	if task == nil {
+		return errors.New("infer: nil task")
+	}
+	for i, e := range examples {
+		if err := task.ValidatePrompt(e.Prompt); err != nil {
+			return fmt.Errorf("infer: example %d: %w", i, err)
+		}
+		if want := task.AnswerLen(e.Prompt); len(e.Answer) != want {
+			return fmt.Errorf("infer: example %d: the answer has %d tokens, want %d (task %s's answer length for this prompt)", i, len(e.Answer), want, task.Name())
+		}
+	}
+	return nil
 }
 
 // checkModelTask checks the arguments of Greedy and Evaluate: a compiled

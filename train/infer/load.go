@@ -29,7 +29,7 @@ type LoadOptions struct {
 
 // LoadWith is Load with options.
 func LoadWith(dir string, b int, opts LoadOptions) (*Model, config.Config, data.Task, error) {
-	ck, cfg, task, err := readCheckpoint(dir, config.ArchDecoder, opts)
+	ck, cfg, task, err := readCheckpoint(dir, config.ArchDecoder, b, opts)
 	if err != nil {
 		return nil, config.Config{}, nil, err
 	}
@@ -45,31 +45,42 @@ func LoadWith(dir string, b int, opts LoadOptions) (*Model, config.Config, data.
 }
 
 // readCheckpoint reads the checkpoint in dir and its config, which must be of
-// architecture arch, with opts applied, and resolves the config's task.
-func readCheckpoint(dir string, arch config.Arch, opts LoadOptions) (*checkpoint.Checkpoint, config.Config, data.Task, error) {
-	ck, err := checkpoint.Load(dir)
+// architecture arch, with opts applied, and resolves the config's task. The
+// architecture and the memory the model needs for batches of b are checked
+// before the weights are read.
+func readCheckpoint(dir string, arch config.Arch, b int, opts LoadOptions) (*checkpoint.Checkpoint, config.Config, data.Task, error) {
+	var task data.Task
+	ck, cfg, err := config.LoadCheckpoint(dir, func(cfg *config.Config) error {
+		switch got := cmpArch(cfg.Arch); {
+		case got == arch:
+		case got == config.ArchEncDec:
+			return fmt.Errorf("infer: checkpoint %s: an encoder-decoder: load it with LoadEncDec", dir)
+		default:
+			return fmt.Errorf("infer: checkpoint %s: a %q model, not an encoder-decoder", dir, got)
+		}
+		if opts.Attention != "" {
+			cfg.Model.Attention = opts.Attention
+		}
+		var err error
+		if task, err = cfg.Resolve(); err != nil {
+			return fmt.Errorf("infer: checkpoint %s: config.json: %w", dir, err)
+		}
+		return config.CheckMemory(*cfg, b, cfg.Model.MaxLen, false)
+	})
 	if err != nil {
 		return nil, config.Config{}, nil, err
 	}
-	cfg, err := config.Unmarshal(ck.Config)
-	if err != nil {
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: %w", dir, err)
-	}
-	switch got := cmpArch(cfg.Arch); {
-	case got == arch:
-	case got == config.ArchEncDec:
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: an encoder-decoder: load it with LoadEncDec", dir)
-	default:
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: a %q model, not an encoder-decoder", dir, got)
-	}
-	if opts.Attention != "" {
-		cfg.Model.Attention = opts.Attention
-	}
-	task, err := cfg.Resolve()
-	if err != nil {
-		return nil, config.Config{}, nil, fmt.Errorf("infer: checkpoint %s: config.json: %w", dir, err)
-	}
 	return ck, cfg, task, nil
+}
+
+// checkArch refuses a configuration of another architecture than want, the
+// one fn builds: fn would build its own model from it without a word. other
+// is the function that builds it.
+func checkArch(cfg config.Config, want config.Arch, fn, other string) error {
+	if got := cmpArch(cfg.Arch); got != want {
+		return fmt.Errorf("infer: %s: the configuration's arch is %q, and %s builds %q: use %s", fn, got, fn, want, other)
+	}
+	return nil
 }
 
 // cmpArch names an architecture, "" as the decoder it defaults to.

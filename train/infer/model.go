@@ -40,6 +40,9 @@ type Model struct {
 // builder: Build compiles it for inference, train.BuildModel adds the cost
 // and gradients first.
 func Assemble(cfg config.Config, b, s int) (*Model, error) {
+	if err := checkArch(cfg, config.ArchDecoder, "Assemble", "AssembleEncDec"); err != nil {
+		return nil, err
+	}
 	dt, err := cfg.DType.Tensor()
 	if err != nil {
 		return nil, err
@@ -72,8 +75,12 @@ func Assemble(cfg config.Config, b, s int) (*Model, error) {
 // Before allocating anything it estimates the memory the model needs
 // (config.EstimateMemory) and returns a *config.MemoryError if that exceeds
 // config.MemoryLimit, instead of letting the runtime die of an
-// out-of-memory fatal error.
+// out-of-memory fatal error. An encoder–decoder configuration is refused:
+// BuildEncDec builds it.
 func Build(cfg config.Config, b, s int) (*Model, error) {
+	if err := checkArch(cfg, config.ArchDecoder, "Build", "BuildEncDec"); err != nil {
+		return nil, err
+	}
 	if err := config.CheckMemory(cfg, b, s, false); err != nil {
 		return nil, err
 	}
@@ -166,7 +173,10 @@ func (m *Model) Run(read func() error) error {
 }
 
 // CopyParamsFrom copies every parameter value of src into m: the evaluation
-// model reads the training model's current weights this way.
+// model reads the training model's current weights this way. Both must be
+// of the same configuration, dtype included: a float64 model's weights are
+// not converted into a float32 one (that would round them without a word),
+// the error names both dtypes.
 func (m *Model) CopyParamsFrom(src *Model) error {
 	if err := m.check(); err != nil {
 		return err
@@ -174,19 +184,7 @@ func (m *Model) CopyParamsFrom(src *Model) error {
 	if err := src.check(); err != nil {
 		return fmt.Errorf("infer: copy params from: %w", err)
 	}
-	if len(src.Params) != len(m.Params) {
-		return fmt.Errorf("infer: copy params: %d params, want %d", len(src.Params), len(m.Params))
-	}
-	for i, p := range m.Params {
-		from, to := src.Params[i].Node.Value().(*tensor.Dense), p.Node.Value().(*tensor.Dense)
-		if src.Params[i].Name != p.Name || !from.Shape().Eq(to.Shape()) {
-			return fmt.Errorf("infer: copy params: %q %v vs %q %v", src.Params[i].Name, from.Shape(), p.Name, to.Shape())
-		}
-		if err := tensor.Copy(to, from); err != nil {
-			return fmt.Errorf("infer: copy params %q: %w", p.Name, err)
-		}
-	}
-	return nil
+	return copyParams(m.Params, src.Params)
 }
 
 // Close releases the machine.

@@ -1,0 +1,31 @@
+package train
+
+import (
+	"testing"
+
+	"github.com/qkv-dev/qkv/internal/graphtest"
+	"github.com/qkv-dev/qkv/train/config"
+)
+
+// TestBuildRefusesOtherArch: the training builders refuse the other
+// architecture's configuration instead of building their own model from it.
+func TestBuildRefusesOtherArch(t *testing.T) {
+	dec := tinyConfig()
+	if _, err := dec.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	encdec := dec
+	encdec.Arch = config.ArchEncDec
+	if m, err := BuildModel(encdec, 2, dec.Model.MaxLen); err == nil {
+		m.Close()
+		t.Error("BuildModel built a decoder from an encoder-decoder configuration")
+	} else {
+		graphtest.WantErr(t, err, `arch is "encdec"`, "use AssembleEncDec")
+	}
+	if m, err := BuildEncDec(dec, 2); err == nil {
+		m.Close()
+		t.Error("BuildEncDec built an encoder-decoder from a decoder configuration")
+	} else {
+		graphtest.WantErr(t, err, `arch is "decoder"`, "use Assemble")
+	}
+}
