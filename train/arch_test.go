@@ -20,12 +20,12 @@ func TestBuildRefusesOtherArch(t *testing.T) {
 		m.Close()
 		t.Error("BuildModel built a decoder from an encoder-decoder configuration")
 	} else {
-		graphtest.WantErr(t, err, `arch is "encdec"`, "use AssembleEncDec")
+		graphtest.WantErr(t, err, "train: BuildModel", `arch is "encdec"`, "use BuildEncDec")
 	}
 	if m, err := BuildEncDec(dec, 2); err == nil {
 		m.Close()
 		t.Error("BuildEncDec built an encoder-decoder from a decoder configuration")
 	} else {
-		graphtest.WantErr(t, err, `arch is "decoder"`, "use Assemble")
+		graphtest.WantErr(t, err, "train: BuildEncDec", `arch is "decoder"`, "use BuildModel")
 	}
 }

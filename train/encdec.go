@@ -24,6 +24,9 @@ type EncDecModel struct {
 // BuildEncDec builds and compiles the encoder–decoder of cfg (resolved) for
 // training on batches of b examples, after checking its memory estimate.
 func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
+	if err := cfg.RequireArch(config.ArchEncDec, "BuildEncDec", "BuildModel"); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
 	if err := config.CheckMemory(cfg, b, cfg.Model.MaxLen, true); err != nil {
 		return nil, err
 	}

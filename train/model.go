@@ -30,6 +30,9 @@ type Model struct {
 // (config.EstimateMemory) and returns a *config.MemoryError if that exceeds
 // config.MemoryLimit.
 func BuildModel(cfg config.Config, b, s int) (*Model, error) {
+	if err := cfg.RequireArch(config.ArchDecoder, "BuildModel", "BuildEncDec"); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
 	if err := config.CheckMemory(cfg, b, s, true); err != nil {
 		return nil, err
 	}
@@ -53,6 +56,9 @@ func BuildModel(cfg config.Config, b, s int) (*Model, error) {
 // the batch). BuildModel adds the gradients and compiles it; a gradient
 // check runs it as it is.
 func Assemble(cfg config.Config, b, s int) (*Model, error) {
+	if err := cfg.RequireArch(config.ArchDecoder, "Assemble", "BuildEncDec"); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
 	dec, err := infer.Assemble(cfg, b, s)
 	if err != nil {
 		return nil, err

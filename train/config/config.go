@@ -442,6 +442,25 @@ func (c Config) EncDec() layers.EncDecConfig {
 	}
 }
 
+// ArchOrDefault returns c's architecture, ArchDecoder for "".
+func (c Config) ArchOrDefault() Arch {
+	if c.Arch == "" {
+		return ArchDecoder
+	}
+	return c.Arch
+}
+
+// RequireArch returns an error unless c's architecture is want, the one
+// the function fn builds; other names the function that builds c's. A
+// builder checks it because it would otherwise build its own architecture
+// from c without a word.
+func (c Config) RequireArch(want Arch, fn, other string) error {
+	if got := c.ArchOrDefault(); got != want {
+		return fmt.Errorf("%s: the configuration's arch is %q, and %s builds %q: use %s", fn, got, fn, want, other)
+	}
+	return nil
+}
+
 // Marshal returns c as indented JSON, the content of config.json.
 func Marshal(c Config) ([]byte, error) { return json.MarshalIndent(c, "", "  ") }
 

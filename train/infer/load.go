@@ -51,7 +51,7 @@ func LoadWith(dir string, b int, opts LoadOptions) (*Model, config.Config, data.
 func readCheckpoint(dir string, arch config.Arch, b int, opts LoadOptions) (*checkpoint.Checkpoint, config.Config, data.Task, error) {
 	var task data.Task
 	ck, cfg, err := config.LoadCheckpoint(dir, func(cfg *config.Config) error {
-		switch got := cmpArch(cfg.Arch); {
+		switch got := cfg.ArchOrDefault(); {
 		case got == arch:
 		case got == config.ArchEncDec:
 			return fmt.Errorf("infer: checkpoint %s: an encoder-decoder: load it with LoadEncDec", dir)
@@ -74,19 +74,11 @@ func readCheckpoint(dir string, arch config.Arch, b int, opts LoadOptions) (*che
 }
 
 // checkArch refuses a configuration of another architecture than want, the
-// one fn builds: fn would build its own model from it without a word. other
-// is the function that builds it.
+// one fn builds: fn would build its own model from it without a word.
+// other is the function that builds it.
 func checkArch(cfg config.Config, want config.Arch, fn, other string) error {
-	if got := cmpArch(cfg.Arch); got != want {
-		return fmt.Errorf("infer: %s: the configuration's arch is %q, and %s builds %q: use %s", fn, got, fn, want, other)
+	if err := cfg.RequireArch(want, fn, other); err != nil {
+		return fmt.Errorf("infer: %w", err)
 	}
 	return nil
-}
-
-// cmpArch names an architecture, "" as the decoder it defaults to.
-func cmpArch(a config.Arch) config.Arch {
-	if a == "" {
-		return config.ArchDecoder
-	}
-	return a
 }
