@@ -24,30 +24,30 @@ var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkp
 // the checkpoint's value; one that differs is refused naming both values.
 // A checkpoint that cannot be read, or whose config.json is not valid, is
 // reported naming the file; one too large for the memory limit (mem) is a
-// usage error naming the sizes.
-func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (config.Config, error) {
+// usage error naming the sizes. step is the checkpoint's.
+func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (cfg config.Config, step int, err error) {
 	ck, err := checkpoint.Load(dir)
 	if err != nil {
-		return config.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
+		return config.Config{}, 0, fmt.Errorf("--resume: %w", err) // the error names dir
 	}
 	file := checkpoint.File(dir, checkpoint.ConfigFile)
-	cfg, err := config.Unmarshal(ck.Config)
+	cfg, err = config.Unmarshal(ck.Config)
 	if err != nil {
-		return config.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
+		return config.Config{}, 0, fmt.Errorf("--resume: %s: %w", file, err)
 	}
 	_, tooLarge, err := mem.fits(&cfg, config.EstimateRun, tooLargeAdvice)
 	if tooLarge != "" {
-		return config.Config{}, fmt.Errorf("%w: --resume: %s: %s", errUsage, file, tooLarge)
+		return config.Config{}, 0, fmt.Errorf("%w: --resume: %s: %s", errUsage, file, tooLarge)
 	}
 	if err != nil { // the checkpoint's config.json is wrong, not a flag
-		return config.Config{}, fmt.Errorf("--resume: %s: %w", file, err)
+		return config.Config{}, 0, fmt.Errorf("--resume: %s: %w", file, err)
 	}
 
 	// Each flag given is applied alone to a copy of the checkpoint's
 	// configuration through a flag set whose defaults are the checkpoint's
 	// values; the copy must still equal the checkpoint's.
 	var refuse error
-	fs.Visit(func(f *flag.Flag) {
+	visitSet(fs, func(f *flag.Flag) {
 		if refuse != nil || fs.Lookup(f.Name) == nil {
 			return
 		}
@@ -85,12 +85,12 @@ func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (config.Config,
 		}
 	})
 	if refuse != nil {
-		return config.Config{}, refuse
+		return config.Config{}, 0, refuse
 	}
 	if cfg.Steps < ck.Step {
-		return config.Config{}, fmt.Errorf("%w: --steps %d: the checkpoint in %s is already at step %d; give a total of at least %d", errUsage, cfg.Steps, dir, ck.Step, ck.Step)
+		return config.Config{}, 0, fmt.Errorf("%w: --steps %d: the checkpoint in %s is already at step %d; give a total of at least %d", errUsage, cfg.Steps, dir, ck.Step, ck.Step)
 	}
-	return cfg, nil
+	return cfg, ck.Step, nil
 }
 
 func mismatch(dir, name, ckpt, given string) error {
