@@ -134,3 +134,26 @@ func TestStopReasonAndResumeFinished(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestGradcheckProgressAndBounds: gradcheck shows how far it is (a line
+// per tenth of the weights when stderr is no terminal), and refuses sizes
+// beyond the bounds that finish in minutes, naming the flag and the bound.
+func TestGradcheckProgressAndBounds(t *testing.T) {
+	code, out, stderr := qkv("gradcheck", "--layers", "1")
+	if code != 0 {
+		t.Fatalf("gradcheck: exit %d: %s%s", code, out, stderr)
+	}
+	for _, w := range []string{"gradcheck: 10% (", "gradcheck: 100% (", " weights, about ", "left), at head.b"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("gradcheck's progress lacks %q:\n%s", w, stderr)
+		}
+	}
+	for _, c := range []validationCase{
+		{args("gradcheck --dim 64 --heads 2"), 2, []string{"--dim: at most 32, got 64"}},
+		{args("gradcheck --hidden 256"), 2, []string{"--hidden: at most 128, got 256"}},
+		{args("gradcheck --layers 8"), 2, []string{"--layers: at most 4, got 8"}},
+		{args("gradcheck --batch 16"), 2, []string{"--batch: at most 4, got 16"}},
+	} {
+		c.check(t)
+	}
+}
