@@ -45,6 +45,19 @@ func TestErrorsReadAsOneSentence(t *testing.T) {
 	}
 }
 
+// TestResumeTaskFlagsOfAnotherTask: on --resume the task flags are checked
+// against the checkpoint's task, not against the default task (sort).
+func TestResumeTaskFlagsOfAnotherTask(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if code, _, stderr := qkv(append(args("train --task add --digits 1 --dim 16 --heads 2 --hidden 32 --layers 1 --batch 8 --steps 2 --warmup 0 --test-size 8 --out"), dir)...); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, stderr)
+	}
+	if code, out, stderr := qkv("train", "--resume", dir, "--digits", "1", "--steps", "4"); code != 0 || !strings.Contains(out, "2 steps in") {
+		t.Errorf("resume of an add run with --digits 1: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	validationCase{[]string{"train", "--resume", dir, "--digits", "2"}, 2, []string{"--digits: the checkpoint in " + dir}}.check(t)
+}
+
 // TestPredictUnquotedPrompt: the arguments after predict's flags are the
 // prompt, quoted as one or not.
 func TestPredictUnquotedPrompt(t *testing.T) {

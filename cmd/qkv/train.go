@@ -127,8 +127,12 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 			return err
 		}
 		cfg.Task = config.TaskSpec{Name: tf.name, Params: tf.resolve(fs)}
-		if err := checkTaskFlags(fs, *cfg); err != nil {
-			return err
+		// A resumed run's task is the checkpoint's, which resumeConfig
+		// compares the task flags with; the defaults' task is not it.
+		if !flagGiven(fs, "resume") {
+			if err := checkTaskFlags(fs, *cfg); err != nil {
+				return err
+			}
 		}
 		if !flagGiven(fs, "warmup") {
 			cfg.Warmup = defaultWarmup(cfg.Warmup, cfg.Steps)
