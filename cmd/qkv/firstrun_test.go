@@ -32,12 +32,13 @@ func TestErrorsReadAsOneSentence(t *testing.T) {
 		{args("train --resume /nonexistent/run"), 1, []string{"qkv train: --resume: checkpoint: /nonexistent/run: no checkpoint"}},
 		{args("eval --checkpoint /nonexistent/run"), 1, []string{"qkv eval: checkpoint: /nonexistent/run: no checkpoint"}},
 		{args("gradcheck --dim 1000"), 2, []string{"qkv gradcheck: --dim: "}},
+		{[]string{"eval", "--checkpoint", dir, "--attention", "sparse"}, 2, []string{`qkv eval: --attention: unknown attention "sparse": want "composed", "fused" or "flash"`}},
 	}
 	for _, c := range cases {
 		c.check(t)
 		_, _, stderr := qkv(c.args...)
 		last := stderr[strings.LastIndex(strings.TrimSuffix(stderr, "\n"), "\n")+1:]
-		for _, bad := range []string{"usage:", ": data:", ": vocab:", "train: train:"} {
+		for _, bad := range []string{"usage:", ": data:", ": vocab:", ": layers:", "train: train:"} {
 			if strings.Contains(last, bad) {
 				t.Errorf("qkv %q: %q has %q", c.args, last, bad)
 			}

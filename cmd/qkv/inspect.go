@@ -48,7 +48,7 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 		}
 		if impl != "" {
 			if _, err := layers.ParseAttentionImpl(string(impl)); err != nil {
-				return nil, fmt.Errorf("%w: --attention: %v", errUsage, err)
+				return nil, fmt.Errorf("%w: --attention: unknown attention %q: want %q, %q or %q", errUsage, impl, layers.AttentionComposed, layers.AttentionFused, layers.AttentionFlash)
 			}
 			cfg.Model.Attention = impl
 		}
