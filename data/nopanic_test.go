@@ -161,11 +161,11 @@ func TestErrorsNotPanics(t *testing.T) {
 		// ParsePrompt and Vocab: nil and zero receivers, bad text.
 		{"ParsePrompt nil task", func(*testing.T) error { _, err := data.ParsePrompt(nil, "1 2"); return err }, []string{"parse prompt: nil task"}},
 		{"ParsePrompt task without vocab", func(t *testing.T) error { _, err := data.ParsePrompt(fakeTask{}, "a"); return err }, []string{`task "fake": parse prompt`, "nil Vocab"}},
-		{"ParsePrompt unknown symbol", func(t *testing.T) error { _, err := data.ParsePrompt(mustNew(t, "sort", sort), "2 0 7"); return err }, []string{`task "sort"`, `unknown symbol "7" at position 2`}},
+		{"ParsePrompt unknown symbol", func(t *testing.T) error { _, err := data.ParsePrompt(mustNew(t, "sort", sort), "2 0 7"); return err }, []string{`task "sort"`, `prompt holds "7" at position 2, which is not a symbol of the task (0 1 2)`}},
 		{"ParsePrompt separator", func(t *testing.T) error {
 			_, err := data.ParsePrompt(mustNew(t, "sort", sort), "2 | 0 1 1 0")
 			return err
-		}, []string{`position 1 holds "|"`}},
+		}, []string{`prompt holds "|" (id 1) at position 1`}},
 		{"ParsePrompt empty", func(t *testing.T) error { _, err := data.ParsePrompt(mustNew(t, "sort", sort), " \t\n"); return err }, []string{"prompt has 0 symbols, want 6"}},
 		{"ParsePrompt 100000 symbols", func(t *testing.T) error {
 			_, err := data.ParsePrompt(mustNew(t, "add", data.DefaultConfig("add")), strings.Repeat("1 ", 100000))

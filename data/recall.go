@@ -121,7 +121,7 @@ func (r *recall) ValidatePrompt(prompt []int) error {
 		if r.maxPairs > r.minPairs {
 			want = fmt.Sprintf("an odd count from %d to %d", 2*r.minPairs+1, 2*r.maxPairs+1)
 		}
-		return fmt.Errorf("data: task %q: prompt has %d tokens, want %s (key value pairs, then the query key)", r.Name(), n, want)
+		return promptErrorf(r.Name(), "has %d tokens, want %s (key value pairs, then the query key)", n, want)
 	}
 	keyIDs, valIDs := r.firstKey(), r.firstValue()
 	seen := make(map[int]int)
@@ -130,7 +130,7 @@ func (r *recall) ValidatePrompt(prompt []int) error {
 			return r.at(i, prompt[i], "a key, "+r.span(keyIDs, r.keys))
 		}
 		if j, dup := seen[prompt[i]]; dup {
-			return fmt.Errorf("data: task %q: key %s at prompt position %d repeats the key at position %d; keys must be distinct", r.Name(), describe(r.vocab, prompt[i]), i, j)
+			return promptErrorf(r.Name(), "holds key %s at position %d, which repeats the key at position %d; keys must be distinct", describe(r.vocab, prompt[i]), i, j)
 		}
 		seen[prompt[i]] = i
 		if prompt[i+1] < valIDs || prompt[i+1] >= valIDs+r.values {
@@ -138,7 +138,7 @@ func (r *recall) ValidatePrompt(prompt []int) error {
 		}
 	}
 	if _, ok := seen[prompt[n-1]]; !ok {
-		return fmt.Errorf("data: task %q: query %s at prompt position %d is not one of the prompt's keys", r.Name(), describe(r.vocab, prompt[n-1]), n-1)
+		return promptErrorf(r.Name(), "ends in query %s at position %d, which is not one of its keys", describe(r.vocab, prompt[n-1]), n-1)
 	}
 	return nil
 }
@@ -152,7 +152,7 @@ func (r *recall) span(first, n int) string {
 
 // at reports a wrong token at prompt position i.
 func (r *recall) at(i, id int, want string) error {
-	return fmt.Errorf("data: task %q: prompt position %d holds %s, want %s", r.Name(), i, describe(r.vocab, id), want)
+	return promptErrorf(r.Name(), "holds %s at position %d, want %s", describe(r.vocab, id), i, want)
 }
 
 // NumPrompts is the sum over pair counts p of (ordered choices of p distinct

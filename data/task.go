@@ -78,7 +78,8 @@ func New(name string, cfg TaskConfig) (Task, error) {
 }
 
 // ParsePrompt encodes text in t's vocabulary and validates it as a prompt, the
-// check a CLI makes before asking a model for the answer.
+// check a CLI makes before asking a model for the answer. A text that is not
+// a prompt of t is a *PromptError.
 func ParsePrompt(t Task, text string) ([]int, error) {
 	if t == nil {
 		return nil, fmt.Errorf("data: parse prompt: nil task")
@@ -87,9 +88,9 @@ func ParsePrompt(t Task, text string) ([]int, error) {
 	if err := v.usable(); err != nil {
 		return nil, fmt.Errorf("data: task %q: parse prompt: %w", t.Name(), err)
 	}
-	ids, err := v.Encode(text)
-	if err != nil {
-		return nil, err
+	ids, bad := v.encode(text)
+	if bad >= 0 {
+		return nil, promptErrorf(t.Name(), "holds %q at position %d, which is not a symbol of the task (%s)", strings.Fields(text)[bad], bad, strings.Join(v.symbols[firstSymbol:], " "))
 	}
 	if err := t.ValidatePrompt(ids); err != nil {
 		return nil, err
@@ -124,12 +125,32 @@ func promptKey(prompt []int) string {
 	return string(b)
 }
 
+// PromptError is a prompt that a task refuses: ValidatePrompt's and
+// ParsePrompt's errors about the prompt itself. Its Problem is a clause
+// whose subject is the prompt, so that a command line can write the
+// sentence with the prompt as typed: prompt "2 5 1" + Problem.
+type PromptError struct {
+	// Task is the name of the task that refused the prompt.
+	Task string
+	// Problem says what is wrong, e.g. "has 3 symbols, want 6".
+	Problem string
+}
+
+// Error reads `data: task "sort": prompt has 3 symbols, want 6`.
+func (e *PromptError) Error() string {
+	return fmt.Sprintf("data: task %q: prompt %s", e.Task, e.Problem)
+}
+
+func promptErrorf(task, format string, args ...any) error {
+	return &PromptError{Task: task, Problem: fmt.Sprintf(format, args...)}
+}
+
 // checkSymbols reports the first id of prompt outside [lo, hi), naming it in
 // the vocabulary's words.
 func checkSymbols(t Task, prompt []int, lo, hi int, what string) error {
 	for i, id := range prompt {
 		if id < lo || id >= hi {
-			return fmt.Errorf("data: task %q: prompt position %d holds %s, want %s", t.Name(), i, describe(t.Vocab(), id), what)
+			return promptErrorf(t.Name(), "holds %s at position %d, want %s", describe(t.Vocab(), id), i, what)
 		}
 	}
 	return nil
@@ -140,5 +161,5 @@ func describe(v *Vocab, id int) string {
 	if s, err := v.Symbol(id); err == nil {
 		return fmt.Sprintf("%q (id %d)", s, id)
 	}
-	return fmt.Sprintf("id %d, outside the vocabulary", id)
+	return fmt.Sprintf("id %d (outside the vocabulary)", id)
 }

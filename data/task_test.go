@@ -1,6 +1,7 @@
 package data_test
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"math/rand/v2"
@@ -211,20 +212,20 @@ func TestValidatePromptRejects(t *testing.T) {
 		want   string
 	}{
 		{"sort", data.TaskConfig{Length: 6, Alphabet: 3}, []int{2, 3, 4}, "prompt has 3 symbols, want 6"},
-		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 1, 4}, `position 1 holds "|"`},
-		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 0, 4}, `position 1 holds "_"`},
-		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 5, 4}, "position 1 holds id 5, outside the vocabulary"},
+		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 1, 4}, `prompt holds "|" (id 1) at position 1`},
+		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 0, 4}, `prompt holds "_" (id 0) at position 1`},
+		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 5, 4}, "prompt holds id 5 (outside the vocabulary) at position 1"},
 		{"copy", data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 3}, []int{2}, "want 2 to 4"},
 		{"copy", data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 3}, []int{}, "want 2 to 4"},
-		{"reverse", data.TaskConfig{Length: 2, Alphabet: 3}, []int{-1, 2}, "position 0 holds id -1"},
+		{"reverse", data.TaskConfig{Length: 2, Alphabet: 3}, []int{-1, 2}, "holds id -1 (outside the vocabulary) at position 0"},
 		{"add", data.TaskConfig{Digits: 2}, []int{2, 3, 4}, "prompt has 3 digits, want 4"},
-		{"add", data.TaskConfig{Digits: 1}, []int{2, 12}, "position 1 holds id 12"},
+		{"add", data.TaskConfig{Digits: 1}, []int{2, 12}, "holds id 12 (outside the vocabulary) at position 1"},
 		// recall vocab with Values 10, Keys 4: digits are ids 2..11, keys a..d ids 12..15.
 		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 2, 13, 3}, "prompt has 4 tokens, want 5"},
-		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{2, 2, 13, 3, 13}, `position 0 holds "0" (id 2), want a key, a to d`},
-		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 13, 13, 3, 13}, `position 1 holds "b" (id 13), want a value, 0 to 9`},
+		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{2, 2, 13, 3, 13}, `holds "0" (id 2) at position 0, want a key, a to d`},
+		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 13, 13, 3, 13}, `holds "b" (id 13) at position 1, want a value, 0 to 9`},
 		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 2, 12, 3, 12}, "repeats the key at position 0"},
-		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 2, 13, 3, 14}, `query "c" (id 14) at prompt position 4 is not one of the prompt's keys`},
+		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 2, 13, 3, 14}, `prompt ends in query "c" (id 14) at position 4, which is not one of its keys`},
 		{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 2, Keys: 4, Values: 10}, []int{12, 2, 13, 3, 14, 4, 12}, "want an odd count from 3 to 5"},
 	}
 	for _, tt := range tests {
@@ -232,6 +233,12 @@ func TestValidatePromptRejects(t *testing.T) {
 		err := task.ValidatePrompt(tt.prompt)
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), `"`+tt.name+`"`) {
 			t.Errorf("%s: ValidatePrompt(%v) = %v, want an error naming the task and saying %q", tt.name, tt.prompt, err, tt.want)
+		}
+		// A command line writes its own sentence from the problem: it must
+		// read after the prompt, without the prefixes.
+		var pe *data.PromptError
+		if !errors.As(err, &pe) || pe.Task != tt.name || "data: task \""+pe.Task+"\": prompt "+pe.Problem != err.Error() {
+			t.Errorf("%s: ValidatePrompt(%v) = %v, want a *data.PromptError whose Problem follows \"prompt\"", tt.name, tt.prompt, err)
 		}
 		if _, err := task.Solve(tt.prompt); err == nil {
 			t.Errorf("%s: Solve(%v) succeeded on an invalid prompt", tt.name, tt.prompt)
@@ -241,7 +248,7 @@ func TestValidatePromptRejects(t *testing.T) {
 
 func TestParsePrompt(t *testing.T) {
 	task := mustNew(t, "sort", data.DefaultConfig("sort"))
-	if _, err := data.ParsePrompt(task, "2 0 1 1 0 7"); err == nil || !strings.Contains(err.Error(), `unknown symbol "7"`) {
+	if _, err := data.ParsePrompt(task, "2 0 1 1 0 7"); err == nil || !strings.Contains(err.Error(), `prompt holds "7" at position 5, which is not a symbol of the task (0 1 2)`) {
 		t.Errorf("unknown symbol: %v", err)
 	}
 	if _, err := data.ParsePrompt(task, "2 0 1"); err == nil || !strings.Contains(err.Error(), "want 6") {

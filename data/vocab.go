@@ -137,16 +137,26 @@ func (v *Vocab) Encode(text string) ([]int, error) {
 	if err := v.usable(); err != nil {
 		return nil, err
 	}
+	ids, bad := v.encode(text)
+	if bad >= 0 {
+		return nil, v.errorf("unknown symbol %q at position %d of %q (known: %s)", strings.Fields(text)[bad], bad, text, strings.Join(v.symbols, " "))
+	}
+	return ids, nil
+}
+
+// encode returns the ids of text's symbols, or the position of the first
+// symbol that is not in v (-1 if none is).
+func (v *Vocab) encode(text string) (ids []int, bad int) {
 	fields := strings.Fields(text)
-	ids := make([]int, len(fields))
+	ids = make([]int, len(fields))
 	for i, f := range fields {
 		id, ok := v.ids[f]
 		if !ok {
-			return nil, v.errorf("unknown symbol %q at position %d of %q (known: %s)", f, i, text, strings.Join(v.symbols, " "))
+			return nil, i
 		}
 		ids[i] = id
 	}
-	return ids, nil
+	return ids, -1
 }
 
 // Decode returns the symbols of ids joined by single spaces, the inverse of

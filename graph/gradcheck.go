@@ -23,6 +23,11 @@ type GradCheckConfig struct {
 	// shift invariance) is then judged by its absolute error instead of by
 	// finite-difference noise over nothing. Default 1e-3.
 	Floor float64
+	// Progress, if set, is called after each weight's finite difference
+	// with the parameter's name, the weights done so far and the total of
+	// all parameters: two runs of the model per weight make a check of a
+	// large model take minutes, which a caller can show.
+	Progress func(param string, done, total int)
 }
 
 // GradError is the comparison of one parameter's symbolic and numerical
@@ -159,6 +164,10 @@ func GradCheck(cost *G.Node, params []Param, inputs map[*G.Node]G.Value, cfg Gra
 	}
 	vm.Reset()
 
+	total, done := 0, 0
+	for _, p := range params {
+		total += p.Node.Shape().TotalSize()
+	}
 	for i, p := range params {
 		data, ok := p.Node.Value().Data().([]float64)
 		if !ok {
@@ -180,6 +189,9 @@ func GradCheck(cost *G.Node, params []Param, inputs map[*G.Node]G.Value, cfg Gra
 				return nil, fmt.Errorf("graph: gradcheck: run with %q[%d] - eps: %w", p.Name, j, err)
 			}
 			numerical[j] = (fPlus - fMinus) / (2 * cfg.Eps)
+			if done++; cfg.Progress != nil {
+				cfg.Progress(p.Name, done, total)
+			}
 			// A NaN would slip through the report: Worst compares with >=,
 			// which NaN never satisfies.
 			if math.IsNaN(numerical[j]) || math.IsInf(numerical[j], 0) {

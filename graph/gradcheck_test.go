@@ -328,3 +328,27 @@ func TestGradCheckErrors(t *testing.T) {
 		t.Errorf("float32 parameter: error %v, want one about float64", err)
 	}
 }
+
+// TestGradCheckProgress: Progress is called once per weight, in order, with
+// the parameter being differenced and the total of all parameters.
+func TestGradCheckProgress(t *testing.T) {
+	g := G.NewGraph()
+	rng := newRand(5)
+	a := param(g, tensor.Shape{2, 3}, uniform(rng, 6, -1, 1), "a")
+	b := param(g, tensor.Shape{3}, uniform(rng, 3, -1, 1), "b")
+	ab, err := G.Mul(a.Node, b.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	_, err = GradCheck(weightedSum(t, ab, rng), []Param{a, b}, nil, GradCheckConfig{Progress: func(p string, done, total int) {
+		calls = append(calls, fmt.Sprintf("%s %d/%d", p, done, total))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a 1/9", "a 2/9", "a 3/9", "a 4/9", "a 5/9", "a 6/9", "b 7/9", "b 8/9", "b 9/9"}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("Progress calls %v, want %v", calls, want)
+	}
+}

@@ -319,6 +319,7 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 	defer metrics.Close()
 	t.metrics = metrics
 
+	fmt.Fprintln(t.log, t.plan())
 	bar := t.newBar()
 	start := time.Now()
 	wall := func() float64 { return t.wall + time.Since(start).Seconds() }
@@ -364,6 +365,7 @@ func (t *trainer) run(ctx context.Context) (Summary, error) {
 		}
 	}
 	if bar != nil {
+		bar.ChangeMax(t.step) // a run stopped at its target ends there, not at cfg.Steps
 		bar.Finish()
 		fmt.Fprintln(t.log)
 	}
@@ -545,6 +547,22 @@ func (t *trainer) newBar() *progressbar.ProgressBar {
 	)
 	_ = bar.Set(t.step)
 	return bar
+}
+
+// plan says when the run will stop, so that the progress that follows,
+// counted against cfg.Steps, is not taken for the run's length when a
+// target may end it first.
+func (t *trainer) plan() string {
+	s := fmt.Sprintf("training %s", t.cfg.Task.Name)
+	if t.step > 0 {
+		s = fmt.Sprintf("resuming %s at step %d", t.cfg.Task.Name, t.step)
+	}
+	if t.cfg.TargetExact > 0 {
+		s += fmt.Sprintf(" until held-out exact match reaches %.3f or step %d", t.cfg.TargetExact, t.cfg.Steps)
+	} else {
+		s += fmt.Sprintf(" until step %d", t.cfg.Steps)
+	}
+	return s + fmt.Sprintf(", evaluating every %d steps", t.cfg.EvalEvery)
 }
 
 // report shows progress: the bar's description carries the latest loss and

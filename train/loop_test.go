@@ -280,3 +280,30 @@ func TestPlottedHistoryIsEveryEvaluation(t *testing.T) {
 		t.Errorf("every evaluation is %+v: the model did not change, the test proves nothing", fromFile[0])
 	}
 }
+
+// TestProgressShowsStoppingRule: progress says the run stops at its target
+// or at cfg.Steps, and a bar of a run that reached its target early ends at
+// the step it stopped at, not at cfg.Steps.
+func TestProgressShowsStoppingRule(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Task = config.TaskSpec{Name: "sort", Params: data.TaskConfig{Length: 3, Alphabet: 3}}
+	cfg.Steps, cfg.Warmup, cfg.EvalEvery, cfg.TestSize, cfg.LR, cfg.TargetExact = 400, 2, 10, 8, 0.01, 0.5
+	var log bytes.Buffer
+	sum, err := Run(context.Background(), cfg, Options{Out: t.TempDir(), Progress: &log, Bar: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.StoppedEarly || sum.Steps >= cfg.Steps {
+		t.Fatalf("the run stopped at step %d (early: %v); the test needs one that reaches its target", sum.Steps, sum.StoppedEarly)
+	}
+	out := log.String()
+	if w := "until held-out exact match reaches 0.500 or step 400"; !strings.Contains(out, w) {
+		t.Errorf("progress lacks %q:\n%s", w, out)
+	}
+	if bad := fmt.Sprintf("(%d/%d", cfg.Steps, cfg.Steps); strings.Contains(out, bad) {
+		t.Errorf("the bar claims %s) though the run stopped at step %d:\n%q", bad, sum.Steps, out)
+	}
+	if w := fmt.Sprintf("(%d/%d", sum.Steps, sum.Steps); !strings.Contains(out, w) {
+		t.Errorf("the bar does not end at the step the run stopped at, %s):\n%q", w, out)
+	}
+}

@@ -44,7 +44,7 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 		}
 		if impl != "" {
 			if _, err := layers.ParseAttentionImpl(string(impl)); err != nil {
-				return nil, fmt.Errorf("%w: --attention: %v", errUsage, err)
+				return nil, fmt.Errorf("%w: --attention: unknown attention %q: want %q, %q or %q", errUsage, impl, layers.AttentionComposed, layers.AttentionFused, layers.AttentionFlash)
 			}
 		}
 		file := checkpoint.File(*dir, checkpoint.ConfigFile)
@@ -148,17 +148,20 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// promptArg returns the single prompt argument or --input, parsed in the
-// task's vocabulary.
+// promptArg returns the prompt (predict's arguments or attend's --input),
+// parsed in the task's vocabulary. A prompt the task refuses is a usage
+// error written as one sentence about the prompt as typed, with an example
+// of a valid one.
 func promptArg(task data.Task, text string) ([]int, error) {
 	if strings.TrimSpace(text) == "" {
-		return nil, fmt.Errorf("%w: no input: give a prompt such as %q", errUsage, example(task))
+		return nil, fmt.Errorf("%w: no prompt: give one such as %q", errUsage, example(task))
 	}
 	p, err := data.ParsePrompt(task, text)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v (a valid prompt looks like %q)", errUsage, err, example(task))
+	var pe *data.PromptError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("%w: prompt %q %s; a valid prompt of task %s looks like %q", errUsage, text, pe.Problem, task.Name(), example(task))
 	}
-	return p, nil
+	return p, err
 }
 
 // example returns a valid prompt of the task, for error messages.
@@ -167,17 +170,22 @@ func example(task data.Task) string {
 }
 
 func runPredict(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("predict", `--checkpoint DIR "PROMPT"`, stderr)
+	fs := newFlags("predict", `--checkpoint DIR PROMPT (e.g. 2 0 1 1 0 2, quoted or not: the arguments after the flags are the prompt)`, stderr)
 	load := checkpointFlag(fs, stderr)
-	if err := parse(fs, args, 1); err != nil {
+	if err := parse(fs, args, -1); err != nil {
 		return err
+	}
+	for _, a := range fs.Args() {
+		if strings.HasPrefix(a, "-") { // no task has a symbol starting with '-'
+			return fmt.Errorf("%w: %s after the prompt: give the flags before it: qkv predict --checkpoint DIR PROMPT", errUsage, a)
+		}
 	}
 	l, err := load(1, false)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	prompt, err := promptArg(l.task, fs.Arg(0))
+	prompt, err := promptArg(l.task, strings.Join(fs.Args(), " "))
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,8 @@ func init() {
 }
 
 // errUsage marks errors that are the user's: exit status 2, as flag uses.
+// It is wrapped first, fmt.Errorf("%w: --flag: ...", errUsage, ...), and
+// run prints the message without it: the mark is no word of the sentence.
 var errUsage = errors.New("usage")
 
 func main() {
@@ -60,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "qkv: unknown command %q\n\n", args[0])
+		fmt.Fprintf(stderr, "qkv: unknown command %q%s\n\n", args[0], didYouMean(args[0], "", commandNames()))
 		usage(stderr)
 		return 2
 	}
@@ -71,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "qkv %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "qkv %s: %s\n", args[0], strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		return 2
 	case errors.Is(err, train.ErrInterrupted):
 		return 130 // as a shell reports a command ended by SIGINT
@@ -84,15 +86,60 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "qkv: Transformer attention as a gorgonia graph, trained on toy sequence tasks.")
 	fmt.Fprintln(w, "\nUsage: qkv <command> [flags]\n\nCommands:")
+	for _, n := range commandNames() {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'qkv <command> --help' for a command's flags.")
+}
+
+// commandNames returns the subcommands' names, sorted.
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	return names
+}
+
+// didYouMean returns " (did you mean <prefix>X?)" for the name X among known
+// nearest to typo, if it is near enough to be a slip (fewer than a third of
+// its letters differ, plus one), else "".
+func didYouMean(typo, prefix string, known []string) string {
+	best, dist := "", len(typo)/3+1
+	for _, k := range known {
+		if d := editDistance(typo, k); d < dist {
+			best, dist = k, d
+		}
 	}
-	fmt.Fprintln(w, "\nRun 'qkv <command> --help' for a command's flags.")
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+}
+
+// editDistance is the Damerau–Levenshtein distance of a and b with adjacent
+// transpositions (optimal string alignment): "trian" is one from "train".
+func editDistance(a, b string) int {
+	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 // newFlags returns a flag set that reports errors instead of exiting.
@@ -106,16 +153,28 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// flagSuggestion returns didYouMean's hint for the flag an "flag provided
+// but not defined" error of fs names, written as --flag.
+func flagSuggestion(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	var known []string
+	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+	return didYouMean(name, "--", known)
+}
+
 // parse parses args and returns an errUsage error for bad flags and for
-// positional arguments beyond want.
+// positional arguments beyond want (any number if want < 0).
 func parse(fs *flag.FlagSet, args []string, want int) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v%s", errUsage, err, flagSuggestion(fs, err))
 	}
-	if fs.NArg() > want {
+	if want >= 0 && fs.NArg() > want {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, strings.Join(fs.Args()[want:], " "))
 	}
 	return nil

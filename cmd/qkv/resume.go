@@ -25,8 +25,8 @@ var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkp
 // the checkpoint's value; one that differs is refused naming both values.
 // A checkpoint that cannot be read, or whose config.json is not valid, is
 // reported naming the file; one too large for the memory limit (mem) is a
-// usage error naming the sizes.
-func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (config.Config, error) {
+// usage error naming the sizes. step is the checkpoint's.
+func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (cfg config.Config, step int, err error) {
 	file := checkpoint.File(dir, checkpoint.ConfigFile)
 	// The memory check comes before the weights are read: a checkpoint too
 	// large for the limit costs nothing of its size.
@@ -41,17 +41,17 @@ func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (config.Config,
 		return nil
 	})
 	if errors.Is(err, errUsage) {
-		return config.Config{}, err
+		return config.Config{}, 0, err
 	}
 	if err != nil {
-		return config.Config{}, fmt.Errorf("--resume %s: %w", dir, err)
+		return config.Config{}, 0, fmt.Errorf("--resume: %w", err) // the error names dir
 	}
 
 	// Each flag given is applied alone to a copy of the checkpoint's
 	// configuration through a flag set whose defaults are the checkpoint's
 	// values; the copy must still equal the checkpoint's.
 	var refuse error
-	fs.Visit(func(f *flag.Flag) {
+	visitSet(fs, func(f *flag.Flag) {
 		if refuse != nil || fs.Lookup(f.Name) == nil {
 			return
 		}
@@ -89,12 +89,12 @@ func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (config.Config,
 		}
 	})
 	if refuse != nil {
-		return config.Config{}, refuse
+		return config.Config{}, 0, refuse
 	}
 	if cfg.Steps < ck.Step {
-		return config.Config{}, fmt.Errorf("%w: --steps %d: the checkpoint in %s is already at step %d; give a total of at least %d", errUsage, cfg.Steps, dir, ck.Step, ck.Step)
+		return config.Config{}, 0, fmt.Errorf("%w: --steps %d: the checkpoint in %s is already at step %d; give a total of at least %d", errUsage, cfg.Steps, dir, ck.Step, ck.Step)
 	}
-	return cfg, nil
+	return cfg, ck.Step, nil
 }
 
 func mismatch(dir, name, ckpt, given string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,7 +29,7 @@ type taskFlags struct {
 
 func (tf *taskFlags) register(fs *flag.FlagSet, def string) {
 	fs.StringVar(&tf.name, "task", def, "task: one of "+fmt.Sprint(data.Names()))
-	fs.IntVar(&tf.cfg.Length, "length", 0, "sequence length (copy, reverse, sort); 0 = task default")
+	fs.IntVar(&tf.cfg.Length, "length", 0, "sequence length (copy, reverse, sort); 0, as every task flag, keeps the task's default")
 	fs.IntVar(&tf.cfg.MinLength, "min-length", 0, "shortest sequence, with --max-length, for variable lengths")
 	fs.IntVar(&tf.cfg.MaxLength, "max-length", 0, "longest sequence, with --min-length")
 	fs.IntVar(&tf.cfg.Alphabet, "alphabet", 0, "number of distinct symbols (copy, reverse, sort)")
@@ -42,10 +43,10 @@ func (tf *taskFlags) register(fs *flag.FlagSet, def string) {
 
 // resolve returns the task's default parameters overridden by the flags
 // given. Giving a fixed length (pairs) replaces a default range, and the other
-// way round.
+// way round; a task flag given as 0 keeps the default, as --help says.
 func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 	cfg := data.DefaultConfig(tf.name)
-	fs.Visit(func(f *flag.Flag) {
+	visitSet(fs, func(f *flag.Flag) {
 		switch f.Name {
 		case "length":
 			cfg.Length, cfg.MinLength, cfg.MaxLength = tf.cfg.Length, 0, 0
@@ -126,6 +127,13 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 			return err
 		}
 		cfg.Task = config.TaskSpec{Name: tf.name, Params: tf.resolve(fs)}
+		// A resumed run's task is the checkpoint's, which resumeConfig
+		// compares the task flags with; the defaults' task is not it.
+		if !flagGiven(fs, "resume") {
+			if err := checkTaskFlags(fs, *cfg); err != nil {
+				return err
+			}
+		}
 		if !flagGiven(fs, "warmup") {
 			cfg.Warmup = defaultWarmup(cfg.Warmup, cfg.Steps)
 		}
@@ -155,7 +163,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	resolveTask := configFlags(fs, &cfg)
 	fs.Lookup("warmup").DefValue = fmt.Sprintf("min(%d, steps/10)", cfg.Warmup) // as --help shows it
 	out := fs.String("out", "", "run directory for checkpoint, metrics and plots (default runs/<task>)")
-	resume := fs.String("resume", "", "continue the run in this directory from its checkpoint: its config.json gives model, task, data and optimizer, and those flags, if given, must equal it; --steps, --eval-every, --checkpoint-every and --target-exact may change")
+	resume := fs.String("resume", "", "continue the run in this directory from its checkpoint: its config.json gives model, task, data and optimizer, and those flags, if given, must equal it; --steps, --eval-every, --checkpoint-every and --target-exact may change. A run that already reached its --steps or --target-exact is left as it is (exit 0, saying so): give a larger --steps, or a --target-exact it has not reached (0: none), to train further")
 	force := fs.Bool("force", false, "start afresh even if the run directory holds a checkpoint: the old directory is renamed to DIR.old-N, never deleted")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
@@ -169,13 +177,14 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	}
 	defer mem.apply()()
 	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr), Force: *force}
+	startStep := 0
 	switch {
 	case *resume != "":
 		if *out != "" && *out != *resume {
 			return fmt.Errorf("%w: --out and --resume name different directories", errUsage)
 		}
 		var err error
-		if cfg, err = resumeConfig(*resume, fs, mem); err != nil {
+		if cfg, startStep, err = resumeConfig(*resume, fs, mem); err != nil {
 			return err
 		}
 		opts.Out, opts.Resume = *resume, true
@@ -187,6 +196,12 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	if _, err := mem.resolve(&cfg, config.EstimateRun); err != nil {
 		return err
 	}
+	if opts.Resume {
+		if done := finished(opts.Out, startStep, cfg); done != "" {
+			fmt.Fprintln(stdout, done)
+			return nil
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -195,17 +210,63 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	case errors.Is(err, train.ErrInterrupted):
 		fmt.Fprintf(stderr, "resume with: qkv train --resume %s\n", opts.Out)
 	case errors.Is(err, train.ErrRunExists):
-		return fmt.Errorf("%w: %v: continue it with --resume %s, or start afresh with --force (which moves it to %s.old-N)", errUsage, err, opts.Out, filepath.Clean(opts.Out))
+		dir := "run directory " + opts.Out
+		if *out != "" {
+			dir = "--out " + opts.Out
+		}
+		return fmt.Errorf("%w: %s holds a checkpoint of an earlier run: continue it with --resume %s, or start afresh with --force (which moves it to %s.old-N)", errUsage, dir, opts.Out, filepath.Clean(opts.Out))
 	}
 	if err != nil {
 		return configError(err, cfg) // a *config.MemoryError of BuildModel: exit 2 naming the sizes
 	}
-	fmt.Fprintf(stdout, "task %s (%s): %d steps in %.1f s (%.1f ms/step), %d params\n",
-		sum.Task.Name, sum.Task.Params, sum.Steps, sum.WallSeconds, sum.MsPerStep, sum.Params)
+	// This process's steps and seconds, and the run's in all when resumed:
+	// MsPerStep is of this process's steps.
+	n := sum.Steps - startStep
+	fmt.Fprintf(stdout, "task %s (%s): %d steps in %.1f s (%.1f ms/step), %d params",
+		sum.Task.Name, sum.Task.Params, n, float64(n)*sum.MsPerStep/1000, sum.MsPerStep, sum.Params)
+	if startStep > 0 {
+		fmt.Fprintf(stdout, "; resumed at step %d, the run has %d steps in %.1f s in all", startStep, sum.Steps, sum.WallSeconds)
+	}
+	fmt.Fprintf(stdout, "\n%s\n", stopReason(sum))
 	fmt.Fprintf(stdout, "held-out exact match %.3f, token accuracy %.3f\n", sum.ExactMatch, sum.TokenAccuracy)
 	fmt.Fprintf(stdout, "run directory %s (%s naming the checkpoint folder, %s, %s, %s)\n",
 		opts.Out, checkpoint.ManifestFile, train.MetricsFile, train.SummaryFile, train.CurvesFile)
 	return nil
+}
+
+// stopReason says why a finished run stopped where it did, naming the
+// flag: progress counts steps against --steps, which a target may end early.
+func stopReason(sum train.Summary) string {
+	if sum.StoppedEarly {
+		return fmt.Sprintf("stopped at step %d: held-out exact match %.3f reached --target-exact %g (before --steps %d)", sum.Steps, sum.ExactMatch, sum.Config.TargetExact, sum.Config.Steps)
+	}
+	s := fmt.Sprintf("stopped at step %d: reached --steps %d", sum.Steps, sum.Config.Steps)
+	if sum.Config.TargetExact > 0 {
+		s += fmt.Sprintf(" (held-out exact match %.3f, below --target-exact %g)", sum.ExactMatch, sum.Config.TargetExact)
+	}
+	return s
+}
+
+// finished says why the run in dir, whose checkpoint is at step, has
+// nothing left to do when resumed with cfg, or returns "" if it has: it is
+// at cfg.Steps, or its summary.json shows held-out exact match at step
+// reaching cfg.TargetExact, where the loop would stop again at its next
+// evaluation after training that many steps more.
+func finished(dir string, step int, cfg config.Config) string {
+	const more = "nothing to do; to train further give a larger --steps"
+	if step >= cfg.Steps {
+		return fmt.Sprintf("run in %s already finished at step %d (reached --steps %d): %s", dir, step, cfg.Steps, more)
+	}
+	var sum train.Summary
+	b, err := os.ReadFile(filepath.Join(dir, train.SummaryFile))
+	if err != nil || json.Unmarshal(b, &sum) != nil || sum.Steps != step { // a run stopped before its summary
+		return ""
+	}
+	if cfg.TargetExact > 0 && sum.ExactMatch >= cfg.TargetExact {
+		return fmt.Sprintf("run in %s already finished at step %d: held-out exact match %.3f reached --target-exact %g: %s and --target-exact 0 (or one above %.3f)",
+			dir, step, sum.ExactMatch, cfg.TargetExact, more, sum.ExactMatch)
+	}
+	return ""
 }
 
 // isTerminal reports whether w is a terminal, where a progress bar redraws

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
@@ -228,7 +229,7 @@ func memoryText(est config.MemoryEstimate, limit int64, cfg config.Config, from,
 // of lengths (pairs): one would silently replace the other.
 func taskConflicts(fs *flag.FlagSet) error {
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	visitSet(fs, func(f *flag.Flag) { given[f.Name] = true })
 	for _, p := range []struct{ fixed, lo, hi string }{{"length", "min-length", "max-length"}, {"pairs", "min-pairs", "max-pairs"}} {
 		for _, r := range []string{p.lo, p.hi} {
 			if given[p.fixed] && given[r] {
@@ -237,6 +238,38 @@ func taskConflicts(fs *flag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// visitSet calls fn for each flag given on the command line in
+// lexicographical order, as fs.Visit does, but skips task flags given as 0:
+// they keep the task's default, as if not given.
+func visitSet(fs *flag.FlagSet, fn func(*flag.Flag)) {
+	fs.Visit(func(f *flag.Flag) {
+		if taskFlagValue(f.Name, data.TaskConfig{}) == 0 && f.Value.String() == "0" {
+			return
+		}
+		fn(f)
+	})
+}
+
+// checkTaskFlags builds cfg's task from the task flags and refuses
+// parameters the task rejects, naming the flag at fault and, of the other
+// parameters its problem involves, only the flags given (fs): a task's
+// defaults were not typed. An unknown task is left to Validate to name.
+func checkTaskFlags(fs *flag.FlagSet, cfg config.Config) error {
+	if !slices.Contains(data.Names(), cfg.Task.Name) {
+		return nil
+	}
+	_, err := cfg.Task.New()
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	given := map[string]bool{}
+	visitSet(fs, func(f *flag.Flag) { given[f.Name] = true })
+	e := *ce
+	e.With = slices.DeleteFunc(slices.Clone(e.With), func(w string) bool { return !given[fieldFlags[w]] })
+	return configError(&e, cfg)
 }
 
 // sizes of a data.TaskConfig field that a task flag compares on resume:

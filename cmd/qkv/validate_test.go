@@ -115,7 +115,7 @@ func TestFlagValidation(t *testing.T) {
 		{args("train --task copy --min-length 5 --max-length 3"), 2, []string{"--min-length"}},
 		{args("train --task add --digits 99"), 2, []string{"--digits:"}},
 		{args("train --task recall --keys 30"), 2, []string{"--keys:"}},
-		{args("train --task recall --pairs 9"), 2, []string{"--pairs", "--keys"}},
+		{args("train --task recall --pairs 9"), 2, []string{"--pairs: ", "keys is 8"}},
 		// Conflicting task flags name both.
 		{args("train --length 3 --min-length 2 --max-length 5"), 2, []string{"--length and --min-length conflict"}},
 		{args("train --length 3 --max-length 5"), 2, []string{"--length and --max-length conflict"}},

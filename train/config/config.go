@@ -379,6 +379,17 @@ func taskError(err error) error {
 	return e
 }
 
+// New builds the task t names, with its parameters checked: its error is
+// an *Error naming the parameter at fault first and the others its problem
+// mentions in With.
+func (t TaskSpec) New() (data.Task, error) {
+	task, err := data.New(t.Name, t.Params)
+	if err != nil {
+		return nil, taskError(err)
+	}
+	return task, nil
+}
+
 // Resolve validates c, builds its task and fills the model's Vocab and MaxLen
 // from it. Besides Validate's checks it checks the task's parameters, that
 // the held-out set leaves prompts to train on, and that the model is one
@@ -388,9 +399,9 @@ func (c *Config) Resolve() (data.Task, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	task, err := data.New(c.Task.Name, c.Task.Params)
+	task, err := c.Task.New()
 	if err != nil {
-		return nil, taskError(err)
+		return nil, err
 	}
 	c.Task.Params = task.Params()
 	if c.Arch == "" {
