@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -37,7 +38,7 @@ func TestEncDecRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
-		if !bytes.Equal(readFile(t, checkpoint.File(straight, name)), readFile(t, checkpoint.File(split, name))) {
+		if !bytes.Equal(graphtest.ReadFile(t, checkpoint.File(straight, name)), graphtest.ReadFile(t, checkpoint.File(split, name))) {
 			t.Errorf("%s differs between the straight and the resumed encoder-decoder run", name)
 		}
 	}

@@ -20,8 +20,9 @@ var (
 	// run directory's lock.
 	ErrLocked = errors.New("run directory in use")
 	// ErrRunExists is returned (wrapped) by Run when a fresh run would
-	// start in a directory that holds a checkpoint.
-	ErrRunExists = errors.New("run directory holds a checkpoint")
+	// start in a directory that holds an earlier run: a checkpoint, or the
+	// metrics, summary or curves of a run that saved none.
+	ErrRunExists = errors.New("run directory holds an earlier run")
 )
 
 // lockRun takes the lock of the run directory dir, which must exist, or

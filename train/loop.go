@@ -269,8 +269,8 @@ func (t *trainer) build(s int) error {
 }
 
 // claimOut creates and locks the run directory, and makes sure a fresh run
-// overwrites no checkpoint: it is refused, or with Force the old directory is
-// moved aside.
+// overwrites nothing of an earlier one (EarlierRun): it is refused, or with
+// Force the old directory is moved aside.
 func (t *trainer) claimOut() error {
 	out := t.opt.Out
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -282,11 +282,12 @@ func (t *trainer) claimOut() error {
 	}
 	t.lock = lock
 	fsx.RemoveTemps(out, MetricsFile, SummaryFile, CurvesFile) // of a run killed while writing them
-	if t.opt.Resume || !checkpoint.Exists(out) {
+	held := EarlierRun(out)
+	if t.opt.Resume || held == "" {
 		return nil
 	}
 	if !t.opt.Force {
-		return fmt.Errorf("train: %s: %w", out, ErrRunExists)
+		return fmt.Errorf("train: %s holds %s: %w", out, held, ErrRunExists)
 	}
 	old, err := moveAside(out)
 	if err != nil {
@@ -301,6 +302,22 @@ func (t *trainer) claimOut() error {
 	}
 	lock.Unlock() // the old directory's lock, held until the new one was
 	return nil
+}
+
+// EarlierRun says what of an earlier run the directory dir holds: "a
+// checkpoint" (see checkpoint.Exists), else the metrics, summary or curves
+// of a run that saved no checkpoint (killed before its first), else "".
+// A fresh run refuses to start over either: they are the user's results.
+func EarlierRun(dir string) string {
+	if checkpoint.Exists(dir) {
+		return "a checkpoint"
+	}
+	for _, name := range []string{MetricsFile, SummaryFile, CurvesFile} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return name + " of a run that saved no checkpoint"
+		}
+	}
+	return ""
 }
 
 // lastCheckpoint says where training can be resumed from, for errors.

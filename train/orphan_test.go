@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
@@ -33,7 +34,7 @@ func TestRunDirOrphanCheckpoint(t *testing.T) {
 		if err := os.Remove(filepath.Join(dir, checkpoint.ManifestFile)); err != nil {
 			t.Fatal(err)
 		}
-		return dir, folder, readFile(t, filepath.Join(folder, checkpoint.ModelFile))
+		return dir, folder, graphtest.ReadFile(t, filepath.Join(folder, checkpoint.ModelFile))
 	}
 	cases := 0
 	t.Run("fresh run refused", func(t *testing.T) {
@@ -43,7 +44,7 @@ func TestRunDirOrphanCheckpoint(t *testing.T) {
 		if !errors.Is(err, ErrRunExists) {
 			t.Fatalf("a fresh run over %s: %v, want ErrRunExists", folder, err)
 		}
-		if got := readFile(t, filepath.Join(folder, checkpoint.ModelFile)); string(got) != string(model) {
+		if got := graphtest.ReadFile(t, filepath.Join(folder, checkpoint.ModelFile)); string(got) != string(model) {
 			t.Errorf("the refused run changed %s", folder)
 		}
 	})
@@ -54,7 +55,7 @@ func TestRunDirOrphanCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		moved := filepath.Join(dir+".old-1", filepath.Base(folder), checkpoint.ModelFile)
-		if got := readFile(t, moved); string(got) != string(model) {
+		if got := graphtest.ReadFile(t, moved); string(got) != string(model) {
 			t.Errorf("%s is not the orphaned checkpoint", moved)
 		}
 	})
@@ -65,11 +66,11 @@ func TestRunDirOrphanCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
-			if string(readFile(t, checkpoint.File(dir, name))) != string(readFile(t, checkpoint.File(straight, name))) {
+			if string(graphtest.ReadFile(t, checkpoint.File(dir, name))) != string(graphtest.ReadFile(t, checkpoint.File(straight, name))) {
 				t.Errorf("%s of the run resumed from the orphaned folder differs from a run never stopped", name)
 			}
 		}
-		if got, want := dirNames(t, dir), dirNames(t, straight); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := graphtest.DirNames(t, dir), graphtest.DirNames(t, straight); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("the resumed run's directory holds %q, a run never stopped %q", got, want)
 		}
 	})
@@ -95,7 +96,7 @@ func TestCheckpointLimitsBoundRealFiles(t *testing.T) {
 				if _, err := Run(context.Background(), cfg, Options{Out: dir}); err != nil {
 					t.Fatal(err)
 				}
-				saved := readFile(t, checkpoint.File(dir, checkpoint.ConfigFile))
+				saved := graphtest.ReadFile(t, checkpoint.File(dir, checkpoint.ConfigFile))
 				resolved, err := config.Unmarshal(saved)
 				if err != nil {
 					t.Fatal(err)
@@ -108,7 +109,7 @@ func TestCheckpointLimitsBoundRealFiles(t *testing.T) {
 					name  string
 					limit int64
 				}{{checkpoint.ModelFile, l.Model}, {checkpoint.OptimizerFile, l.Optimizer}} {
-					size := int64(len(readFile(t, checkpoint.File(dir, f.name))))
+					size := int64(len(graphtest.ReadFile(t, checkpoint.File(dir, f.name))))
 					if size > f.limit || f.limit > 3*size+64<<10 {
 						t.Errorf("%s bias %v %s: %s is %d bytes, the limit %d", arch, bias, dt, f.name, size, f.limit)
 					}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/internal/fsx"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // TestRunOutputsNotReplaced: a run directory whose summary.json is a FIFO
@@ -19,6 +20,16 @@ func TestRunOutputsNotReplaced(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Steps, cfg.Warmup, cfg.EvalEvery, cfg.CheckpointEvery = 4, 0, 2, 2
 	dir, elsewhere := t.TempDir(), t.TempDir()
+	// A run with a checkpoint to resume: a fresh run over outputs of an
+	// earlier one is refused before it writes anything (EarlierRun).
+	if _, err := Run(context.Background(), cfg, Options{Out: dir, StopAfter: 2}); !errors.Is(err, ErrInterrupted) {
+		t.Fatal(err)
+	}
+	for _, name := range []string{SummaryFile, CurvesFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
 	summary := filepath.Join(dir, SummaryFile)
 	if err := syscall.Mkfifo(summary, 0o644); err != nil {
 		t.Skipf("no FIFOs here: %v", err)
@@ -30,7 +41,7 @@ func TestRunOutputsNotReplaced(t *testing.T) {
 	if err := os.Symlink(curves, filepath.Join(dir, CurvesFile)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Run(context.Background(), cfg, Options{Out: dir})
+	_, err := Run(context.Background(), cfg, Options{Out: dir, Resume: true})
 	if !errors.Is(err, fsx.ErrRefused) || !strings.Contains(err.Error(), summary+": is a FIFO") {
 		t.Fatalf("got %v, want %s refused", err, summary)
 	}
@@ -47,7 +58,7 @@ func TestRunOutputsNotReplaced(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(dir, CurvesFile)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the link %s was replaced (%v)", CurvesFile, err)
 	}
-	if b := readFile(t, curves); string(b[:4]) != "\x89PNG" {
+	if b := graphtest.ReadFile(t, curves); string(b[:4]) != "\x89PNG" {
 		t.Errorf("%s holds no PNG", curves)
 	}
 }

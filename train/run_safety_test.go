@@ -27,7 +27,7 @@ func TestRunDirLocked(t *testing.T) {
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("Run on a locked directory: %v, want ErrLocked naming it", err)
 	}
-	if got := dirNames(t, dir); !slices.Equal(got, []string{LockFile}) {
+	if got := graphtest.DirNames(t, dir); !slices.Equal(got, []string{LockFile}) {
 		t.Errorf("the refused run wrote %q", got)
 	}
 	// The lock ends with its holder.
@@ -46,7 +46,7 @@ func TestRunDirFreshRunKeepsOldRun(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, Options{Out: dir}); err != nil {
 		t.Fatal(err)
 	}
-	metrics := readFile(t, filepath.Join(dir, MetricsFile))
+	metrics := graphtest.ReadFile(t, filepath.Join(dir, MetricsFile))
 	before, err := checkpoint.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestRunDirFreshRunKeepsOldRun(t *testing.T) {
 	if !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("a fresh run over a checkpoint: %v, want ErrRunExists naming the directory", err)
 	}
-	if got := readFile(t, filepath.Join(dir, MetricsFile)); string(got) != string(metrics) {
+	if got := graphtest.ReadFile(t, filepath.Join(dir, MetricsFile)); string(got) != string(metrics) {
 		t.Error("the refused run changed metrics.jsonl")
 	}
 	loadsStep(t, dir, before)
@@ -67,7 +67,7 @@ func TestRunDirFreshRunKeepsOldRun(t *testing.T) {
 	}
 	old := dir + ".old-1"
 	loadsStep(t, old, before)
-	if got := readFile(t, filepath.Join(old, MetricsFile)); string(got) != string(metrics) {
+	if got := graphtest.ReadFile(t, filepath.Join(old, MetricsFile)); string(got) != string(metrics) {
 		t.Error("the moved run's metrics.jsonl changed")
 	}
 	if ck, err := checkpoint.Load(dir); err != nil || ck.Step != 2 {
@@ -121,7 +121,7 @@ func TestRunSaveFailsOnFullDisk(t *testing.T) {
 	}
 	// Room for rewriting metrics.jsonl on resume, none for the checkpoint.
 	fault := fsx.NoFaults()
-	fault.Space = int64(len(readFile(t, filepath.Join(dir, MetricsFile))))
+	fault.Space = int64(len(graphtest.ReadFile(t, filepath.Join(dir, MetricsFile))))
 	fsx.Current = fault
 	defer func() { fsx.Current = fsx.OS{} }()
 	_, err := Run(context.Background(), cfg, Options{Out: dir, Resume: true})
@@ -134,7 +134,7 @@ func TestRunSaveFailsOnFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
-		if string(readFile(t, checkpoint.File(dir, name))) != string(readFile(t, checkpoint.File(straight, name))) {
+		if string(graphtest.ReadFile(t, checkpoint.File(dir, name))) != string(graphtest.ReadFile(t, checkpoint.File(straight, name))) {
 			t.Errorf("%s differs from the run that never failed", name)
 		}
 	}
@@ -170,30 +170,6 @@ func TestRunDirTooLarge(t *testing.T) {
 	}
 }
 
-// readFile returns the content of path.
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// dirNames returns the sorted names of the entries of dir.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 // loadsStep fails unless dir holds a valid checkpoint equal to ck, bit for
 // bit.
 func loadsStep(t *testing.T, dir string, ck *checkpoint.Checkpoint) {
@@ -210,5 +186,34 @@ func loadsStep(t *testing.T, dir string, ck *checkpoint.Checkpoint) {
 	}
 	if got.Step != ck.Step || !same(got.Weights, ck.Weights) || !same(got.Optimizer, ck.Optimizer) {
 		t.Errorf("%s holds step %d, not the checkpoint of step %d it held", dir, got.Step, ck.Step)
+	}
+}
+
+// TestRunDirOutputsWithoutCheckpoint: a run killed before its first
+// checkpoint leaves its metrics; a fresh run over them is refused and
+// changes nothing, and Force moves them aside.
+func TestRunDirOutputsWithoutCheckpoint(t *testing.T) {
+	cfg := tinyConfig()
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	metrics := []byte(`{"step":1,"loss":2.5}` + "\n")
+	if err := os.WriteFile(filepath.Join(dir, MetricsFile), metrics, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), cfg, Options{Out: dir})
+	if !errors.Is(err, ErrRunExists) {
+		t.Fatalf("a fresh run over metrics without a checkpoint: %v, want ErrRunExists", err)
+	}
+	graphtest.WantErr(t, err, MetricsFile, "saved no checkpoint")
+	if got := graphtest.ReadFile(t, filepath.Join(dir, MetricsFile)); string(got) != string(metrics) {
+		t.Errorf("the refused run changed %s: %q", MetricsFile, got)
+	}
+	if _, err := Run(context.Background(), cfg, Options{Out: dir, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := graphtest.ReadFile(t, filepath.Join(dir+".old-1", MetricsFile)); string(got) != string(metrics) {
+		t.Errorf("--force did not move the earlier metrics aside whole: %q", got)
 	}
 }

@@ -147,7 +147,7 @@ func TestKillNineResumesBitForBit(t *testing.T) {
 		case err != nil && !errors.Is(err, checkpoint.ErrNotFound):
 			t.Fatalf("trial %d (killed after %v): %v", trial, after, err)
 		case err != nil:
-			resumeArgs = append(args, "--out", dir) // killed before its first checkpoint
+			resumeArgs = append(args, "--out", dir, "--force") // killed before its first checkpoint: its metrics, if any, moved aside
 			kills["before the first checkpoint"]++
 		case interruptedSave(t, dir):
 			kills["inside a save"]++

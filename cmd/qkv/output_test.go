@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/internal/fsx"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // trainTiny trains tinyRun's model of arch for 2 steps into a new
@@ -90,7 +91,7 @@ func TestAttendOutput(t *testing.T) {
 	if !isPNG(real) {
 		t.Errorf("the linked file %s holds no PNG", real)
 	}
-	if n := dirNames(t, dir); !slices.Equal(n, []string{"fifo.png", "link.png", "real.png", "to-fifo.png"}) {
+	if n := graphtest.DirNames(t, dir); !slices.Equal(n, []string{"fifo.png", "link.png", "real.png", "to-fifo.png"}) {
 		t.Errorf("%s holds %q", dir, n)
 	}
 }
@@ -114,7 +115,7 @@ func TestAttendEncDecAllOrNone(t *testing.T) {
 			t.Errorf("attn-encoder.png holds %d bytes (%v), want its old content", len(b), err)
 		}
 		want := slices.Sorted(slices.Values(append([]string{"attn-encoder.png"}, extra...)))
-		if n := dirNames(t, dir); !slices.Equal(n, want) {
+		if n := graphtest.DirNames(t, dir); !slices.Equal(n, want) {
 			t.Errorf("%s holds %q, want %q", dir, n, want)
 		}
 	}
@@ -196,7 +197,7 @@ func TestBenchProfileChecked(t *testing.T) {
 		if strings.Contains(out, "CPU profile of the timed steps in") {
 			t.Errorf("bench --profile, %s: says it wrote the profile: %q", c.name, out)
 		}
-		if n := dirNames(t, dir); len(n) != 0 {
+		if n := graphtest.DirNames(t, dir); len(n) != 0 {
 			t.Errorf("bench --profile, %s: left %q", c.name, n)
 		}
 	}
@@ -226,7 +227,7 @@ func TestBenchPlotRefused(t *testing.T) {
 			t.Errorf("bench --plot %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.plot, code, out, stderr, c.want)
 		}
 	}
-	if n := dirNames(t, dir); !slices.Equal(n, []string{"fifo.png"}) || !isFIFO(fifo) {
+	if n := graphtest.DirNames(t, dir); !slices.Equal(n, []string{"fifo.png"}) || !isFIFO(fifo) {
 		t.Errorf("%s holds %q", dir, n)
 	}
 }
@@ -235,18 +236,4 @@ func TestBenchPlotRefused(t *testing.T) {
 func isFile(path string) bool {
 	fi, err := os.Lstat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Size() > 0
-}
-
-// dirNames returns the sorted names of the entries of dir.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
 }

@@ -214,7 +214,11 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		if *out != "" {
 			dir = "--out " + opts.Out
 		}
-		return fmt.Errorf("%w: %s holds a checkpoint of an earlier run: continue it with --resume %s, or start afresh with --force (which moves it to %s.old-N)", errUsage, dir, opts.Out, filepath.Clean(opts.Out))
+		aside := fmt.Sprintf("start afresh with --force (which moves it to %s.old-N)", filepath.Clean(opts.Out))
+		if !checkpoint.Exists(opts.Out) { // nothing to resume
+			return fmt.Errorf("%w: %s holds %s: %s", errUsage, dir, train.EarlierRun(opts.Out), aside)
+		}
+		return fmt.Errorf("%w: %s holds a checkpoint of an earlier run: continue it with --resume %s, or %s", errUsage, dir, opts.Out, aside)
 	}
 	if err != nil {
 		return configError(err, cfg) // a *config.MemoryError of BuildModel: exit 2 naming the sizes

@@ -155,20 +155,6 @@ func paramBits(t *testing.T, params []graph.Param) [][]uint64 {
 	return out
 }
 
-// dirNames returns the sorted names of the entries of dir.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 // ckFiles are the files of a checkpoint, in the order os.ReadDir lists them.
 var ckFiles = []string{ConfigFile, ModelFile, OptimizerFile, StateFile}
 
@@ -247,10 +233,10 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			if err := Save(dir, ck); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := dirNames(t, dir), []string{"checkpoint-001234", ManifestFile}; !slices.Equal(got, want) {
+			if got, want := graphtest.DirNames(t, dir), []string{"checkpoint-001234", ManifestFile}; !slices.Equal(got, want) {
 				t.Fatalf("run dir holds %q, want %q", got, want)
 			}
-			if got := dirNames(t, ckFolder(t, dir)); !slices.Equal(got, ckFiles) {
+			if got := graphtest.DirNames(t, ckFolder(t, dir)); !slices.Equal(got, ckFiles) {
 				t.Fatalf("checkpoint folder holds %q", got)
 			}
 			// The manifest records every file's size and SHA-256.
@@ -366,7 +352,7 @@ func TestCheckpointOverwrite(t *testing.T) {
 	if err := Save(dir, ck); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := dirNames(t, dir), []string{"checkpoint-000020", ManifestFile}; !slices.Equal(got, want) {
+	if got, want := graphtest.DirNames(t, dir), []string{"checkpoint-000020", ManifestFile}; !slices.Equal(got, want) {
 		t.Fatalf("after two saves the dir holds %q, want %q", got, want)
 	}
 	// Saves killed part way leave a staging folder, a temporary manifest or
@@ -392,7 +378,7 @@ func TestCheckpointOverwrite(t *testing.T) {
 	if err := Save(dir, ck); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := dirNames(t, dir), []string{"checkpoint-000020-1", "checkpoint-000020-2", "checkpoint-000021", "checkpoint-000021.txt", ManifestFile, "notes.txt"}; !slices.Equal(got, want) {
+	if got, want := graphtest.DirNames(t, dir), []string{"checkpoint-000020-1", "checkpoint-000020-2", "checkpoint-000021", "checkpoint-000021.txt", ManifestFile, "notes.txt"}; !slices.Equal(got, want) {
 		t.Fatalf("after a save over stale files the dir holds %q, want %q", got, want)
 	}
 	got, err := Load(dir)
@@ -443,7 +429,7 @@ func forge(t *testing.T, dir, name string, f func([]byte) []byte) {
 func TestCheckpointRejectsTruncated(t *testing.T) {
 	dir, _ := saveTest(t, 3)
 	path := ckPath(t, dir, ModelFile)
-	valid := readFile(t, path)
+	valid := graphtest.ReadFile(t, path)
 	hdr := int(binary.LittleEndian.Uint64(valid))
 	for _, n := range []int{0, 5, 8, 8 + hdr/2, 8 + hdr, 8 + hdr + 3, len(valid) - 1} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -538,7 +524,7 @@ func TestCheckpointRejectsChangedFiles(t *testing.T) {
 	// One flipped bit anywhere in any file is caught, naming the file.
 	for _, name := range ckFiles {
 		dir, _ := saveTest(t, 3)
-		size := len(readFile(t, ckPath(t, dir, name)))
+		size := len(graphtest.ReadFile(t, ckPath(t, dir, name)))
 		for _, at := range []int{0, size / 2, size - 1} {
 			rewrite(t, dir, name, func(b []byte) []byte { b[at] ^= 1; return b })
 			_, err := Load(dir)
@@ -576,7 +562,7 @@ func TestCheckpointRejectsEditedConfig(t *testing.T) {
 func TestCheckpointRejectsBadManifest(t *testing.T) {
 	dir, _ := saveTest(t, 3)
 	path := filepath.Join(dir, ManifestFile)
-	valid := string(readFile(t, path))
+	valid := string(graphtest.ReadFile(t, path))
 	sub := func(old, new string) string { return strings.Replace(valid, old, new, 1) }
 	sum := readManifest(t, dir).file(ModelFile).SHA256
 	for _, c := range []struct {
@@ -650,20 +636,10 @@ func TestCheckpointLegacyLayout(t *testing.T) {
 	if err := Save(dir, ck); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := dirNames(t, dir), []string{"checkpoint-000008", ManifestFile}; !slices.Equal(got, want) {
+	if got, want := graphtest.DirNames(t, dir), []string{"checkpoint-000008", ManifestFile}; !slices.Equal(got, want) {
 		t.Errorf("after a save the dir holds %q, want %q", got, want)
 	}
 	loadsStep(t, dir, ck)
-}
-
-// readFile returns the content of path.
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func TestCheckpointRejectsMissingFile(t *testing.T) {
@@ -691,7 +667,7 @@ func TestCheckpointRejectsStepMismatch(t *testing.T) {
 	for _, name := range []string{ModelFile, OptimizerFile} {
 		t.Run(name, func(t *testing.T) {
 			dir20, _ := saveTest(t, 20)
-			forge(t, dir20, name, func([]byte) []byte { return readFile(t, ckPath(t, dir10, name)) })
+			forge(t, dir20, name, func([]byte) []byte { return graphtest.ReadFile(t, ckPath(t, dir10, name)) })
 			_, err := Load(dir20)
 			graphtest.WantErr(t, err, ckFolder(t, dir20), "incomplete checkpoint: "+name+" is step 10, state.json step 20")
 		})
@@ -755,7 +731,7 @@ func TestCheckpointParamTensorsErrors(t *testing.T) {
 func noTemps(t *testing.T, dir string) {
 	t.Helper()
 	want := []string{readManifest(t, dir).Dir, ManifestFile}
-	if got := dirNames(t, dir); !slices.Equal(got, want) {
+	if got := graphtest.DirNames(t, dir); !slices.Equal(got, want) {
 		t.Errorf("%s holds %q, want %q", dir, got, want)
 	}
 }

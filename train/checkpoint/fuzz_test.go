@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // FuzzManifest checks that reading checkpoint.json never panics, that what
@@ -12,7 +14,7 @@ import (
 // exactly the checkpoint files, and that it encodes back to the same.
 func FuzzManifest(f *testing.F) {
 	dir, _ := saveTest(&testing.T{}, 3)
-	valid := readFile(&testing.T{}, filepath.Join(dir, ManifestFile))
+	valid := graphtest.ReadFile(&testing.T{}, filepath.Join(dir, ManifestFile))
 	f.Add(valid)
 	f.Add(valid[:len(valid)/2])
 	f.Add(bytes.Replace(valid, []byte(`"checkpoint-000003"`), []byte(`"../x"`), 1))

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -44,7 +43,7 @@ func TestCheckpointOrphanFolder(t *testing.T) {
 	if err := Save(dir, late); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := dirNames(t, dir), []string{"checkpoint-000070", ManifestFile}; !slices.Equal(got, want) {
+	if got, want := graphtest.DirNames(t, dir), []string{"checkpoint-000070", ManifestFile}; !slices.Equal(got, want) {
 		t.Errorf("after a save of step 70 the dir holds %q, want %q", got, want)
 	}
 
@@ -64,16 +63,6 @@ func TestCheckpointOrphanFolder(t *testing.T) {
 		t.Errorf("an empty newest folder: %v, want ErrCorrupt", err)
 	}
 	graphtest.WantErr(t, err, "no "+ManifestFile, "checkpoint-000030, does not load", "missing file "+ConfigFile)
-}
-
-// allocated returns the bytes f allocates.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // maxRefusalAlloc is what refusing a checkpoint may allocate: a few small
@@ -145,7 +134,7 @@ func TestCheckpointRefusesOversizedFiles(t *testing.T) {
 			}
 			c.replace(t, path)
 			var err error
-			n := allocated(func() { _, err = LoadWith(dir, c.opts) })
+			n := graphtest.Allocated(func() { _, err = LoadWith(dir, c.opts) })
 			if !errors.Is(err, ErrCorrupt) {
 				t.Errorf("err = %v, want ErrCorrupt", err)
 			}
@@ -169,7 +158,7 @@ func TestCheckpointRefusesOversizedFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		var err error
-		n := allocated(func() { _, err = LoadWith(dir, bounded) })
+		n := graphtest.Allocated(func() { _, err = LoadWith(dir, bounded) })
 		graphtest.WantErr(t, err, path, "checkpoint.json records 21474836480 bytes, more than the 1048576 bytes its config.json implies")
 		if n > maxRefusalAlloc {
 			t.Errorf("the refusal allocated %d bytes", n)
@@ -180,7 +169,7 @@ func TestCheckpointRefusesOversizedFiles(t *testing.T) {
 		path := filepath.Join(dir, ManifestFile)
 		link(t, path)
 		var err error
-		n := allocated(func() { _, err = Load(dir) })
+		n := graphtest.Allocated(func() { _, err = Load(dir) })
 		graphtest.WantErr(t, err, path, "not a regular file")
 		if got := File(dir, ModelFile); got != filepath.Join(dir, ModelFile) {
 			t.Errorf("File = %s, want the path in dir itself", got)

@@ -119,7 +119,7 @@ func TestWeightsErrors(t *testing.T) {
 		t.Skipf("no sparse files here: %v", err)
 	}
 	var err error
-	n := allocated(func() { err = LoadWeights(huge, small, LayoutQKV) })
+	n := graphtest.Allocated(func() { err = LoadWeights(huge, small, LayoutQKV) })
 	graphtest.WantErr(t, err, huge, "21474836480 bytes, more than the", "the params' tensors can take")
 	if n > maxRefusalAlloc {
 		t.Errorf("refusing %s allocated %d bytes", huge, n)

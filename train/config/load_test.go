@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -37,7 +36,7 @@ func forgeCheckpoint(t *testing.T, cfg config.Config, size int64) string {
 	}
 	path := filepath.Join(dir, checkpoint.ManifestFile)
 	var m map[string]any
-	if err := json.Unmarshal(readFile(t, path), &m); err != nil {
+	if err := json.Unmarshal(graphtest.ReadFile(t, path), &m); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range m["files"].([]any) {
@@ -53,25 +52,6 @@ func forgeCheckpoint(t *testing.T, cfg config.Config, size int64) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// allocated returns the bytes f allocates.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // TestLoadCheckpointRefusesForgedSizes: a checkpoint whose manifest and
@@ -117,7 +97,7 @@ func TestLoadCheckpointRefusesForgedSizes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := forgeCheckpoint(t, c.cfg, c.size)
 			var err error
-			n := allocated(func() { _, _, err = config.LoadCheckpoint(dir, c.check) })
+			n := graphtest.Allocated(func() { _, _, err = config.LoadCheckpoint(dir, c.check) })
 			graphtest.WantErr(t, err, c.want)
 			if n > maxAlloc {
 				t.Errorf("the refusal allocated %d bytes", n)
