@@ -1,14 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -169,5 +172,29 @@ func TestGradcheckProgressAndBounds(t *testing.T) {
 		{args("gradcheck --batch 16"), 2, []string{"--batch: at most 4, got 16"}},
 	} {
 		c.check(t)
+	}
+}
+
+// TestFinishedAdvice: the advice for resuming a run that reached its target
+// offers a higher target only where one exists.
+func TestFinishedAdvice(t *testing.T) {
+	cfg := config.Default()
+	cfg.Steps, cfg.TargetExact = 2000, 0.9
+	for _, c := range []struct {
+		exact  float64
+		higher bool
+	}{{0.95, true}, {1, false}} {
+		dir := t.TempDir()
+		b, err := json.Marshal(train.Summary{Steps: 100, ExactMatch: c.exact})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, train.SummaryFile), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		msg := finished(dir, 100, cfg)
+		if !strings.Contains(msg, "already finished at step 100") || strings.Contains(msg, "or one above") != c.higher {
+			t.Errorf("exact match %g: %q (want a higher target offered: %v)", c.exact, msg, c.higher)
+		}
 	}
 }

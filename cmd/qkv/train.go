@@ -267,8 +267,12 @@ func finished(dir string, step int, cfg config.Config) string {
 		return ""
 	}
 	if cfg.TargetExact > 0 && sum.ExactMatch >= cfg.TargetExact {
-		return fmt.Sprintf("run in %s already finished at step %d: held-out exact match %.3f reached --target-exact %g: %s and --target-exact 0 (or one above %.3f)",
-			dir, step, sum.ExactMatch, cfg.TargetExact, more, sum.ExactMatch)
+		higher := "" // no target above 1 exists
+		if sum.ExactMatch < 1 {
+			higher = fmt.Sprintf(" (or one above %.3f)", sum.ExactMatch)
+		}
+		return fmt.Sprintf("run in %s already finished at step %d: held-out exact match %.3f reached --target-exact %g: %s and --target-exact 0%s",
+			dir, step, sum.ExactMatch, cfg.TargetExact, more, higher)
 	}
 	return ""
 }
