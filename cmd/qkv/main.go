@@ -39,7 +39,7 @@ func init() {
 		"predict":   {"print a checkpoint's answer to a prompt", runPredict},
 		"attend":    {"draw every layer's and head's attention for an input as a PNG", runAttend},
 		"gradcheck": {"compare every gradient of a small float64 model with finite differences", runGradcheck},
-		"bench":     {"time training steps of a model configuration", runBench},
+		"bench":     {"time training steps of a configuration, one attention layer over sequence lengths (--seq), or generation (--generate)", runBench},
 	}
 }
 
@@ -147,7 +147,7 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("qkv "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: qkv %s %s\n\n%s.\n\nFlags:\n", name, synopsis, commands[name].summary)
+		fmt.Fprintf(fs.Output(), "Usage: qkv %s %s\n\n%s.\n\nFlags:\n", name, synopsis, commands[name].summary)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -168,11 +168,18 @@ func flagSuggestion(fs *flag.FlagSet, err error) string {
 // parse parses args and returns an errUsage error for bad flags and for
 // positional arguments beyond want (any number if want < 0).
 func parse(fs *flag.FlagSet, args []string, want int) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v%s", errUsage, err, flagSuggestion(fs, err))
+	// The flag package prints its error and then every flag; a mistyped
+	// flag gets one line instead, saying where the list is.
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v%s; '%s --help' lists the flags", errUsage, err, flagSuggestion(fs, err), fs.Name())
 	}
 	if want >= 0 && fs.NArg() > want {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, strings.Join(fs.Args()[want:], " "))

@@ -215,3 +215,18 @@ func TestInterruptSavesAndResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestMistypedFlagOneLine: a flag that does not exist gets one line naming
+// it and the nearest flag, not the flag package's list of every flag.
+func TestMistypedFlagOneLine(t *testing.T) {
+	for _, cmd := range []string{"train", "eval", "bench", "gradcheck"} {
+		code, _, stderr := qkv(cmd, "--stpes", "3")
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "-stpes") ||
+			!strings.Contains(stderr, "'qkv "+cmd+" --help' lists the flags") {
+			t.Errorf("qkv %s --stpes 3: exit %d, stderr %q; want exit 2 and one line", cmd, code, stderr)
+		}
+	}
+	if code, _, stderr := qkv("train", "--help"); code != 0 || !strings.Contains(stderr, "Flags:") || !strings.Contains(stderr, "-steps") {
+		t.Errorf("qkv train --help: exit %d, stderr %q; want the flags", code, stderr)
+	}
+}
