@@ -86,7 +86,7 @@ func (a *add) Solve(prompt []int) ([]int, error) {
 // ValidatePrompt checks for exactly 2a digits.
 func (a *add) ValidatePrompt(prompt []int) error {
 	if len(prompt) != 2*a.digits {
-		return promptErrorf(a.Name(), "has %d digits, want %d (two %d-digit numbers)", len(prompt), 2*a.digits, a.digits)
+		return promptErrorf(a.Name(), "has %s, want %d (two %d-digit numbers)", count(len(prompt), "digit"), 2*a.digits, a.digits)
 	}
 	return checkSymbols(a, prompt, firstSymbol, firstSymbol+10, "a digit")
 }

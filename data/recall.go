@@ -121,7 +121,7 @@ func (r *recall) ValidatePrompt(prompt []int) error {
 		if r.maxPairs > r.minPairs {
 			want = fmt.Sprintf("an odd count from %d to %d", 2*r.minPairs+1, 2*r.maxPairs+1)
 		}
-		return promptErrorf(r.Name(), "has %d tokens, want %s (key value pairs, then the query key)", n, want)
+		return promptErrorf(r.Name(), "has %s, want %s (key value pairs, then the query key)", count(n, "token"), want)
 	}
 	keyIDs, valIDs := r.firstKey(), r.firstValue()
 	seen := make(map[int]int)

@@ -127,9 +127,9 @@ func (s *sequence) Solve(prompt []int) ([]int, error) {
 func (s *sequence) ValidatePrompt(prompt []int) error {
 	if n := len(prompt); n < s.minLen || n > s.maxLen {
 		if s.minLen == s.maxLen {
-			return promptErrorf(s.name, "has %d symbols, want %d", n, s.minLen)
+			return promptErrorf(s.name, "has %s, want %d", count(n, "symbol"), s.minLen)
 		}
-		return promptErrorf(s.name, "has %d symbols, want %d to %d", n, s.minLen, s.maxLen)
+		return promptErrorf(s.name, "has %s, want %d to %d", count(n, "symbol"), s.minLen, s.maxLen)
 	}
 	return checkSymbols(s, prompt, firstSymbol, firstSymbol+s.k, fmt.Sprintf("one of the %d symbols %s", s.k, s.vocab.Decode(s.symbolIDs())))
 }

@@ -145,6 +145,14 @@ func promptErrorf(task, format string, args ...any) error {
 	return &PromptError{Task: task, Problem: fmt.Sprintf(format, args...)}
 }
 
+// count writes n nouns in English: "1 symbol", "3 symbols".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // checkSymbols reports the first id of prompt outside [lo, hi), naming it in
 // the vocabulary's words.
 func checkSymbols(t Task, prompt []int, lo, hi int, what string) error {

@@ -215,7 +215,7 @@ func TestValidatePromptRejects(t *testing.T) {
 		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 1, 4}, `prompt holds "|" (id 1) at position 1`},
 		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 0, 4}, `prompt holds "_" (id 0) at position 1`},
 		{"sort", data.TaskConfig{Length: 3, Alphabet: 3}, []int{2, 5, 4}, "prompt holds id 5 (outside the vocabulary) at position 1"},
-		{"copy", data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 3}, []int{2}, "want 2 to 4"},
+		{"copy", data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 3}, []int{2}, "prompt has 1 symbol, want 2 to 4"},
 		{"copy", data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 3}, []int{}, "want 2 to 4"},
 		{"reverse", data.TaskConfig{Length: 2, Alphabet: 3}, []int{-1, 2}, "holds id -1 (outside the vocabulary) at position 0"},
 		{"add", data.TaskConfig{Digits: 2}, []int{2, 3, 4}, "prompt has 3 digits, want 4"},
