@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,36 +31,42 @@ type taskFlags struct {
 func (tf *taskFlags) register(fs *flag.FlagSet, def string) {
 	fs.StringVar(&tf.name, "task", def, "task: one of "+fmt.Sprint(data.Names()))
 	fs.IntVar(&tf.cfg.Length, "length", 0, "sequence length (copy, reverse, sort); 0, as every task flag, keeps the task's default")
-	fs.IntVar(&tf.cfg.MinLength, "min-length", 0, "shortest sequence, with --max-length, for variable lengths")
-	fs.IntVar(&tf.cfg.MaxLength, "max-length", 0, "longest sequence, with --min-length")
+	fs.IntVar(&tf.cfg.MinLength, "min-length", 0, "shortest sequence, for variable lengths (alone, the longest keeps the task's default)")
+	fs.IntVar(&tf.cfg.MaxLength, "max-length", 0, "longest sequence, for variable lengths (alone, the shortest keeps the task's default)")
 	fs.IntVar(&tf.cfg.Alphabet, "alphabet", 0, "number of distinct symbols (copy, reverse, sort)")
 	fs.IntVar(&tf.cfg.Digits, "digits", 0, "digits per operand (add)")
 	fs.IntVar(&tf.cfg.Pairs, "pairs", 0, "key-value pairs (recall)")
-	fs.IntVar(&tf.cfg.MinPairs, "min-pairs", 0, "fewest pairs, with --max-pairs (recall)")
-	fs.IntVar(&tf.cfg.MaxPairs, "max-pairs", 0, "most pairs, with --min-pairs (recall)")
+	fs.IntVar(&tf.cfg.MinPairs, "min-pairs", 0, "fewest pairs (recall; alone, the most keeps the default)")
+	fs.IntVar(&tf.cfg.MaxPairs, "max-pairs", 0, "most pairs (recall; alone, the fewest keeps the default)")
 	fs.IntVar(&tf.cfg.Keys, "keys", 0, "distinct keys (recall)")
 	fs.IntVar(&tf.cfg.Values, "values", 0, "distinct values (recall)")
 }
 
 // resolve returns the task's default parameters overridden by the flags
 // given. Giving a fixed length (pairs) replaces a default range, and the other
-// way round; a task flag given as 0 keeps the default, as --help says.
+// way round; one end of a range given alone keeps the default's other end
+// (a fixed default n is the range n to n), so `--task copy --min-length 5`
+// is 5 to 8. A task flag given as 0 keeps the default, as --help says.
 func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 	cfg := data.DefaultConfig(tf.name)
 	visitSet(fs, func(f *flag.Flag) {
 		switch f.Name {
 		case "length":
 			cfg.Length, cfg.MinLength, cfg.MaxLength = tf.cfg.Length, 0, 0
-		case "min-length", "max-length":
-			cfg.Length, cfg.MinLength, cfg.MaxLength = 0, tf.cfg.MinLength, tf.cfg.MaxLength
+		case "min-length":
+			cfg.Length, cfg.MinLength, cfg.MaxLength = 0, tf.cfg.MinLength, cmp.Or(cfg.MaxLength, cfg.Length)
+		case "max-length":
+			cfg.Length, cfg.MinLength, cfg.MaxLength = 0, cmp.Or(cfg.MinLength, cfg.Length), tf.cfg.MaxLength
 		case "alphabet":
 			cfg.Alphabet = tf.cfg.Alphabet
 		case "digits":
 			cfg.Digits = tf.cfg.Digits
 		case "pairs":
 			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = tf.cfg.Pairs, 0, 0
-		case "min-pairs", "max-pairs":
-			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = 0, tf.cfg.MinPairs, tf.cfg.MaxPairs
+		case "min-pairs":
+			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = 0, tf.cfg.MinPairs, cmp.Or(cfg.MaxPairs, cfg.Pairs)
+		case "max-pairs":
+			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = 0, cmp.Or(cfg.MinPairs, cfg.Pairs), tf.cfg.MaxPairs
 		case "keys":
 			cfg.Keys = tf.cfg.Keys
 		case "values":

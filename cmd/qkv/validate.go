@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -267,9 +268,30 @@ func checkTaskFlags(fs *flag.FlagSet, cfg config.Config) error {
 	}
 	given := map[string]bool{}
 	visitSet(fs, func(f *flag.Flag) { given[f.Name] = true })
-	e := *ce
-	e.With = slices.DeleteFunc(slices.Clone(e.With), func(w string) bool { return !given[fieldFlags[w]] })
+	// The flag named first is one that was typed, if the problem involves
+	// one: `--task copy --max-length 2` is at fault, not copy's default
+	// --min-length 3.
+	fields := append([]string{ce.Field}, ce.With...)
+	if i := slices.IndexFunc(fields, func(f string) bool { return given[fieldFlags[f]] }); i > 0 {
+		fields[0], fields[i] = fields[i], fields[0]
+	}
+	e := config.Error{Field: fields[0], Problem: flagWords(cfg.Task.Name, ce.Problem)}
+	e.With = slices.DeleteFunc(fields[1:], func(w string) bool { return !given[fieldFlags[w]] })
 	return configError(&e, cfg)
+}
+
+// taskParam is a task parameter's snake_case name in data's messages; the
+// one-word names (length, keys, ...) read as English and stay.
+var taskParam = regexp.MustCompile(`\b(min|max)_(length|pairs)\b`)
+
+// flagWords rewrites a problem of task's parameters in the words of the
+// command line: --min-length for min_length, and "task sort:" for data's
+// `task "sort":`.
+func flagWords(task, problem string) string {
+	problem = strings.TrimPrefix(problem, fmt.Sprintf("task %q: ", task))
+	return "task " + task + ": " + taskParam.ReplaceAllStringFunc(problem, func(name string) string {
+		return "--" + fieldFlags["task.params."+name]
+	})
 }
 
 // sizes of a data.TaskConfig field that a task flag compares on resume:

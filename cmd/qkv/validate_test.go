@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -92,6 +93,11 @@ func TestFlagValidation(t *testing.T) {
 		{args("train --optimizer sgd"), 2, []string{"--optimizer:", `"sgd"`}},
 		{args("train --positions rotary"), 2, []string{"--positions:"}},
 		{args("train --dtype float16"), 2, []string{"--dtype:"}},
+		// A range's end given alone keeps the default's other end, and the
+		// flag typed is named first.
+		{args("train --task copy --max-length 2"), 2, []string{"--max-length: task copy: --min-length 3 is greater than --max-length 2"}},
+		{args("train --task copy --min-length 9"), 2, []string{"--min-length: task copy: --min-length 9 is greater than --max-length 8"}},
+		{args("train --task recall --min-pairs 9"), 2, []string{"--min-pairs: task recall: --min-pairs 9 is greater than --max-pairs 4"}},
 		// Integers.
 		{args("train --steps 0"), 2, []string{"--steps:"}},
 		{args("train --batch -1"), 2, []string{"--batch:"}},
@@ -335,5 +341,31 @@ func TestFieldFlags(t *testing.T) {
 	err = configError(fmt.Errorf("train: %w", &config.MemoryError{Estimate: est, Limit: 1 << 10}), cfg)
 	if got := fmt.Sprint(err); !errors.Is(err, errUsage) || !strings.Contains(got, "--max-memory") || !strings.Contains(got, "B=3 S=4") {
 		t.Errorf("configError of a MemoryError = %q", got)
+	}
+}
+
+// TestTaskRangeEndAlone: one end of a length or pairs range keeps the
+// task's default other end (a fixed default n being n to n).
+func TestTaskRangeEndAlone(t *testing.T) {
+	cases := []struct {
+		args string
+		want data.TaskConfig
+	}{
+		{"--task copy --min-length 5", data.TaskConfig{MinLength: 5, MaxLength: 8, Alphabet: 10}},
+		{"--task copy --max-length 12", data.TaskConfig{MinLength: 3, MaxLength: 12, Alphabet: 10}},
+		{"--task sort --min-length 3", data.TaskConfig{MinLength: 3, MaxLength: 6, Alphabet: 3}},
+		{"--task recall --max-pairs 6", data.TaskConfig{MinPairs: 4, MaxPairs: 6, Keys: 8, Values: 10}},
+		{"--task copy --length 4", data.TaskConfig{Length: 4, Alphabet: 10}},
+	}
+	for _, c := range cases {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var tf taskFlags
+		tf.register(fs, "sort")
+		if err := fs.Parse(strings.Fields(c.args)); err != nil {
+			t.Fatal(err)
+		}
+		if got := tf.resolve(fs); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.args, got, c.want)
+		}
 	}
 }
