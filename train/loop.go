@@ -328,12 +328,16 @@ func (t *trainer) lastCheckpoint() string {
 	return fmt.Sprintf("the last complete checkpoint, step %d, is in %s", t.saved, t.opt.Out)
 }
 
-func (t *trainer) run(ctx context.Context) (Summary, error) {
+func (t *trainer) run(ctx context.Context) (_ Summary, err error) {
 	metrics, err := t.openMetrics()
 	if err != nil {
 		return Summary{}, err
 	}
-	defer metrics.Close()
+	defer func() { // every line was synced; a failing close is still told
+		if cerr := metrics.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("train: %s: %w", filepath.Join(t.opt.Out, MetricsFile), cerr)
+		}
+	}()
 	t.metrics = metrics
 
 	fmt.Fprintln(t.log, t.plan())
