@@ -45,10 +45,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "--help"}, 0, "-steps"},
 	}
 	for _, c := range cases {
-		code, _, stderr := qkv(c.args...)
-		if code != c.code || !strings.Contains(stderr, c.want) {
-			t.Errorf("qkv %q: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr, c.code, c.want)
-		}
+		validationCase{c.args, c.code, []string{c.want}}.check(t)
 	}
 }
 

@@ -186,6 +186,7 @@ func TestCheckpointFailingOperations(t *testing.T) {
 			if err != nil {
 				t.Fatalf("a save without faults failed: %v", err)
 			}
+			t.Logf("a save is %d operations; each failed in turn", k)
 			return
 		}
 		if err == nil {
