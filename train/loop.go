@@ -274,7 +274,7 @@ func (t *trainer) build(s int) error {
 func (t *trainer) claimOut() error {
 	out := t.opt.Out
 	if err := os.MkdirAll(out, 0o755); err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("train: run directory %s: %w", out, err)
 	}
 	lock, err := lockRun(out)
 	if err != nil {
@@ -295,7 +295,7 @@ func (t *trainer) claimOut() error {
 	}
 	fmt.Fprintf(t.log, "moved the previous run in %s to %s\n", out, old)
 	if err := os.MkdirAll(out, 0o755); err != nil {
-		return fmt.Errorf("train: %w", err)
+		return fmt.Errorf("train: run directory %s: %w", out, err)
 	}
 	if t.lock, err = lockRun(out); err != nil {
 		return err

@@ -78,7 +78,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, train.ErrInterrupted):
 		return 130 // as a shell reports a command ended by SIGINT
 	default:
-		fmt.Fprintf(stderr, "qkv %s: %v\n", args[0], err)
+		// "qkv train: train: ..." says the command twice: package train's
+		// errors begin with the command's name.
+		fmt.Fprintf(stderr, "qkv %s: %s\n", args[0], strings.TrimPrefix(err.Error(), args[0]+": "))
 		return 1
 	}
 }

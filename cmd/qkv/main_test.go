@@ -227,3 +227,17 @@ func TestMistypedFlagOneLine(t *testing.T) {
 		t.Errorf("qkv train --help: exit %d, stderr %q; want the flags", code, stderr)
 	}
 }
+
+// TestFailureNamesPathOnce: a failure that is not a usage mistake names the
+// path at fault, and the command's name once.
+func TestFailureNamesPathOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(file, "run")
+	code, _, stderr := qkv("train", "--out", out, "--steps", "1")
+	if code != 1 || !strings.HasPrefix(stderr, "qkv train: run directory "+out+": ") || strings.Contains(stderr, "train: train:") {
+		t.Errorf("qkv train --out %s: exit %d, stderr %q; want exit 1 naming the run directory once", out, code, stderr)
+	}
+}
