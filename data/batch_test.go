@@ -153,7 +153,7 @@ func TestBatchForInvariants(t *testing.T) {
 					t.Fatalf("%s row %d: position %d past the length is not padding", tc.name, i, j)
 				}
 			}
-			if b.Inputs[row+len(ex.Prompt)] != task.Vocab().SEP() || w != float64(len(ex.Answer)) {
+			if b.Inputs[row+len(ex.Prompt)] != task.Vocab().SEP() || w != float64(len(ex.Targets())) {
 				t.Fatalf("%s row %d: SEP or weights wrong", tc.name, i)
 			}
 		}

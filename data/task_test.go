@@ -35,6 +35,8 @@ var taskCases = []struct {
 	{"sort", data.TaskConfig{MinLength: 1, MaxLength: 12, Alphabet: 20}},
 	{"recall", data.DefaultConfig("recall")},
 	{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 26, Keys: 26, Values: 3}},
+	{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 26, Keys: 26, Values: 3, Queries: 1}},
+	{"recall", data.TaskConfig{MinPairs: 3, MaxPairs: 5, Keys: 6, Values: 4, Queries: 2}},
 	{"add", data.DefaultConfig("add")},
 	{"add", data.TaskConfig{Digits: 20}},
 }
@@ -90,11 +92,28 @@ func check(t testing.TB, task data.Task, ex data.Example) error {
 			}
 		}
 	case "recall":
-		if len(a) != 1 || len(p)%2 != 1 {
+		// The single-query framing keeps the query at the end of the prompt;
+		// the multi-query one puts queries and values after SEP, each query
+		// given and each value a target.
+		pairsEnd, queries, values := len(p)-1, p[len(p)-1:], a
+		if ex.Given != nil {
+			pairsEnd, queries, values = len(p), nil, nil
+			for j := range a {
+				if ex.IsGiven(j) != (j%2 == 0) {
+					return fmt.Errorf("answer %v: given positions %v do not alternate query, value", a, ex.Given)
+				}
+				if j%2 == 0 {
+					queries = append(queries, a[j])
+				} else {
+					values = append(values, a[j])
+				}
+			}
+		}
+		if len(queries) != len(values) || len(queries) == 0 || pairsEnd%2 != 0 {
 			return fmt.Errorf("bad shapes %v -> %v", p, a)
 		}
 		pairs := map[string]string{}
-		for i := 0; i+1 < len(p); i += 2 {
+		for i := 0; i+1 < pairsEnd; i += 2 {
 			if _, dup := pairs[p[i]]; dup {
 				return fmt.Errorf("key %s repeats in %v", p[i], p)
 			}
@@ -103,9 +122,16 @@ func check(t testing.TB, task data.Task, ex data.Example) error {
 			}
 			pairs[p[i]] = p[i+1]
 		}
-		v, ok := pairs[p[len(p)-1]]
-		if !ok || v != a[0] {
-			return fmt.Errorf("query %s of %v: answer %s, want %s", p[len(p)-1], p, a[0], v)
+		if q := task.Params().Queries; q == data.QueriesAll && len(queries) != len(pairs) || q > 1 && len(queries) != q {
+			return fmt.Errorf("%d queries for %d pairs, queries=%d", len(queries), len(pairs), q)
+		}
+		asked := map[string]bool{}
+		for i, q := range queries {
+			v, ok := pairs[q]
+			if !ok || v != values[i] || asked[q] {
+				return fmt.Errorf("query %s of %v: answer %s, want %s (asked before: %v)", q, p, values[i], v, asked[q])
+			}
+			asked[q] = true
 		}
 	case "add":
 		n := task.Params().Digits
@@ -133,16 +159,14 @@ func TestGeneratedExamplesAreCorrect(t *testing.T) {
 			if err := check(t, task, ex); err != nil {
 				t.Fatalf("%s %+v: generated %v: %v", tc.name, tc.cfg, ex, err)
 			}
-			if err := task.ValidatePrompt(ex.Prompt); err != nil {
+			if err := task.ValidatePrompt(ex.Shown()); err != nil {
 				t.Fatalf("%s: generated prompt rejected: %v", tc.name, err)
 			}
-			got, err := task.Solve(ex.Prompt)
-			if err != nil || !slices.Equal(got, ex.Answer) {
-				t.Fatalf("%s: Solve(%v) = %v, %v, want %v", tc.name, ex.Prompt, got, err, ex.Answer)
+			got, err := task.Solve(ex.Shown())
+			if err != nil || !slices.Equal(got, ex.Targets()) {
+				t.Fatalf("%s: Solve(%v) = %v, %v, want %v", tc.name, ex.Shown(), got, err, ex.Targets())
 			}
-			if n := task.AnswerLen(ex.Prompt); n != len(ex.Answer) {
-				t.Fatalf("%s: AnswerLen = %d, answer has %d", tc.name, n, len(ex.Answer))
-			}
+			checkFrame(t, task, ex)
 			l := len(ex.Prompt) + 1 + len(ex.Answer)
 			if l > task.MaxLen() {
 				t.Fatalf("%s: example of length %d exceeds MaxLen %d", tc.name, l, task.MaxLen())
