@@ -69,13 +69,13 @@ func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
 	}
 	for i, ex := range examples {
 		if ex.Given != nil && len(ex.Given) != len(ex.Answer) {
-			return Batch{}, fmt.Errorf("data: batch: example %d marks %d answer positions given or not, but its answer has %d", i, len(ex.Given), len(ex.Answer))
+			return Batch{}, fmt.Errorf("data: batch: example %d marks %s given or not, but its answer has %d", i, count(len(ex.Given), "answer position"), len(ex.Answer))
 		}
 		if len(ex.Answer) == 0 {
 			return Batch{}, fmt.Errorf("data: batch: example %d has an empty answer, so no position would carry loss", i)
 		}
 		if len(ex.Targets()) == 0 {
-			return Batch{}, fmt.Errorf("data: batch: example %d has no target in its answer of %d tokens, so no position would carry loss", i, len(ex.Answer))
+			return Batch{}, fmt.Errorf("data: batch: example %d has no target in its answer of %s, so no position would carry loss", i, count(len(ex.Answer), "token"))
 		}
 		for _, part := range []struct {
 			name string
