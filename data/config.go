@@ -32,8 +32,8 @@ type TaskConfig struct {
 	// Keys is the number of key symbols of recall (letters a, b, ...); the keys
 	// of one prompt are distinct, so Keys bounds the pair count.
 	Keys int `json:"keys,omitempty"`
-	// Values is the number of value symbols of recall (digits 0, 1, ...). At
-	// least 2.
+	// Values is the number of value symbols of recall (hexadecimal digits
+	// 0, 1, … 9, A, … F, so never a key). At least 2.
 	Values int `json:"values,omitempty"`
 	// Queries is how many keys of a recall prompt are asked back:
 	// QueriesAll (the default) asks every key in a random order, each
@@ -54,7 +54,7 @@ const (
 	MaxAlphabet  = 36 // copy, reverse, sort: digits and lower-case letters
 	MaxDigits    = 32 // add: digits per operand
 	MaxKeys      = 26 // recall: letters
-	MaxValues    = 10 // recall: digits
+	MaxValues    = 16 // recall: hexadecimal digits
 )
 
 // alphabetSymbols are the symbols of copy, reverse and sort, in order.

@@ -9,8 +9,8 @@ import (
 // recall is associative recall: the prompt lists p key-value pairs with
 // distinct keys, then asks keys back as queries. It tests what attention is
 // for: finding a position by content and copying its neighbour. Keys are
-// letters and values digits, so the model can tell them apart by symbol
-// alone.
+// lower-case letters and values hexadecimal digits (upper-case past 9), so
+// the model can tell them apart by symbol alone.
 //
 // With one query (queries 0 or 1) the example is the single-query framing,
 // k1 v1 … kP vP q SEP v: one loss per sequence. With more (queries from 2,
@@ -18,6 +18,9 @@ import (
 // 2023), k1 v1 … kP vP SEP q1 v1 q2 v2 …: distinct keys in a random order,
 // each query given and its value a target. Either way the prompt a user
 // types and Solve reads is the pairs, then the queries.
+// valueSymbols are the values of recall, in order.
+const valueSymbols = "0123456789ABCDEF"
+
 type recall struct {
 	minPairs, maxPairs int
 	keys, values       int
@@ -59,7 +62,7 @@ func newRecall(c TaskConfig) (*recall, error) {
 	}
 	syms := make([]string, 0, c.Values+c.Keys)
 	for i := 0; i < c.Values; i++ {
-		syms = append(syms, alphabetSymbols[i:i+1])
+		syms = append(syms, valueSymbols[i:i+1])
 	}
 	for i := 0; i < c.Keys; i++ {
 		syms = append(syms, alphabetSymbols[10+i:11+i])

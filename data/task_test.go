@@ -37,6 +37,7 @@ var taskCases = []struct {
 	{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 26, Keys: 26, Values: 3}},
 	{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 26, Keys: 26, Values: 3, Queries: 1}},
 	{"recall", data.TaskConfig{MinPairs: 3, MaxPairs: 5, Keys: 6, Values: 4, Queries: 2}},
+	{"recall", data.TaskConfig{Pairs: 8, Keys: 16, Values: 16}},
 	{"add", data.DefaultConfig("add")},
 	{"add", data.TaskConfig{Digits: 20}},
 }
@@ -117,7 +118,7 @@ func check(t testing.TB, task data.Task, ex data.Example) error {
 			if _, dup := pairs[p[i]]; dup {
 				return fmt.Errorf("key %s repeats in %v", p[i], p)
 			}
-			if !strings.Contains("abcdefghijklmnopqrstuvwxyz", p[i]) || !strings.Contains("0123456789", p[i+1]) {
+			if !strings.Contains("abcdefghijklmnopqrstuvwxyz", p[i]) || !strings.Contains("0123456789ABCDEF", p[i+1]) {
 				return fmt.Errorf("pair %s %s is not letter digit", p[i], p[i+1])
 			}
 			pairs[p[i]] = p[i+1]
