@@ -166,7 +166,7 @@ func promptArg(task data.Task, text string) ([]int, error) {
 
 // example returns a valid prompt of the task, for error messages.
 func example(task data.Task) string {
-	return task.Vocab().Decode(task.Generate(nil).Prompt)
+	return task.Vocab().Decode(task.Generate(nil).Shown())
 }
 
 func runPredict(args []string, stdout, stderr io.Writer) error {
