@@ -1,9 +1,11 @@
 package infer_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
@@ -135,6 +137,13 @@ func TestGreedyMultiTarget(t *testing.T) {
 		return l[0]
 	})
 	checkScore(t, examples, greedy, func(e []data.Example) (infer.EvalResult, error) { return infer.Evaluate(m, task, e) })
+	// The same prompt and values laid out as a single-query example (queries
+	// before SEP, no given position) is refused, not scored.
+	e := examples[0]
+	moved := data.Example{Prompt: e.Shown(), Answer: e.Targets()}
+	if _, err := infer.Evaluate(m, task, []data.Example{moved}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("example 0: the answer has %d tokens, want %d", len(moved.Answer), len(e.Answer))) {
+		t.Errorf("Evaluate of a mislaid example: %v, want an error naming it and its layout", err)
+	}
 }
 
 // TestEncDecGreedyMultiTarget: the encoder reads the pairs, the decoder SEP
