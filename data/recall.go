@@ -196,9 +196,10 @@ func (r *recall) ValidatePrompt(prompt []int) error {
 		switch {
 		case hi > lo && r.single():
 			want = fmt.Sprintf("an odd count from %d to %d", lo, hi)
+		case hi == lo+2+r.asked(2)-r.asked(1): // 2 per pair, and a query per pair when all are asked
+			want = fmt.Sprintf("%d or %d", lo, hi)
 		case hi > lo:
-			step := 2 + r.asked(2) - r.asked(1) // 2 per pair, and a query per pair when all are asked
-			want = fmt.Sprintf("one of %d, %d, … %d", lo, lo+step, hi)
+			want = fmt.Sprintf("one of %d, %d, … %d", lo, lo+2+r.asked(2)-r.asked(1), hi)
 		}
 		what := "key value pairs, then the query key"
 		if !r.single() {
@@ -222,10 +223,12 @@ func (r *recall) ValidatePrompt(prompt []int) error {
 	}
 	asked := make(map[int]int)
 	for i := 2 * p; i < n; i++ {
-		if _, ok := seen[prompt[i]]; !ok && r.single() {
-			return promptErrorf(r.Name(), "ends in query %s at position %d, which is not one of its keys", describe(r.vocab, prompt[i]), i)
-		} else if !ok {
-			return promptErrorf(r.Name(), "holds query %s at position %d, which is not one of its keys", describe(r.vocab, prompt[i]), i)
+		if _, ok := seen[prompt[i]]; !ok {
+			verb := "holds"
+			if r.single() {
+				verb = "ends in" // the one query is the last token
+			}
+			return promptErrorf(r.Name(), "%s query %s at position %d, which is not one of its keys", verb, describe(r.vocab, prompt[i]), i)
 		}
 		if j, dup := asked[prompt[i]]; dup {
 			return promptErrorf(r.Name(), "holds query %s at position %d, which repeats the query at position %d; queries must be distinct", describe(r.vocab, prompt[i]), i, j)

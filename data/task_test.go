@@ -230,6 +230,7 @@ func TestReverseTwiceIsIdentity(t *testing.T) {
 }
 
 func TestValidatePromptRejects(t *testing.T) {
+	all := data.TaskConfig{Pairs: 2, Keys: 4, Values: 10, Queries: data.QueriesAll}
 	tests := []struct {
 		name   string
 		cfg    data.TaskConfig
@@ -252,6 +253,12 @@ func TestValidatePromptRejects(t *testing.T) {
 		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 2, 12, 3, 12}, "repeats the key at position 0"},
 		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 2, 13, 3, 14}, `prompt ends in query "c" (id 14) at position 4, which is not one of its keys`},
 		{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 2, Keys: 4, Values: 10}, []int{12, 2, 13, 3, 14, 4, 12}, "want an odd count from 3 to 5"},
+		// Multi-query: the pairs, then every key (or Queries of them) once.
+		{"recall", all, []int{12, 2, 13, 3, 13}, "prompt has 5 tokens, want 6 (key value pairs, then every key once as queries)"},
+		{"recall", all, []int{12, 2, 13, 3, 13, 14}, `prompt holds query "c" (id 14) at position 5, which is not one of its keys`},
+		{"recall", all, []int{12, 2, 13, 3, 13, 13}, `holds query "b" (id 13) at position 5, which repeats the query at position 4`},
+		{"recall", data.TaskConfig{MinPairs: 2, MaxPairs: 4, Keys: 4, Values: 10, Queries: data.QueriesAll}, []int{12, 2, 13, 3, 13}, "want one of 6, 9, … 12"},
+		{"recall", data.TaskConfig{MinPairs: 2, MaxPairs: 3, Keys: 4, Values: 10, Queries: 2}, []int{12, 2, 13, 3, 13}, "want 6 or 8 (key value pairs, then 2 distinct keys as queries)"},
 	}
 	for _, tt := range tests {
 		task := mustNew(t, tt.name, tt.cfg)
