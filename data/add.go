@@ -45,9 +45,11 @@ func (a *add) Vocab() *Vocab { return a.vocab }
 // MaxLen is 2a operand digits, SEP and a+1 sum digits.
 func (a *add) MaxLen() int { return 3*a.digits + 2 }
 
-// AnswerLen is a+1: the sum of two a-digit numbers has at most a+1 digits,
-// and shorter sums are zero-padded to that width.
-func (a *add) AnswerLen(prompt []int) int { return a.digits + 1 }
+// Frame has a+1 targets: the sum of two a-digit numbers has at most a+1
+// digits, and shorter sums are zero-padded to that width.
+func (a *add) Frame(prompt []int) Example {
+	return Example{Prompt: prompt, Answer: make([]int, a.digits+1)}
+}
 
 // Generate draws every operand digit uniformly, so x and y are uniform in
 // [0, 10^a), as in minGPT.

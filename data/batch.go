@@ -5,15 +5,18 @@ import "fmt"
 // Batch is B examples laid out for next-token training of a decoder-only
 // model, every slice row-major (B, S). Row b holds seq = prompt + SEP + answer
 // as Inputs = seq[:len(seq)-1] and Targets = seq[1:], both padded with PAD to
-// S. Weights is 1 exactly where the target is an answer token, so the loss
-// ignores the random prompt, the separator and the padding. Lengths holds
-// each row's unpadded input length, for key-padding masks.
+// S. Weights is 1 exactly where the target is an answer token that is a
+// target (not given), so the loss ignores the random prompt, the separator,
+// the given tokens and the padding. Lengths holds each row's unpadded input
+// length, for key-padding masks, and Starts its prompt length: the input
+// position of SEP, from which on the targets are the answer.
 type Batch struct {
 	B, S    int
 	Inputs  []int
 	Targets []int
 	Weights []float64
 	Lengths []int
+	Starts  []int
 }
 
 // MaxBatchTokens bounds B*S, the positions of one Batch: three slices of
@@ -38,8 +41,9 @@ func checkShape(B, S int) error {
 }
 
 // MakeBatch lays examples out in rows of S positions; S is normally
-// task.MaxLen()-1. It fails if there are no examples, if an example has an
-// empty answer (it would carry no loss) or holds a PAD, SEP or negative id, if
+// task.MaxLen()-1. It fails if there are no examples, if an example has no
+// target (it would carry no loss), a Given that is neither nil nor as long as
+// its answer, or holds a PAD, SEP or negative id, if
 // prompt + SEP + answer needs more than S+1 tokens, or if the batch would
 // exceed MaxExamples rows or MaxBatchTokens positions.
 func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
@@ -61,10 +65,17 @@ func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
 		Targets: make([]int, B*S),
 		Weights: make([]float64, B*S),
 		Lengths: make([]int, B),
+		Starts:  make([]int, B),
 	}
 	for i, ex := range examples {
+		if ex.Given != nil && len(ex.Given) != len(ex.Answer) {
+			return Batch{}, fmt.Errorf("data: batch: example %d marks %s given or not, but its answer has %d", i, count(len(ex.Given), "answer position"), len(ex.Answer))
+		}
 		if len(ex.Answer) == 0 {
 			return Batch{}, fmt.Errorf("data: batch: example %d has an empty answer, so no position would carry loss", i)
+		}
+		if len(ex.Targets()) == 0 {
+			return Batch{}, fmt.Errorf("data: batch: example %d has no target in its answer of %s, so no position would carry loss", i, count(len(ex.Answer), "token"))
 		}
 		for _, part := range []struct {
 			name string
@@ -90,12 +101,14 @@ func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
 		}
 		copy(b.Inputs[row:], seq[:n])
 		copy(b.Targets[row:], seq[1:])
-		// Target j is seq[j+1]; the answer occupies seq[len(prompt)+1:], so
-		// the weighted positions are len(prompt) .. n-1.
-		for j := len(ex.Prompt); j < n; j++ {
-			b.Weights[row+j] = 1
+		// Target j is seq[j+1]; answer token a is seq[len(prompt)+1+a], the
+		// target of position len(prompt)+a.
+		for a := range ex.Answer {
+			if !ex.IsGiven(a) {
+				b.Weights[row+len(ex.Prompt)+a] = 1
+			}
 		}
-		b.Lengths[i] = n
+		b.Lengths[i], b.Starts[i] = n, len(ex.Prompt)
 	}
 	return b, nil
 }
@@ -130,9 +143,9 @@ func BatchFor(t Task, examples []Example) (Batch, error) {
 	return b, nil
 }
 
-// Example recovers row i's prompt and answer: the prompt is the inputs before
-// the first weighted position (which holds SEP), the answer the weighted
-// targets. It lets evaluation and logging work from a batch alone.
+// Example recovers row i's example: the prompt is the inputs before Starts[i]
+// (which holds SEP), the answer the targets from there on, given where their
+// weight is 0. It lets evaluation and logging work from a batch alone.
 func (b Batch) Example(i int) (Example, error) {
 	if err := b.check(); err != nil {
 		return Example{}, err
@@ -145,17 +158,23 @@ func (b Batch) Example(i int) (Example, error) {
 	if n < 0 || n > b.S {
 		return Example{}, fmt.Errorf("data: batch: row %d has length %d, outside [0, %d]", i, n, b.S)
 	}
-	p := 0
-	for p < n && b.Weights[row+p] == 0 {
-		p++
+	p := b.Starts[i]
+	if p < 0 || p >= n {
+		return Example{}, fmt.Errorf("data: batch: row %d has no answer positions (prompt length %d, length %d)", i, p, n)
 	}
-	if p == n {
-		return Example{}, fmt.Errorf("data: batch: row %d has no answer positions", i)
-	}
-	return Example{
+	ex := Example{
 		Prompt: append([]int(nil), b.Inputs[row:row+p]...),
 		Answer: append([]int(nil), b.Targets[row+p:row+n]...),
-	}, nil
+	}
+	for a := range ex.Answer {
+		if b.Weights[row+p+a] == 0 {
+			if ex.Given == nil {
+				ex.Given = make([]bool, len(ex.Answer))
+			}
+			ex.Given[a] = true
+		}
+	}
+	return ex, nil
 }
 
 // PadRows returns b grown to rows rows by appending filler rows of padding
@@ -185,6 +204,7 @@ func (b Batch) PadRows(rows int, padID int) (Batch, error) {
 		Targets: append(append(make([]int, 0, rows*b.S), b.Targets...), make([]int, extra)...),
 		Weights: append(append(make([]float64, 0, rows*b.S), b.Weights...), make([]float64, extra)...),
 		Lengths: append(append(make([]int, 0, rows), b.Lengths...), make([]int, rows-b.B)...),
+		Starts:  append(append(make([]int, 0, rows), b.Starts...), make([]int, rows-b.B)...),
 	}
 	for j := b.B * b.S; j < rows*b.S; j++ {
 		out.Inputs[j], out.Targets[j] = padID, padID
@@ -198,8 +218,8 @@ func (b Batch) check() error {
 	if err := checkShape(b.B, b.S); err != nil {
 		return err
 	}
-	if len(b.Inputs) != b.B*b.S || len(b.Targets) != b.B*b.S || len(b.Weights) != b.B*b.S || len(b.Lengths) != b.B {
-		return fmt.Errorf("data: batch: slice lengths %d, %d, %d, %d do not match B=%d, S=%d", len(b.Inputs), len(b.Targets), len(b.Weights), len(b.Lengths), b.B, b.S)
+	if len(b.Inputs) != b.B*b.S || len(b.Targets) != b.B*b.S || len(b.Weights) != b.B*b.S || len(b.Lengths) != b.B || len(b.Starts) != b.B {
+		return fmt.Errorf("data: batch: slice lengths %d, %d, %d, %d, %d do not match B=%d, S=%d", len(b.Inputs), len(b.Targets), len(b.Weights), len(b.Lengths), len(b.Starts), b.B, b.S)
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ func TestMakeBatchLayout(t *testing.T) {
 					0, 1, 1, 0, 0, 0,
 				},
 				Lengths: []int{6, 3},
+				Starts:  []int{3, 1},
 			},
 		},
 		{
@@ -55,6 +56,7 @@ func TestMakeBatchLayout(t *testing.T) {
 				Targets: []int{6, 9, 7, 3, 3},
 				Weights: []float64{0, 0, 1, 0, 0},
 				Lengths: []int{3},
+				Starts:  []int{2},
 			},
 		},
 		{
@@ -67,6 +69,47 @@ func TestMakeBatchLayout(t *testing.T) {
 				Targets: []int{4, 5},
 				Weights: []float64{1, 1},
 				Lengths: []int{2},
+				Starts:  []int{0},
+			},
+		},
+		{
+			name: "multi-query recall: queries given, values targets",
+			examples: []data.Example{
+				// seq 5 2 6 3 | 6 3 5 2
+				{Prompt: []int{5, 2, 6, 3}, Answer: []int{6, 3, 5, 2}, Given: []bool{true, false, true, false}},
+				// seq 7 4 | 7 4, Given nil: both answer tokens are targets
+				{Prompt: []int{7, 4}, Answer: []int{7, 4}},
+			},
+			sep: 1, pad: 0, S: 8,
+			want: data.Batch{
+				B: 2, S: 8,
+				Inputs: []int{
+					5, 2, 6, 3, 1, 6, 3, 5,
+					7, 4, 1, 7, 0, 0, 0, 0,
+				},
+				Targets: []int{
+					2, 6, 3, 1, 6, 3, 5, 2,
+					4, 1, 7, 4, 0, 0, 0, 0,
+				},
+				Weights: []float64{
+					0, 0, 0, 0, 0, 1, 0, 1,
+					0, 0, 1, 1, 0, 0, 0, 0,
+				},
+				Lengths: []int{8, 4},
+				Starts:  []int{4, 2},
+			},
+		},
+		{
+			name:     "a given token after the last target carries no loss",
+			examples: []data.Example{{Prompt: []int{4}, Answer: []int{5, 6}, Given: []bool{false, true}}}, // seq 4 | 5 6
+			sep:      1, pad: 0, S: 3,
+			want: data.Batch{
+				B: 1, S: 3,
+				Inputs:  []int{4, 1, 5},
+				Targets: []int{1, 5, 6},
+				Weights: []float64{0, 1, 0},
+				Lengths: []int{3},
+				Starts:  []int{1},
 			},
 		},
 	}
@@ -77,12 +120,13 @@ func TestMakeBatchLayout(t *testing.T) {
 		}
 		if got.B != tt.want.B || got.S != tt.want.S ||
 			!slices.Equal(got.Inputs, tt.want.Inputs) || !slices.Equal(got.Targets, tt.want.Targets) ||
-			!slices.Equal(got.Weights, tt.want.Weights) || !slices.Equal(got.Lengths, tt.want.Lengths) {
+			!slices.Equal(got.Weights, tt.want.Weights) || !slices.Equal(got.Lengths, tt.want.Lengths) ||
+			!slices.Equal(got.Starts, tt.want.Starts) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, tt.want)
 		}
 		for i, ex := range tt.examples {
 			back, err := got.Example(i)
-			if err != nil || !slices.Equal(back.Prompt, ex.Prompt) || !slices.Equal(back.Answer, ex.Answer) {
+			if err != nil || !slices.Equal(back.Prompt, ex.Prompt) || !slices.Equal(back.Answer, ex.Answer) || !slices.Equal(back.Given, ex.Given) {
 				t.Errorf("%s: Example(%d) = %v, %v, want %v", tt.name, i, back, err, ex)
 			}
 		}
@@ -102,6 +146,8 @@ func TestMakeBatchErrors(t *testing.T) {
 		{"S zero", []data.Example{ok}, 1, 0, 0, "S must be positive"},
 		{"same specials", []data.Example{ok}, 1, 1, 4, "must be distinct"},
 		{"empty answer", []data.Example{ok, {Prompt: []int{2}}}, 1, 0, 4, "example 1 has an empty answer"},
+		{"all given", []data.Example{ok, {Prompt: []int{2}, Answer: []int{3}, Given: []bool{true}}}, 1, 0, 4, "example 1 has no target in its answer of 1 token,"},
+		{"given too short", []data.Example{{Prompt: []int{2}, Answer: []int{3, 2}, Given: []bool{true}}}, 1, 0, 4, "example 0 marks 1 answer position given or not, but its answer has 2"},
 		{"sep in prompt", []data.Example{{Prompt: []int{2, 1}, Answer: []int{2}}}, 1, 0, 4, "prompt position 1 holds id 1"},
 		{"pad in answer", []data.Example{{Prompt: []int{2}, Answer: []int{2, 0}}}, 1, 0, 4, "answer position 1 holds id 0"},
 		{"negative", []data.Example{{Prompt: []int{-3}, Answer: []int{2}}}, 1, 0, 4, "holds id -3"},
@@ -153,7 +199,7 @@ func TestBatchForInvariants(t *testing.T) {
 					t.Fatalf("%s row %d: position %d past the length is not padding", tc.name, i, j)
 				}
 			}
-			if b.Inputs[row+len(ex.Prompt)] != task.Vocab().SEP() || w != float64(len(ex.Answer)) {
+			if b.Inputs[row+len(ex.Prompt)] != task.Vocab().SEP() || w != float64(len(ex.Targets())) {
 				t.Fatalf("%s row %d: SEP or weights wrong", tc.name, i)
 			}
 		}

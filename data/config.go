@@ -32,10 +32,20 @@ type TaskConfig struct {
 	// Keys is the number of key symbols of recall (letters a, b, ...); the keys
 	// of one prompt are distinct, so Keys bounds the pair count.
 	Keys int `json:"keys,omitempty"`
-	// Values is the number of value symbols of recall (digits 0, 1, ...). At
-	// least 2.
+	// Values is the number of value symbols of recall (hexadecimal digits
+	// 0, 1, … 9, A, … F, so never a key). At least 2.
 	Values int `json:"values,omitempty"`
+	// Queries is how many keys of a recall prompt are asked back:
+	// QueriesAll (the default) asks every key in a random order, each
+	// followed by its value, a loss at every value (multi-query associative
+	// recall); a count from 2 asks that many distinct keys so; 0 (unset, as
+	// in config.json files written before the field existed) or 1 asks one
+	// key, before SEP, the single-query framing.
+	Queries int `json:"queries,omitempty"`
 }
+
+// QueriesAll is the TaskConfig.Queries that asks every key of the prompt.
+const QueriesAll = -1
 
 // Upper bounds on the parameters. They keep MaxLen, and so the attention cost,
 // in the range a CPU trains in minutes, and within the symbols available.
@@ -44,7 +54,7 @@ const (
 	MaxAlphabet  = 36 // copy, reverse, sort: digits and lower-case letters
 	MaxDigits    = 32 // add: digits per operand
 	MaxKeys      = 26 // recall: letters
-	MaxValues    = 10 // recall: digits
+	MaxValues    = 16 // recall: hexadecimal digits
 )
 
 // alphabetSymbols are the symbols of copy, reverse and sort, in order.
@@ -62,7 +72,7 @@ func DefaultConfig(name string) TaskConfig {
 	case "sort":
 		return TaskConfig{Length: 6, Alphabet: 3}
 	case "recall":
-		return TaskConfig{Pairs: 4, Keys: 8, Values: 10}
+		return TaskConfig{Pairs: 4, Keys: 8, Values: 10, Queries: QueriesAll}
 	case "add":
 		return TaskConfig{Digits: 2}
 	}
@@ -95,7 +105,7 @@ func (c TaskConfig) fields() []field {
 		{"length", c.Length}, {"min_length", c.MinLength}, {"max_length", c.MaxLength},
 		{"alphabet", c.Alphabet}, {"digits", c.Digits},
 		{"pairs", c.Pairs}, {"min_pairs", c.MinPairs}, {"max_pairs", c.MaxPairs},
-		{"keys", c.Keys}, {"values", c.Values},
+		{"keys", c.Keys}, {"values", c.Values}, {"queries", c.Queries},
 	}
 }
 

@@ -54,7 +54,7 @@ func TestNewErrors(t *testing.T) {
 		{"add", data.TaskConfig{Digits: 2, Alphabet: 10}, "alphabet is not a parameter of add"},
 		{"recall", data.TaskConfig{Pairs: 4, Keys: 3, Values: 10}, "4 pairs need 4 distinct keys, but keys is 3"},
 		{"recall", data.TaskConfig{Pairs: 4, Keys: 27, Values: 10}, "keys 27 is too large"},
-		{"recall", data.TaskConfig{Pairs: 4, Keys: 8, Values: 11}, "values 11 is too large"},
+		{"recall", data.TaskConfig{Pairs: 4, Keys: 8, Values: 17}, "values 17 is too large"},
 		{"recall", data.TaskConfig{Pairs: 4, Keys: 8}, "values must be positive"},
 		{"recall", data.TaskConfig{MinPairs: 3, MaxPairs: 2, Keys: 8, Values: 10}, "min_pairs 3 is greater than max_pairs 2"},
 		{"recall", data.TaskConfig{Pairs: 2, Keys: 8, Values: 10, Length: 5}, "length is not a parameter of recall"},

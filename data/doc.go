@@ -5,13 +5,23 @@
 //
 //	prompt | answer
 //
-// where | is the separator token SEP. The model reads the prompt and the
-// separator and must then produce the answer. An encoder–decoder reads the
-// prompt alone in its encoder and the sequence SEP answer in its decoder
-// (train.EncDecModel.Step lays the two out); the loss is taken on answer
-// positions only, because the prompt is random and cannot be predicted. At
-// inference the answer is decoded greedily, Task.AnswerLen tokens after the
-// separator, and checked against Task.Solve.
+// where | is the separator token SEP, and each answer position is either
+// given or a target (Example.Given). The model reads the prompt and the
+// separator, then each given token, and must produce each target. An
+// encoder–decoder reads the prompt alone in its encoder and the sequence
+// SEP answer in its decoder (train.EncDecModel.Step lays the two out); the
+// loss is taken at target positions only, because the prompt is random and
+// cannot be predicted and a given token is not asked for. At inference
+// greedy decoding fills the targets of Task.Frame(prompt), feeding the given
+// tokens, and the targets are checked against Task.Solve. A prompt, as a
+// user types it and Solve reads it, is an example's prompt followed by its
+// given tokens (Example.Shown). Multi-query recall is
+//
+//	c 4 b 1 f 1 h 6 | f 1 c 4 h 6 b 1
+//
+// with the queries f c h b given and the values 1 4 6 1 targets; the prompt
+// is c 4 b 1 f 1 h 6 f c h b. Nothing assumes one contiguous answer: a
+// language-model task would be an empty prompt and an answer of targets.
 //
 // The tasks, made by New from a TaskConfig (DefaultConfig gives working
 // values), are:
@@ -19,7 +29,9 @@
 //	copy     n symbols over an alphabet of k; the answer is the same sequence
 //	reverse  the answer is the prompt reversed
 //	sort     the answer is the prompt sorted ascending (minGPT's demo: n=6, k=3)
-//	recall   p key-value pairs and a query key; the answer is the key's value
+//	recall   p key-value pairs, then keys asked back (every key in a random
+//	         order by default; one, before SEP, with queries 1); the targets
+//	         are their values
 //	add      two a-digit numbers; the answer is their a+1-digit sum, reversed
 //
 // copy, reverse and sort accept a length range and recall a pairs range, so
@@ -42,6 +54,7 @@
 //	Targets  0 1 | 0 1 2
 //	Weights  0 0 0 1 1 1
 //	Lengths  6
+//	Starts   3
 //
 // Bad input is an error, never a panic: every function and method that can
 // fail returns an error naming the task, the parameter and the value at
@@ -56,11 +69,12 @@
 // Token ids are small ints: PAD is always 0, so zero-filled buffers are
 // padded buffers, and SEP is 1. The task's symbols follow in order from id 2:
 // copy, reverse and sort the symbols 0, 1, ... of their alphabet, add the
-// digits 0-9, recall its values (digits) first and then its keys (letters).
+// digits 0-9, recall its values (hexadecimal digits 0-9, A-F) first and then
+// its keys (lower-case letters).
 //
 // Greedy decoding (train.Greedy) takes the argmax over the whole vocabulary,
-// so a model may answer with PAD or SEP; answers are always AnswerLen tokens,
-// with no stop token.
+// so a model may answer with PAD or SEP; answers are always as long as the
+// frame's, with no stop token.
 //
 // The package uses only the standard library, and math/rand/v2's PCG for all
 // randomness, so the same seed gives the same data on every platform.

@@ -26,7 +26,7 @@ func ExampleNew() {
 	}
 	fmt.Println(v.Decode(prompt), v.Symbols()[v.SEP()], v.Decode(answer))
 	fmt.Println("vocab:", v.Symbols(), "size", v.Size())
-	fmt.Println("max len:", task.MaxLen(), "answer len:", task.AnswerLen(prompt))
+	fmt.Println("max len:", task.MaxLen(), "answer len:", len(task.Frame(prompt).Answer))
 
 	_, err = data.New("sort", data.TaskConfig{Length: 6, Alphabet: 40})
 	fmt.Println(err)

@@ -42,8 +42,8 @@ func canonical(cfg data.TaskConfig) data.TaskConfig {
 
 // checkExample checks an example of task against everything a caller relies
 // on: valid prompt, Solve agrees, ids are task symbols (never PAD or SEP),
-// the answer is AnswerLen long, the sequence fits MaxLen, and the prompt
-// survives Decode and ParsePrompt.
+// the example is its prompt's Frame with the targets filled in, the sequence
+// fits MaxLen, and the prompt survives Decode and ParsePrompt.
 func checkExample(t *testing.T, task data.Task, ex data.Example) {
 	t.Helper()
 	v := task.Vocab()
@@ -54,22 +54,35 @@ func checkExample(t *testing.T, task data.Task, ex data.Example) {
 			}
 		}
 	}
-	if err := task.ValidatePrompt(ex.Prompt); err != nil {
-		t.Fatalf("%s %v: generated prompt %v rejected: %v", task.Name(), task.Params(), ex.Prompt, err)
+	prompt := ex.Shown()
+	if err := task.ValidatePrompt(prompt); err != nil {
+		t.Fatalf("%s %v: generated prompt %v rejected: %v", task.Name(), task.Params(), prompt, err)
 	}
-	ans, err := task.Solve(ex.Prompt)
-	if err != nil || !slices.Equal(ans, ex.Answer) {
-		t.Fatalf("%s %v: Solve(%v) = %v, %v, want %v", task.Name(), task.Params(), ex.Prompt, ans, err, ex.Answer)
+	ans, err := task.Solve(prompt)
+	if err != nil || !slices.Equal(ans, ex.Targets()) {
+		t.Fatalf("%s %v: Solve(%v) = %v, %v, want %v", task.Name(), task.Params(), prompt, ans, err, ex.Targets())
 	}
-	if n := task.AnswerLen(ex.Prompt); n != len(ex.Answer) {
-		t.Fatalf("%s %v: AnswerLen(%v) = %d, answer has %d", task.Name(), task.Params(), ex.Prompt, n, len(ex.Answer))
-	}
+	checkFrame(t, task, ex)
 	if n := len(ex.Prompt) + 1 + len(ex.Answer); n > task.MaxLen() {
 		t.Fatalf("%s %v: example of %d tokens exceeds MaxLen %d", task.Name(), task.Params(), n, task.MaxLen())
 	}
-	back, err := data.ParsePrompt(task, v.Decode(ex.Prompt))
-	if err != nil || !slices.Equal(back, ex.Prompt) {
-		t.Fatalf("%s %v: ParsePrompt(Decode(%v)) = %v, %v", task.Name(), task.Params(), ex.Prompt, back, err)
+	back, err := data.ParsePrompt(task, v.Decode(prompt))
+	if err != nil || !slices.Equal(back, prompt) {
+		t.Fatalf("%s %v: ParsePrompt(Decode(%v)) = %v, %v", task.Name(), task.Params(), prompt, back, err)
+	}
+}
+
+// checkFrame checks that ex is the Frame of its prompt with the targets
+// filled in: the same prompt, answer length, given positions and tokens.
+func checkFrame(t *testing.T, task data.Task, ex data.Example) {
+	t.Helper()
+	f := task.Frame(ex.Shown())
+	ok := slices.Equal(f.Prompt, ex.Prompt) && len(f.Answer) == len(ex.Answer)
+	for j := 0; ok && j < len(ex.Answer); j++ {
+		ok = f.IsGiven(j) == ex.IsGiven(j) && (!f.IsGiven(j) || f.Answer[j] == ex.Answer[j])
+	}
+	if !ok {
+		t.Fatalf("%s %v: Frame(%v) = %+v, does not frame example %+v", task.Name(), task.Params(), ex.Shown(), f, ex)
 	}
 }
 

@@ -25,7 +25,7 @@ func (f fakeTask) Name() string                 { return "fake" }
 func (f fakeTask) Params() data.TaskConfig      { return data.TaskConfig{} }
 func (f fakeTask) Vocab() *data.Vocab           { return f.vocab }
 func (f fakeTask) MaxLen() int                  { return f.maxLen }
-func (f fakeTask) AnswerLen([]int) int          { return 1 }
+func (f fakeTask) Frame(p []int) data.Example   { return data.Example{Prompt: p, Answer: []int{0}} }
 func (f fakeTask) Solve([]int) ([]int, error)   { return []int{2}, nil }
 func (f fakeTask) ValidatePrompt(p []int) error { return nil }
 func (f fakeTask) NumPrompts() float64          { return f.prompts }
@@ -233,7 +233,7 @@ func TestErrorsNotPanics(t *testing.T) {
 		{"Stream Restore other params", func(t *testing.T) error {
 			other, _ := data.NewStream(mustNew(t, "recall", data.DefaultConfig("recall")), 1, 10)
 			return goodStream(t, 1, 10).Restore(state(t, other))
-		}, []string{"state has params pairs=4 keys=8 values=10, stream has pairs=2 keys=4 values=3"}},
+		}, []string{"state has params pairs=4 keys=8 values=10 queries=-1, stream has pairs=2 keys=4 values=3"}},
 		{"Stream Restore other seed", func(t *testing.T) error { return goodStream(t, 1, 10).Restore(state(t, goodStream(t, 2, 10))) }, []string{"state has seed 2, stream has 1"}},
 		{"Stream Restore other test size", func(t *testing.T) error { return goodStream(t, 1, 10).Restore(state(t, goodStream(t, 1, 5))) }, []string{"state has a test set of 5, stream has 10"}},
 		{"Stream Restore garbage", func(t *testing.T) error { return goodStream(t, 1, 10).Restore([]byte("\x00{garbage")) }, []string{`task "recall": restore stream`, "invalid character"}},
@@ -279,7 +279,7 @@ func TestErrorsNotPanics(t *testing.T) {
 		{"Batch zero PadRows", func(*testing.T) error { _, err := data.Batch{}.PadRows(4, 0); return err }, []string{"B=0 rows of S=0 positions"}},
 		{"Batch B*S overflows to 0", func(*testing.T) error { _, err := data.Batch{B: 1 << 32, S: 1 << 32}.Example(0); return err }, []string{"4294967296 rows is too many"}},
 		{"Batch negative S", func(*testing.T) error { _, err := data.Batch{B: 1, S: -4, Lengths: []int{0}}.Example(0); return err }, []string{"S=-4 positions: want both positive"}},
-		{"Batch short slices", func(*testing.T) error { _, err := data.Batch{B: 2, S: 3, Inputs: []int{1}}.Example(0); return err }, []string{"slice lengths 1, 0, 0, 0 do not match B=2, S=3"}},
+		{"Batch short slices", func(*testing.T) error { _, err := data.Batch{B: 2, S: 3, Inputs: []int{1}}.Example(0); return err }, []string{"slice lengths 1, 0, 0, 0, 0 do not match B=2, S=3"}},
 		{"Batch Example -1", func(t *testing.T) error { _, err := goodBatch(t).Example(-1); return err }, []string{"row -1 is outside [0, 1)"}},
 		{"Batch Example MaxInt", func(t *testing.T) error { _, err := goodBatch(t).Example(math.MaxInt); return err }, []string{"row " + maxInt + " is outside [0, 1)"}},
 		{"Batch Example negative length", func(t *testing.T) error {
@@ -376,7 +376,7 @@ func TestZeroValuesNoPanic(t *testing.T) {
 		for _, name := range data.Names() {
 			task := mustNew(t, name, data.DefaultConfig(name))
 			for _, p := range [][]int{nil, {}, {math.MinInt}, {math.MaxInt, -1, 0, 1}, make([]int, 1000)} {
-				task.AnswerLen(p)
+				task.Frame(p)
 				if _, err := task.Solve(p); err == nil {
 					t.Errorf("%s: Solve(%v) accepted", name, p)
 				}

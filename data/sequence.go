@@ -65,8 +65,11 @@ func (s *sequence) Vocab() *Vocab { return s.vocab }
 // MaxLen is the longest prompt, SEP, and an answer as long as the prompt.
 func (s *sequence) MaxLen() int { return 2*s.maxLen + 1 }
 
-// AnswerLen is the prompt's length: every answer is a rearrangement.
-func (s *sequence) AnswerLen(prompt []int) int { return len(prompt) }
+// Frame has as many targets as the prompt has symbols: every answer is a
+// rearrangement.
+func (s *sequence) Frame(prompt []int) Example {
+	return Example{Prompt: prompt, Answer: make([]int, len(prompt))}
+}
 
 // Generate draws a length uniformly from the range, then each symbol
 // uniformly from the alphabet.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 )
 
 // The second PCG seeds of the test set and of the training stream. Separate
@@ -107,11 +106,11 @@ func NewStream(t Task, seed uint64, nTest int) (*Stream, error) {
 			return nil, fmt.Errorf("data: task %q: test_size %d: found only %d distinct prompts in %d draws of the task's %.0f: its generator reaches the rest too rarely; lower test_size", name, nTest, len(s.test), draws, space)
 		}
 		ex := t.Generate(testRNG)
-		k := promptKey(ex.Prompt)
+		k := promptKey(ex.Shown())
 		if _, dup := s.held[k]; dup {
 			continue
 		}
-		if h, ok := t.(holdOuter); ok && !h.CanHoldOut(ex.Prompt) {
+		if h, ok := t.(holdOuter); ok && !h.CanHoldOut(ex.Shown()) {
 			continue
 		}
 		s.held[k] = struct{}{}
@@ -120,7 +119,7 @@ func NewStream(t Task, seed uint64, nTest int) (*Stream, error) {
 	if p, ok := t.(prober); ok {
 		share := 1.0
 		for _, ex := range s.test {
-			share -= p.promptProb(ex.Prompt)
+			share -= p.promptProb(ex.Shown())
 		}
 		if share < minTrainShare {
 			return nil, fmt.Errorf("data: task %q: test_size %d holds out prompts the task draws %.4g%% of the time, leaving training %.2g of its draws (want at least %g); lower test_size", name, nTest, 100*(1-share), share, minTrainShare)
@@ -177,7 +176,7 @@ func (s *Stream) Test() []Example {
 	}
 	out := make([]Example, len(s.test))
 	for i, ex := range s.test {
-		out[i] = Example{Prompt: slices.Clone(ex.Prompt), Answer: slices.Clone(ex.Answer)}
+		out[i] = ex.clone()
 	}
 	return out
 }
@@ -210,7 +209,7 @@ func (s *Stream) next() (Example, error) {
 	}
 	for range maxNextDraws {
 		ex := s.task.Generate(s.rng)
-		if _, held := s.held[promptKey(ex.Prompt)]; !held {
+		if _, held := s.held[promptKey(ex.Shown())]; !held {
 			s.drawn++
 			return ex, nil
 		}

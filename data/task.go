@@ -4,15 +4,54 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 )
 
-// Example is one instance of a task as token ids: the prompt the model reads
-// and the answer it must produce. Neither holds PAD or SEP; MakeBatch adds
-// them.
+// Example is one instance of a task as token ids, laid out as the sequence
+// Prompt SEP Answer that a decoder reads. Every position after SEP is either
+// given (fed to the model, carrying no loss) or a target (carrying the loss,
+// decoded greedily and scored): Given marks the given ones, and a nil Given
+// makes every answer token a target. So a multi-query recall example is
+// Prompt = k1 v1 … kP vP, Answer = q1 v1 q2 v2 … with the queries given, and
+// a language-model example would be an empty Prompt and an Answer of targets
+// only. Neither part holds PAD or SEP; MakeBatch adds them.
 type Example struct {
-	Prompt []int `json:"prompt"`
-	Answer []int `json:"answer"`
+	Prompt []int  `json:"prompt"`
+	Answer []int  `json:"answer"`
+	Given  []bool `json:"given,omitempty"`
+}
+
+// IsGiven reports whether answer position j is given rather than a target.
+func (e Example) IsGiven(j int) bool { return j < len(e.Given) && e.Given[j] }
+
+// Shown returns what the task's prompt is: Prompt followed by the given
+// answer tokens, the input ValidatePrompt checks and Solve answers.
+func (e Example) Shown() []int {
+	out := append([]int(nil), e.Prompt...)
+	for j, id := range e.Answer {
+		if e.IsGiven(j) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Targets returns the answer tokens at target positions, the tokens Solve
+// returns and evaluation scores.
+func (e Example) Targets() []int {
+	var out []int
+	for j, id := range e.Answer {
+		if !e.IsGiven(j) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// clone returns a deep copy of e.
+func (e Example) clone() Example {
+	return Example{Prompt: slices.Clone(e.Prompt), Answer: slices.Clone(e.Answer), Given: slices.Clone(e.Given)}
 }
 
 // Task is a toy sequence task: a generator of examples, the vocabulary they
@@ -29,14 +68,16 @@ type Task interface {
 	// MaxLen returns the length of the longest prompt + SEP + answer, so a
 	// model needs MaxLen()-1 positions (the last token is never an input).
 	MaxLen() int
-	// AnswerLen returns how many answer tokens to decode greedily after
-	// prompt and SEP. It assumes a valid prompt (see ValidatePrompt).
-	AnswerLen(prompt []int) int
+	// Frame returns the example greedy decoding fills for prompt: its
+	// Prompt, and an Answer holding the given tokens where Given is true and
+	// 0 at the targets. It assumes a valid prompt (see ValidatePrompt).
+	Frame(prompt []int) Example
 	// Generate draws one example from rng. A nil rng is replaced by a fixed
 	// seed-0 generator rather than panicking.
 	Generate(rng *rand.Rand) Example
-	// Solve returns the correct answer for prompt, or an error if the prompt
-	// is not one the task could have generated.
+	// Solve returns the correct target tokens for prompt (an example's
+	// Shown), or an error if the prompt is not one the task could have
+	// generated.
 	Solve(prompt []int) ([]int, error)
 	// ValidatePrompt reports, with an error naming the task and the offending
 	// position, whether prompt is one the task could have generated.

@@ -35,6 +35,9 @@ var taskCases = []struct {
 	{"sort", data.TaskConfig{MinLength: 1, MaxLength: 12, Alphabet: 20}},
 	{"recall", data.DefaultConfig("recall")},
 	{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 26, Keys: 26, Values: 3}},
+	{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 26, Keys: 26, Values: 3, Queries: 1}},
+	{"recall", data.TaskConfig{MinPairs: 3, MaxPairs: 5, Keys: 6, Values: 4, Queries: 2}},
+	{"recall", data.TaskConfig{Pairs: 8, Keys: 16, Values: 16}},
 	{"add", data.DefaultConfig("add")},
 	{"add", data.TaskConfig{Digits: 20}},
 }
@@ -90,22 +93,46 @@ func check(t testing.TB, task data.Task, ex data.Example) error {
 			}
 		}
 	case "recall":
-		if len(a) != 1 || len(p)%2 != 1 {
+		// The single-query framing keeps the query at the end of the prompt;
+		// the multi-query one puts queries and values after SEP, each query
+		// given and each value a target.
+		pairsEnd, queries, values := len(p)-1, p[len(p)-1:], a
+		if ex.Given != nil {
+			pairsEnd, queries, values = len(p), nil, nil
+			for j := range a {
+				if ex.IsGiven(j) != (j%2 == 0) {
+					return fmt.Errorf("answer %v: given positions %v do not alternate query, value", a, ex.Given)
+				}
+				if j%2 == 0 {
+					queries = append(queries, a[j])
+				} else {
+					values = append(values, a[j])
+				}
+			}
+		}
+		if len(queries) != len(values) || len(queries) == 0 || pairsEnd%2 != 0 {
 			return fmt.Errorf("bad shapes %v -> %v", p, a)
 		}
 		pairs := map[string]string{}
-		for i := 0; i+1 < len(p); i += 2 {
+		for i := 0; i+1 < pairsEnd; i += 2 {
 			if _, dup := pairs[p[i]]; dup {
 				return fmt.Errorf("key %s repeats in %v", p[i], p)
 			}
-			if !strings.Contains("abcdefghijklmnopqrstuvwxyz", p[i]) || !strings.Contains("0123456789", p[i+1]) {
+			if !strings.Contains("abcdefghijklmnopqrstuvwxyz", p[i]) || !strings.Contains("0123456789ABCDEF", p[i+1]) {
 				return fmt.Errorf("pair %s %s is not letter digit", p[i], p[i+1])
 			}
 			pairs[p[i]] = p[i+1]
 		}
-		v, ok := pairs[p[len(p)-1]]
-		if !ok || v != a[0] {
-			return fmt.Errorf("query %s of %v: answer %s, want %s", p[len(p)-1], p, a[0], v)
+		if q := task.Params().Queries; q == data.QueriesAll && len(queries) != len(pairs) || q > 1 && len(queries) != q {
+			return fmt.Errorf("%d queries for %d pairs, queries=%d", len(queries), len(pairs), q)
+		}
+		asked := map[string]bool{}
+		for i, q := range queries {
+			v, ok := pairs[q]
+			if !ok || v != values[i] || asked[q] {
+				return fmt.Errorf("query %s of %v: answer %s, want %s (asked before: %v)", q, p, values[i], v, asked[q])
+			}
+			asked[q] = true
 		}
 	case "add":
 		n := task.Params().Digits
@@ -133,16 +160,14 @@ func TestGeneratedExamplesAreCorrect(t *testing.T) {
 			if err := check(t, task, ex); err != nil {
 				t.Fatalf("%s %+v: generated %v: %v", tc.name, tc.cfg, ex, err)
 			}
-			if err := task.ValidatePrompt(ex.Prompt); err != nil {
+			if err := task.ValidatePrompt(ex.Shown()); err != nil {
 				t.Fatalf("%s: generated prompt rejected: %v", tc.name, err)
 			}
-			got, err := task.Solve(ex.Prompt)
-			if err != nil || !slices.Equal(got, ex.Answer) {
-				t.Fatalf("%s: Solve(%v) = %v, %v, want %v", tc.name, ex.Prompt, got, err, ex.Answer)
+			got, err := task.Solve(ex.Shown())
+			if err != nil || !slices.Equal(got, ex.Targets()) {
+				t.Fatalf("%s: Solve(%v) = %v, %v, want %v", tc.name, ex.Shown(), got, err, ex.Targets())
 			}
-			if n := task.AnswerLen(ex.Prompt); n != len(ex.Answer) {
-				t.Fatalf("%s: AnswerLen = %d, answer has %d", tc.name, n, len(ex.Answer))
-			}
+			checkFrame(t, task, ex)
 			l := len(ex.Prompt) + 1 + len(ex.Answer)
 			if l > task.MaxLen() {
 				t.Fatalf("%s: example of length %d exceeds MaxLen %d", tc.name, l, task.MaxLen())
@@ -205,6 +230,7 @@ func TestReverseTwiceIsIdentity(t *testing.T) {
 }
 
 func TestValidatePromptRejects(t *testing.T) {
+	all := data.TaskConfig{Pairs: 2, Keys: 4, Values: 10, Queries: data.QueriesAll}
 	tests := []struct {
 		name   string
 		cfg    data.TaskConfig
@@ -227,6 +253,12 @@ func TestValidatePromptRejects(t *testing.T) {
 		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 2, 12, 3, 12}, "repeats the key at position 0"},
 		{"recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 10}, []int{12, 2, 13, 3, 14}, `prompt ends in query "c" (id 14) at position 4, which is not one of its keys`},
 		{"recall", data.TaskConfig{MinPairs: 1, MaxPairs: 2, Keys: 4, Values: 10}, []int{12, 2, 13, 3, 14, 4, 12}, "want an odd count from 3 to 5"},
+		// Multi-query: the pairs, then every key (or Queries of them) once.
+		{"recall", all, []int{12, 2, 13, 3, 13}, "prompt has 5 tokens, want 6 (key value pairs, then every key once as queries)"},
+		{"recall", all, []int{12, 2, 13, 3, 13, 14}, `prompt holds query "c" (id 14) at position 5, which is not one of its keys`},
+		{"recall", all, []int{12, 2, 13, 3, 13, 13}, `holds query "b" (id 13) at position 5, which repeats the query at position 4`},
+		{"recall", data.TaskConfig{MinPairs: 2, MaxPairs: 4, Keys: 4, Values: 10, Queries: data.QueriesAll}, []int{12, 2, 13, 3, 13}, "want one of 6, 9, … 12"},
+		{"recall", data.TaskConfig{MinPairs: 2, MaxPairs: 3, Keys: 4, Values: 10, Queries: 2}, []int{12, 2, 13, 3, 13}, "want 6 or 8 (key value pairs, then 2 distinct keys as queries)"},
 	}
 	for _, tt := range tests {
 		task := mustNew(t, tt.name, tt.cfg)

@@ -53,8 +53,9 @@ func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 
 // Step runs one optimisation step on examples (at most B): each prompt goes
 // to the encoder; the decoder reads SEP and the answer but its last token
-// (teacher forcing) and is trained on the next token at every answer
-// position, the same tokens the decoder-only model is trained on.
+// (teacher forcing) and is trained on the next token at every target answer
+// position (given ones carry no loss), the same tokens the decoder-only
+// model is trained on.
 func (m *EncDecModel) Step(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error) {
 	if m == nil || m.EncDecModel == nil {
 		return StepResult{}, errors.New("train: nil or unbuilt encoder-decoder: build it with BuildEncDec")
@@ -80,7 +81,9 @@ func (m *EncDecModel) Step(task data.Task, examples []data.Example, opt *Optimiz
 		copy(tgt[i*st+1:], e.Answer[:len(e.Answer)-1])
 		copy(targets[i*st:], e.Answer)
 		for t := range e.Answer {
-			weights[i*st+t] = 1
+			if !e.IsGiven(t) {
+				weights[i*st+t] = 1
+			}
 		}
 		srcLen[i], tgtLen[i] = len(e.Prompt), len(e.Answer)
 	}

@@ -32,7 +32,7 @@ import (
 // benchTrainFlags are the training flags a bench training step uses: not
 // those of the schedule (--steps, --warmup, --min-lr: the step runs at
 // --lr), of evaluation or of checkpoints.
-var benchTrainFlags = []string{"task", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values",
+var benchTrainFlags = []string{"task", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values", "queries",
 	"layers", "heads", "dim", "hidden", "activation", "arch", "attention", "positions", "post-ln", "dropout", "attn-dropout",
 	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "clip", "test-size"}
 

@@ -166,7 +166,7 @@ func promptArg(task data.Task, text string) ([]int, error) {
 
 // example returns a valid prompt of the task, for error messages.
 func example(task data.Task) string {
-	return task.Vocab().Decode(task.Generate(nil).Prompt)
+	return task.Vocab().Decode(task.Generate(nil).Shown())
 }
 
 func runPredict(args []string, stdout, stderr io.Writer) error {
@@ -225,10 +225,11 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The model reads prompt, SEP and its own answer but the last token,
-	// which it only ever predicts.
+	// The model reads the frame's prompt (a multi-query recall prompt less
+	// its queries, which follow SEP), SEP and the answer but the last
+	// token, which it only ever predicts.
 	vocab := task.Vocab()
-	seq := append(append(append([]int(nil), prompt...), vocab.SEP()), answer[0]...)
+	seq := append(append(append([]int(nil), task.Frame(prompt).Prompt...), vocab.SEP()), answer[0]...)
 	seq = seq[:min(len(seq)-1, m.S)]
 	maps, err := attention(m, seq)
 	if err != nil {
@@ -340,11 +341,12 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	}
 	vocab := task.Vocab()
 	tgt := append([]int{vocab.SEP()}, answer[0][:len(answer[0])-1]...) // what the decoder reads
+	srcIDs := task.Frame(prompt).Prompt                                // what the encoder reads
 	src, tgtIDs := make([]int, m.B*m.Ss), make([]int, m.B*m.St)
-	copy(src, prompt)
+	copy(src, srcIDs)
 	copy(tgtIDs, tgt)
 	srcLen, tgtLen := make([]int, m.B), make([]int, m.B)
-	srcLen[0], tgtLen[0] = len(prompt), len(tgt)
+	srcLen[0], tgtLen[0] = len(srcIDs), len(tgt)
 	for i := 1; i < m.B; i++ {
 		srcLen[i], tgtLen[i] = 1, 1
 	}
@@ -368,9 +370,9 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 		keys    []string
 		hidden  [][]bool
 	}{
-		{"encoder", m.Weights.Encoder, len(prompt), len(prompt), m.Ss, m.Ss, tokenLabels(vocab, prompt), tokenLabels(vocab, prompt), nil},
+		{"encoder", m.Weights.Encoder, len(srcIDs), len(srcIDs), m.Ss, m.Ss, tokenLabels(vocab, srcIDs), tokenLabels(vocab, srcIDs), nil},
 		{"decoder", m.Weights.DecoderSelf, len(tgt), len(tgt), m.St, m.St, tokenLabels(vocab, tgt), tokenLabels(vocab, tgt), causal},
-		{"cross", m.Weights.Cross, len(tgt), len(prompt), m.Ss, m.St, tokenLabels(vocab, tgt), tokenLabels(vocab, prompt), nil},
+		{"cross", m.Weights.Cross, len(tgt), len(srcIDs), m.Ss, m.St, tokenLabels(vocab, tgt), tokenLabels(vocab, srcIDs), nil},
 	}
 	maps := make([][]plot.AttentionMap, len(kinds))
 	err = m.Run(func() error {

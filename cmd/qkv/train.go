@@ -40,6 +40,7 @@ func (tf *taskFlags) register(fs *flag.FlagSet, def string) {
 	fs.IntVar(&tf.cfg.MaxPairs, "max-pairs", 0, "most pairs (recall; alone, the fewest keeps the default)")
 	fs.IntVar(&tf.cfg.Keys, "keys", 0, "distinct keys (recall)")
 	fs.IntVar(&tf.cfg.Values, "values", 0, "distinct values (recall)")
+	fs.IntVar(&tf.cfg.Queries, "queries", 0, "keys asked back after the pairs (recall): -1 every key in a random order, the default; 1 one key, the single-query framing; n from 2, n distinct keys")
 }
 
 // resolve returns the task's default parameters overridden by the flags
@@ -71,6 +72,8 @@ func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 			cfg.Keys = tf.cfg.Keys
 		case "values":
 			cfg.Values = tf.cfg.Values
+		case "queries":
+			cfg.Queries = cmp.Or(tf.cfg.Queries, cfg.Queries)
 		}
 	})
 	return cfg

@@ -26,6 +26,7 @@ var fieldFlags = map[string]string{
 	"task.params.max_pairs":  "max-pairs",
 	"task.params.keys":       "keys",
 	"task.params.values":     "values",
+	"task.params.queries":    "queries",
 	"model.layers":           "layers",
 	"model.heads":            "heads",
 	"model.dim":              "dim",
@@ -85,7 +86,7 @@ func taskAsFlags(t config.TaskSpec) string {
 		v    int
 	}{{"length", p.Length}, {"min-length", p.MinLength}, {"max-length", p.MaxLength}, {"alphabet", p.Alphabet},
 		{"digits", p.Digits}, {"pairs", p.Pairs}, {"min-pairs", p.MinPairs}, {"max-pairs", p.MaxPairs},
-		{"keys", p.Keys}, {"values", p.Values}} {
+		{"keys", p.Keys}, {"values", p.Values}, {"queries", p.Queries}} {
 		if f.v != 0 {
 			s += fmt.Sprintf(" --%s %d", f.name, f.v)
 		}

@@ -354,7 +354,9 @@ func TestTaskRangeEndAlone(t *testing.T) {
 		{"--task copy --min-length 5", data.TaskConfig{MinLength: 5, MaxLength: 8, Alphabet: 10}},
 		{"--task copy --max-length 12", data.TaskConfig{MinLength: 3, MaxLength: 12, Alphabet: 10}},
 		{"--task sort --min-length 3", data.TaskConfig{MinLength: 3, MaxLength: 6, Alphabet: 3}},
-		{"--task recall --max-pairs 6", data.TaskConfig{MinPairs: 4, MaxPairs: 6, Keys: 8, Values: 10}},
+		{"--task recall --max-pairs 6", data.TaskConfig{MinPairs: 4, MaxPairs: 6, Keys: 8, Values: 10, Queries: data.QueriesAll}},
+		{"--task recall --queries 1", data.TaskConfig{Pairs: 4, Keys: 8, Values: 10, Queries: 1}},
+		{"--task recall --queries 0", data.TaskConfig{Pairs: 4, Keys: 8, Values: 10, Queries: data.QueriesAll}},
 		{"--task copy --length 4", data.TaskConfig{Length: 4, Alphabet: 10}},
 	}
 	for _, c := range cases {

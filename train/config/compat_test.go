@@ -2,10 +2,13 @@ package config
 
 import (
 	"errors"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"gorgonia.org/tensor"
 
+	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
 )
 
@@ -122,5 +125,51 @@ func TestParseKinds(t *testing.T) {
 		if (err == nil) != c.ok || (err == nil && k.String() != c.s) || (err != nil && !errors.Is(err, ErrInvalid)) {
 			t.Errorf("ParseOptimizerKind(%q) = %v, %v", c.s, k, err)
 		}
+	}
+}
+
+// TestRecallWithoutQueriesIsSingleQuery: a recall config.json written
+// before queries existed has no such parameter; it still means one query
+// before SEP (the sequence length its checkpoint's positions were trained
+// for), resolves back to the same parameters, and is written back without
+// queries, while a new run's default asks every key.
+func TestRecallWithoutQueriesIsSingleQuery(t *testing.T) {
+	old := strings.Replace(configJSON, `"name": "sort",
+    "params": {
+      "length": 6,
+      "alphabet": 3
+    }`, `"name": "recall",
+    "params": {
+      "pairs": 4,
+      "keys": 8,
+      "values": 10
+    }`, 1)
+	c, err := Unmarshal([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := c.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := task.Generate(rand.New(rand.NewPCG(1, 0)))
+	if task.MaxLen() != 11 || len(ex.Answer) != 1 || ex.Given != nil || len(ex.Prompt) != 9 {
+		t.Errorf("old recall: MaxLen %d, example %+v; want 11 and one target after a 9-token prompt", task.MaxLen(), ex)
+	}
+	b, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "queries") {
+		t.Errorf("old recall written back with queries:\n%s", b)
+	}
+	fresh := Default()
+	fresh.Task = TaskSpec{Name: "recall", Params: data.DefaultConfig("recall")}
+	task, err = fresh.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.MaxLen() != 17 || fresh.Task.Params.Queries != data.QueriesAll {
+		t.Errorf("default recall: MaxLen %d, queries %d; want 17 (4 pairs, SEP, 4 queries and values) and %d", task.MaxLen(), fresh.Task.Params.Queries, data.QueriesAll)
 	}
 }

@@ -359,7 +359,7 @@ func (c Config) Validate() error {
 
 // taskFields matches the names of data.TaskConfig's fields in the data
 // package's error messages, which name the parameter at fault first.
-var taskFields = regexp.MustCompile(`\b(min_length|max_length|length|alphabet|digits|min_pairs|max_pairs|pairs|keys|values)\b`)
+var taskFields = regexp.MustCompile(`\b(min_length|max_length|length|alphabet|digits|min_pairs|max_pairs|pairs|keys|values|queries)\b`)
 
 // taskError turns an error of data.New into a *Error naming the first
 // task parameter its message mentions (and the others it mentions in With).

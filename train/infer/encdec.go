@@ -189,10 +189,12 @@ func (m *EncDecModel) check() error {
 	return nil
 }
 
-// Greedy decodes the answer of every prompt: the prompt goes to the encoder
-// and the decoder starts from SEP, appending its most likely token until
-// the task's answer length, with the key/value cache (Cached), which gives
-// the tokens running the whole model again (NextLogits) gives.
+// Greedy decodes the answer of every prompt: the frame's prompt
+// (task.Frame) goes to the encoder and the decoder starts from SEP, then
+// reads each given answer token as it is and appends its most likely token
+// at each target, with the key/value cache (Cached), which gives the tokens
+// running the whole model again (NextLogits) gives. It returns whole
+// answers, given tokens included.
 func (m *EncDecModel) Greedy(task data.Task, prompts [][]int) ([][]int, error) {
 	if err := m.check(); err != nil {
 		return nil, err
@@ -200,21 +202,23 @@ func (m *EncDecModel) Greedy(task data.Task, prompts [][]int) ([][]int, error) {
 	if task == nil {
 		return nil, errors.New("infer: nil task")
 	}
-	prefixes := make([][]int, len(prompts))
-	steps := make([]int, len(prompts))
-	for i, p := range prompts {
-		if err := task.ValidatePrompt(p); err != nil {
-			return nil, err
-		}
-		prefixes[i] = []int{task.Vocab().SEP()}
-		steps[i] = task.AnswerLen(p)
+	frames, err := framesOf(task, prompts)
+	if err != nil {
+		return nil, err
+	}
+	srcs := make([][]int, len(frames))
+	prefixes := make([][]int, len(frames))
+	for i, f := range frames {
+		srcs[i], prefixes[i] = f.Prompt, []int{task.Vocab().SEP()}
 	}
 	c, err := m.Cached()
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := c.Decode(prompts, prefixes, steps)
-	return out, err
+	return fill(frames, prefixes, func(prefixes [][]int, steps []int) ([][]int, error) {
+		out, _, err := c.Decode(srcs, prefixes, steps)
+		return out, err
+	})
 }
 
 // NextLogits runs the whole model on sources and target prefixes, any
@@ -287,11 +291,7 @@ func (m *EncDecModel) Evaluate(task data.Task, examples []data.Example) (EvalRes
 	if err := checkExamples(task, examples); err != nil {
 		return EvalResult{}, err
 	}
-	prompts := make([][]int, len(examples))
-	for i, e := range examples {
-		prompts[i] = e.Prompt
-	}
-	got, err := m.Greedy(task, prompts)
+	got, err := m.Greedy(task, shown(examples))
 	if err != nil {
 		return EvalResult{}, err
 	}

@@ -76,27 +76,73 @@ func Generate(lm LM, seqs [][]int, steps []int) ([][]int, error) {
 }
 
 // Greedy decodes the answer of every prompt of task autoregressively: it
-// feeds prompt + SEP and generates the task's answer length of tokens, with
-// the model's key/value cache (Model.Cached), which gives the tokens
-// recomputing the prefix (Generate) gives. The answer may hold PAD or SEP if the model predicts them.
+// feeds the frame's prompt + SEP (task.Frame), then each given answer token
+// as it is and each target as the model's most likely token, with the
+// model's key/value cache (Model.Cached), which gives the tokens recomputing
+// the prefix (Generate) gives. It returns whole answers, given tokens
+// included. A target may be PAD or SEP if the model predicts them.
 func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
 	if err := checkModelTask(m, task); err != nil {
 		return nil, err
 	}
-	seqs := make([][]int, len(prompts))
-	steps := make([]int, len(prompts))
-	for i, p := range prompts {
-		if err := task.ValidatePrompt(p); err != nil {
-			return nil, err
-		}
-		seqs[i] = append(slices.Clone(p), task.Vocab().SEP())
-		steps[i] = task.AnswerLen(p)
+	frames, err := framesOf(task, prompts)
+	if err != nil {
+		return nil, err
+	}
+	seqs := make([][]int, len(frames))
+	for i, f := range frames {
+		seqs[i] = append(slices.Clone(f.Prompt), task.Vocab().SEP())
 	}
 	c, err := m.Cached()
 	if err != nil {
 		return nil, err
 	}
-	return c.Generate(seqs, steps)
+	return fill(frames, seqs, c.Generate)
+}
+
+// framesOf validates prompts and returns their frames.
+func framesOf(task data.Task, prompts [][]int) ([]data.Example, error) {
+	frames := make([]data.Example, len(prompts))
+	for i, p := range prompts {
+		if err := task.ValidatePrompt(p); err != nil {
+			return nil, err
+		}
+		frames[i] = task.Frame(p)
+	}
+	return frames, nil
+}
+
+// fill decodes the targets of frames, whose sequences so far are seqs: it
+// appends each run of given tokens to the sequences, then asks gen for the
+// run of targets that follows, as many calls as the longest alternation
+// of runs. It returns the answers, given tokens included.
+func fill(frames []data.Example, seqs [][]int, gen func(seqs [][]int, steps []int) ([][]int, error)) ([][]int, error) {
+	answers := make([][]int, len(frames))
+	for {
+		steps := make([]int, len(frames))
+		more := false
+		for i, f := range frames {
+			for j := len(answers[i]); j < len(f.Answer) && f.IsGiven(j); j++ {
+				answers[i] = append(answers[i], f.Answer[j])
+				seqs[i] = append(seqs[i], f.Answer[j])
+			}
+			for j := len(answers[i]); j < len(f.Answer) && !f.IsGiven(j); j++ {
+				steps[i]++
+			}
+			more = more || steps[i] > 0
+		}
+		if !more {
+			return answers, nil
+		}
+		got, err := gen(seqs, steps)
+		if err != nil {
+			return nil, err
+		}
+		for i := range frames {
+			answers[i] = append(answers[i], got[i]...)
+			seqs[i] = append(seqs[i], got[i]...)
+		}
+	}
 }
 
 // Evaluate decodes every example's prompt greedily and scores the answers.
@@ -110,30 +156,39 @@ func Evaluate(m *Model, task data.Task, examples []data.Example) (EvalResult, er
 	if err := checkExamples(task, examples); err != nil {
 		return EvalResult{}, err
 	}
-	prompts := make([][]int, len(examples))
-	for i, e := range examples {
-		prompts[i] = e.Prompt
-	}
-	got, err := Greedy(m, task, prompts)
+	got, err := Greedy(m, task, shown(examples))
 	if err != nil {
 		return EvalResult{}, err
 	}
 	return score(examples, got), nil
 }
 
-// score compares the answers got with the examples' answers.
+// shown returns the prompts of examples as the task reads them.
+func shown(examples []data.Example) [][]int {
+	prompts := make([][]int, len(examples))
+	for i, e := range examples {
+		prompts[i] = e.Shown()
+	}
+	return prompts
+}
+
+// score compares the answers got with the examples' answers at their
+// target positions.
 func score(examples []data.Example, got [][]int) EvalResult {
 	var right, total, exact int
 	for i, e := range examples {
 		all := len(got[i]) == len(e.Answer)
 		for j, tok := range e.Answer {
+			if e.IsGiven(j) {
+				continue
+			}
 			if j < len(got[i]) && got[i][j] == tok {
 				right++
 			} else {
 				all = false
 			}
+			total++
 		}
-		total += len(e.Answer)
 		if all {
 			exact++
 		}
@@ -159,20 +214,35 @@ func argmax(xs []float64) int {
 }
 
 // checkExamples checks that every example has a valid prompt of task and
-// an answer of the length task decodes for it.
+// the layout task decodes for it: its frame's prompt, answer length and
+// given positions.
 func checkExamples(task data.Task, examples []data.Example) error {
 	if task == nil {
 		return errors.New("infer: nil task")
 	}
 	for i, e := range examples {
-		if err := task.ValidatePrompt(e.Prompt); err != nil {
+		if err := task.ValidatePrompt(e.Shown()); err != nil {
 			return fmt.Errorf("infer: example %d: %w", i, err)
 		}
-		if want := task.AnswerLen(e.Prompt); len(e.Answer) != want {
+		f := task.Frame(e.Shown())
+		if want := len(f.Answer); len(e.Answer) != want {
 			return fmt.Errorf("infer: example %d: the answer has %d tokens, want %d (task %s's answer length for this prompt)", i, len(e.Answer), want, task.Name())
+		}
+		if !slices.Equal(e.Prompt, f.Prompt) || !givenEqual(e, f) {
+			return fmt.Errorf("infer: example %d: its prompt and given answer positions are not task %s's layout for its prompt", i, task.Name())
 		}
 	}
 	return nil
+}
+
+// givenEqual reports whether a and b mark the same answer positions given.
+func givenEqual(a, b data.Example) bool {
+	for j := range a.Answer {
+		if a.IsGiven(j) != b.IsGiven(j) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkModelTask checks the arguments of Greedy and Evaluate: a compiled
