@@ -1,0 +1,96 @@
+package explain
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+func TestVerdict(t *testing.T) {
+	for _, c := range []struct {
+		parts []bool
+		holds bool
+		want  string
+	}{
+		{[]bool{true, true}, true, Holds},
+		{[]bool{true, false}, false, HoldsInPart},
+		{[]bool{false}, false, DoesNotHold},
+	} {
+		if h, v := verdict(c.parts...); h != c.holds || v != c.want {
+			t.Errorf("verdict(%v) = %v, %q; want %v, %q", c.parts, h, v, c.holds, c.want)
+		}
+	}
+}
+
+func TestVariance(t *testing.T) {
+	if got := variance([]float64{1, 3, 1, 3}); got != 1 {
+		t.Errorf("variance(1 3 1 3) = %v, want 1", got)
+	}
+}
+
+// The raw variance grows as d_k (16 is 4 times 4), the scaled one stays 1.
+func TestScoresVariance(t *testing.T) {
+	r := mustRun(t, "scores-variance")
+	for _, dk := range []float64{4, 16, 64} {
+		raw := r.Measured["var_raw_dk"+itoa(dk)]
+		if math.Abs(raw/dk-1) > 0.15 {
+			t.Errorf("Var(q·k) at d_k=%v = %v, want about %v", dk, raw, dk)
+		}
+		if sc := r.Measured["var_scaled_dk"+itoa(dk)]; math.Abs(sc-1) > 0.15 {
+			t.Errorf("scaled variance at d_k=%v = %v, want about 1", dk, sc)
+		}
+	}
+	wantHolds(t, r)
+}
+
+// exp(80) = 5.5e34 fits float32 (max 3.4e38), exp(100) = 2.7e43 does not:
+// the naive softmax must break first at c = 100.
+func TestStableSoftmax(t *testing.T) {
+	r := mustRun(t, "stable-softmax")
+	if got := r.Measured["naive_first_nonfinite_c"]; got != 100 {
+		t.Errorf("naive softmax first non-finite at c = %v, want 100", got)
+	}
+	if got := r.Measured["stable_nonfinite_rows"]; got != 0 {
+		t.Errorf("max-subtracted softmax: %v non-finite rows, want 0", got)
+	}
+	wantHolds(t, r)
+}
+
+func TestRowsSumToOne(t *testing.T) {
+	r := mustRun(t, "rows-sum-to-one")
+	// Under a causal mask query 0 sees key 0 alone: some weight is exactly 0.
+	if got := r.Measured["min_weight"]; got != 0 {
+		t.Errorf("smallest weight = %v, want 0 (the masked keys)", got)
+	}
+	if got := r.Measured["max_row_sum_error"]; got > 1e-12 {
+		t.Errorf("row sums off 1 by %v", got)
+	}
+	wantHolds(t, r)
+}
+
+func TestRunUnknown(t *testing.T) {
+	if _, err := Run("no-such-claim", Options{Small: true}); err == nil {
+		t.Error("Run of an unknown claim: no error")
+	}
+}
+
+func mustRun(t *testing.T, id string) Result {
+	t.Helper()
+	r, err := Run(id, Options{Small: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Claim != id || r.Statement == "" || r.Method == "" || r.Why == "" {
+		t.Errorf("%s: incomplete result %+v", id, r)
+	}
+	return r
+}
+
+func wantHolds(t *testing.T, r Result) {
+	t.Helper()
+	if !r.Holds || r.Verdict != Holds {
+		t.Errorf("%s: verdict %q (%s), want %q", r.Claim, r.Verdict, r.Why, Holds)
+	}
+}
+
+func itoa(f float64) string { return fmt.Sprint(f) }
