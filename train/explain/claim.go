@@ -37,9 +37,10 @@ type Options struct {
 
 // claims lists the experiments by id.
 var claims = map[string]func(Options) (Result, error){
-	"scores-variance": scoresVariance,
-	"stable-softmax":  stableSoftmax,
-	"rows-sum-to-one": rowsSumToOne,
+	"scores-variance":    scoresVariance,
+	"softmax-saturation": softmaxSaturation,
+	"stable-softmax":     stableSoftmax,
+	"rows-sum-to-one":    rowsSumToOne,
 }
 
 // IDs returns the claims' ids, sorted.

@@ -94,3 +94,39 @@ func wantHolds(t *testing.T, r Result) {
 }
 
 func itoa(f float64) string { return fmt.Sprint(f) }
+
+// Equal scores give uniform weights: max 1/4, entropy log 4; one score far
+// above the rest gives one-hot weights and a zero gradient.
+func TestSoftmaxStats(t *testing.T) {
+	readout := []float64{1, -2, 3, 0.5}
+	st, err := softmaxStats([]float64{0, 0, 0, 0}, readout, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(st.maxWeight-0.25) > 1e-12 || math.Abs(st.entropy-math.Log(4)) > 1e-12 {
+		t.Errorf("equal scores: max weight %v, entropy %v; want 0.25, %v", st.maxWeight, st.entropy, math.Log(4))
+	}
+	// p = 1/4 each: dp·r/ds_j = p_j (r_j - mean r) = (1 -2 3 0.5)/4 - 0.625/4.
+	want := 0.0
+	for _, r := range readout {
+		want += (r - 0.625) * (r - 0.625) / 16
+	}
+	if math.Abs(st.gradNorm-math.Sqrt(want)) > 1e-12 {
+		t.Errorf("equal scores: gradient norm %v, want %v", st.gradNorm, math.Sqrt(want))
+	}
+	st, err = softmaxStats([]float64{100, 0, 0, 0}, readout, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.maxWeight != 1 || st.gradNorm > 1e-40 {
+		t.Errorf("one dominant score: max weight %v, gradient norm %v; want 1, 0", st.maxWeight, st.gradNorm)
+	}
+}
+
+func TestSoftmaxSaturation(t *testing.T) {
+	r := mustRun(t, "softmax-saturation")
+	if a, b := r.Measured["unscaled_max_weight_dk4"], r.Measured["unscaled_max_weight_dk64"]; a >= b {
+		t.Errorf("unscaled max weight %v at d_k=4, %v at 64: want it to grow", a, b)
+	}
+	wantHolds(t, r)
+}
