@@ -39,6 +39,8 @@ type Options struct {
 var claims = map[string]func(Options) (Result, error){
 	"scores-variance":    scoresVariance,
 	"softmax-saturation": softmaxSaturation,
+	"causal-mask":        causalMask,
+	"padding-mask":       paddingMask,
 	"stable-softmax":     stableSoftmax,
 	"rows-sum-to-one":    rowsSumToOne,
 }

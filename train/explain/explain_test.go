@@ -3,7 +3,10 @@ package explain
 import (
 	"fmt"
 	"math"
+	"math/rand"
 	"testing"
+
+	"github.com/qkv-dev/qkv/graph"
 )
 
 func TestVerdict(t *testing.T) {
@@ -127,6 +130,37 @@ func TestSoftmaxSaturation(t *testing.T) {
 	r := mustRun(t, "softmax-saturation")
 	if a, b := r.Measured["unscaled_max_weight_dk4"], r.Measured["unscaled_max_weight_dk64"]; a >= b {
 		t.Errorf("unscaled max weight %v at d_k=4, %v at 64: want it to grow", a, b)
+	}
+	wantHolds(t, r)
+}
+
+// Without a mask, changing token j does move the earlier positions: the
+// experiment sees a leak when there is one, so its 0 under the masks means
+// something.
+func TestMaskedChangeSeesALeak(t *testing.T) {
+	m, err := graph.NewMask(maskB, maskS, maskS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, err := maskedChange(rand.New(rand.NewSource(1)), m,
+		func(_, i int) bool { return i == maskS/2 }, func(_, i int) bool { return i < maskS/2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before == 0 {
+		t.Error("unmasked attention: changing token j left the earlier outputs unchanged")
+	}
+}
+
+func TestMasks(t *testing.T) {
+	r := mustRun(t, "causal-mask")
+	if r.Measured["max_diff_before_j"] != 0 {
+		t.Errorf("causal mask: outputs before j moved by %v", r.Measured["max_diff_before_j"])
+	}
+	wantHolds(t, r)
+	r = mustRun(t, "padding-mask")
+	if r.Measured["max_diff_real"] != 0 {
+		t.Errorf("padding mask: real positions moved by %v", r.Measured["max_diff_real"])
 	}
 	wantHolds(t, r)
 }
