@@ -39,6 +39,7 @@ func init() {
 		"predict":   {"print a checkpoint's answer to a prompt", runPredict},
 		"attend":    {"draw every layer's and head's attention for an input as a PNG", runAttend},
 		"gradcheck": {"compare every gradient of a small float64 model with finite differences", runGradcheck},
+		"explain":   {"measure the attention tutorial's claims on qkv's own graph code and give each a verdict", runExplain},
 		"bench":     {"time training steps of a configuration, one attention layer over sequence lengths (--seq), or generation (--generate)", runBench},
 	}
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/qkv-dev/qkv/train/explain"
+)
+
+// runExplain runs the tutorial's claims named in args, or all of them, and
+// prints each one's statement, measurement and verdict.
+func runExplain(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("explain", "[flags] [CLAIM...]", stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object per claim and line")
+	small := fs.Bool("small", false, "run each experiment at the small sizes of its tests (quick, noisier figures)")
+	seed := fs.Int64("seed", 1, "random seed of the experiments' inputs")
+	if err := parse(fs, args, -1); err != nil {
+		return err
+	}
+	ids := fs.Args()
+	known := explain.IDs()
+	for _, id := range ids {
+		if i := sort.SearchStrings(known, id); i == len(known) || known[i] != id {
+			return fmt.Errorf("%w: unknown claim %q%s; the claims are %v", errUsage, id, didYouMean(id, "", known), known)
+		}
+	}
+	progress := len(ids) == 0
+	if progress {
+		ids = known
+	}
+	for i, id := range ids {
+		if progress {
+			fmt.Fprintf(stderr, "[%d/%d] %s\n", i+1, len(ids), id)
+		}
+		r, err := explain.Run(id, explain.Options{Small: *small, Seed: *seed})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := json.NewEncoder(stdout).Encode(r); err != nil {
+				return fmt.Errorf("writing %s's JSON: %w", id, err)
+			}
+			continue
+		}
+		if err := printClaim(stdout, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printClaim writes r for a reader: the claim, how it was measured, the
+// numbers by name and the verdict with its reason.
+func printClaim(w io.Writer, r explain.Result) error {
+	names := make([]string, 0, len(r.Measured))
+	for n := range r.Measured {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "%s\n  claim:    %s\n  measured: %s\n", r.Claim, r.Statement, r.Method)
+	for _, n := range names {
+		fmt.Fprintf(w, "    %-28s %.6g\n", n, r.Measured[n])
+	}
+	_, err := fmt.Fprintf(w, "  verdict:  %s: %s\n\n", r.Verdict, r.Why)
+	return err
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/qkv-dev/qkv/train/explain"
+)
+
+// Every claim prints one JSON line with the fields the issue names, its
+// verdict one of the three and consistent with holds; progress goes to
+// stderr.
+func TestExplainJSON(t *testing.T) {
+	code, out, stderr := qkv("explain", "--json", "--small")
+	if code != 0 {
+		t.Fatalf("explain: exit %d: %s%s", code, out, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(explain.IDs()) {
+		t.Fatalf("%d JSON lines, want one per claim (%d):\n%s", len(lines), len(explain.IDs()), out)
+	}
+	for i, line := range lines {
+		var r struct {
+			Claim, Statement, Verdict string
+			Measured                  map[string]float64
+			Holds                     *bool
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("line %d: %v: %s", i+1, err, line)
+		}
+		if r.Claim != explain.IDs()[i] || r.Statement == "" || len(r.Measured) == 0 || r.Holds == nil {
+			t.Errorf("line %d lacks a field: %s", i+1, line)
+			continue
+		}
+		if ok := r.Verdict == explain.Holds; ok != *r.Holds || !(ok || r.Verdict == explain.HoldsInPart || r.Verdict == explain.DoesNotHold) {
+			t.Errorf("%s: verdict %q with holds %v", r.Claim, r.Verdict, *r.Holds)
+		}
+		if !strings.Contains(stderr, r.Claim) {
+			t.Errorf("no progress line for %s on stderr: %q", r.Claim, stderr)
+		}
+	}
+}
+
+func TestExplainUnknownClaim(t *testing.T) {
+	code, _, stderr := qkv("explain", "scores-varaince")
+	if code != 2 || !strings.Contains(stderr, "did you mean scores-variance?") {
+		t.Errorf("explain scores-varaince: exit %d, stderr %q; want 2 and a suggestion", code, stderr)
+	}
+}

@@ -1,0 +1,125 @@
+package explain
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+)
+
+// Verdicts a Result may carry.
+const (
+	Holds       = "holds"
+	HoldsInPart = "holds in part"
+	DoesNotHold = "does not hold here"
+)
+
+// Result is what one claim's experiment measured and concluded.
+type Result struct {
+	Claim     string             `json:"claim"`
+	Statement string             `json:"statement"` // the tutorial's claim, one sentence
+	Method    string             `json:"method"`    // what was measured and how
+	Measured  map[string]float64 `json:"measured"`  // the numbers, by name
+	Holds     bool               `json:"holds"`
+	Verdict   string             `json:"verdict"`
+	Why       string             `json:"why"` // one line on the verdict
+}
+
+// Options sizes the experiments.
+type Options struct {
+	Small bool // sizes small enough for a test, not for the figures
+	Seed  int64
+}
+
+// claims lists the experiments by id.
+var claims = map[string]func(Options) (Result, error){
+	"scores-variance":    scoresVariance,
+	"softmax-saturation": softmaxSaturation,
+	"causal-mask":        causalMask,
+	"padding-mask":       paddingMask,
+	"stable-softmax":     stableSoftmax,
+	"rows-sum-to-one":    rowsSumToOne,
+}
+
+// IDs returns the claims' ids, sorted.
+func IDs() []string {
+	ids := make([]string, 0, len(claims))
+	for id := range claims {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Run runs the claim id.
+func Run(id string, o Options) (Result, error) {
+	f, ok := claims[id]
+	if !ok {
+		return Result{}, fmt.Errorf("explain: no claim %q", id)
+	}
+	r, err := f(o)
+	if err != nil {
+		return Result{}, fmt.Errorf("explain: %s: %w", id, err)
+	}
+	r.Claim = id
+	return r, nil
+}
+
+// verdict names the verdict of all parts holding, some, or none.
+func verdict(parts ...bool) (bool, string) {
+	n := 0
+	for _, p := range parts {
+		if p {
+			n++
+		}
+	}
+	switch n {
+	case len(parts):
+		return true, Holds
+	case 0:
+		return false, DoesNotHold
+	}
+	return false, HoldsInPart
+}
+
+// normal returns n standard normal samples.
+func normal(rng *rand.Rand, n int) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	return x
+}
+
+// constant returns a float64 node of the given shape and data in g.
+func constant(g *G.ExprGraph, name string, data []float64, shape ...int) *G.Node {
+	return G.NewTensor(g, tensor.Float64, len(shape), G.WithShape(shape...), G.WithName(name),
+		G.WithValue(tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))))
+}
+
+// run runs g once and returns the float64 values of nodes.
+func run(g *G.ExprGraph, nodes ...*G.Node) ([][]float64, error) {
+	vals := make([]G.Value, len(nodes))
+	for i, n := range nodes {
+		G.Read(n, &vals[i])
+	}
+	vm, err := graph.NewMachine(g)
+	if err != nil {
+		return nil, err
+	}
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(nodes))
+	for i, v := range vals {
+		if out[i], err = graph.Float64s(v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,83 @@
+package explain
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+)
+
+// rowsSumToOne runs graph.Attention, the fused op qkv's layers use, under a
+// causal mask on random q, k, v and checks its weights and outputs: every
+// weight at least 0, every row summing to 1, and every output coordinate
+// within the min and max of that coordinate over the value rows the query
+// may see.
+func rowsSumToOne(o Options) (Result, error) {
+	b, s, d, heads := 4, 32, 64, 4
+	if o.Small {
+		b, s, d, heads = 2, 6, 8, 2
+	}
+	rng := rand.New(rand.NewSource(o.Seed))
+	r := Result{
+		Statement: "Each output row of attention is a weighted average of the value rows: the weights are at least 0, each row of them sums to 1, and so the output lies inside the convex hull of V.",
+		Method:    fmt.Sprintf("graph.Attention under a causal mask on unit-normal q, k, v (B=%d, S=%d, D=%d, H=%d); each coordinate of the output against the min/max of V over the keys its query sees", b, s, d, heads),
+		Measured:  map[string]float64{},
+	}
+	g := G.NewGraph()
+	q := constant(g, "q", normal(rng, b*s*d), b, s, d)
+	k := constant(g, "k", normal(rng, b*s*d), b, s, d)
+	vals := normal(rng, b*s*d)
+	v := constant(g, "v", vals, b, s, d)
+	causal, err := graph.Causal(b, s)
+	if err != nil {
+		return r, err
+	}
+	mask, err := graph.NewMaskConst(g, tensor.Float64, causal, "causal")
+	if err != nil {
+		return r, err
+	}
+	out, weights, err := graph.Attention(q, k, v, heads, mask, nil)
+	if err != nil {
+		return r, err
+	}
+	got, err := run(g, out, weights)
+	if err != nil {
+		return r, err
+	}
+	o64, p := got[0], got[1]
+	minW, sumErr, outside := math.Inf(1), 0.0, 0.0
+	for row := 0; row < b*heads*s; row++ {
+		sum := 0.0
+		for _, w := range p[row*s : (row+1)*s] {
+			minW = min(minW, w)
+			sum += w
+		}
+		sumErr = max(sumErr, math.Abs(sum-1))
+	}
+	for bi := 0; bi < b; bi++ {
+		for i := 0; i < s; i++ {
+			for c := 0; c < d; c++ {
+				lo, hi := math.Inf(1), math.Inf(-1)
+				for j := 0; j <= i; j++ { // the keys query i sees
+					lo, hi = min(lo, vals[(bi*s+j)*d+c]), max(hi, vals[(bi*s+j)*d+c])
+				}
+				y := o64[(bi*s+i)*d+c]
+				outside = max(outside, lo-y, y-hi)
+			}
+		}
+	}
+	r.Measured["min_weight"] = minW
+	r.Measured["max_row_sum_error"] = sumErr
+	r.Measured["max_outside_hull"] = max(outside, 0)
+	const eps = 1e-12
+	r.Holds, r.Verdict = verdict(minW >= 0, sumErr < eps, outside <= eps)
+	r.Why = fmt.Sprintf("smallest weight %.3g, rows sum to 1 within %.1g, no output coordinate leaves its values' range by more than %.1g", minW, sumErr, max(outside, 0))
+	if !r.Holds {
+		r.Why = fmt.Sprintf("smallest weight %.3g, worst row-sum error %.3g, worst step outside the values' range %.3g (tolerance %g)", minW, sumErr, outside, eps)
+	}
+	return r, nil
+}
