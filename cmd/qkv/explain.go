@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/qkv-dev/qkv/train/explain"
 )
@@ -58,11 +62,43 @@ func printClaim(w io.Writer, r explain.Result) error {
 	for n := range r.Measured {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	slices.SortFunc(names, naturalCompare)
 	fmt.Fprintf(w, "%s\n  claim:    %s\n  measured: %s\n", r.Claim, r.Statement, r.Method)
 	for _, n := range names {
 		fmt.Fprintf(w, "    %-28s %.6g\n", n, r.Measured[n])
 	}
 	_, err := fmt.Fprintf(w, "  verdict:  %s: %s\n\n", r.Verdict, r.Why)
 	return err
+}
+
+// naturalCompare orders names as a reader counts: the numbers in them by
+// value, so that var_raw_dk16 comes before var_raw_dk1024.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		ca, ra := leadingChunk(a)
+		cb, rb := leadingChunk(b)
+		na, erra := strconv.Atoi(ca)
+		nb, errb := strconv.Atoi(cb)
+		var c int
+		if erra == nil && errb == nil {
+			c = cmp.Compare(na, nb)
+		} else {
+			c = strings.Compare(ca, cb)
+		}
+		if c != 0 {
+			return c
+		}
+		a, b = ra, rb
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// leadingChunk splits s after its leading run of digits or of other bytes.
+func leadingChunk(s string) (chunk, rest string) {
+	digit := func(c byte) bool { return '0' <= c && c <= '9' }
+	i := 1
+	for i < len(s) && digit(s[i]) == digit(s[0]) {
+		i++
+	}
+	return s[:i], s[i:]
 }

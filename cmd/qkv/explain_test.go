@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,5 +47,16 @@ func TestExplainUnknownClaim(t *testing.T) {
 	code, _, stderr := qkv("explain", "scores-varaince")
 	if code != 2 || !strings.Contains(stderr, "did you mean scores-variance?") {
 		t.Errorf("explain scores-varaince: exit %d, stderr %q; want 2 and a suggestion", code, stderr)
+	}
+}
+
+// TestNaturalCompare: measured names are listed with their numbers in
+// order of value.
+func TestNaturalCompare(t *testing.T) {
+	names := []string{"var_scaled_dk4", "var_raw_dk1024", "var_raw_dk16", "var_raw_dk4", "worst", "var_raw_dk256"}
+	slices.SortFunc(names, naturalCompare)
+	want := []string{"var_raw_dk4", "var_raw_dk16", "var_raw_dk256", "var_raw_dk1024", "var_scaled_dk4", "worst"}
+	if !slices.Equal(names, want) {
+		t.Errorf("sorted %q, want %q", names, want)
 	}
 }
