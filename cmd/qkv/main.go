@@ -14,8 +14,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/qkv-dev/qkv/train"
@@ -96,14 +97,7 @@ func usage(w io.Writer) {
 }
 
 // commandNames returns the subcommands' names, sorted.
-func commandNames() []string {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func commandNames() []string { return slices.Sorted(maps.Keys(commands)) }
 
 // didYouMean returns " (did you mean <prefix>X?)" for the name X among known
 // nearest to typo, if it is near enough to be a slip (fewer than a third of

@@ -2,8 +2,9 @@ package explain
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
-	"sort"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -46,14 +47,7 @@ var claims = map[string]func(Options) (Result, error){
 }
 
 // IDs returns the claims' ids, sorted.
-func IDs() []string {
-	ids := make([]string, 0, len(claims))
-	for id := range claims {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
+func IDs() []string { return slices.Sorted(maps.Keys(claims)) }
 
 // Run runs the claim id.
 func Run(id string, o Options) (Result, error) {

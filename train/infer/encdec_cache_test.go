@@ -47,18 +47,7 @@ func TestCachedEncDecEqualsRecompute(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			for i, p := range m.Params { // random, so no zero bias hides a difference
-				switch vals := p.Node.Value().Data().(type) {
-				case []float64:
-					for j := range vals {
-						vals[j] = 0.5 * math.Sin(float64(5*i+3*j+1))
-					}
-				case []float32:
-					for j := range vals {
-						vals[j] = float32(0.5 * math.Sin(float64(5*i+3*j+1)))
-					}
-				}
-			}
+			randomize(m.Params) // non-trivial, so no zero bias hides a difference
 			cached, err := m.Cached()
 			if err != nil {
 				t.Fatal(err)
