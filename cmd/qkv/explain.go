@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,8 +21,14 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON object per claim and line")
 	small := fs.Bool("small", false, "run each experiment at the small sizes of its tests (quick, noisier figures)")
 	seed := fs.Int64("seed", 1, "random seed of the experiments' inputs")
+	plots := fs.String("plots", "", "directory to write each claim's PNG figures to (created if missing)")
 	if err := parse(fs, args, -1); err != nil {
 		return err
+	}
+	if *plots != "" {
+		if err := os.MkdirAll(*plots, 0o755); err != nil {
+			return outputErr("plots", err)
+		}
 	}
 	ids := fs.Args()
 	known := explain.IDs()
@@ -38,7 +45,7 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 		if progress {
 			fmt.Fprintf(stderr, "[%d/%d] %s\n", i+1, len(ids), id)
 		}
-		r, err := explain.Run(id, explain.Options{Small: *small, Seed: *seed})
+		r, err := explain.Run(id, explain.Options{Small: *small, Seed: *seed, Plots: *plots})
 		if err != nil {
 			return err
 		}
@@ -67,7 +74,11 @@ func printClaim(w io.Writer, r explain.Result) error {
 	for _, n := range names {
 		fmt.Fprintf(w, "    %-28s %.6g\n", n, r.Measured[n])
 	}
-	_, err := fmt.Fprintf(w, "  verdict:  %s: %s\n\n", r.Verdict, r.Why)
+	fmt.Fprintf(w, "  verdict:  %s: %s\n", r.Verdict, r.Why)
+	for _, p := range r.Plots {
+		fmt.Fprintf(w, "  plot:     %s\n", p)
+	}
+	_, err := fmt.Fprintln(w)
 	return err
 }
 

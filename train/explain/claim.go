@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"path/filepath"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // Verdicts a Result may carry.
@@ -28,12 +30,26 @@ type Result struct {
 	Holds     bool               `json:"holds"`
 	Verdict   string             `json:"verdict"`
 	Why       string             `json:"why"` // one line on the verdict
+	// Plots are the PNG files the claim wrote, when Options.Plots is set.
+	Plots []string `json:"plots,omitempty"`
 }
 
 // Options sizes the experiments.
 type Options struct {
 	Small bool // sizes small enough for a test, not for the figures
 	Seed  int64
+	// Plots, if not empty, is the directory where each claim writes its
+	// figures, named after the claim (softmax-saturation.png).
+	Plots string
+}
+
+// plotPath returns where claim id writes its figure with the given suffix
+// ("" for the main one, "-heads" for a second), or "" without o.Plots.
+func (o Options) plotPath(id, suffix string) string {
+	if o.Plots == "" {
+		return ""
+	}
+	return filepath.Join(o.Plots, id+suffix+".png")
 }
 
 // claims lists the experiments by id.
@@ -61,6 +77,20 @@ func Run(id string, o Options) (Result, error) {
 	}
 	r.Claim = id
 	return r, nil
+}
+
+// draw writes the claim id's figure of panels (suffix as for
+// Options.plotPath) when o.Plots is set and records its path in r.Plots.
+func (r *Result) draw(o Options, id, suffix, title string, panels []plot.Panel) error {
+	path := o.plotPath(id, suffix)
+	if path == "" {
+		return nil
+	}
+	if err := plot.Lines(path, title, panels); err != nil {
+		return err
+	}
+	r.Plots = append(r.Plots, path)
+	return nil
 }
 
 // verdict names the verdict of all parts holding, some, or none.

@@ -6,6 +6,8 @@ import (
 	"math/rand"
 
 	G "gorgonia.org/gorgonia"
+
+	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // scoresVariance multiplies n queries by n keys with gorgonia's matmul, as
@@ -25,6 +27,7 @@ func scoresVariance(o Options) (Result, error) {
 		Measured:  map[string]float64{},
 	}
 	worst := 0.0
+	raws, normed := plot.Series{Name: "Var(q·k)"}, plot.Series{Name: "Var(q·k / sqrt(d_k))"}
 	for _, dk := range dks {
 		g := G.NewGraph()
 		q := constant(g, "q", normal(rng, n*dk), n, dk)
@@ -45,6 +48,14 @@ func scoresVariance(o Options) (Result, error) {
 		r.Measured[fmt.Sprintf("var_raw_dk%d", dk)] = raw
 		r.Measured[fmt.Sprintf("var_scaled_dk%d", dk)] = sc
 		worst = max(worst, math.Abs(raw/float64(dk)-1), math.Abs(sc-1))
+		raws.X, raws.Y = append(raws.X, float64(dk)), append(raws.Y, raw)
+		normed.X, normed.Y = append(normed.X, float64(dk)), append(normed.Y, sc)
+	}
+	if err := r.draw(o, "scores-variance", "", "scores-variance: the variance of q·k grows as d_k; scaled, it stays 1", []plot.Panel{{
+		Title: "variance of the scores", XLabel: "d_k", YLabel: "variance", LogX: true, LogY: true,
+		Series: []plot.Series{raws, normed},
+	}}); err != nil {
+		return r, err
 	}
 	r.Measured["worst_relative_error"] = worst
 	r.Holds, r.Verdict = verdict(worst <= tol)

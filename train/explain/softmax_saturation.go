@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // softmaxSaturation computes the scores of unit-normal queries against 16
@@ -29,6 +30,11 @@ func softmaxSaturation(o Options) (Result, error) {
 	}
 	readout := normal(rng, rows*keys)
 	var top [2]stats // at the largest d_k: unscaled, scaled
+	ways := [2]string{"unscaled", "scaled"}
+	series := make([][2]plot.Series, 3) // max weight, entropy, gradient norm; unscaled, scaled
+	for i := range series {
+		series[i] = [2]plot.Series{{Name: "q·k"}, {Name: "q·k / sqrt(d_k)"}}
+	}
 	for _, dk := range dks {
 		g := G.NewGraph()
 		q := constant(g, "q", normal(rng, rows*dk), rows, dk)
@@ -50,12 +56,27 @@ func softmaxSaturation(o Options) (Result, error) {
 			if err != nil {
 				return r, err
 			}
-			name := [2]string{"unscaled", "scaled"}[way]
+			name := ways[way]
+			for i, y := range []float64{st.maxWeight, st.entropy, st.gradNorm} {
+				series[i][way].X = append(series[i][way].X, float64(dk))
+				series[i][way].Y = append(series[i][way].Y, y)
+			}
 			r.Measured[fmt.Sprintf("%s_max_weight_dk%d", name, dk)] = st.maxWeight
 			r.Measured[fmt.Sprintf("%s_entropy_dk%d", name, dk)] = st.entropy
 			r.Measured[fmt.Sprintf("%s_grad_norm_dk%d", name, dk)] = st.gradNorm
 			top[way] = st
 		}
+	}
+	var panels []plot.Panel
+	for i, p := range []struct{ title, y string }{
+		{"largest weight of a row", "mean max weight"},
+		{"entropy of a row", "nats"},
+		{"gradient through softmax", "mean gradient norm"},
+	} {
+		panels = append(panels, plot.Panel{Title: p.title, XLabel: "d_k", YLabel: p.y, LogX: true, Series: series[i][:]})
+	}
+	if err := r.draw(o, "softmax-saturation", "", "softmax-saturation: unscaled scores saturate the softmax as d_k grows", panels); err != nil {
+		return r, err
 	}
 	un, sc := top[0], top[1]
 	r.Holds, r.Verdict = verdict(un.maxWeight > 0.8 && un.gradNorm < sc.gradNorm/2, sc.maxWeight < 0.5)

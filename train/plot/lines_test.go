@@ -1,0 +1,54 @@
+package plot
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLines(t *testing.T) {
+	path := filepath.Join(plotSampleDir(t), "lines.png")
+	panels := []Panel{
+		{Title: "variance", XLabel: "d_k", YLabel: "Var(q·k)", LogX: true, LogY: true, Series: []Series{
+			{Name: "raw", X: []float64{4, 16, 64, 256}, Y: []float64{4.1, 15.8, 63, 260}},
+			{Name: "scaled", X: []float64{4, 16, 64, 256}, Y: []float64{1.02, 0.99, 0.98, 1.01}},
+		}},
+		{Title: "loss", XLabel: "step", YLabel: "loss", Series: []Series{
+			{Name: "a", X: []float64{0, 1, 2}, Y: []float64{0.9, 0.5, 0.25}},
+		}},
+	}
+	if err := Lines(path, "two panels", panels); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, path, 0, 0)
+}
+
+func TestLinesErrors(t *testing.T) {
+	ok := Series{Name: "ok", X: []float64{1, 2}, Y: []float64{1, 2}}
+	for _, c := range []struct {
+		name   string
+		panels []Panel
+		want   string
+	}{
+		{"no panels", nil, "no panels"},
+		{"no series", []Panel{{Title: "p"}}, "no series"},
+		{"empty series", []Panel{{Series: []Series{{Name: "e"}}}}, `series "e": 0 x values`},
+		{"ragged", []Panel{{Series: []Series{{Name: "r", X: []float64{1, 2}, Y: []float64{1}}}}}, "2 x values and 1 y values"},
+		{"NaN", []Panel{{Series: []Series{ok, {Name: "n", X: []float64{1}, Y: []float64{math.NaN()}}}}}, `series "n": point 0`},
+		{"Inf", []Panel{{Series: []Series{{Name: "i", X: []float64{math.Inf(1)}, Y: []float64{1}}}}}, "cannot be drawn"},
+		{"zero on log axis", []Panel{{LogY: true, Series: []Series{{Name: "z", X: []float64{1}, Y: []float64{0}}}}}, "cannot be drawn"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.png")
+			err := Lines(path, "t", c.panels)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("Lines = %v, want an error naming %s and %q", err, path, c.want)
+			}
+			if _, serr := os.Stat(path); !os.IsNotExist(serr) {
+				t.Fatalf("a refused figure left %s behind (%v)", path, serr)
+			}
+		})
+	}
+}
