@@ -72,6 +72,25 @@ func gradCases() []gradCase {
 			}
 			return loss, []Param{p}, nil
 		}},
+		unary("Scale 3-D", tensor.Shape{2, 3, 4}, -2, 2, func(x *G.Node) (*G.Node, error) { return Scale(x, 0.35) }),
+		unary("Scale 4-D", tensor.Shape{2, 2, 3, 2}, -2, 2, func(x *G.Node) (*G.Node, error) { return Scale(x, -2.5) }),
+		{name: "Scale of a matmul", build: func(t *testing.T, g *G.ExprGraph, rng *rand.Rand) (*G.Node, []Param, map[*G.Node]G.Value) {
+			// The layers scale a projection's output; the product feeds a
+			// softmax, so an in-place multiply would show in the gradient.
+			a := param(g, tensor.Shape{2, 3, 4}, uniform(rng, 24, -1, 1), "a")
+			b := param(g, tensor.Shape{2, 4, 3}, uniform(rng, 24, -1, 1), "b")
+			h, err := G.BatchedMatMul(a.Node, b.Node, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h, err = Scale(h, 2.8); err != nil {
+				t.Fatal(err)
+			}
+			if h, err = softmaxOf(h); err != nil {
+				t.Fatal(err)
+			}
+			return weightedSum(t, h, rng), []Param{a, b}, nil
+		}},
 		unary("GELU", tensor.Shape{3, 4}, -3, 3, GELU),
 		unary("ReLU", tensor.Shape{3, 4}, -3, 3, ReLU),
 		{name: "Dropout with a fixed mask", build: func(t *testing.T, g *G.ExprGraph, rng *rand.Rand) (*G.Node, []Param, map[*G.Node]G.Value) {
