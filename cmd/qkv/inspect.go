@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
-
-	G "gorgonia.org/gorgonia"
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
@@ -243,48 +240,34 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// attention runs m (batch 1) on seq and returns every layer's and head's
-// attention weights over the real tokens, the causal mask's hidden cells
-// marked.
+// attention runs m on seq and returns every layer's and head's attention
+// weights over its tokens, the causal mask's hidden cells marked.
 func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
-	ids := make([]int, m.S)
-	copy(ids, seq)
-	if err := m.SetBatch(ids, []int{len(seq)}); err != nil {
+	maps, err := m.Attention([][]int{seq})
+	if err != nil {
 		return nil, err
 	}
 	hidden, err := causalHidden(len(seq))
 	if err != nil {
 		return nil, err
 	}
-	var maps []plot.AttentionMap
-	err = m.Run(func() error {
-		for layer, w := range m.Weights {
-			if w == nil {
-				return fmt.Errorf("layer %d forms no attention weights (flash attention): build it with --attention fused", layer)
-			}
-			vals, err := graph.Float64s(w.Value()) // (1, H, S, S)
-			if err != nil {
-				return err
-			}
-			h := w.Shape()[1]
-			for head := 0; head < h; head++ {
-				rows := make([][]float64, len(seq))
-				for i := range rows {
-					off := (head*m.S + i) * m.S
-					rows[i] = vals[off : off+len(seq)]
-				}
-				maps = append(maps, plot.AttentionMap{Layer: layer, Head: head, Weights: rows, Hidden: hidden})
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(maps) == 0 {
+	out := heatmaps(maps[0], hidden)
+	if len(out) == 0 {
 		return nil, errors.New("model has no attention layers")
 	}
-	return maps, nil
+	return out, nil
+}
+
+// heatmaps turns every layer's and head's weights into a heatmap panel,
+// hidden marking the cells a mask hides (nil: none).
+func heatmaps(maps infer.Maps, hidden [][]bool) []plot.AttentionMap {
+	var out []plot.AttentionMap
+	for layer, heads := range maps {
+		for head, rows := range heads {
+			out = append(out, plot.AttentionMap{Layer: layer, Head: head, Weights: rows, Hidden: hidden})
+		}
+	}
+	return out
 }
 
 // causalHidden returns which cells of an n x n causal self-attention map
@@ -342,15 +325,8 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	vocab := task.Vocab()
 	tgt := append([]int{vocab.SEP()}, answer[0][:len(answer[0])-1]...) // what the decoder reads
 	srcIDs := task.Frame(prompt).Prompt                                // what the encoder reads
-	src, tgtIDs := make([]int, m.B*m.Ss), make([]int, m.B*m.St)
-	copy(src, srcIDs)
-	copy(tgtIDs, tgt)
-	srcLen, tgtLen := make([]int, m.B), make([]int, m.B)
-	srcLen[0], tgtLen[0] = len(srcIDs), len(tgt)
-	for i := 1; i < m.B; i++ {
-		srcLen[i], tgtLen[i] = 1, 1
-	}
-	if err := m.SetBatch(src, srcLen, tgtIDs, tgtLen); err != nil {
+	got, err := m.Attention([][]int{srcIDs}, [][]int{tgt})
+	if err != nil {
 		return err
 	}
 	// Only the decoder's self-attention is masked within the real tokens:
@@ -361,57 +337,27 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	}
 	kinds := []struct {
 		name    string
-		nodes   []*G.Node
-		rows    int // the map's first rows and columns hold the sequence
-		cols    int
-		stride  int // the node's last two dimensions
-		strideQ int
+		maps    infer.Maps
 		queries []string
 		keys    []string
 		hidden  [][]bool
 	}{
-		{"encoder", m.Weights.Encoder, len(srcIDs), len(srcIDs), m.Ss, m.Ss, tokenLabels(vocab, srcIDs), tokenLabels(vocab, srcIDs), nil},
-		{"decoder", m.Weights.DecoderSelf, len(tgt), len(tgt), m.St, m.St, tokenLabels(vocab, tgt), tokenLabels(vocab, tgt), causal},
-		{"cross", m.Weights.Cross, len(tgt), len(srcIDs), m.Ss, m.St, tokenLabels(vocab, tgt), tokenLabels(vocab, srcIDs), nil},
-	}
-	maps := make([][]plot.AttentionMap, len(kinds))
-	err = m.Run(func() error {
-		for k, kind := range kinds {
-			for layer, w := range kind.nodes {
-				if w == nil {
-					return fmt.Errorf("layer %d forms no attention weights (flash attention): run it with --attention fused", layer)
-				}
-				vals, err := graph.Float64s(w.Value()) // (B, H, queries, keys)
-				if err != nil {
-					return err
-				}
-				for head := 0; head < w.Shape()[1]; head++ {
-					rows := make([][]float64, kind.rows)
-					for i := range rows {
-						off := (head*kind.strideQ + i) * kind.stride
-						rows[i] = slices.Clone(vals[off : off+kind.cols])
-					}
-					maps[k] = append(maps[k], plot.AttentionMap{Layer: layer, Head: head, Weights: rows, Hidden: kind.hidden})
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+		{"encoder", got[0].Encoder, tokenLabels(vocab, srcIDs), tokenLabels(vocab, srcIDs), nil},
+		{"decoder", got[0].DecoderSelf, tokenLabels(vocab, tgt), tokenLabels(vocab, tgt), causal},
+		{"cross", got[0].Cross, tokenLabels(vocab, tgt), tokenLabels(vocab, srcIDs), nil},
 	}
 	ext := filepath.Ext(out)
 	base := strings.TrimSuffix(out, ext)
 	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
 	var written []string
 	var pngs plot.Set // all three or none
-	for k, kind := range kinds {
+	for _, kind := range kinds {
 		path := base + "-" + kind.name + ext
 		t := title + " (" + kind.name + " attention)"
 		if kind.name == "cross" {
-			err = pngs.CrossAttention(path, t, kind.queries, kind.keys, maps[k])
+			err = pngs.CrossAttention(path, t, kind.queries, kind.keys, heatmaps(kind.maps, nil))
 		} else {
-			err = pngs.Attention(path, t, kind.queries, maps[k])
+			err = pngs.Attention(path, t, kind.queries, heatmaps(kind.maps, kind.hidden))
 		}
 		if err != nil {
 			return err
