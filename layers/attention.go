@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
@@ -29,6 +30,12 @@ type AttentionConfig struct {
 	// ""), AttentionComposed or AttentionFlash. The parameters are the same
 	// whatever it is.
 	Impl AttentionImpl
+	// Scale is the factor of the scores Q_h K_h^T: ScaleDK (the default for
+	// ""), 1/sqrt(dk) with dk = Dim/Heads; ScaleDModel, 1/sqrt(Dim); or
+	// ScaleNone, 1. It changes no parameter, but it changes the function
+	// the parameters compute: a model trained with one scale is another
+	// model under another.
+	Scale AttentionScale
 }
 
 // MultiHeadAttention computes
@@ -37,7 +44,8 @@ type AttentionConfig struct {
 //	head_h = softmax(Q_h K_h^T / sqrt(dk) + bias_h + mask) V_h
 //	out = Concat(head_1..head_H) Wo
 //
-// where mask is 0 where query i may see key j and -Inf where it may not
+// with dk = D/H (Scale may replace 1/sqrt(dk) by 1/sqrt(D) or 1: see
+// AttentionScale), where mask is 0 where query i may see key j and -Inf where it may not
 // (hidden keys get weight exactly 0, a query that sees nothing gets zeros),
 // and bias_h is an optional finite bias of the scores given to
 // ForwardWithBias (ALiBi, relative positions); Forward adds none.
@@ -57,8 +65,8 @@ type MultiHeadAttention struct {
 
 // Validate checks what NewMultiHeadAttention checks, without allocating
 // anything: Dim, Heads, KeyDim and ValueDim positive (0 KeyDim or ValueDim
-// means Dim), Dim divisible by Heads, Dropout in [0, 1), and every weight
-// within graph.MaxElements.
+// means Dim), Dim divisible by Heads, Dropout in [0, 1), a known Impl and
+// Scale, and every weight within graph.MaxElements.
 func (c AttentionConfig) Validate() error { return c.validate("") }
 
 // withDefaults fills KeyDim and ValueDim.
@@ -85,6 +93,9 @@ func (c AttentionConfig) validate(name string) error {
 	}
 	if !c.Impl.valid() {
 		return layerErr("attention", name, configErrorf("unknown Impl %q, want %q, %q or %q", c.Impl, AttentionComposed, AttentionFused, AttentionFlash))
+	}
+	if !c.Scale.valid() {
+		return layerErr("attention", name, configErrorf("unknown Scale %q, want %q (1/sqrt(dk), the default), %q (1/sqrt(Dim)) or %q (1)", c.Scale, ScaleDK, ScaleDModel, ScaleNone))
 	}
 	if c.Impl == AttentionFlash && c.Dropout > 0 {
 		return layerErr("attention", name, configErrorf("flash attention takes no attention dropout (Dropout %v): it never forms the weights a dropout mask would drop; use %q or %q", c.Dropout, AttentionFused, AttentionComposed))
@@ -231,6 +242,9 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	if err != nil {
 		return nil, nil, err
 	}
+	if q, err = a.scaleQuery(q); err != nil {
+		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+	}
 	var keep *G.Node // attention dropout, in training only
 	if drop, err := a.s.dropout(fmt.Sprintf("drop%d", len(a.dropouts)), a.cfg.Dropout, tensor.Shape{b, a.cfg.Heads, sq, sk}); err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
@@ -242,7 +256,8 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	//   P_h = softmax(Q_h K_h^T / sqrt(dk) + bias_h + mask)  (B, H, Sq, Sk)
 	//   y   = Concat(P_1 V_1, ..., P_H V_H)                   (B, Sq, D)
 	// The scale is 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps
-	// the dot products of dk unit-variance terms at unit variance.
+	// the dot products of dk unit-variance terms at unit variance. (Another
+	// Scale came in above, through q: see scaleQuery.)
 	var y *G.Node
 	switch a.cfg.Impl {
 	case AttentionComposed: // the formula in gorgonia's own ops
@@ -353,11 +368,42 @@ func (a *MultiHeadAttention) AttendProjected(x, keys, values *G.Node, mask *grap
 // float64 and 3e-7 in float32: go test ./graph -run Composed -v) and which
 // builds one node where the composed graph builds many.
 func (a *MultiHeadAttention) attendInference(q, keys, values *G.Node, mask *graph.MaskNode) (*G.Node, error) {
+	q, err := a.scaleQuery(q)
+	if err != nil {
+		return nil, err
+	}
 	if a.cfg.Impl == AttentionFlash {
 		return graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{})
 	}
 	y, _, err := graph.Attention(q, keys, values, a.cfg.Heads, mask, nil)
 	return y, err
+}
+
+// scaleQuery returns the projected queries q (B, Sq, D) that make the
+// kernels compute the configured Scale. Every kernel (graph.Attention,
+// AttentionWithBias, ComposedAttention, FlashAttention) multiplies the
+// scores by 1/sqrt(dk); since
+//
+//	(c·Q_h) K_h^T / sqrt(dk) = Q_h K_h^T · (c / sqrt(dk)),
+//
+// queries multiplied by c = scale·sqrt(dk) give the scores scale·Q_h K_h^T
+// (and a score bias, added after the product, is not scaled):
+//
+//	ScaleDK:     c = 1         (q is returned as it is: no multiply at all)
+//	ScaleDModel: c = sqrt(dk/D) = 1/sqrt(H)
+//	ScaleNone:   c = sqrt(dk)
+//
+// The training paths (Forward) and the inference paths (Step,
+// AttendProjected) all scale here, so a cached step computes what Forward
+// computes.
+func (a *MultiHeadAttention) scaleQuery(q *G.Node) (*G.Node, error) {
+	c := a.cfg
+	if c.Scale == "" || c.Scale == ScaleDK {
+		return q, nil
+	}
+	dk := c.Dim / c.Heads
+	f := c.Scale.Factor(c.Dim, c.Heads) * math.Sqrt(float64(dk))
+	return graph.Scale(q, f)
 }
 
 // checkStep checks the inputs of a cached step for width d.

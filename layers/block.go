@@ -29,6 +29,9 @@ type BlockConfig struct {
 	Eps float64
 	// Attention is how the self-attention is computed (fused for "").
 	Attention AttentionImpl
+	// AttnScale is the factor of the attention scores: 1/sqrt(dk) for ""
+	// and ScaleDK (see AttentionScale).
+	AttnScale AttentionScale
 }
 
 // Block is a Transformer block with parameters ln1, attn, ln2, ff in its scope.
@@ -51,7 +54,7 @@ func (c BlockConfig) Validate() error { return c.validate("") }
 // parts returns the configurations of the block's sublayers.
 func (c BlockConfig) parts() (LayerNormConfig, AttentionConfig, FeedForwardConfig) {
 	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps},
-		AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout, Impl: c.Attention},
+		AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout, Impl: c.Attention, Scale: c.AttnScale},
 		FeedForwardConfig{Dim: c.Dim, Hidden: c.Hidden, Activation: c.Activation, Bias: c.Bias}
 }
 
@@ -91,7 +94,7 @@ func NewBlock(s *Scope, cfg BlockConfig) (*Block, error) {
 		return nil, err
 	}
 	attn, err := NewMultiHeadAttention(s.Sub("attn"), AttentionConfig{
-		Dim: cfg.Dim, Heads: cfg.Heads, Causal: cfg.Causal, Bias: cfg.Bias, Dropout: cfg.AttnDropout, Impl: cfg.Attention,
+		Dim: cfg.Dim, Heads: cfg.Heads, Causal: cfg.Causal, Bias: cfg.Bias, Dropout: cfg.AttnDropout, Impl: cfg.Attention, Scale: cfg.AttnScale,
 	})
 	if err != nil {
 		return nil, err

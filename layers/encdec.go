@@ -49,6 +49,9 @@ type EncDecConfig struct {
 	// default for ""), AttentionComposed or AttentionFlash. It changes no
 	// parameter.
 	Attention AttentionImpl `json:"attention,omitempty"`
+	// AttnScale is the factor of every attention's scores, cross-attention
+	// included: ScaleDK (the default for ""), ScaleDModel or ScaleNone.
+	AttnScale AttentionScale `json:"attn_scale,omitempty"`
 }
 
 // encoderConfig is the configuration of the encoder half.
@@ -56,7 +59,7 @@ func (c EncDecConfig) encoderConfig() StackConfig {
 	return StackConfig{
 		Vocab: c.SrcVocab, MaxLen: c.SrcMaxLen, Dim: c.Dim, Heads: c.Heads, Layers: c.EncLayers, Hidden: c.Hidden,
 		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
-		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention,
+		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
 	}
 }
 
@@ -67,7 +70,7 @@ func (c EncDecConfig) decoderConfig() StackConfig {
 	return StackConfig{
 		Vocab: c.TgtVocab, MaxLen: c.TgtMaxLen, Dim: c.Dim, Heads: c.Heads, Layers: c.DecLayers, Hidden: c.Hidden,
 		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
-		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention,
+		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
 	}
 }
 

@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/qkv-dev/qkv/graph"
 )
@@ -146,4 +147,61 @@ func ParseAttentionImpl(s string) (AttentionImpl, error) {
 		return a, nil
 	}
 	return "", configErrorf("layers: unknown attention implementation %q, want %q, %q or %q", s, AttentionComposed, AttentionFused, AttentionFlash)
+}
+
+// AttentionScale is the factor the scores Q_h K_h^T of attention are
+// multiplied by before the softmax. Its JSON form is the plain string; ""
+// means ScaleDK, so configurations written before it existed keep their
+// meaning.
+type AttentionScale string
+
+// The scales of attention scores. dk = D/H is the width of one head.
+const (
+	// ScaleDK is 1/sqrt(dk) (the default for ""), "Attention Is All You
+	// Need"'s: the dot product of two dk-wide vectors of unit-variance
+	// entries has variance dk, and the scale brings it back to 1.
+	ScaleDK AttentionScale = "dk"
+	// ScaleDModel is 1/sqrt(D), the whole model's width: a common mistake
+	// with several heads, H times too small a variance for the scores
+	// (sqrt(H) times too small a scale).
+	ScaleDModel AttentionScale = "dmodel"
+	// ScaleNone is 1: the raw dot products, whose softmax saturates as dk
+	// grows.
+	ScaleNone AttentionScale = "none"
+)
+
+// String returns the scale's name.
+func (s AttentionScale) String() string { return string(s) }
+
+// valid reports whether s is a known scale or "" (dk).
+func (s AttentionScale) valid() bool {
+	return s == "" || s == ScaleDK || s == ScaleDModel || s == ScaleNone
+}
+
+// ParseAttentionScale returns the scale named s, or an error matching
+// ErrConfig for any other name ("" included).
+func ParseAttentionScale(s string) (AttentionScale, error) {
+	if a := AttentionScale(s); a != "" && a.valid() {
+		return a, nil
+	}
+	return "", configErrorf("layers: unknown attention scale %q, want %q, %q or %q", s, ScaleDK, ScaleDModel, ScaleNone)
+}
+
+// Factor returns the factor the scores of a layer of width dim and heads
+// heads are multiplied by: 1/sqrt(dim/heads) for ScaleDK and "",
+// 1/sqrt(dim) for ScaleDModel, 1 for ScaleNone; NaN for an unknown scale or
+// sizes that are not positive.
+func (s AttentionScale) Factor(dim, heads int) float64 {
+	if dim <= 0 || heads <= 0 {
+		return math.NaN()
+	}
+	switch s {
+	case "", ScaleDK:
+		return 1 / math.Sqrt(float64(dim/heads))
+	case ScaleDModel:
+		return 1 / math.Sqrt(float64(dim))
+	case ScaleNone:
+		return 1
+	}
+	return math.NaN()
 }

@@ -37,6 +37,11 @@ type StackConfig struct {
 	// default for ""), AttentionComposed or AttentionFlash. It changes no
 	// parameter, so a checkpoint runs under any of them.
 	Attention AttentionImpl `json:"attention,omitempty"`
+	// AttnScale is the factor of every attention's scores: ScaleDK (the
+	// default for "", 1/sqrt(Dim/Heads)), ScaleDModel (1/sqrt(Dim)) or
+	// ScaleNone (1). Unlike Attention it changes the function the
+	// parameters compute. Absent from config.json for the default.
+	AttnScale AttentionScale `json:"attn_scale,omitempty"`
 }
 
 // stack is what Decoder and Encoder share: embeddings, blocks, final norm.
@@ -72,7 +77,7 @@ func (c StackConfig) blockConfig(causal bool) BlockConfig {
 	return BlockConfig{
 		Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, Activation: c.Activation,
 		Causal: causal, PostLN: c.PostLN, Bias: c.Bias,
-		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention,
+		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
 	}
 }
 

@@ -100,6 +100,37 @@ func (f kindFlag[T]) Set(s string) error {
 	return nil
 }
 
+// scaleFlag is the flag.Value of --attn-scale. "dk", the default, is stored
+// as "" (so config.json stays without the field, as before the flag
+// existed) unless the configuration already spells it "dk": either way
+// --attn-scale dk changes nothing, which --resume checks. Other names are
+// stored as given and refused by the configuration's Validate.
+type scaleFlag struct{ p *layers.AttentionScale }
+
+// String returns the current value, "dk" for the default.
+func (f scaleFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	if *f.p == "" {
+		return string(layers.ScaleDK)
+	}
+	return string(*f.p)
+}
+
+// Set stores s.
+func (f scaleFlag) Set(s string) error {
+	if layers.AttentionScale(s) == layers.ScaleDK && (*f.p == "" || *f.p == layers.ScaleDK) {
+		return nil
+	}
+	if layers.AttentionScale(s) == layers.ScaleDK {
+		*f.p = ""
+		return nil
+	}
+	*f.p = layers.AttentionScale(s)
+	return nil
+}
+
 // configFlags registers every training flag on fs, defaulting to cfg, and
 // returns a function that resolves the task flags into cfg after parsing,
 // refusing a fixed length (pairs) given with a range.
@@ -114,6 +145,7 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.Var(kindFlag[layers.Activation]{&m.Activation}, "activation", "feed-forward activation: relu or gelu")
 	fs.Var(kindFlag[config.Arch]{&cfg.Arch}, "arch", "architecture: decoder (decoder-only, the default) or encdec (the prompt to an encoder, the answer to a decoder that cross-attends to it)")
 	fs.Var(kindFlag[layers.AttentionImpl]{&m.Attention}, "attention", "how attention is computed: composed, fused (default) or flash; checkpoints run under any")
+	fs.Var(scaleFlag{&m.AttnScale}, "attn-scale", "factor of the attention scores: dk (1/sqrt(dim/heads), the default), dmodel (1/sqrt(dim)) or none (1); a checkpoint keeps its scale")
 	fs.Var(kindFlag[layers.PositionsKind]{&m.Positions}, "positions", "positional encoding: learned, sinusoidal or none")
 	fs.BoolVar(&m.PostLN, "post-ln", m.PostLN, "post-LN blocks instead of pre-LN")
 	fs.Float64Var(&m.Dropout, "dropout", m.Dropout, "dropout on embeddings and sublayer outputs")

@@ -37,6 +37,7 @@ var fieldFlags = map[string]string{
 	"model.dropout":          "dropout",
 	"model.attn_dropout":     "attn-dropout",
 	"model.attention":        "attention",
+	"model.attn_scale":       "attn-scale",
 	"arch":                   "arch",
 	"dtype":                  "dtype",
 	"seed":                   "seed",

@@ -31,7 +31,8 @@ docs); the points where a reader might guess differently:
     blocks compute LN(x + f(x)) and have no ln_f.
   * LayerNorm: biased variance, eps 1e-5, parameters gain and bias.
   * Activation "" means ReLU; "gelu" is the tanh approximation.
-  * Attention: heads split the last axis as (H, dk), scale 1/sqrt(dk);
+  * Attention: heads split the last axis as (H, dk), scale 1/sqrt(dk)
+    (model.attn_scale "dk" or absent; "dmodel" is 1/sqrt(D), "none" 1);
     causal mask plus key padding (key j of row b hidden when j >= lengths[b]).
     A query that may see no key at all gets all-zero weights, not NaN.
   * Bias=false drops the attention and feed-forward biases only; the head
@@ -131,9 +132,19 @@ def load_config(path):
 
 
 class Attention(nn.Module):
-    def __init__(self, d, heads, bias, attn_dropout):
+    def __init__(self, d, heads, bias, attn_dropout, scale=""):
         super().__init__()
         self.h, self.dk = heads, d // heads
+        # model.attn_scale: the scores are divided by sqrt(dk), sqrt(D) or 1
+        # (layers.AttentionScale).
+        if scale in ("", "dk"):
+            self.div = math.sqrt(self.dk)
+        elif scale == "dmodel":
+            self.div = math.sqrt(d)
+        elif scale == "none":
+            self.div = 1.0
+        else:
+            raise ValueError(f"unknown attn_scale {scale!r}")
         self.q = nn.Linear(d, d, bias=bias)
         self.k = nn.Linear(d, d, bias=bias)
         self.v = nn.Linear(d, d, bias=bias)
@@ -149,7 +160,7 @@ class Attention(nn.Module):
         sk = kv.shape[1]
         split = lambda t, n: t.view(b, n, self.h, self.dk).transpose(1, 2)  # (B, H, n, dk)
         q, k, v = split(self.q(x), sq), split(self.k(kv), sk), split(self.v(kv), sk)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.dk)  # (B, H, Sq, Sk)
+        scores = q @ k.transpose(-2, -1) / self.div  # (B, H, Sq, Sk)
         a = allow.unsqueeze(1)  # (B, 1, Sq, Sk)
         w = torch.softmax(scores.masked_fill(~a, float("-inf")), dim=-1)
         # A row with no visible key is NaN after softmax; qkv defines it as 0.
@@ -180,7 +191,7 @@ class Block(nn.Module):
         d = m["dim"]
         self.post_ln = bool(m.get("post_ln"))
         self.ln1 = nn.LayerNorm(d, eps=1e-5)
-        self.attn = Attention(d, m["heads"], bool(m.get("bias")), m.get("attn_dropout", 0.0) or 0.0)
+        self.attn = Attention(d, m["heads"], bool(m.get("bias")), m.get("attn_dropout", 0.0) or 0.0, m.get("attn_scale", ""))
         self.ln2 = nn.LayerNorm(d, eps=1e-5)
         self.ff = FeedForward(d, m["hidden"], m.get("activation", ""), bool(m.get("bias")))
         p = m.get("dropout", 0.0) or 0.0
@@ -319,9 +330,9 @@ class DecoderBlock(nn.Module):
         ad = m.get("attn_dropout", 0.0) or 0.0
         self.post_ln = bool(m.get("post_ln"))
         self.ln1 = nn.LayerNorm(d, eps=1e-5)
-        self.self_attn = Attention(d, m["heads"], bias, ad)
+        self.self_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""))
         self.ln2 = nn.LayerNorm(d, eps=1e-5)
-        self.cross_attn = Attention(d, m["heads"], bias, ad)
+        self.cross_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""))
         self.ln3 = nn.LayerNorm(d, eps=1e-5)
         self.ff = FeedForward(d, m["hidden"], m.get("activation", ""), bias)
         p = m.get("dropout", 0.0) or 0.0

@@ -309,6 +309,11 @@ func (c Config) Validate() error {
 	default:
 		return cfgErr("model.attention", "unknown attention %q: want %q, %q or %q", m.Attention, layers.AttentionComposed, layers.AttentionFused, layers.AttentionFlash)
 	}
+	switch m.AttnScale {
+	case "", layers.ScaleDK, layers.ScaleDModel, layers.ScaleNone:
+	default:
+		return cfgErr("model.attn_scale", "unknown attention scale %q: want %q (1/sqrt(dim/heads), the default), %q (1/sqrt(dim)) or %q (1)", m.AttnScale, layers.ScaleDK, layers.ScaleDModel, layers.ScaleNone)
+	}
 	for _, f := range []struct {
 		name string
 		v    int
@@ -449,7 +454,7 @@ func (c Config) EncDec() layers.EncDecConfig {
 		SrcVocab: m.Vocab, SrcMaxLen: m.MaxLen, TgtVocab: m.Vocab, TgtMaxLen: m.MaxLen,
 		Dim: m.Dim, Heads: m.Heads, Hidden: m.Hidden, EncLayers: m.Layers, DecLayers: m.Layers,
 		Activation: m.Activation, Positions: m.Positions, PostLN: m.PostLN, Bias: m.Bias,
-		Dropout: m.Dropout, AttnDropout: m.AttnDropout, Attention: m.Attention,
+		Dropout: m.Dropout, AttnDropout: m.AttnDropout, Attention: m.Attention, AttnScale: m.AttnScale,
 	}
 }
 
