@@ -22,13 +22,14 @@ type implRun struct {
 }
 
 // runImpl builds the same attention layer (same seed, so same parameters)
-// and inputs with implementation impl, and runs forward and backward.
-func runImpl(t *testing.T, dt tensor.Dtype, impl AttentionImpl, b, sq, sk int, causal bool, lengths []int) implRun {
+// and inputs with implementation impl and scores scale, and runs forward
+// and backward.
+func runImpl(t *testing.T, dt tensor.Dtype, impl AttentionImpl, scale AttentionScale, b, sq, sk int, causal bool, lengths []int) implRun {
 	t.Helper()
 	const dim, heads = 8, 2
 	s := newScope(t, dt, 3)
 	g := s.Graph()
-	attn, err := NewMultiHeadAttention(s.Sub("attn"), AttentionConfig{Dim: dim, Heads: heads, Causal: causal, Bias: true, Impl: impl})
+	attn, err := NewMultiHeadAttention(s.Sub("attn"), AttentionConfig{Dim: dim, Heads: heads, Causal: causal, Bias: true, Impl: impl, Scale: scale})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +89,9 @@ func TestAttentionImplsAgree(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%v/%s", dt, c.name), func(t *testing.T) {
-				fused := runImpl(t, dt, AttentionFused, c.b, c.sq, c.sk, c.causal, c.lengths)
+				fused := runImpl(t, dt, AttentionFused, "", c.b, c.sq, c.sk, c.causal, c.lengths)
 				for _, impl := range []AttentionImpl{AttentionComposed, AttentionFlash} {
-					got := runImpl(t, dt, impl, c.b, c.sq, c.sk, c.causal, c.lengths)
+					got := runImpl(t, dt, impl, "", c.b, c.sq, c.sk, c.causal, c.lengths)
 					if d := relDiff(got.out, fused.out); d > outTol {
 						t.Errorf("%s output differs from fused by %.3g (tolerance %g)", impl, d, outTol)
 					}
