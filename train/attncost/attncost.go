@@ -1,0 +1,319 @@
+package attncost
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"sync"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
+)
+
+// ErrConfig marks the errors of a Config that cannot be measured.
+var ErrConfig = errors.New("attncost: invalid configuration")
+
+// Config is one attention layer and how often to time it: self-attention
+// of Batch sequences of length Seq, Heads heads of width HeadDim (the
+// layer's width is Heads × HeadDim).
+type Config struct {
+	// Impl is the attention implementation; "" means layers.AttentionFused.
+	Impl                     layers.AttentionImpl
+	Seq, Batch, Heads, HeadDim int
+	// DType is tensor.Float32 or tensor.Float64; the zero Dtype means
+	// Float32.
+	DType tensor.Dtype
+	// Causal hides the future; Bias gives the projections biases.
+	Causal, Bias bool
+	// Repeats is the number of timed passes, after one untimed warm-up;
+	// at least 1.
+	Repeats int
+}
+
+// Result is what Measure measured.
+type Result struct {
+	// MsPerStep is the median over the timed passes of the milliseconds of
+	// one forward and backward pass.
+	MsPerStep float64
+	// PeakBytes is the Go heap's high-water mark (live and not yet swept
+	// objects, sampled every 200 µs after a GC) while the layer was built
+	// and run, above what the process held before.
+	PeakBytes int64
+	// AllocBytesPerStep is the mean of the bytes allocated by one timed
+	// pass: the garbage each step leaves besides what the graph keeps.
+	AllocBytesPerStep int64
+	// ParamBytes is the size of the parameters' values: the count of
+	// parameters times the element size.
+	ParamBytes int64
+	// SquareBytes is the size of the tensors the graph holds after a pass
+	// whose last two dimensions are (Seq, Seq) and whose rank is at least
+	// 3: the (B, H, n, n) attention weights, scores and their gradients,
+	// and a (B, n, n) mask. Each piece of memory counts once, however many
+	// nodes share it. (It cannot tell a (B, n, D) tensor from them when D
+	// equals n.)
+	SquareBytes int64
+	// GraphBytes is the size of every value the graph holds after a pass,
+	// SquareBytes and ParamBytes included, each piece of memory once.
+	GraphBytes int64
+}
+
+// Validate reports whether c can be measured: sizes at least 1, a known
+// dtype, and a layer that layers.AttentionConfig.Validate accepts. Its
+// errors wrap ErrConfig.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Seq", c.Seq}, {"Batch", c.Batch}, {"Heads", c.Heads}, {"HeadDim", c.HeadDim}, {"Repeats", c.Repeats}} {
+		if f.v < 1 {
+			return fmt.Errorf("%w: %s must be at least 1, got %d", ErrConfig, f.name, f.v)
+		}
+	}
+	if dt := c.dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
+		return fmt.Errorf("%w: dtype %v: want float32 or float64", ErrConfig, dt)
+	}
+	if err := c.layer().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := graph.CheckElements(c.Batch*c.Heads, c.Seq, c.Seq); err != nil {
+		return fmt.Errorf("%w: the (B, H, n, n) weights: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+func (c Config) dtype() tensor.Dtype {
+	if c.DType == (tensor.Dtype{}) {
+		return tensor.Float32
+	}
+	return c.DType
+}
+
+func (c Config) layer() layers.AttentionConfig {
+	return layers.AttentionConfig{Dim: c.Heads * c.HeadDim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Impl: c.Impl}
+}
+
+// Measure builds one attention layer of c's sizes, a random linear
+// function of its output and the gradient of that with respect to the
+// parameters, runs forward and backward once untimed and c.Repeats times
+// timed, sampling the heap's high-water mark as it goes, and then sizes
+// what the graph holds. The inputs are fixed pseudo-random normals.
+func Measure(c Config) (Result, error) {
+	var res Result
+	if err := c.Validate(); err != nil {
+		return res, err
+	}
+	dt := c.dtype()
+	runtime.GC()
+	base := heapBytes()
+	stop := sampleHeap()
+	peak := func() int64 { return max(stop()-base, 0) }
+
+	d := c.Heads * c.HeadDim
+	g := G.NewGraph()
+	s, err := layers.NewScope(g, dt, 1)
+	if err != nil {
+		peak()
+		return res, err
+	}
+	attn, err := layers.NewMultiHeadAttention(s.Sub("attn"), c.layer())
+	if err != nil {
+		peak()
+		return res, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	vals := func() []float64 {
+		v := make([]float64, c.Batch*c.Seq*d)
+		for i := range v {
+			v[i] = rng.NormFloat64()
+		}
+		return v
+	}
+	shape := tensor.Shape{c.Batch, c.Seq, d}
+	x := G.NewTensor(g, dt, 3, G.WithShape(shape...), G.WithName("x"), G.WithValue(graph.NewDense(dt, shape.Clone(), vals())))
+	r := G.NewTensor(g, dt, 3, G.WithShape(shape...), G.WithName("r"), G.WithValue(graph.NewDense(dt, shape.Clone(), vals())))
+	vm, nodes, err := build(g, attn, x, r)
+	if err != nil {
+		peak()
+		return res, err
+	}
+	defer vm.Close()
+	times := make([]float64, 0, c.Repeats)
+	var allocs int64
+	for i := 0; i <= c.Repeats; i++ { // the first run warms up, untimed
+		a := allocBytes()
+		start := time.Now()
+		if err := vm.RunAll(); err != nil {
+			peak()
+			return res, err
+		}
+		if i > 0 {
+			times = append(times, float64(time.Since(start).Microseconds())/1000)
+			allocs += allocBytes() - a
+		}
+		if i < c.Repeats { // the last pass's values stay to be sized
+			vm.Reset()
+		}
+	}
+	res.PeakBytes = peak()
+	slices.Sort(times)
+	res.MsPerStep = times[len(times)/2]
+	res.AllocBytesPerStep = allocs / int64(c.Repeats)
+	for _, n := range nodes {
+		res.ParamBytes += int64(n.Shape().TotalSize() * int(dt.Size()))
+	}
+	res.GraphBytes, res.SquareBytes = held(g, c.Seq)
+	return res, nil
+}
+
+// build adds cost = sum(attn(x, x, x) ⊙ r) and its gradient with respect
+// to attn's parameters to g and compiles g.
+func build(g *G.ExprGraph, attn *layers.MultiHeadAttention, x, r *G.Node) (G.VM, G.Nodes, error) {
+	y, _, err := attn.Forward(x, x, x, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	prod, err := G.HadamardProd(y, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	cost, err := G.Sum(prod)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes := graph.Nodes(attn.Params())
+	if _, err := G.Grad(cost, nodes...); err != nil {
+		return nil, nil, err
+	}
+	vm, err := graph.NewMachine(g, G.BindDualValues(nodes...))
+	if err != nil {
+		return nil, nil, err
+	}
+	return vm, nodes, nil
+}
+
+// memory is a value whose backing memory can be located.
+type memory interface {
+	Uintptr() uintptr
+	MemSize() uintptr
+}
+
+// span is a piece of memory, [lo, hi).
+type span struct {
+	lo, hi uintptr
+	square bool
+}
+
+// held returns the bytes of memory the values of g's nodes (and their
+// gradients) hold, and those of them whose value has rank at least 3 and
+// (n, n) as its last two dimensions; memory that several values share
+// counts once.
+func held(g *G.ExprGraph, n int) (all, square int64) {
+	var spans []span
+	add := func(v G.Value) {
+		m, ok := v.(memory)
+		if !ok || m.MemSize() == 0 {
+			return
+		}
+		sh := v.Shape()
+		sq := sh.Dims() >= 3 && sh[sh.Dims()-1] == n && sh[sh.Dims()-2] == n
+		spans = append(spans, span{m.Uintptr(), m.Uintptr() + m.MemSize(), sq})
+	}
+	for _, node := range g.AllNodes() {
+		if v := node.Value(); v != nil {
+			add(v)
+		}
+		if gv, err := node.Grad(); err == nil && gv != nil {
+			add(gv)
+		}
+	}
+	return union(spans)
+}
+
+// union returns the bytes covered by spans, and those covered by the
+// square ones.
+func union(spans []span) (all, square int64) {
+	count := func(keep func(span) bool) int64 {
+		var s []span
+		for _, x := range spans {
+			if keep(x) {
+				s = append(s, x)
+			}
+		}
+		slices.SortFunc(s, func(a, b span) int {
+			switch {
+			case a.lo < b.lo:
+				return -1
+			case a.lo > b.lo:
+				return 1
+			}
+			return 0
+		})
+		var total int64
+		var end uintptr
+		for _, x := range s {
+			lo := max(x.lo, end)
+			if x.hi > lo {
+				total += int64(x.hi - lo)
+				end = x.hi
+			}
+		}
+		return total
+	}
+	return count(func(span) bool { return true }), count(func(x span) bool { return x.square })
+}
+
+// heapMetric is the runtime metric of live and unswept heap objects.
+const heapMetric = "/memory/classes/heap/objects:bytes"
+
+// heapBytes reads heapMetric now.
+func heapBytes() int64 { return readMetric(heapMetric) }
+
+// allocBytes is the bytes the heap has allocated since the program began.
+func allocBytes() int64 { return readMetric("/gc/heap/allocs:bytes") }
+
+func readMetric(name string) int64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// sampleHeap samples the heap every 200 µs until the returned function is
+// called, which returns the highest value seen.
+func sampleHeap() func() int64 {
+	var mu sync.Mutex
+	peak := heapBytes()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(200 * time.Microsecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				v := heapBytes()
+				mu.Lock()
+				peak = max(peak, v)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		wg.Wait()
+		v := heapBytes()
+		mu.Lock()
+		defer mu.Unlock()
+		return max(peak, v)
+	}
+}

@@ -1,0 +1,145 @@
+package attncost
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/layers"
+)
+
+func measure(t *testing.T, c Config) Result {
+	t.Helper()
+	r, err := Measure(c)
+	if err != nil {
+		t.Fatalf("Measure(%+v): %v", c, err)
+	}
+	if !(r.MsPerStep > 0) || r.PeakBytes <= 0 || r.GraphBytes <= 0 {
+		t.Errorf("Measure(%+v) = %+v: want a positive time, peak and graph size", c, r)
+	}
+	return r
+}
+
+// The parameters are wq, wk, wv, wo (D, D), and bq, bk, bv, bo (D) with
+// Bias: 4·D²·elem bytes, plus 4·D·elem.
+func TestParamBytes(t *testing.T) {
+	const h, dk = 2, 4
+	d := int64(h * dk)
+	for _, c := range []struct {
+		dt   tensor.Dtype
+		bias bool
+		want int64
+	}{
+		{tensor.Float32, false, 4 * d * d * 4},
+		{tensor.Float64, false, 4 * d * d * 8},
+		{tensor.Float32, true, 4*d*d*4 + 4*d*4},
+	} {
+		r := measure(t, Config{Seq: 8, Batch: 1, Heads: h, HeadDim: dk, DType: c.dt, Bias: c.bias, Repeats: 1})
+		if r.ParamBytes != c.want {
+			t.Errorf("%v bias=%v: ParamBytes %d, want %d", c.dt, c.bias, r.ParamBytes, c.want)
+		}
+		if r.GraphBytes < r.ParamBytes+r.SquareBytes {
+			t.Errorf("%v bias=%v: the graph holds %d bytes, less than its parameters (%d) and square tensors (%d)", c.dt, c.bias, r.GraphBytes, r.ParamBytes, r.SquareBytes)
+		}
+	}
+}
+
+// Fused attention keeps two (B, H, n, n) tensors, the weights P and their
+// gradient dP, each B·H·n²·elem bytes; a causal layer also a (B, n, n)
+// mask. Composed keeps a whole number of them, more than fused; flash none.
+func TestSquareBytes(t *testing.T) {
+	const b, h, n = 2, 3, 24 // n is not D = 3·4, nor a multiple of it
+	w := int64(b * h * n * n * 8)
+	r := measure(t, Config{Seq: n, Batch: b, Heads: h, HeadDim: 4, DType: tensor.Float64, Repeats: 1})
+	if r.SquareBytes != 2*w {
+		t.Errorf("fused: SquareBytes %d, want 2·B·H·n²·8 = %d", r.SquareBytes, 2*w)
+	}
+	r = measure(t, Config{Seq: n, Batch: b, Heads: h, HeadDim: 4, DType: tensor.Float64, Causal: true, Repeats: 1})
+	if want := 2*w + b*n*n*8; r.SquareBytes != want {
+		t.Errorf("fused, causal: SquareBytes %d, want 2·B·H·n²·8 + B·n²·8 = %d", r.SquareBytes, want)
+	}
+	r = measure(t, Config{Impl: layers.AttentionComposed, Seq: n, Batch: b, Heads: h, HeadDim: 4, DType: tensor.Float64, Repeats: 1})
+	if r.SquareBytes <= 2*w || r.SquareBytes%w != 0 {
+		t.Errorf("composed: SquareBytes %d, want a multiple of %d above %d", r.SquareBytes, w, 2*w)
+	}
+	r = measure(t, Config{Impl: layers.AttentionFlash, Seq: n, Batch: b, Heads: h, HeadDim: 4, DType: tensor.Float64, Repeats: 1})
+	if r.SquareBytes != 0 {
+		t.Errorf("flash: SquareBytes %d, want 0: it forms no (n, n) matrix", r.SquareBytes)
+	}
+}
+
+// The heap's measured peak holds at least what the graph holds at the
+// end, and doubling n raises it: a sampler that saw nothing, or saw the
+// heap before the pass, fails here.
+func TestPeakBytes(t *testing.T) {
+	var peaks []int64
+	for _, n := range []int{128, 256} {
+		r := measure(t, Config{Seq: n, Batch: 1, Heads: 2, HeadDim: 8, Repeats: 1})
+		if r.PeakBytes < r.SquareBytes {
+			t.Errorf("n=%d: peak %d bytes below the %d bytes of (n, n) tensors the graph holds", n, r.PeakBytes, r.SquareBytes)
+		}
+		if r.AllocBytesPerStep <= 0 {
+			t.Errorf("n=%d: a step allocated %d bytes", n, r.AllocBytesPerStep)
+		}
+		peaks = append(peaks, r.PeakBytes)
+	}
+	if peaks[1] <= peaks[0] {
+		t.Errorf("fused peak %d bytes at n=256, not above %d at n=128", peaks[1], peaks[0])
+	}
+}
+
+func TestUnion(t *testing.T) {
+	all, sq := union([]span{{10, 20, true}, {15, 30, false}, {10, 20, true}, {40, 50, true}, {42, 44, false}})
+	if all != 30 || sq != 20 {
+		t.Errorf("union = %d, %d; want 30, 20", all, sq)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Config{Seq: 4, Batch: 1, Heads: 2, HeadDim: 2, Repeats: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]Config{
+		"no length":   {Seq: 0, Batch: 1, Heads: 2, HeadDim: 2, Repeats: 1},
+		"no repeats":  {Seq: 4, Batch: 1, Heads: 2, HeadDim: 2},
+		"int dtype":   {Seq: 4, Batch: 1, Heads: 2, HeadDim: 2, Repeats: 1, DType: tensor.Int},
+		"impl":        {Seq: 4, Batch: 1, Heads: 2, HeadDim: 2, Repeats: 1, Impl: "sparse"},
+		"huge matrix": {Seq: 1 << 30, Batch: 1 << 10, Heads: 2, HeadDim: 2, Repeats: 1},
+	} {
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Validate = %v, want ErrConfig", name, err)
+		}
+		if _, err := Measure(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Measure = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// The sampler sees memory that was live for a while and freed before it
+// stopped: the high-water mark, not the heap at the end.
+func TestSampleHeapSeesTransient(t *testing.T) {
+	runtime.GC()
+	base := heapBytes()
+	stop := sampleHeap()
+	const size = 32 << 20
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = 1
+	}
+	time.Sleep(20 * time.Millisecond)
+	runtime.KeepAlive(b)
+	b = nil
+	runtime.GC()
+	end := heapBytes()
+	peak := stop()
+	if peak-base < size {
+		t.Errorf("peak %d bytes above the start, want at least the %d-byte slice", peak-base, size)
+	}
+	if end-base >= size {
+		t.Skipf("the slice was not collected (%d bytes above the start): the test proves nothing", end-base)
+	}
+}
