@@ -25,7 +25,7 @@ var ErrConfig = errors.New("attncost: invalid configuration")
 // layer's width is Heads × HeadDim).
 type Config struct {
 	// Impl is the attention implementation; "" means layers.AttentionFused.
-	Impl                     layers.AttentionImpl
+	Impl                       layers.AttentionImpl
 	Seq, Batch, Heads, HeadDim int
 	// DType is tensor.Float32 or tensor.Float64; the zero Dtype means
 	// Float32.
