@@ -7,23 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
-	"runtime"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
-
-	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/attncost"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/plot"
 )
@@ -211,122 +203,27 @@ func attnMemoryEstimate(b attnBench, impl layers.AttentionImpl, n int) float64 {
 	return linear + 20*square
 }
 
-// measureAttention builds one attention layer for b's sizes and times
-// forward and backward, sampling the heap's high-water mark as it goes.
+// measureAttention measures one attention layer of b's sizes with
+// attncost.Measure, and this process's peak resident set size.
 func measureAttention(b attnBench, impl layers.AttentionImpl, n int) (attnResult, error) {
 	res := b.result(impl, n)
 	dt, err := b.dtype.Tensor()
 	if err != nil {
 		return res, fmt.Errorf("%w: --dtype: %v", errUsage, err)
 	}
-	runtime.GC()
-	base := heapBytes()
-	stop := sampleHeap()
-
-	d := b.heads * b.headDim
-	g := G.NewGraph()
-	s, err := layers.NewScope(g, dt, 1)
-	if err != nil {
-		return res, err
-	}
-	attn, err := layers.NewMultiHeadAttention(s.Sub("attn"), layers.AttentionConfig{Dim: d, Heads: b.heads, Causal: b.causal, Impl: impl})
-	if err != nil {
+	m, err := attncost.Measure(attncost.Config{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim,
+		DType: dt, Causal: b.causal, Repeats: b.repeats})
+	if errors.Is(err, attncost.ErrConfig) {
 		return res, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	vals := func() []float64 {
-		v := make([]float64, b.batch*n*d)
-		for i := range v {
-			v[i] = rng.NormFloat64()
-		}
-		return v
-	}
-	x := G.NewTensor(g, dt, 3, G.WithShape(b.batch, n, d), G.WithName("x"), G.WithValue(graph.NewDense(dt, tensor.Shape{b.batch, n, d}, vals())))
-	r := G.NewTensor(g, dt, 3, G.WithShape(b.batch, n, d), G.WithName("r"), G.WithValue(graph.NewDense(dt, tensor.Shape{b.batch, n, d}, vals())))
-	y, _, err := attn.Forward(x, x, x, nil)
-	if err != nil {
+	} else if err != nil {
 		return res, err
 	}
-	prod, err := G.HadamardProd(y, r)
-	if err != nil {
-		return res, err
-	}
-	cost, err := G.Sum(prod) // a random linear function of the output
-	if err != nil {
-		return res, err
-	}
-	nodes := graph.Nodes(attn.Params())
-	if _, err := G.Grad(cost, nodes...); err != nil {
-		return res, err
-	}
-	vm, err := graph.NewMachine(g, G.BindDualValues(nodes...))
-	if err != nil {
-		return res, err
-	}
-	defer vm.Close()
-	times := make([]float64, 0, b.repeats)
-	for i := 0; i <= b.repeats; i++ { // the first run warms up, untimed
-		start := time.Now()
-		if err := vm.RunAll(); err != nil {
-			return res, err
-		}
-		if i > 0 {
-			times = append(times, float64(time.Since(start).Microseconds())/1000)
-		}
-		vm.Reset()
-	}
-	slices.Sort(times)
-	res.MsPerStep = times[len(times)/2]
-	res.PeakBytes = max(stop()-base, 0)
+	res.MsPerStep, res.PeakBytes = m.MsPerStep, m.PeakBytes
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		res.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
 	}
 	return res, nil
-}
-
-// heapMetric is the runtime metric of live and unswept heap objects.
-const heapMetric = "/memory/classes/heap/objects:bytes"
-
-// heapBytes reads heapMetric now.
-func heapBytes() int64 {
-	s := []metrics.Sample{{Name: heapMetric}}
-	metrics.Read(s)
-	return int64(s[0].Value.Uint64())
-}
-
-// sampleHeap samples the heap every 200 µs until the returned function is
-// called, which returns the highest value seen.
-func sampleHeap() func() int64 {
-	var mu sync.Mutex
-	peak := heapBytes()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(200 * time.Microsecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				v := heapBytes()
-				mu.Lock()
-				peak = max(peak, v)
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() int64 {
-		close(done)
-		wg.Wait()
-		v := heapBytes()
-		mu.Lock()
-		defer mu.Unlock()
-		return max(peak, v)
-	}
 }
 
 // plotScaling draws time and peak memory against n, log-log, one line per
