@@ -60,6 +60,8 @@ var claims = map[string]func(Options) (Result, error){
 	"padding-mask":       paddingMask,
 	"stable-softmax":     stableSoftmax,
 	"rows-sum-to-one":    rowsSumToOne,
+
+	"permutation-equivariance": permutationEquivariance,
 }
 
 // IDs returns the claims' ids, sorted.
