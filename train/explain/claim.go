@@ -62,6 +62,7 @@ var claims = map[string]func(Options) (Result, error){
 	"rows-sum-to-one":    rowsSumToOne,
 
 	"permutation-equivariance": permutationEquivariance,
+	"soft-lookup":              softLookup,
 }
 
 // IDs returns the claims' ids, sorted.
