@@ -63,6 +63,7 @@ var claims = map[string]func(Options) (Result, error){
 
 	"permutation-equivariance": permutationEquivariance,
 	"soft-lookup":              softLookup,
+	"self-vs-cross":            selfVsCross,
 }
 
 // IDs returns the claims' ids, sorted.
