@@ -62,6 +62,7 @@ var claims = map[string]func(Options) (Result, error){
 	"rows-sum-to-one":    rowsSumToOne,
 
 	"permutation-equivariance": permutationEquivariance,
+	"multihead-cost":           multiheadCost,
 	"scale-dk-not-dmodel":      scaleDKNotDModel,
 	"soft-lookup":              softLookup,
 	"self-vs-cross":            selfVsCross,
