@@ -244,12 +244,14 @@ func selfVsCross(o Options) (Result, error) {
 	r.Measured["reverse_argmax_at_i"] = rev.Other.ArgmaxRight
 	r.Measured["reverse_mean_weight_at_n-1-i"] = rev.Own.MeanRight
 	r.Measured["reverse_exact_match"] = rev.Exact
+	r.Measured["reverse_train_steps"] = float64(rev.Steps)
 	r.Measured["copy_cross_layer"] = float64(cp.Own.Layer)
 	r.Measured["copy_cross_head"] = float64(cp.Own.Head)
 	r.Measured["copy_argmax_at_i"] = cp.Own.ArgmaxRight
 	r.Measured["copy_argmax_at_n-1-i"] = cp.Other.ArgmaxRight
 	r.Measured["copy_mean_weight_at_i"] = cp.Own.MeanRight
 	r.Measured["copy_exact_match"] = cp.Exact
+	r.Measured["copy_train_steps"] = float64(cp.Steps)
 
 	if err := drawSelfVsCross(&r, o, v, rev); err != nil {
 		return r, err
