@@ -8,6 +8,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	G "gorgonia.org/gorgonia"
@@ -42,6 +43,13 @@ type Result struct {
 	// MsPerStep is the median over the timed passes of the milliseconds of
 	// one forward and backward pass.
 	MsPerStep float64
+	// CPUMsPerStep is the median of the CPU time the process spent in one
+	// pass (user and system, all threads): the work, which other programs
+	// on the machine change less than the wall time.
+	CPUMsPerStep float64
+	// CPUMsMin is the least CPU time of a timed pass: others' load on the
+	// machine only adds to a pass's time, so the least is the steadiest.
+	CPUMsMin float64
 	// PeakBytes is the Go heap's high-water mark (live and not yet swept
 	// objects, sampled every 200 µs after a GC) while the layer was built
 	// and run, above what the process held before.
@@ -110,6 +118,9 @@ func Measure(c Config) (Result, error) {
 		return res, err
 	}
 	dt := c.dtype()
+	// Twice: what sync.Pools held survives one collection in their victim
+	// caches, and would be freed during the pass, below the start.
+	runtime.GC()
 	runtime.GC()
 	base := heapBytes()
 	stop := sampleHeap()
@@ -144,10 +155,10 @@ func Measure(c Config) (Result, error) {
 		return res, err
 	}
 	defer vm.Close()
-	times := make([]float64, 0, c.Repeats)
+	times, cpu := make([]float64, 0, c.Repeats), make([]float64, 0, c.Repeats)
 	var allocs int64
 	for i := 0; i <= c.Repeats; i++ { // the first run warms up, untimed
-		a := allocBytes()
+		a, cpu0 := allocBytes(), cpuTime()
 		start := time.Now()
 		if err := vm.RunAll(); err != nil {
 			peak()
@@ -155,6 +166,7 @@ func Measure(c Config) (Result, error) {
 		}
 		if i > 0 {
 			times = append(times, float64(time.Since(start).Microseconds())/1000)
+			cpu = append(cpu, float64((cpuTime()-cpu0).Microseconds())/1000)
 			allocs += allocBytes() - a
 		}
 		if i < c.Repeats { // the last pass's values stay to be sized
@@ -162,8 +174,8 @@ func Measure(c Config) (Result, error) {
 		}
 	}
 	res.PeakBytes = peak()
-	slices.Sort(times)
-	res.MsPerStep = times[len(times)/2]
+	res.MsPerStep, res.CPUMsPerStep = median(times), median(cpu)
+	res.CPUMsMin = cpu[0] // sorted by median
 	res.AllocBytesPerStep = allocs / int64(c.Repeats)
 	for _, n := range nodes {
 		res.ParamBytes += int64(n.Shape().TotalSize() * int(dt.Size()))
@@ -196,6 +208,22 @@ func build(g *G.ExprGraph, attn *layers.MultiHeadAttention, x, r *G.Node) (G.VM,
 		return nil, nil, err
 	}
 	return vm, nodes, nil
+}
+
+// median returns the median of x, the upper one of an even count; it
+// sorts x.
+func median(x []float64) float64 {
+	slices.Sort(x)
+	return x[len(x)/2]
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // memory is a value whose backing memory can be located.

@@ -17,7 +17,7 @@ func measure(t *testing.T, c Config) Result {
 	if err != nil {
 		t.Fatalf("Measure(%+v): %v", c, err)
 	}
-	if !(r.MsPerStep > 0) || r.PeakBytes <= 0 || r.GraphBytes <= 0 {
+	if !(r.MsPerStep > 0) || r.CPUMsPerStep < r.CPUMsMin || r.CPUMsMin < 0 || r.PeakBytes <= 0 || r.GraphBytes <= 0 {
 		t.Errorf("Measure(%+v) = %+v: want a positive time, peak and graph size", c, r)
 	}
 	return r

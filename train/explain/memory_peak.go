@@ -41,7 +41,7 @@ func memoryPeak(o Options) (Result, error) {
 	elem := 4 // float32
 	r := Result{
 		Statement: "At long sequences the memory peak of attention is the (B, H, n, n) attention matrices and what backward keeps of them, not the parameters.",
-		Method: fmt.Sprintf("one attention layer (B=%d, D=%d, H=%d, float32, no mask), forward and backward once (attncost.Measure): the parameters' bytes (count × %d), the bytes of the tensors of shape (…, n, n) the graph holds after the pass, of everything else it holds, the bytes one pass allocates, and the Go heap's high-water mark above the start, sampled every 200 µs, per implementation and n",
+		Method: fmt.Sprintf("one attention layer (B=%d, D=%d, H=%d, float32, no mask), forward and backward twice, a warm-up and a timed pass (attncost.Measure): the parameters' bytes (count × %d), the bytes of the tensors of shape (…, n, n) the graph holds after the pass, of everything else it holds, the bytes one pass allocates, and the Go heap's high-water mark above the start, sampled every 200 µs, per implementation and n",
 			c0.Batch, c0.Heads*c0.HeadDim, c0.Heads, elem),
 		Measured: map[string]float64{},
 	}
