@@ -66,6 +66,8 @@ var claims = map[string]func(Options) (Result, error){
 	"scale-dk-not-dmodel":      scaleDKNotDModel,
 	"soft-lookup":              softLookup,
 	"self-vs-cross":            selfVsCross,
+	"quadratic-cost":           quadraticCost,
+	"memory-peak":              memoryPeak,
 }
 
 // IDs returns the claims' ids, sorted.
