@@ -112,7 +112,7 @@ type orderRun struct {
 func permutationEquivariance(o Options) (Result, error) {
 	const id = "permutation-equivariance"
 	task := "reverse"
-	steps := 500
+	steps := 400
 	if o.Small {
 		steps = 20
 	}
