@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // rowsSumToOne runs graph.Attention, the fused op qkv's layers use, under a
@@ -50,6 +51,19 @@ func rowsSumToOne(o Options) (Result, error) {
 	}
 	o64, p := got[0], got[1]
 	minW, sumErr, outside := math.Inf(1), 0.0, 0.0
+	// Per query position i, over batch, heads and coordinates: the least
+	// and greatest row sum, and where the output falls in its values'
+	// range (0 at the least value, 1 at the greatest).
+	sums := [2]plot.Series{{Name: "least row sum"}, {Name: "greatest row sum"}}
+	place := [2]plot.Series{{Name: "lowest output, within its values' range"}, {Name: "highest output, within its values' range"}}
+	for k, start := range []float64{math.Inf(1), math.Inf(-1)} { // least, greatest
+		for i := range s {
+			sums[k].X, sums[k].Y = append(sums[k].X, float64(i)), append(sums[k].Y, start)
+			if i > 0 { // query 0 sees one value row, which has no range
+				place[k].X, place[k].Y = append(place[k].X, float64(i)), append(place[k].Y, start)
+			}
+		}
+	}
 	for row := 0; row < b*heads*s; row++ {
 		sum := 0.0
 		for _, w := range p[row*s : (row+1)*s] {
@@ -57,6 +71,8 @@ func rowsSumToOne(o Options) (Result, error) {
 			sum += w
 		}
 		sumErr = max(sumErr, math.Abs(sum-1))
+		i := row % s
+		sums[0].Y[i], sums[1].Y[i] = min(sums[0].Y[i], sum), max(sums[1].Y[i], sum)
 	}
 	for bi := 0; bi < b; bi++ {
 		for i := 0; i < s; i++ {
@@ -67,8 +83,18 @@ func rowsSumToOne(o Options) (Result, error) {
 				}
 				y := o64[(bi*s+i)*d+c]
 				outside = max(outside, lo-y, y-hi)
+				if hi > lo {
+					at := (y - lo) / (hi - lo)
+					place[0].Y[i-1], place[1].Y[i-1] = min(place[0].Y[i-1], at), max(place[1].Y[i-1], at)
+				}
 			}
 		}
+	}
+	if err := r.draw(o, "rows-sum-to-one", "", "rows-sum-to-one: attention weights average the value rows", []plot.Panel{
+		{Title: "sum of each row of weights", XLabel: "query position i", YLabel: "row sum", Series: sums[:]},
+		{Title: "output inside the values it averages", XLabel: "query position i", YLabel: "place in [min, max] of V over keys j ≤ i", Series: place[:]},
+	}); err != nil {
+		return r, err
 	}
 	r.Measured["min_weight"] = minW
 	r.Measured["max_row_sum_error"] = sumErr

@@ -8,12 +8,13 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // stableSoftmax runs one float32 graph over rows of logits (0, c, -c, c/2)
 // for growing c: a naive softmax, exp(x)/sum(exp(x)) from gorgonia's raw
 // ops, beside exp of qkv's max-subtracted graph.LogSoftmax.
-func stableSoftmax(Options) (Result, error) {
+func stableSoftmax(o Options) (Result, error) {
 	cs := []float64{1, 10, 50, 80, 100, 1e3, 1e4, 1e6}
 	const last = 4
 	data := make([]float32, 0, len(cs)*last)
@@ -53,8 +54,19 @@ func stableSoftmax(Options) (Result, error) {
 		return r, err
 	}
 	naiveFirst, stableBad, worstSum := math.Inf(1), 0.0, 0.0
+	finiteShare := [2]plot.Series{{Name: "naive exp(x) / Σ exp(x)"}, {Name: "exp(x − max x) / Σ exp(x − max x)"}}
 	for i, c := range cs {
 		row := func(p []float64) []float64 { return p[i*last : (i+1)*last] }
+		for way := range finiteShare {
+			n := 0.0
+			for _, p := range row(v[way]) {
+				if !math.IsInf(p, 0) && !math.IsNaN(p) {
+					n++
+				}
+			}
+			finiteShare[way].X = append(finiteShare[way].X, c)
+			finiteShare[way].Y = append(finiteShare[way].Y, n/last)
+		}
 		if !finite(row(v[0])) && math.IsInf(naiveFirst, 1) {
 			naiveFirst = c
 		}
@@ -66,6 +78,12 @@ func stableSoftmax(Options) (Result, error) {
 			s += p
 		}
 		worstSum = max(worstSum, math.Abs(s-1))
+	}
+	if err := r.draw(o, "stable-softmax", "", "stable-softmax: float32 rows (0, c, −c, c/2)", []plot.Panel{{
+		Title: "weights that are finite numbers", XLabel: "c (largest logit)", YLabel: "fraction of the row", LogX: true,
+		Series: finiteShare[:],
+	}}); err != nil {
+		return r, err
 	}
 	r.Measured["naive_first_nonfinite_c"] = naiveFirst
 	r.Measured["stable_nonfinite_rows"] = stableBad

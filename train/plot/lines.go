@@ -104,8 +104,26 @@ func (pn Panel) plot() (*gplot.Plot, error) {
 		p.Legend.Add(s.Name, line, points)
 		all = append(all, xy)
 	}
+	for _, ax := range []*gplot.Axis{&p.X, &p.Y} {
+		widenNarrow(ax)
+	}
 	placeLegend(p, []legendCorner{topRight, topLeft, bottomRight, bottomLeft}, all...)
 	return p, nil
+}
+
+// widenNarrow widens a linear axis whose range is within rounding of one
+// value (row sums all 1 but for 1e-16) to ±0.1% of it: the flat line is what
+// the reader should see, and ticks a few ulps apart would be neither
+// readable nor finitely many to step through.
+func widenNarrow(ax *gplot.Axis) {
+	if _, log := ax.Scale.(gplot.LogScale); log {
+		return
+	}
+	mid := (ax.Min + ax.Max) / 2
+	half := 1e-3 * max(1, math.Abs(mid))
+	if ax.Max-ax.Min < 2*half*1e-3 {
+		ax.Min, ax.Max = mid-half, mid+half
+	}
 }
 
 // linearAxisTicker labels a linear axis of any range, fractional or not, on

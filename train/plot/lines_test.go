@@ -52,3 +52,15 @@ func TestLinesErrors(t *testing.T) {
 		})
 	}
 }
+
+// A line flat within rounding (row sums of 1 ± 1e-16) is drawn, on a range
+// widened around it, and not ticked a few ulps apart.
+func TestLinesFlat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flat.png")
+	one := math.Nextafter(1, 2)
+	err := Lines(path, "", []Panel{{Title: "sums", Series: []Series{{Name: "sum", X: []float64{0, 1, 2}, Y: []float64{1, one, 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, path, 0, 0)
+}
