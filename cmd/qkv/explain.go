@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -33,7 +32,7 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	ids := fs.Args()
 	known := explain.IDs()
 	for _, id := range ids {
-		if i := sort.SearchStrings(known, id); i == len(known) || known[i] != id {
+		if !slices.Contains(known, id) {
 			return fmt.Errorf("%w: unknown claim %q%s; the claims are %v", errUsage, id, didYouMean(id, "", known), known)
 		}
 	}

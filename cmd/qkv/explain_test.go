@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +15,8 @@ import (
 // verdict one of the three and consistent with holds; progress goes to
 // stderr.
 func TestExplainJSON(t *testing.T) {
-	code, out, stderr := qkv("explain", "--json", "--small")
+	plots := filepath.Join(t.TempDir(), "plots") // created by explain
+	code, out, stderr := qkv("explain", "--json", "--small", "--plots", plots)
 	if code != 0 {
 		t.Fatalf("explain: exit %d: %s%s", code, out, stderr)
 	}
@@ -26,6 +29,7 @@ func TestExplainJSON(t *testing.T) {
 			Claim, Statement, Verdict string
 			Measured                  map[string]float64
 			Holds                     *bool
+			Plots                     []string
 		}
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("line %d: %v: %s", i+1, err, line)
@@ -36,6 +40,17 @@ func TestExplainJSON(t *testing.T) {
 		}
 		if ok := r.Verdict == explain.Holds; ok != *r.Holds || !(ok || r.Verdict == explain.HoldsInPart || r.Verdict == explain.DoesNotHold) {
 			t.Errorf("%s: verdict %q with holds %v", r.Claim, r.Verdict, *r.Holds)
+		}
+		if len(r.Plots) == 0 {
+			t.Errorf("%s wrote no figure into --plots %s", r.Claim, plots)
+		}
+		for _, p := range r.Plots {
+			if filepath.Dir(p) != plots || !strings.HasPrefix(filepath.Base(p), r.Claim) || filepath.Ext(p) != ".png" {
+				t.Errorf("%s: figure %s is not %s/%s*.png", r.Claim, p, plots, r.Claim)
+			}
+			if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+				t.Errorf("%s: figure %s: %v", r.Claim, p, err)
+			}
 		}
 		if !strings.Contains(stderr, r.Claim) {
 			t.Errorf("no progress line for %s on stderr: %q", r.Claim, stderr)

@@ -2,7 +2,6 @@ package explain
 
 import (
 	"fmt"
-	"maps"
 	"math/rand"
 	"path/filepath"
 	"slices"
@@ -52,33 +51,48 @@ func (o Options) plotPath(id, suffix string) string {
 	return filepath.Join(o.Plots, id+suffix+".png")
 }
 
-// claims lists the experiments by id.
-var claims = map[string]func(Options) (Result, error){
-	"scores-variance":    scoresVariance,
-	"softmax-saturation": softmaxSaturation,
-	"causal-mask":        causalMask,
-	"padding-mask":       paddingMask,
-	"stable-softmax":     stableSoftmax,
-	"rows-sum-to-one":    rowsSumToOne,
-
-	"permutation-equivariance": permutationEquivariance,
-	"multihead-cost":           multiheadCost,
-	"scale-dk-not-dmodel":      scaleDKNotDModel,
-	"soft-lookup":              softLookup,
-	"self-vs-cross":            selfVsCross,
-	"quadratic-cost":           quadraticCost,
-	"memory-peak":              memoryPeak,
+// claim is an experiment and its id.
+type claim struct {
+	id  string
+	run func(Options) (Result, error)
 }
 
-// IDs returns the claims' ids, sorted.
-func IDs() []string { return slices.Sorted(maps.Keys(claims)) }
+// claims lists the experiments in the tutorial's order: why the scores are
+// scaled, what softmax does with them, what heads cost, what the masks
+// hide, what attention knows of order and of where Q, K and V come from,
+// the lookup itself, and where time and memory go.
+var claims = []claim{
+	{"scores-variance", scoresVariance},
+	{"softmax-saturation", softmaxSaturation},
+	{"scale-dk-not-dmodel", scaleDKNotDModel},
+	{"stable-softmax", stableSoftmax},
+	{"rows-sum-to-one", rowsSumToOne},
+	{"multihead-cost", multiheadCost},
+	{"causal-mask", causalMask},
+	{"padding-mask", paddingMask},
+	{"permutation-equivariance", permutationEquivariance},
+	{"self-vs-cross", selfVsCross},
+	{"soft-lookup", softLookup},
+	{"quadratic-cost", quadraticCost},
+	{"memory-peak", memoryPeak},
+}
+
+// IDs returns the claims' ids in the order qkv explain runs them.
+func IDs() []string {
+	ids := make([]string, len(claims))
+	for i, c := range claims {
+		ids[i] = c.id
+	}
+	return ids
+}
 
 // Run runs the claim id.
 func Run(id string, o Options) (Result, error) {
-	f, ok := claims[id]
-	if !ok {
+	i := slices.IndexFunc(claims, func(c claim) bool { return c.id == id })
+	if i < 0 {
 		return Result{}, fmt.Errorf("explain: no claim %q", id)
 	}
+	f := claims[i].run
 	r, err := f(o)
 	if err != nil {
 		return Result{}, fmt.Errorf("explain: %s: %w", id, err)
