@@ -130,6 +130,29 @@ func (v *Vocab) Symbol(id int) (string, error) {
 	return v.symbols[id], nil
 }
 
+// Labels returns the axis labels of ids, for attention heatmaps: their
+// symbols, but the separator and the padding spelt out as SEP and PAD,
+// which "|" and "_" alone do not say, and an id outside the vocabulary as
+// its number in angle brackets.
+func (v *Vocab) Labels(ids []int) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		switch id {
+		case v.SEP():
+			out[i] = "SEP"
+		case v.PAD():
+			out[i] = "PAD"
+		default:
+			sym, err := v.Symbol(id)
+			if err != nil {
+				sym = fmt.Sprintf("<%d>", id)
+			}
+			out[i] = sym
+		}
+	}
+	return out
+}
+
 // Encode returns the ids of the white-space separated symbols in text, e.g.
 // "2 0 1 1 0 2". Empty text gives an empty slice. The error names the first
 // unknown symbol and its position.

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
@@ -233,7 +232,7 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
-	if err := plot.Attention(*out, title, tokenLabels(vocab, seq), maps); err != nil {
+	if err := plot.Attention(*out, title, vocab.Labels(seq), maps); err != nil {
 		return outputErr("out", err)
 	}
 	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", vocab.Decode(answer[0]), len(maps)/max(1, m.Decoder.Config().Heads), *out)
@@ -247,62 +246,11 @@ func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
 	if err != nil {
 		return nil, err
 	}
-	hidden, err := causalHidden(len(seq))
-	if err != nil {
-		return nil, err
-	}
-	out := heatmaps(maps[0], hidden)
+	out := plot.Heatmaps(maps[0], plot.CausalHidden(len(seq)))
 	if len(out) == 0 {
 		return nil, errors.New("model has no attention layers")
 	}
 	return out, nil
-}
-
-// heatmaps turns every layer's and head's weights into a heatmap panel,
-// hidden marking the cells a mask hides (nil: none).
-func heatmaps(maps infer.Maps, hidden [][]bool) []plot.AttentionMap {
-	var out []plot.AttentionMap
-	for layer, heads := range maps {
-		for head, rows := range heads {
-			out = append(out, plot.AttentionMap{Layer: layer, Head: head, Weights: rows, Hidden: hidden})
-		}
-	}
-	return out
-}
-
-// causalHidden returns which cells of an n x n causal self-attention map
-// the causal mask hides: the keys after each query.
-func causalHidden(n int) ([][]bool, error) {
-	mask, err := graph.Causal(1, n)
-	if err != nil {
-		return nil, err
-	}
-	hidden := make([][]bool, n)
-	for q := range hidden {
-		hidden[q] = make([]bool, n)
-		for k := range hidden[q] {
-			hidden[q][k] = !mask.Allow[q*n+k]
-		}
-	}
-	return hidden, nil
-}
-
-// tokenLabels returns the axis labels of ids: their symbols, but the
-// separator and the padding spelt out as SEP and PAD, which "|" and "_"
-// alone do not say.
-func tokenLabels(v *data.Vocab, ids []int) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		switch id {
-		case v.SEP():
-			out[i] = "SEP"
-		case v.PAD():
-			out[i] = "PAD"
-		default:
-			out[i], _ = v.Symbol(id)
-		}
-	}
-	return out
 }
 
 // attendEncDec draws an encoder–decoder's three kinds of attention for a
@@ -331,10 +279,7 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	}
 	// Only the decoder's self-attention is masked within the real tokens:
 	// padding, which the others hide, is not drawn.
-	causal, err := causalHidden(len(tgt))
-	if err != nil {
-		return err
-	}
+	causal := plot.CausalHidden(len(tgt))
 	kinds := []struct {
 		name    string
 		maps    infer.Maps
@@ -342,9 +287,9 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 		keys    []string
 		hidden  [][]bool
 	}{
-		{"encoder", got[0].Encoder, tokenLabels(vocab, srcIDs), tokenLabels(vocab, srcIDs), nil},
-		{"decoder", got[0].DecoderSelf, tokenLabels(vocab, tgt), tokenLabels(vocab, tgt), causal},
-		{"cross", got[0].Cross, tokenLabels(vocab, tgt), tokenLabels(vocab, srcIDs), nil},
+		{"encoder", got[0].Encoder, vocab.Labels(srcIDs), vocab.Labels(srcIDs), nil},
+		{"decoder", got[0].DecoderSelf, vocab.Labels(tgt), vocab.Labels(tgt), causal},
+		{"cross", got[0].Cross, vocab.Labels(tgt), vocab.Labels(srcIDs), nil},
 	}
 	ext := filepath.Ext(out)
 	base := strings.TrimSuffix(out, ext)
@@ -355,9 +300,9 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 		path := base + "-" + kind.name + ext
 		t := title + " (" + kind.name + " attention)"
 		if kind.name == "cross" {
-			err = pngs.CrossAttention(path, t, kind.queries, kind.keys, heatmaps(kind.maps, nil))
+			err = pngs.CrossAttention(path, t, kind.queries, kind.keys, plot.Heatmaps(kind.maps, nil))
 		} else {
-			err = pngs.Attention(path, t, kind.queries, heatmaps(kind.maps, kind.hidden))
+			err = pngs.Attention(path, t, kind.queries, plot.Heatmaps(kind.maps, kind.hidden))
 		}
 		if err != nil {
 			return err

@@ -1,11 +1,6 @@
 package explain
 
-import (
-	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/train/infer"
-	"github.com/qkv-dev/qkv/train/plot"
-)
+import "github.com/qkv-dev/qkv/train/infer"
 
 // ask is one query row of an attention map and the key column it ought to
 // point at: where a head that looks the answer up puts its weight.
@@ -84,48 +79,4 @@ func halves[T any](xs []T) (choose, measure []T) {
 		}
 	}
 	return choose, measure
-}
-
-// seqLabels returns axis labels of ids, SEP and PAD spelt out.
-func seqLabels(v *data.Vocab, ids []int) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		switch id {
-		case v.SEP():
-			out[i] = "SEP"
-		case v.PAD():
-			out[i] = "PAD"
-		default:
-			out[i], _ = v.Symbol(id)
-		}
-	}
-	return out
-}
-
-// causalCells returns the cells of an n x n map the causal mask hides.
-func causalCells(n int) ([][]bool, error) {
-	mask, err := graph.Causal(1, n)
-	if err != nil {
-		return nil, err
-	}
-	hidden := make([][]bool, n)
-	for q := range hidden {
-		hidden[q] = make([]bool, n)
-		for k := range hidden[q] {
-			hidden[q][k] = !mask.Allow[q*n+k]
-		}
-	}
-	return hidden, nil
-}
-
-// heatmapPanels turns one sequence's maps into heatmap panels, hidden
-// marking masked cells (nil: none).
-func heatmapPanels(maps infer.Maps, hidden [][]bool) []plot.AttentionMap {
-	var out []plot.AttentionMap
-	for layer, heads := range maps {
-		for head, rows := range heads {
-			out = append(out, plot.AttentionMap{Layer: layer, Head: head, Weights: rows, Hidden: hidden})
-		}
-	}
-	return out
 }

@@ -290,20 +290,17 @@ func drawSelfVsCross(r *Result, o Options, v *data.Vocab, rev *alignment) error 
 	i := 1 + 2*int(uint64(o.Seed)%uint64(max(1, len(rev.maps)/2))) // a measured (odd) example
 	i = min(i, len(rev.maps)-1)
 	src, tgt, mp := rev.srcs[i], rev.tgts[i], rev.maps[i]
-	causal, err := causalCells(len(tgt))
-	if err != nil {
-		return err
-	}
+	causal := plot.CausalHidden(len(tgt))
 	title := fmt.Sprintf("self-vs-cross: reverse %s (encoder–decoder", v.Decode(src))
 	var set plot.Set
 	paths := []string{o.plotPath("self-vs-cross", "-encoder"), o.plotPath("self-vs-cross", "-decoder"), o.plotPath("self-vs-cross", "-cross")}
-	if err := set.Attention(paths[0], title+", encoder self-attention: Q, K, V from the source)", seqLabels(v, src), heatmapPanels(mp.Encoder, nil)); err != nil {
+	if err := set.Attention(paths[0], title+", encoder self-attention: Q, K, V from the source)", v.Labels(src), plot.Heatmaps(mp.Encoder, nil)); err != nil {
 		return err
 	}
-	if err := set.Attention(paths[1], title+", decoder self-attention: Q, K, V from the target)", seqLabels(v, tgt), heatmapPanels(mp.DecoderSelf, causal)); err != nil {
+	if err := set.Attention(paths[1], title+", decoder self-attention: Q, K, V from the target)", v.Labels(tgt), plot.Heatmaps(mp.DecoderSelf, causal)); err != nil {
 		return err
 	}
-	if err := set.CrossAttention(paths[2], title+", cross-attention: Q from the target, K, V from the source)", seqLabels(v, tgt), seqLabels(v, src), heatmapPanels(mp.Cross, nil)); err != nil {
+	if err := set.CrossAttention(paths[2], title+", cross-attention: Q from the target, K, V from the source)", v.Labels(tgt), v.Labels(src), plot.Heatmaps(mp.Cross, nil)); err != nil {
 		return err
 	}
 	if err := set.Write(); err != nil {

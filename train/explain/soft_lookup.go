@@ -192,12 +192,9 @@ func drawLookup(r *Result, o Options, task data.Task, test []data.Example, maps,
 	i := 1 + 2*int(uint64(o.Seed)%uint64(max(1, len(test)/2))) // a measured (odd) example
 	i = min(i, len(test)-1)
 	seq := decoderSeq(v, test[i])
-	hidden, err := causalCells(len(seq))
-	if err != nil {
-		return err
-	}
+	hidden := plot.CausalHidden(len(seq))
 	title := fmt.Sprintf("soft-lookup: recall %s -> %s (lookup: layer %d head %d)", v.Decode(test[i].Shown()), v.Decode(test[i].Targets()), choice.Layer, choice.Head)
-	if err := plot.Attention(path, title, seqLabels(v, seq), heatmapPanels(maps[i], hidden)); err != nil {
+	if err := plot.Attention(path, title, v.Labels(seq), plot.Heatmaps(maps[i], hidden)); err != nil {
 		return err
 	}
 	r.Plots = append(r.Plots, path)

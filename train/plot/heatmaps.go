@@ -1,0 +1,27 @@
+package plot
+
+// Heatmaps turns one sequence's attention weights, [layer][head][query][key]
+// (infer.Maps), into the panels Attention and CrossAttention draw, one per
+// layer and head; hidden marks the cells a mask hides, nil none.
+func Heatmaps(maps [][][][]float64, hidden [][]bool) []AttentionMap {
+	var out []AttentionMap
+	for layer, heads := range maps {
+		for head, rows := range heads {
+			out = append(out, AttentionMap{Layer: layer, Head: head, Weights: rows, Hidden: hidden})
+		}
+	}
+	return out
+}
+
+// CausalHidden returns the cells of an n x n self-attention map that a
+// causal mask hides: the keys after each query.
+func CausalHidden(n int) [][]bool {
+	hidden := make([][]bool, n)
+	for q := range hidden {
+		hidden[q] = make([]bool, n)
+		for k := q + 1; k < n; k++ {
+			hidden[q][k] = true
+		}
+	}
+	return hidden
+}

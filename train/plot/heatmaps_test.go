@@ -1,0 +1,48 @@
+package plot
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/qkv-dev/qkv/graph"
+)
+
+// TestCausalHidden: the cells marked hidden are the ones graph.Causal, the
+// mask the models use, hides, and no others.
+func TestCausalHidden(t *testing.T) {
+	for _, n := range []int{1, 3, 7} {
+		m, err := graph.Causal(1, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := CausalHidden(n)
+		for q := range n {
+			for k := range n {
+				if h[q][k] == m.Allow[q*n+k] {
+					t.Fatalf("n=%d: cell (%d, %d) hidden %v, mask allows %v", n, q, k, h[q][k], m.Allow[q*n+k])
+				}
+			}
+		}
+	}
+}
+
+// TestHeatmaps: one panel per layer and head, in order, each carrying its
+// weights and the hidden cells.
+func TestHeatmaps(t *testing.T) {
+	maps := [][][][]float64{
+		{{{1}}, {{0.5}}},
+		{{{0.25}}, {{0.125}}},
+	}
+	hidden := [][]bool{{false}}
+	got := Heatmaps(maps, hidden)
+	want := []struct{ layer, head int }{{0, 0}, {0, 1}, {1, 0}, {1, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("%d panels, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Layer != w.layer || g.Head != w.head || g.Weights[0][0] != maps[w.layer][w.head][0][0] || !slices.Equal(g.Hidden[0], hidden[0]) {
+			t.Errorf("panel %d = %+v, want layer %d head %d", i, g, w.layer, w.head)
+		}
+	}
+}
