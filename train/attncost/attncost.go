@@ -8,7 +8,6 @@ import (
 	"runtime/metrics"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	G "gorgonia.org/gorgonia"
@@ -107,38 +106,39 @@ func (c Config) layer() layers.AttentionConfig {
 	return layers.AttentionConfig{Dim: c.Heads * c.HeadDim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Impl: c.Impl}
 }
 
-// Measure builds one attention layer of c's sizes, a random linear
-// function of its output and the gradient of that with respect to the
-// parameters, runs forward and backward once untimed and c.Repeats times
-// timed, sampling the heap's high-water mark as it goes, and then sizes
-// what the graph holds. The inputs are fixed pseudo-random normals.
-func Measure(c Config) (Result, error) {
-	var res Result
+// Layer is one attention layer of a Config's sizes compiled for forward
+// and backward passes of a random linear function of its output: what
+// Measure times, and what a caller that interleaves the passes of several
+// layers on a noisy machine times itself.
+type Layer struct {
+	g     *G.ExprGraph
+	vm    G.VM
+	nodes G.Nodes // the parameters
+	cfg   Config
+	ran   bool
+}
+
+// New builds c's layer, its cost sum(attn(x, x, x) ⊙ r) for fixed
+// pseudo-random normal x and r, and the cost's gradient with respect to the
+// parameters, and compiles them. c.Repeats is not used: the caller runs
+// the passes.
+func New(c Config) (*Layer, error) {
+	c.Repeats = max(c.Repeats, 1)
 	if err := c.Validate(); err != nil {
-		return res, err
+		return nil, err
 	}
 	dt := c.dtype()
-	// Twice: what sync.Pools held survives one collection in their victim
-	// caches, and would be freed during the pass, below the start.
-	runtime.GC()
-	runtime.GC()
-	base := heapBytes()
-	stop := sampleHeap()
-	peak := func() int64 { return max(stop()-base, 0) }
-
-	d := c.Heads * c.HeadDim
 	g := G.NewGraph()
 	s, err := layers.NewScope(g, dt, 1)
 	if err != nil {
-		peak()
-		return res, err
+		return nil, err
 	}
 	attn, err := layers.NewMultiHeadAttention(s.Sub("attn"), c.layer())
 	if err != nil {
-		peak()
-		return res, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
+	d := c.Heads * c.HeadDim
 	vals := func() []float64 {
 		v := make([]float64, c.Batch*c.Seq*d)
 		for i := range v {
@@ -151,36 +151,73 @@ func Measure(c Config) (Result, error) {
 	r := G.NewTensor(g, dt, 3, G.WithShape(shape...), G.WithName("r"), G.WithValue(graph.NewDense(dt, shape.Clone(), vals())))
 	vm, nodes, err := build(g, attn, x, r)
 	if err != nil {
+		return nil, err
+	}
+	return &Layer{g: g, vm: vm, nodes: nodes, cfg: c}, nil
+}
+
+// Pass runs one forward and backward pass and returns its wall time and
+// the CPU time the process spent in it (user and system, all threads; 0
+// where the system does not tell). The pass's values stay in the graph
+// until the next pass.
+func (l *Layer) Pass() (wall, cpu time.Duration, err error) {
+	if l.ran {
+		l.vm.Reset()
+	}
+	cpu0, start := cpuTime(), time.Now()
+	err = l.vm.RunAll()
+	wall, cpu = time.Since(start), cpuTime()-cpu0
+	l.ran = true
+	return wall, cpu, err
+}
+
+// Close releases the layer's machine.
+func (l *Layer) Close() error { return l.vm.Close() }
+
+// Measure builds c's layer (New), runs forward and backward once untimed
+// and c.Repeats times timed, sampling the heap's high-water mark as it
+// goes, and then sizes what the graph holds.
+func Measure(c Config) (Result, error) {
+	var res Result
+	if err := c.Validate(); err != nil {
+		return res, err
+	}
+	// Twice: what sync.Pools held survives one collection in their victim
+	// caches, and would be freed during the pass, below the start.
+	runtime.GC()
+	runtime.GC()
+	base := heapBytes()
+	stop := sampleHeap()
+	peak := func() int64 { return max(stop()-base, 0) }
+	l, err := New(c)
+	if err != nil {
 		peak()
 		return res, err
 	}
-	defer vm.Close()
+	defer l.Close()
 	times, cpu := make([]float64, 0, c.Repeats), make([]float64, 0, c.Repeats)
 	var allocs int64
 	for i := 0; i <= c.Repeats; i++ { // the first run warms up, untimed
-		a, cpu0 := allocBytes(), cpuTime()
-		start := time.Now()
-		if err := vm.RunAll(); err != nil {
+		a := allocBytes()
+		wall, cpuTime, err := l.Pass()
+		if err != nil {
 			peak()
 			return res, err
 		}
 		if i > 0 {
-			times = append(times, float64(time.Since(start).Microseconds())/1000)
-			cpu = append(cpu, float64((cpuTime()-cpu0).Microseconds())/1000)
+			times = append(times, float64(wall.Microseconds())/1000)
+			cpu = append(cpu, float64(cpuTime.Microseconds())/1000)
 			allocs += allocBytes() - a
-		}
-		if i < c.Repeats { // the last pass's values stay to be sized
-			vm.Reset()
 		}
 	}
 	res.PeakBytes = peak()
 	res.MsPerStep, res.CPUMsPerStep = median(times), median(cpu)
 	res.CPUMsMin = cpu[0] // sorted by median
 	res.AllocBytesPerStep = allocs / int64(c.Repeats)
-	for _, n := range nodes {
-		res.ParamBytes += int64(n.Shape().TotalSize() * int(dt.Size()))
+	for _, n := range l.nodes {
+		res.ParamBytes += int64(n.Shape().TotalSize() * int(c.dtype().Size()))
 	}
-	res.GraphBytes, res.SquareBytes = held(g, c.Seq)
+	res.GraphBytes, res.SquareBytes = held(l.g, c.Seq) // the last pass's values
 	return res, nil
 }
 
@@ -215,15 +252,6 @@ func build(g *G.ExprGraph, attn *layers.MultiHeadAttention, x, r *G.Node) (G.VM,
 func median(x []float64) float64 {
 	slices.Sort(x)
 	return x[len(x)/2]
-}
-
-// cpuTime is the CPU time the process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // memory is a value whose backing memory can be located.

@@ -143,3 +143,22 @@ func TestSampleHeapSeesTransient(t *testing.T) {
 		t.Skipf("the slice was not collected (%d bytes above the start): the test proves nothing", end-base)
 	}
 }
+
+// TestLayerPasses: a Layer runs pass after pass (the machine reset between
+// them), each taking some time, and New refuses what Measure refuses.
+func TestLayerPasses(t *testing.T) {
+	l, err := New(Config{Seq: 8, Batch: 2, Heads: 2, HeadDim: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 3 {
+		wall, _, err := l.Pass()
+		if err != nil || wall <= 0 {
+			t.Fatalf("pass %d: %v, %v", i, wall, err)
+		}
+	}
+	if _, err := New(Config{Seq: 8, Batch: 2, Heads: 3, HeadDim: 0}); !errors.Is(err, ErrConfig) {
+		t.Errorf("New with HeadDim 0 = %v, want ErrConfig", err)
+	}
+}

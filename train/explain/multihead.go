@@ -3,17 +3,12 @@ package explain
 import (
 	"fmt"
 	"math"
-	"math/rand"
 	"slices"
 	"time"
 
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
-
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/attncost"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
 	"github.com/qkv-dev/qkv/train/plot"
@@ -50,92 +45,31 @@ func attentionFLOPs(b, s, d, h int) attnFLOPs {
 // Total is the sum of the parts.
 func (f attnFLOPs) Total() float64 { return f.Proj + f.Scores + f.Mix + f.Softmax }
 
-// attnTimer is one layers.MultiHeadAttention compiled for forward+backward
-// passes.
-type attnTimer struct {
-	vm G.VM
-}
-
-// newAttnTimer builds one layers.MultiHeadAttention (float32, biases, no
-// mask) of width d with h heads over a random input (b, s, d), its cost
-// sum(out²) differentiated with respect to its parameters, and runs it once
-// untimed.
-func newAttnTimer(b, s, d, h int, seed int64) (*attnTimer, error) {
-	g := G.NewGraph()
-	sc, err := layers.NewScope(g, tensor.Float32, uint64(seed))
-	if err != nil {
-		return nil, err
-	}
-	attn, err := layers.NewMultiHeadAttention(sc.Sub("attn"), layers.AttentionConfig{Dim: d, Heads: h, Bias: true})
-	if err != nil {
-		return nil, err
-	}
-	rng := rand.New(rand.NewSource(seed))
-	xs := make([]float32, b*s*d)
-	for i := range xs {
-		xs[i] = float32(rng.NormFloat64())
-	}
-	x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(b, s, d), G.WithName("x"),
-		G.WithValue(tensor.New(tensor.WithShape(b, s, d), tensor.WithBacking(xs))))
-	out, _, err := attn.Forward(x, x, x, nil)
-	if err != nil {
-		return nil, err
-	}
-	sq, err := G.Square(out)
-	if err != nil {
-		return nil, err
-	}
-	cost, err := G.Sum(sq)
-	if err != nil {
-		return nil, err
-	}
-	params := graph.Nodes(attn.Params())
-	if _, err := G.Grad(cost, params...); err != nil {
-		return nil, err
-	}
-	vm, err := graph.NewMachine(g, G.BindDualValues(params...))
-	if err != nil {
-		return nil, err
-	}
-	t := &attnTimer{vm: vm}
-	if _, err := t.pass(); err != nil {
-		vm.Close()
-		return nil, err
-	}
-	return t, nil
-}
-
-// pass times one forward+backward pass.
-func (t *attnTimer) pass() (time.Duration, error) {
-	start := time.Now()
-	err := t.vm.RunAll()
-	d := time.Since(start)
-	t.vm.Reset()
-	return d, err
-}
-
 // timeHeads returns the median time of reps forward+backward passes of the
 // attention layer at each of heads; the layers take turns, a pass each per
 // round, so that a change of load on a shared machine falls on all alike.
-func timeHeads(b, s, d int, heads []int, reps int, seed int64) ([]time.Duration, error) {
-	timers := make([]*attnTimer, len(heads))
+func timeHeads(b, s, d int, heads []int, reps int) ([]time.Duration, error) {
+	timers := make([]*attncost.Layer, len(heads))
 	defer func() {
 		for _, t := range timers {
 			if t != nil {
-				t.vm.Close()
+				t.Close()
 			}
 		}
 	}()
 	for i, h := range heads {
 		var err error
-		if timers[i], err = newAttnTimer(b, s, d, h, seed); err != nil {
+		if timers[i], err = attncost.New(attncost.Config{Seq: s, Batch: b, Heads: h, HeadDim: d / h, Bias: true}); err != nil {
+			return nil, err
+		}
+		if _, _, err := timers[i].Pass(); err != nil { // warm-up, untimed
 			return nil, err
 		}
 	}
 	times := make([][]time.Duration, len(heads))
 	for range reps {
 		for i, t := range timers {
-			dt, err := t.pass()
+			dt, _, err := t.Pass()
 			if err != nil {
 				return nil, err
 			}
@@ -327,7 +261,7 @@ func multiheadCost(o Options) (Result, error) {
 	}
 
 	// (a) Cost against H at fixed D.
-	times, err := timeHeads(b, s, d, heads, reps, o.Seed)
+	times, err := timeHeads(b, s, d, heads, reps)
 	if err != nil {
 		return r, err
 	}
