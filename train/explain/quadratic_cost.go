@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/attncost"
@@ -18,8 +19,8 @@ func costSizes(o Options) map[layers.AttentionImpl][]int {
 	}
 	return map[layers.AttentionImpl][]int{
 		layers.AttentionComposed: {256, 512, 1024},
-		layers.AttentionFused:    {256, 512, 1024, 2048},
-		layers.AttentionFlash:    {256, 512, 1024, 2048},
+		layers.AttentionFused:    {256, 512, 1024, 2048, 4096},
+		layers.AttentionFlash:    {256, 512, 1024, 2048, 4096},
 	}
 }
 
@@ -103,6 +104,15 @@ func quadraticCost(o Options) (Result, error) {
 	c, f, fl := slopes[layers.AttentionComposed], slopes[layers.AttentionFused], slopes[layers.AttentionFlash]
 	r.Why = fmt.Sprintf("log-log slopes over the largest n, CPU time and memory: composed %.2f and %.2f, fused %.2f and %.2f (quadratic: in [%.1f, %.1f) for both); flash %.2f and %.2f (time quadratic, memory linear: in [%.1f, %.1f))",
 		c.time, c.memory, f.time, f.memory, quadTime[0], quadTime[1], fl.time, fl.memory, linMemory[0], linMemory[1])
+	var failed []string
+	for i, name := range []string{"composed", "fused", "flash"} {
+		if !parts[i] {
+			failed = append(failed, name)
+		}
+	}
+	if len(failed) > 0 {
+		r.Why += fmt.Sprintf("; outside those ranges: %s", strings.Join(failed, ", "))
+	}
 	return r, nil
 }
 

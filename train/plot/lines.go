@@ -78,6 +78,9 @@ func (pn Panel) plot() (*gplot.Plot, error) {
 	if pn.LogY {
 		p.Y.Scale, p.Y.Tick.Marker = gplot.LogScale{}, logTicker{}
 	}
+	if !pn.LogX && wholeX(pn.Series) {
+		p.X.Tick.Marker = linearTicker{} // heads, layers, steps: no 0.5
+	}
 	var all []plotter.XYs
 	for i, s := range pn.Series {
 		if len(s.X) == 0 || len(s.X) != len(s.Y) {
@@ -109,6 +112,18 @@ func (pn Panel) plot() (*gplot.Plot, error) {
 	}
 	placeLegend(p, []legendCorner{topRight, topLeft, bottomRight, bottomLeft}, all...)
 	return p, nil
+}
+
+// wholeX reports whether every x of series is a whole number.
+func wholeX(series []Series) bool {
+	for _, s := range series {
+		for _, x := range s.X {
+			if x != math.Trunc(x) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // widenNarrow widens a linear axis whose range is within rounding of one
