@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/qkv-dev/qkv/train/explain"
 )
@@ -42,11 +43,15 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	}
 	for i, id := range ids {
 		if progress {
-			fmt.Fprintf(stderr, "[%d/%d] %s\n", i+1, len(ids), id)
+			fmt.Fprintf(stderr, "[%d/%d] %s ...\n", i+1, len(ids), id)
 		}
+		start := time.Now()
 		r, err := explain.Run(id, explain.Options{Small: *small, Seed: *seed, Plots: *plots})
 		if err != nil {
 			return err
+		}
+		if progress { // the claims that train a model take tens of seconds
+			fmt.Fprintf(stderr, "[%d/%d] %s: %s (%.1f s)\n", i+1, len(ids), id, r.Verdict, time.Since(start).Seconds())
 		}
 		if *asJSON {
 			if err := json.NewEncoder(stdout).Encode(r); err != nil {
