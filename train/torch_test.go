@@ -166,6 +166,13 @@ func torchRun(t *testing.T, py, dir string, input map[string]any) ([]float64, []
 	return flat, res.Shape
 }
 
+// withScale is c with the attention scale s, which torchref reads from
+// config.json's model.attn_scale.
+func withScale(c layers.StackConfig, s layers.AttentionScale) layers.StackConfig {
+	c.AttnScale = s
+	return c
+}
+
 func TestTorchReferenceLogits(t *testing.T) {
 	py := torchPython(t)
 	preLN := layers.StackConfig{Dim: 16, Heads: 2, Layers: 2, Hidden: 32,
@@ -176,6 +183,8 @@ func TestTorchReferenceLogits(t *testing.T) {
 		Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true}
 	variants := []torchVariant{
 		{"float64/pre-LN/learned/gelu/bias", "float64", 1e-9, preLN},
+		{"float64/pre-LN/learned/gelu/bias/attn_scale-dmodel", "float64", 1e-9, withScale(preLN, layers.ScaleDModel)},
+		{"float64/post-LN/sinusoidal/relu/no-bias/attn_scale-none", "float64", 1e-9, withScale(postLN, layers.ScaleNone)},
 		{"float32/pre-LN/learned/gelu/bias", "float32", 1e-4, preLN},
 		{"float64/post-LN/sinusoidal/relu/no-bias", "float64", 1e-9, postLN},
 		{"float32/post-LN/sinusoidal/relu/no-bias", "float32", 1e-4, postLN},
@@ -274,6 +283,8 @@ func TestTorchReferenceEncDecLogits(t *testing.T) {
 		Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true}
 	variants := []torchVariant{
 		{"float64/pre-LN/learned/gelu/bias", "float64", 1e-12, preLN},
+		{"float64/pre-LN/learned/gelu/bias/attn_scale-dmodel", "float64", 1e-12, withScale(preLN, layers.ScaleDModel)},
+		{"float64/post-LN/sinusoidal/relu/no-bias/attn_scale-none", "float64", 1e-12, withScale(postLN, layers.ScaleNone)},
 		{"float32/pre-LN/learned/gelu/bias", "float32", 1e-5, preLN},
 		{"float64/post-LN/sinusoidal/relu/no-bias", "float64", 1e-12, postLN},
 		{"float32/post-LN/sinusoidal/relu/no-bias", "float32", 1e-5, postLN},
