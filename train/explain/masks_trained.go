@@ -23,6 +23,22 @@ func sortConfig(o Options, arch config.Arch) config.Config {
 	return cfg
 }
 
+// trainedSort trains the default sort model of arch and returns the run,
+// the task and the first maskRows examples of its held-out set.
+func trainedSort(o Options, arch config.Arch) (*trainedRun, data.Task, []data.Example, error) {
+	cfg := sortConfig(o, arch)
+	run, err := trainModel(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	task, test, err := heldOut(cfg)
+	if err != nil {
+		run.Close()
+		return nil, nil, nil, err
+	}
+	return run, task, test[:min(maskRows, len(test))], nil
+}
+
 // rowDiffs returns, for logits a and b of shape (rows, n, v), the largest
 // difference at each (row, position), row-major.
 func rowDiffs(a, b []float64, rows, n, v int) []float64 {
@@ -80,18 +96,13 @@ type causalTrained struct {
 // trainedCausal trains the default sort decoder and measures causalTrained.
 func trainedCausal(o Options) (causalTrained, error) {
 	var c causalTrained
-	cfg := sortConfig(o, config.ArchDecoder)
-	run, err := trainModel(cfg)
+	run, task, test, err := trainedSort(o, config.ArchDecoder)
 	if err != nil {
 		return c, err
 	}
 	defer run.Close()
 	c.Exact, c.Steps = run.Summary.ExactMatch, run.Summary.Steps
-	task, test, err := heldOut(cfg)
-	if err != nil {
-		return c, err
-	}
-	rows := min(maskRows, len(test))
+	rows := len(test)
 	m, err := run.decoder(rows)
 	if err != nil {
 		return c, err
@@ -168,18 +179,13 @@ type paddingTrained struct {
 // paddingTrained.
 func trainedPadding(o Options) (paddingTrained, error) {
 	var p paddingTrained
-	cfg := sortConfig(o, config.ArchEncDec)
-	run, err := trainModel(cfg)
+	run, task, test, err := trainedSort(o, config.ArchEncDec)
 	if err != nil {
 		return p, err
 	}
 	defer run.Close()
 	p.Exact, p.Steps = run.Summary.ExactMatch, run.Summary.Steps
-	task, test, err := heldOut(cfg)
-	if err != nil {
-		return p, err
-	}
-	rows := min(maskRows, len(test))
+	rows := len(test)
 	m, err := run.encDec(rows)
 	if err != nil {
 		return p, err
