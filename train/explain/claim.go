@@ -147,6 +147,15 @@ func constant(g *G.ExprGraph, name string, data []float64, shape ...int) *G.Node
 		G.WithValue(tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))))
 }
 
+// randomScores adds to g the scores q·kᵀ of rows unit-normal queries
+// against keys unit-normal keys of width dk, by gorgonia's matmul as the
+// composed attention computes them: (rows, keys).
+func randomScores(g *G.ExprGraph, rng *rand.Rand, rows, keys, dk int) (*G.Node, error) {
+	q := constant(g, "q", normal(rng, rows*dk), rows, dk)
+	kt := constant(g, "kT", normal(rng, dk*keys), dk, keys)
+	return G.Mul(q, kt)
+}
+
 // run runs g once and returns the float64 values of nodes.
 func run(g *G.ExprGraph, nodes ...*G.Node) ([][]float64, error) {
 	vals := make([]G.Value, len(nodes))

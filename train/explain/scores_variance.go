@@ -7,6 +7,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train/plot"
 )
 
@@ -30,13 +31,11 @@ func scoresVariance(o Options) (Result, error) {
 	raws, normed := plot.Series{Name: "Var(q·k)"}, plot.Series{Name: "Var(q·k / sqrt(d_k))"}
 	for _, dk := range dks {
 		g := G.NewGraph()
-		q := constant(g, "q", normal(rng, n*dk), n, dk)
-		kt := constant(g, "kT", normal(rng, dk*n), dk, n)
-		s, err := G.Mul(q, kt)
+		s, err := randomScores(g, rng, n, n, dk)
 		if err != nil {
 			return r, err
 		}
-		scaled, err := G.Mul(s, G.NewConstant(1/math.Sqrt(float64(dk))))
+		scaled, err := graph.Scale(s, 1/math.Sqrt(float64(dk)))
 		if err != nil {
 			return r, err
 		}

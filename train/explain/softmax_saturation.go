@@ -37,9 +37,7 @@ func softmaxSaturation(o Options) (Result, error) {
 	}
 	for _, dk := range dks {
 		g := G.NewGraph()
-		q := constant(g, "q", normal(rng, rows*dk), rows, dk)
-		kt := constant(g, "kT", normal(rng, dk*keys), dk, keys)
-		s, err := G.Mul(q, kt)
+		s, err := randomScores(g, rng, rows, keys, dk)
 		if err != nil {
 			return r, err
 		}
