@@ -78,8 +78,11 @@ func (pn Panel) plot() (*gplot.Plot, error) {
 	if pn.LogY {
 		p.Y.Scale, p.Y.Tick.Marker = gplot.LogScale{}, logTicker{}
 	}
-	if !pn.LogX && wholeX(pn.Series) {
+	switch {
+	case !pn.LogX && wholeX(pn.Series):
 		p.X.Tick.Marker = linearTicker{} // heads, layers, steps: no 0.5
+	case pn.LogX && powersOfTwoX(pn.Series):
+		p.X.Tick.Marker = pow2Ticker{} // H = 1, 2, 4, 8; n = 256 … 4096
 	}
 	var all []plotter.XYs
 	for i, s := range pn.Series {
@@ -110,7 +113,14 @@ func (pn Panel) plot() (*gplot.Plot, error) {
 	for _, ax := range []*gplot.Axis{&p.X, &p.Y} {
 		widenNarrow(ax)
 	}
-	placeLegend(p, []legendCorner{topRight, topLeft, bottomRight, bottomLeft}, all...)
+	corners := []legendCorner{topRight, topLeft, bottomRight, bottomLeft}
+	if placeLegend(p, corners, all...) > 0 && !pn.LogY {
+		// Every corner has data under it: raise the top of the linear y
+		// axis so that the legend sits above the lines. (A log axis
+		// spanning many decades would need a range it has no use for.)
+		p.Y.Max += (0.1 + 0.12*float64(len(pn.Series))) * (p.Y.Max - p.Y.Min) // a line of legend a series
+		placeLegend(p, corners[:2], all...)
+	}
 	return p, nil
 }
 
@@ -119,6 +129,18 @@ func wholeX(series []Series) bool {
 	for _, s := range series {
 		for _, x := range s.X {
 			if x != math.Trunc(x) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// powersOfTwoX reports whether every x of series is a power of two.
+func powersOfTwoX(series []Series) bool {
+	for _, s := range series {
+		for _, x := range s.X {
+			if frac, _ := math.Frexp(x); frac != 0.5 {
 				return false
 			}
 		}

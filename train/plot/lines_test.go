@@ -64,3 +64,32 @@ func TestLinesFlat(t *testing.T) {
 	}
 	checkPNG(t, path, 0, 0)
 }
+
+// A panel whose lines cross every corner gets headroom above them for its
+// legend; one with a free corner keeps its range.
+func TestLinesLegendHeadroom(t *testing.T) {
+	crowded := Panel{Series: []Series{
+		{Name: "high", X: []float64{1, 2, 3, 4, 5}, Y: []float64{9, 9.5, 9, 9, 9.2}},
+		{Name: "zero", X: []float64{1, 2, 3, 4, 5}, Y: []float64{0, 0, 0, 0, 0}},
+	}}
+	p, err := crowded.plot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Y.Max <= 9.5*1.2 {
+		t.Errorf("crowded panel: y axis ends at %v, want headroom above 9.5", p.Y.Max)
+	}
+	free := Panel{Series: []Series{{Name: "rise", X: []float64{1, 2, 3, 4, 5}, Y: []float64{0, 1, 2, 3, 4}}}}
+	if p, err = free.plot(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Y.Max != 4 {
+		t.Errorf("panel with a free corner: y axis ends at %v, want 4", p.Y.Max)
+	}
+}
+
+func TestPowersOfTwoX(t *testing.T) {
+	if !powersOfTwoX([]Series{{X: []float64{1, 2, 4, 8, 4096}}}) || powersOfTwoX([]Series{{X: []float64{1, 3}}}) {
+		t.Error("powersOfTwoX: {1 2 4 8 4096} must be, {1 3} must not be")
+	}
+}

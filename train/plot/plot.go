@@ -340,9 +340,10 @@ var (
 )
 
 // placeLegend puts p's legend in the corner of the data area that the data
-// in series crosses least, preferring corners in the order of prefs. The
-// axis ranges of p must be set.
-func placeLegend(p *plot.Plot, prefs []legendCorner, series ...plotter.XYs) {
+// in series crosses least, preferring corners in the order of prefs, and
+// returns how much data crosses it (0: none). The axis ranges of p must be
+// set.
+func placeLegend(p *plot.Plot, prefs []legendCorner, series ...plotter.XYs) int {
 	// The legend covers roughly this fraction of the data area.
 	const fx, fy = 0.3, 0.25
 	hits := func(c legendCorner) int {
@@ -388,6 +389,7 @@ func placeLegend(p *plot.Plot, prefs []legendCorner, series ...plotter.XYs) {
 	if !best.top {
 		p.Legend.YOffs = px(6)
 	}
+	return bestHits
 }
 
 // unitTicks returns ticks for a 0..1 axis: labelled every 0.2, minor every 0.1.
