@@ -52,6 +52,10 @@ type EncDecConfig struct {
 	// AttnScale is the factor of every attention's scores, cross-attention
 	// included: ScaleDK (the default for ""), ScaleDModel or ScaleNone.
 	AttnScale AttentionScale `json:"attn_scale,omitempty"`
+	// CausalEncoder makes the encoder's self-attention causal (see
+	// StackConfig.CausalEncoder); the decoder's is causal either way, its
+	// cross-attention never.
+	CausalEncoder bool `json:"causal_encoder,omitempty"`
 }
 
 // encoderConfig is the configuration of the encoder half.
@@ -60,6 +64,7 @@ func (c EncDecConfig) encoderConfig() StackConfig {
 		Vocab: c.SrcVocab, MaxLen: c.SrcMaxLen, Dim: c.Dim, Heads: c.Heads, Layers: c.EncLayers, Hidden: c.Hidden,
 		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
+		CausalEncoder: c.CausalEncoder,
 	}
 }
 

@@ -101,6 +101,11 @@ func TestEncDecGradients(t *testing.T) {
 			c.Dropout, c.AttnDropout = 0.1, 0.15
 			return c
 		}()},
+		{"pre-LN causal encoder", func() EncDecConfig {
+			c := smallEncDec
+			c.CausalEncoder = true
+			return c
+		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if testing.Short() && i > 0 {
@@ -339,6 +344,67 @@ func TestEncDecProperties(t *testing.T) {
 	}
 }
 
+// TestCausalEncoder: with CausalEncoder every encoder weight after its
+// query's position or on source padding is exactly 0 and each real row sums
+// to 1 over the keys it may see, under both implementations that form the
+// weights; the same model with a bidirectional encoder does weigh keys
+// after the query, so the check can fail. A decoder refuses the option.
+func TestCausalEncoder(t *testing.T) {
+	dec := StackConfig{Vocab: 5, MaxLen: 4, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, CausalEncoder: true}
+	if _, err := NewDecoder(newScope(t, tensor.Float64, 1), dec); err == nil || !strings.Contains(err.Error(), "CausalEncoder") {
+		t.Errorf("NewDecoder with CausalEncoder: error %v, want one naming CausalEncoder", err)
+	}
+	for _, impl := range []AttentionImpl{AttentionFused, AttentionComposed} {
+		for _, causal := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/causal=%v", impl, causal), func(t *testing.T) {
+				cfg := smallEncDec
+				cfg.EncLayers, cfg.Attention, cfg.CausalEncoder = 2, impl, causal
+				md := buildEncDec(t, cfg, padded, 5)
+				perturb(t, md.m.Params(), newRand(78))
+				w := newRunner(t, md.attn.Encoder).run(t, func() error {
+					return md.in.Set(padded.src, padded.srcLengths, padded.tgt, padded.tgtLengths)
+				})
+				ss, ahead, worst := padded.ss, 0.0, 0.0
+				for l, wl := range w {
+					for b := 0; b < padded.b; b++ {
+						for h := 0; h < cfg.Heads; h++ {
+							for i := 0; i < ss; i++ {
+								row := wl[((b*cfg.Heads+h)*ss+i)*ss:][:ss]
+								var sum float64
+								for j, p := range row {
+									switch {
+									case j >= padded.srcLengths[b]:
+										if p != 0 {
+											t.Errorf("layer %d (b=%d, h=%d, i=%d): weight %v on padded key %d", l, b, h, i, p, j)
+										}
+									case j > i:
+										ahead = math.Max(ahead, p)
+										sum += p
+									default:
+										sum += p
+									}
+								}
+								if i < padded.srcLengths[b] {
+									worst = math.Max(worst, math.Abs(sum-1))
+								}
+							}
+						}
+					}
+				}
+				if worst > 1e-14 {
+					t.Errorf("encoder rows sum to 1 within %.3g over their visible keys, want 1e-14", worst)
+				}
+				switch {
+				case causal && ahead != 0:
+					t.Errorf("causal encoder: weight %v on a key after its query", ahead)
+				case !causal && !(ahead > 1e-3):
+					t.Errorf("bidirectional encoder: largest weight after the query %v, want it to reach ahead", ahead)
+				}
+			})
+		}
+	}
+}
+
 // TestEncDecImplementationsAgree builds the same model (same seed, same
 // perturbed parameters) with fused, composed and flash attention: the
 // logits agree within 1e-12 in float64, fused and composed return the same
@@ -352,6 +418,11 @@ func TestEncDecImplementationsAgree(t *testing.T) {
 		{"post-LN gelu 2+2 layers", func() EncDecConfig {
 			c := smallEncDec
 			c.PostLN, c.Activation, c.EncLayers, c.DecLayers = true, ActivationGELU, 2, 2
+			return c
+		}()},
+		{"pre-LN causal encoder 2+1 layers", func() EncDecConfig {
+			c := smallEncDec
+			c.EncLayers, c.CausalEncoder = 2, true
 			return c
 		}()},
 	} {

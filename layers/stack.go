@@ -42,6 +42,16 @@ type StackConfig struct {
 	// ScaleNone (1). Unlike Attention it changes the function the
 	// parameters compute. Absent from config.json for the default.
 	AttnScale AttentionScale `json:"attn_scale,omitempty"`
+	// CausalEncoder makes an Encoder's self-attention causal, as a
+	// decoder's is: source position i reads positions j <= i only. A
+	// bidirectional encoder (the default, Vaswani et al.'s) starts out
+	// averaging every position into every other, so nothing ties a token to
+	// its neighbour; a causal one starts out tying each position to the few
+	// before it, the first ones most. Multi-query recall needs exactly that
+	// tie (a value to its key) and is learned with it where a bidirectional
+	// encoder stalls (README). A decoder is causal already and refuses it;
+	// absent from config.json when false.
+	CausalEncoder bool `json:"causal_encoder,omitempty"`
 }
 
 // stack is what Decoder and Encoder share: embeddings, blocks, final norm.
@@ -94,6 +104,9 @@ func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
 	}
 	if err := checkRate("Dropout", c.Dropout); err != nil {
 		return 0, fmt.Errorf("layers: %s: %w", kind, err)
+	}
+	if c.CausalEncoder && kind == "decoder" {
+		return 0, configErrorf("layers: decoder: CausalEncoder is set, but it is for encoders: a decoder is causal already")
 	}
 	emb := EmbeddingConfig{Vocab: c.Vocab, Dim: c.Dim}
 	if err := emb.validate(sub("tok_emb")); err != nil {
@@ -483,7 +496,8 @@ func (d *Decoder) Dropouts() []*graph.Dropout {
 }
 
 // Encoder is a bidirectional stack: every position attends to every key that
-// the padding mask allows.
+// the padding mask allows; with StackConfig.CausalEncoder, to the allowed
+// keys up to its own position.
 //
 // Its configuration is fixed when it is built: Config returns a copy, and
 // TokenEmbedding, Positions, Blocks and FinalNorm return its layers.
@@ -535,7 +549,7 @@ func (e *Encoder) FinalNorm() *LayerNorm {
 
 // NewEncoder returns an encoder in scope s.
 func NewEncoder(s *Scope, cfg StackConfig) (*Encoder, error) {
-	st, err := newStack(s, "encoder", cfg, false)
+	st, err := newStack(s, "encoder", cfg, cfg.CausalEncoder)
 	if err != nil {
 		return nil, err
 	}

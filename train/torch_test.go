@@ -173,6 +173,13 @@ func withScale(c layers.StackConfig, s layers.AttentionScale) layers.StackConfig
 	return c
 }
 
+// causalEncoder is c with a causal encoder, which torchref reads from
+// config.json's model.causal_encoder.
+func causalEncoder(c layers.StackConfig) layers.StackConfig {
+	c.CausalEncoder = true
+	return c
+}
+
 func TestTorchReferenceLogits(t *testing.T) {
 	py := torchPython(t)
 	preLN := layers.StackConfig{Dim: 16, Heads: 2, Layers: 2, Hidden: 32,
@@ -289,6 +296,8 @@ func TestTorchReferenceEncDecLogits(t *testing.T) {
 		{"float64/post-LN/sinusoidal/relu/no-bias", "float64", 1e-12, postLN},
 		{"float32/post-LN/sinusoidal/relu/no-bias", "float32", 1e-5, postLN},
 		{"float64/pre-LN/no-positions/gelu/bias", "float64", 1e-12, noPos},
+		{"float64/pre-LN/learned/gelu/bias/causal-encoder", "float64", 1e-12, causalEncoder(preLN)},
+		{"float32/post-LN/sinusoidal/relu/no-bias/causal-encoder", "float32", 1e-5, causalEncoder(postLN)},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {

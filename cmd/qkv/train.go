@@ -147,6 +147,7 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.Var(kindFlag[layers.AttentionImpl]{&m.Attention}, "attention", "how attention is computed: composed, fused (default) or flash; checkpoints run under any")
 	fs.Var(scaleFlag{&m.AttnScale}, "attn-scale", "factor of the attention scores: dk (1/sqrt(dim/heads), the default), dmodel (1/sqrt(dim)) or none (1); a checkpoint keeps its scale")
 	fs.Var(kindFlag[layers.PositionsKind]{&m.Positions}, "positions", "positional encoding: learned, sinusoidal or none")
+	fs.BoolVar(&m.CausalEncoder, "causal-encoder", m.CausalEncoder, "with --arch encdec, a causal encoder: source position i reads positions up to i only (what multi-query recall needs to be learned; see README)")
 	fs.BoolVar(&m.PostLN, "post-ln", m.PostLN, "post-LN blocks instead of pre-LN")
 	fs.Float64Var(&m.Dropout, "dropout", m.Dropout, "dropout on embeddings and sublayer outputs")
 	fs.Float64Var(&m.AttnDropout, "attn-dropout", m.AttnDropout, "dropout on attention weights")

@@ -38,6 +38,7 @@ var fieldFlags = map[string]string{
 	"model.attn_dropout":     "attn-dropout",
 	"model.attention":        "attention",
 	"model.attn_scale":       "attn-scale",
+	"model.causal_encoder":   "causal-encoder",
 	"arch":                   "arch",
 	"dtype":                  "dtype",
 	"seed":                   "seed",

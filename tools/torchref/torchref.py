@@ -41,7 +41,8 @@ docs); the points where a reader might guess differently:
     it): both halves have the task's vocab and max_len and model.layers
     blocks, and their own embeddings and positions (enc.*, dec.*). The
     encoder's blocks are the decoder-only blocks without the causal mask:
-    source key padding only. Each decoder block runs causal self-attention
+    source key padding only (model.causal_encoder true: the causal mask as
+    well). Each decoder block runs causal self-attention
     with target key padding (self_attn, ln1), cross-attention with queries
     from the decoder's states and keys and values from the encoder's output,
     source key padding (cross_attn, ln2), then the feed-forward (ff, ln3).
@@ -302,17 +303,22 @@ def key_allow(lengths, sq, sk):
 
 class Encoder(nn.Module):
     """The decoder-only stack's blocks without the causal mask: every source
-    position sees every real source key. Pre-LN ends with ln_f."""
+    position sees every real source key; with model.causal_encoder, the real
+    keys up to its own position. Pre-LN ends with ln_f."""
 
     def __init__(self, m, vocab, max_len):
         super().__init__()
         embed_init(self, m, vocab, max_len)
         self.blocks = nn.ModuleList(Block(m) for _ in range(m["layers"]))
         self.ln_f = None if m.get("post_ln") else nn.LayerNorm(m["dim"], eps=1e-5)
+        self.causal = bool(m.get("causal_encoder"))
 
     def forward(self, ids, lengths):
         s = ids.shape[1]
         allow = key_allow(lengths, s, s)
+        if self.causal:
+            j = torch.arange(s)
+            allow = allow & (j.unsqueeze(0) <= j.unsqueeze(1)).unsqueeze(0)  # key j <= query i
         x = embed(self, ids, "source")
         for blk in self.blocks:
             x = blk(x, allow)

@@ -309,6 +309,10 @@ func (c Config) Validate() error {
 	default:
 		return cfgErr("model.attention", "unknown attention %q: want %q, %q or %q", m.Attention, layers.AttentionComposed, layers.AttentionFused, layers.AttentionFlash)
 	}
+	if m.CausalEncoder && c.Arch != ArchEncDec {
+		return &Error{Field: "model.causal_encoder", With: []string{"arch"},
+			Problem: fmt.Sprintf("is for arch %q, got arch %q: a decoder-only model has no encoder, and its attention is causal already", ArchEncDec, c.ArchOrDefault())}
+	}
 	switch m.AttnScale {
 	case "", layers.ScaleDK, layers.ScaleDModel, layers.ScaleNone:
 	default:
@@ -455,6 +459,7 @@ func (c Config) EncDec() layers.EncDecConfig {
 		Dim: m.Dim, Heads: m.Heads, Hidden: m.Hidden, EncLayers: m.Layers, DecLayers: m.Layers,
 		Activation: m.Activation, Positions: m.Positions, PostLN: m.PostLN, Bias: m.Bias,
 		Dropout: m.Dropout, AttnDropout: m.AttnDropout, Attention: m.Attention, AttnScale: m.AttnScale,
+		CausalEncoder: m.CausalEncoder,
 	}
 }
 
