@@ -277,9 +277,14 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Only the decoder's self-attention is masked within the real tokens:
-	// padding, which the others hide, is not drawn.
+	// The decoder's self-attention is masked within the real tokens, and
+	// the encoder's too when it is causal: padding, which the others hide,
+	// is not drawn.
 	causal := plot.CausalHidden(len(tgt))
+	var encHidden [][]bool
+	if l.cfg.Model.CausalEncoder {
+		encHidden = plot.CausalHidden(len(srcIDs))
+	}
 	kinds := []struct {
 		name    string
 		maps    infer.Maps
@@ -287,7 +292,7 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 		keys    []string
 		hidden  [][]bool
 	}{
-		{"encoder", got[0].Encoder, vocab.Labels(srcIDs), vocab.Labels(srcIDs), nil},
+		{"encoder", got[0].Encoder, vocab.Labels(srcIDs), vocab.Labels(srcIDs), encHidden},
 		{"decoder", got[0].DecoderSelf, vocab.Labels(tgt), vocab.Labels(tgt), causal},
 		{"cross", got[0].Cross, vocab.Labels(tgt), vocab.Labels(srcIDs), nil},
 	}
