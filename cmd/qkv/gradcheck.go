@@ -24,6 +24,9 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Hidden, "hidden", cfg.Hidden, fmt.Sprintf("feed-forward width (at most %d)", gradcheckMaxHidden))
 	fs.Var(kindFlag[layers.Activation]{&cfg.Activation}, "activation", "relu or gelu")
 	fs.BoolVar(&cfg.PostLN, "post-ln", cfg.PostLN, "post-LN blocks")
+	fs.Var(kindFlag[layers.AttentionImpl]{&cfg.Attention}, "attention", "attention whose gradient is checked: composed (gorgonia's autodiff), fused (default) or flash (both hand-written backward passes)")
+	fs.Var(scaleFlag{&cfg.AttnScale}, "attn-scale", "factor of the attention scores: dk (default), dmodel or none")
+	fs.Var(kindFlag[layers.PositionsKind]{&cfg.Positions}, "positions", "positional encoding: learned (default), sinusoidal or none")
 	batch := fs.Int("batch", 2, fmt.Sprintf("sequences (at most %d)", gradcheckMaxBatch))
 	seed := fs.Uint64("seed", 1, "seed of weights and data")
 	tol := fs.Float64("tol", 1e-6, "largest norm-relative error that passes (finite, > 0)")
@@ -33,6 +36,7 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	if err := checkGradcheck(cfg, *batch, *tol); err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "checking %s\n", describeGradcheck(cfg, *batch))
 	report, err := gradcheckDecoder(cfg, *batch, *seed, gradcheckProgress(stderr))
 	if err != nil {
 		return err
@@ -44,6 +48,35 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "ok: every gradient within %.1e (worst %s, %.3e)\n", *tol, worst.Name, worst.Rel)
 	return nil
+}
+
+// describeGradcheck names the model a gradcheck differentiates, so that a
+// reader of its report knows which attention and options it covered.
+func describeGradcheck(c layers.StackConfig, batch int) string {
+	norm := "pre-LN"
+	if c.PostLN {
+		norm = "post-LN"
+	}
+	impl, pos, scale := c.Attention, c.Positions, c.AttnScale
+	if impl == "" {
+		impl = layers.AttentionFused
+	}
+	if pos == "" {
+		pos = layers.PositionsLearned
+	}
+	if scale == "" {
+		scale = layers.ScaleDK
+	}
+	return fmt.Sprintf("a float64 decoder (%s, dim %d, %s, hidden %d, %s, %s): attention %s, scale %s, positions %s; batch %d",
+		plural(c.Layers, "block"), c.Dim, plural(c.Heads, "head"), c.Hidden, c.Activation, norm, impl, scale, pos, batch)
+}
+
+// plural is "1 block", "2 blocks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // gradcheckDecoder checks a float64 decoder with random weights (biases and
@@ -151,6 +184,21 @@ func checkGradcheck(cfg layers.StackConfig, batch int, tol float64) error {
 	}
 	if cfg.Activation != layers.ActivationReLU && cfg.Activation != layers.ActivationGELU {
 		return fmt.Errorf("%w: --activation: unknown activation %q: want %q or %q", errUsage, cfg.Activation, layers.ActivationReLU, layers.ActivationGELU)
+	}
+	if cfg.Attention != "" {
+		if _, err := layers.ParseAttentionImpl(string(cfg.Attention)); err != nil {
+			return fmt.Errorf("%w: --attention: %v", errUsage, err)
+		}
+	}
+	if cfg.AttnScale != "" {
+		if _, err := layers.ParseAttentionScale(string(cfg.AttnScale)); err != nil {
+			return fmt.Errorf("%w: --attn-scale: %v", errUsage, err)
+		}
+	}
+	if cfg.Positions != "" {
+		if _, err := layers.ParsePositionsKind(string(cfg.Positions)); err != nil {
+			return fmt.Errorf("%w: --positions: %v", errUsage, err)
+		}
 	}
 	if math.IsNaN(tol) || math.IsInf(tol, 0) || tol <= 0 {
 		return fmt.Errorf("%w: --tol: must be a finite number > 0, got %v", errUsage, tol)

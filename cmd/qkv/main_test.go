@@ -133,6 +133,28 @@ func TestGradcheckCommand(t *testing.T) {
 	}
 }
 
+// TestGradcheckAttentionFlags: gradcheck differentiates the attention and
+// options it is given, and says which at the top of its report; unknown
+// names exit 2 naming the flag.
+func TestGradcheckAttentionFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "attention fused, scale dk, positions learned"},
+		{[]string{"--attention", "flash", "--attn-scale", "dmodel", "--positions", "none"}, "attention flash, scale dmodel, positions none"},
+		{[]string{"--attention", "composed", "--attn-scale", "none", "--positions", "sinusoidal", "--post-ln"}, "post-LN): attention composed, scale none, positions sinusoidal"},
+	} {
+		code, out, stderr := qkv(append([]string{"gradcheck", "--layers", "1"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.want) || !strings.Contains(out, "ok: every gradient") {
+			t.Errorf("gradcheck %v: exit %d, want 0 and a report checking %q:\n%s%s", c.args, code, c.want, out, stderr)
+		}
+	}
+	for _, f := range []string{"attention", "attn-scale", "positions"} {
+		validationCase{[]string{"gradcheck", "--" + f, "bogus"}, 2, []string{"--" + f + ":", `"bogus"`}}.check(t)
+	}
+}
+
 // TestInterruptSavesAndResumes sends SIGINT to a qkv process that is
 // training (its own process, so that a signal arriving before the handler is
 // installed kills that process, not the tests): it must save a checkpoint,
