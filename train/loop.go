@@ -469,9 +469,12 @@ func (t *trainer) writeCheckpoint(wall float64) error {
 
 // restore loads the checkpoint in Out into the freshly built trainer.
 func (t *trainer) restore() error {
-	ck, _, err := config.LoadCheckpoint(t.opt.Out, nil)
+	ck, saved, err := config.LoadCheckpoint(t.opt.Out, nil)
 	if err != nil {
 		return err
+	}
+	if err := t.cfg.Continues(saved); err != nil {
+		return fmt.Errorf("train: resume %s: %w", t.opt.Out, err)
 	}
 	var st runState
 	if err := json.Unmarshal(ck.State, &st); err != nil {

@@ -307,3 +307,40 @@ func TestProgressShowsStoppingRule(t *testing.T) {
 		t.Errorf("the bar does not end at the step the run stopped at, %s):\n%q", w, out)
 	}
 }
+
+// TestResumeRefusesAnotherRun: Run with Resume refuses a configuration that
+// trains something other than the checkpoint's (here another learning
+// rate, which fits the same tensors), naming the field, and leaves the
+// checkpoint as it was; a longer --steps continues.
+func TestResumeRefusesAnotherRun(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Steps, cfg.EvalEvery, cfg.Warmup = 4, 2, 0
+	dir := t.TempDir()
+	if _, err := Run(context.Background(), cfg, Options{Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(checkpoint.File(dir, checkpoint.ModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := cfg
+	other.LR *= 2
+	other.Steps = 6
+	_, err = Run(context.Background(), other, Options{Out: dir, Resume: true})
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Field != "lr" || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("resume with another lr: %v, want a *config.Error on lr naming %s", err, dir)
+	}
+	after, err := os.ReadFile(checkpoint.File(dir, checkpoint.ModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("the refused resume changed the checkpoint")
+	}
+	longer := cfg
+	longer.Steps = 6
+	if sum, err := Run(context.Background(), longer, Options{Out: dir, Resume: true}); err != nil || sum.Steps != 6 {
+		t.Errorf("resume to 6 steps: %v, %+v", err, sum)
+	}
+}
