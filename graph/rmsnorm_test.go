@@ -53,6 +53,10 @@ func rmsCases() []rmsCase {
 	}
 }
 
+// rmsBig are the benchmark's sizes, large enough that the rows (and the
+// sums of dgain) are split over several blocks and goroutines.
+var rmsBig = []rmsCase{{tensor.Shape{12, 64, 128}, 4, 0}, {tensor.Shape{12, 64, 128}, 1, 0}}
+
 // rmsEval runs HeadRMSNorm of dtype dt and, if dy is not nil, the gradients
 // of sum(y ⊙ dy) with respect to x and gain.
 func rmsEval(t *testing.T, dt tensor.Dtype, c rmsCase, xv, gv, dy []float64) (y, dx, dgain []float64) {
@@ -76,7 +80,7 @@ func rmsEval(t *testing.T, dt tensor.Dtype, c rmsCase, xv, gv, dy []float64) (y,
 	if dy == nil {
 		return eval(t, nil, out)[0], nil, nil
 	}
-	cost := must(t)(G.Sum(must(t)(G.HadamardProd(out, valued(g, dt, c.shape, dy, "dy")))))
+	cost := qkMust(t)(G.Sum(qkMust(t)(G.HadamardProd(out, valued(g, dt, c.shape, dy, "dy")))))
 	grads, err := G.Grad(cost, x, gain)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +99,7 @@ func (c rmsCase) epsOrDefault() float64 {
 // RMSNorm and HeadRMSNorm equal the loops in float64 to 1e-12 and in float32
 // to float32's precision, against the reference and against the float64 op.
 func TestRMSNormMatchesLoops(t *testing.T) {
-	for i, c := range rmsCases() {
+	for i, c := range append(rmsCases(), rmsBig...) {
 		t.Run(c.String(), func(t *testing.T) {
 			rng := newRand(uint64(30 + i))
 			x := uniform(rng, c.shape.TotalSize(), -3, 3)
@@ -136,7 +140,7 @@ func TestRMSNormReferenceCatchesMistakes(t *testing.T) {
 		"whole last axis": rmsNormRef(x, gain2, c.eps),
 		"variance":        rmsNormRef(centred, gain, c.eps),
 	} {
-		if d := maxAbsDiff(got, want); d < 0.05 {
+		if d := qkMaxDiff(got, want); d < 0.05 {
 			t.Errorf("the op is within %.3g of the reference over the %s", d, name)
 		}
 	}
@@ -153,9 +157,9 @@ func TestHeadRMSNormEqualsReshape(t *testing.T) {
 		g := G.NewGraph()
 		x := valued(g, dt, tensor.Shape{b, s, heads * dk}, roundTo(dt, xv), "x")
 		gain := valued(g, dt, tensor.Shape{dk}, roundTo(dt, gv), "gain")
-		head := must(t)(HeadRMSNorm(x, gain, heads, 0))
-		rows := must(t)(Reshape(x, tensor.Shape{b * s * heads, dk}))
-		back := must(t)(Reshape(must(t)(RMSNorm(rows, gain, 0)), tensor.Shape{b, s, heads * dk}))
+		head := qkMust(t)(HeadRMSNorm(x, gain, heads, 0))
+		rows := qkMust(t)(Reshape(x, tensor.Shape{b * s * heads, dk}))
+		back := qkMust(t)(Reshape(qkMust(t)(RMSNorm(rows, gain, 0)), tensor.Shape{b, s, heads * dk}))
 		got := eval(t, nil, head, back)
 		checkClose(t, dt.String()+" HeadRMSNorm vs reshape", got[0], got[1], 0)
 	}
@@ -206,7 +210,7 @@ func TestRMSNormGradients(t *testing.T) {
 		})
 	}
 	for _, interleaved := range []bool{false, true} {
-		t.Run(fmt.Sprintf("qk-norm then rope/%s", pairing(interleaved)), func(t *testing.T) {
+		t.Run(fmt.Sprintf("qk-norm then rope/%s", qkPairing(interleaved)), func(t *testing.T) {
 			const b, s, heads, dk = 2, 3, 2, 6
 			rng := newRand(49)
 			g := G.NewGraph()
@@ -216,10 +220,10 @@ func TestRMSNormGradients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := ids.Set(randomPositions(b*s, 100, 50)); err != nil {
+			if err := ids.Set(qkPositions(b*s, 100, 50)); err != nil {
 				t.Fatal(err)
 			}
-			y := must(t)(RoPE(must(t)(HeadRMSNorm(x.Node, gain.Node, heads, 0)), heads, ids, RoPEOptions{Interleaved: interleaved}))
+			y := qkMust(t)(RoPE(qkMust(t)(HeadRMSNorm(x.Node, gain.Node, heads, 0)), heads, ids, RoPEOptions{Interleaved: interleaved}))
 			rep, err := GradCheck(weightedSum(t, y, rng), []Param{x, gain}, nil, GradCheckConfig{})
 			if err != nil {
 				t.Fatal(err)
@@ -280,7 +284,7 @@ func TestRMSNormErrors(t *testing.T) {
 // Qwen3's order, both pairings.
 func rmsNormTorchChecks(t *testing.T) []torchCheck {
 	var checks []torchCheck
-	for i, c := range rmsCases() {
+	for i, c := range append(rmsCases(), rmsBig...) {
 		rng := newRand(uint64(60 + i))
 		x := uniform(rng, c.shape.TotalSize(), -3, 3)
 		gain := uniform(rng, c.width(), 0.5, 2)
@@ -292,7 +296,7 @@ func rmsNormTorchChecks(t *testing.T) []torchCheck {
 			checkClose(t, "y vs torch", y, r.Y, 1e-12)
 			checkClose(t, "dx vs torch autograd", dx, r.DX, 1e-12)
 			checkClose(t, "dgain vs torch autograd", dgain, r.DGain, 1e-12)
-			t.Logf("max |Δy| %.2g, |Δdx| %.2g, |Δdgain| %.2g", maxAbsDiff(y, r.Y), maxAbsDiff(dx, r.DX), maxAbsDiff(dgain, r.DGain))
+			t.Logf("max |Δy| %.2g, |Δdx| %.2g, |Δdgain| %.2g", qkMaxDiff(y, r.Y), qkMaxDiff(dx, r.DX), qkMaxDiff(dgain, r.DGain))
 		}})
 	}
 	for i, interleaved := range []bool{false, true} {
@@ -301,7 +305,7 @@ func rmsNormTorchChecks(t *testing.T) []torchCheck {
 		x := uniform(rng, b*s*heads*dk, -3, 3)
 		gain := uniform(rng, dk, 0.5, 2)
 		dy := uniform(rng, b*s*heads*dk, -1, 1)
-		pos := randomPositions(b*s, 200, uint64(71+i))
+		pos := qkPositions(b*s, 200, uint64(71+i))
 		opt := RoPEOptions{Interleaved: interleaved, Base: 1e6}
 
 		g := G.NewGraph()
@@ -314,16 +318,16 @@ func rmsNormTorchChecks(t *testing.T) []torchCheck {
 		if err := ids.Set(pos); err != nil {
 			t.Fatal(err)
 		}
-		yn := must(t)(RoPE(must(t)(HeadRMSNorm(xn, gn, heads, 0)), heads, ids, opt))
-		cost := must(t)(G.Sum(must(t)(G.HadamardProd(yn, valued(g, tensor.Float64, tensor.Shape{b, s, heads * dk}, dy, "dy")))))
+		yn := qkMust(t)(RoPE(qkMust(t)(HeadRMSNorm(xn, gn, heads, 0)), heads, ids, opt))
+		cost := qkMust(t)(G.Sum(qkMust(t)(G.HadamardProd(yn, valued(g, tensor.Float64, tensor.Shape{b, s, heads * dk}, dy, "dy")))))
 		grads, err := G.Grad(cost, xn, gn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		vals := eval(t, nil, yn, grads[0], grads[1])
 		tc := map[string]any{"op": "qknorm_rope", "dtype": "float64", "shape": []int{b, s, heads * dk}, "x": x, "gain": gain,
-			"eps": DefaultRMSNormEps, "heads": heads, "positions": pos, "base": opt.Base, "pairing": pairing(interleaved), "dy": dy}
-		checks = append(checks, torchCheck{"qknorm_rope/" + pairing(interleaved), tc, func(t *testing.T, r refResult) {
+			"eps": DefaultRMSNormEps, "heads": heads, "positions": pos, "base": opt.Base, "pairing": qkPairing(interleaved), "dy": dy}
+		checks = append(checks, torchCheck{"qknorm_rope/" + qkPairing(interleaved), tc, func(t *testing.T, r refResult) {
 			checkClose(t, "y vs torch", vals[0], r.Y, 1e-12)
 			checkClose(t, "dx vs torch autograd", vals[1], r.DX, 1e-12)
 			checkClose(t, "dgain vs torch autograd", vals[2], r.DGain, 1e-12)

@@ -182,32 +182,32 @@ func (op ropeOp) Do(vals ...G.Value) (G.Value, error) {
 	}
 	x, ok := vals[0].(*tensor.Dense)
 	if !ok || x == nil || !x.Shape().Eq(op.shape) {
-		return nil, fmt.Errorf("graph: %v: input must be a dense %v tensor, got %s", op, op.shape, describe(vals[0]))
+		return nil, fmt.Errorf("graph: %v: input must be a dense %v tensor, got %s", op, op.shape, describeValue(vals[0]))
 	}
 	p, ok := vals[1].(*tensor.Dense)
 	b, n := op.shape[0], op.shape[1]
 	if !ok || p == nil || p.Dtype() != tensor.Int || p.Shape().TotalSize() != b*n {
-		return nil, fmt.Errorf("graph: %v: positions must be a dense int tensor of B*S = %d, got %s", op, b*n, describe(vals[1]))
+		return nil, fmt.Errorf("graph: %v: positions must be a dense int tensor of B*S = %d, got %s", op, b*n, describeValue(vals[1]))
 	}
-	pos := p.Ints()
-	index, err := op.table(pos)
+	pos := p.Ints() // (B*S)
+	lo, err := op.table(pos)
 	if err != nil {
 		return nil, err
 	}
 	out := op.buf.get(x.Dtype(), op.shape, false)
 	switch x.Dtype() {
 	case tensor.Float64:
-		runRoPE(op, x.Float64s(), pos, index, out.Float64s())
+		runRoPE(op, x.Float64s(), pos, lo, out.Float64s())
 	case tensor.Float32:
-		runRoPE(op, x.Float32s(), pos, index, out.Float32s())
+		runRoPE(op, x.Float32s(), pos, lo, out.Float32s())
 	default:
 		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, x.Dtype())
 	}
 	return out, nil
 }
 
-// describe names v's type, dtype and shape for an error, nil included.
-func describe(v G.Value) string {
+// describeValue names v's type, dtype and shape for an error, nil included.
+func describeValue(v G.Value) string {
 	if d, ok := v.(*tensor.Dense); v == nil || (ok && d == nil) {
 		return "nothing"
 	}
@@ -268,8 +268,9 @@ func (op ropeOp) table(pos []int) (lo int, err error) {
 // ropeBlock is about how many elements a block of rows holds.
 const ropeBlock = 1 << 13
 
-// runRoPE rotates every head of every row of x into out, in float64, with
-// the table op.table filled for pos (lo as it returned).
+// runRoPE rotates every head of every row of x (B*S, D) into out (B*S, D),
+// in float64, with the table op.table filled for pos (lo as it returned).
+// Blocks of rows go to the cores; each writes only its rows.
 func runRoPE[T float32 | float64](op ropeOp, x []T, pos []int, lo int, out []T) {
 	d := op.shape[2]
 	dk, half := d/op.heads, op.rot/2
@@ -282,9 +283,9 @@ func runRoPE[T float32 | float64](op ropeOp, x []T, pos []int, lo int, out []T) 
 			if lo >= 0 {
 				t = pos[r] - lo
 			}
-			c := cs[t*op.rot : (t+1)*op.rot]
+			c := cs[t*op.rot : (t+1)*op.rot] // (r/2, 2): cos, sin of each pair
 			for h := 0; h < op.heads; h++ {
-				xh, oh := x[r*d+h*dk:r*d+(h+1)*dk], out[r*d+h*dk:r*d+(h+1)*dk]
+				xh, oh := x[r*d+h*dk:r*d+(h+1)*dk], out[r*d+h*dk:r*d+(h+1)*dk] // (dk)
 				if op.interleaved {
 					for m := 0; m < half; m++ {
 						cos, sin := c[2*m], c[2*m+1]

@@ -120,7 +120,7 @@ func ropeEval(t *testing.T, dt tensor.Dtype, c ropeCase, xv []float64, pos []int
 		return eval(t, nil, out)[0], nil
 	}
 	w := valued(g, dt, shape, dy, "dy")
-	cost, err := G.Sum(must(t)(G.HadamardProd(out, w)))
+	cost, err := G.Sum(qkMust(t)(G.HadamardProd(out, w)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +132,8 @@ func ropeEval(t *testing.T, dt tensor.Dtype, c ropeCase, xv []float64, pos []int
 	return vals[0], vals[1]
 }
 
-// must returns the node of a (node, error) call, failing the test on error.
-func must(t *testing.T) func(*G.Node, error) *G.Node {
+// qkMust returns the node of a (node, error) call, failing the test on error.
+func qkMust(t *testing.T) func(*G.Node, error) *G.Node {
 	return func(n *G.Node, err error) *G.Node {
 		t.Helper()
 		if err != nil {
@@ -143,8 +143,8 @@ func must(t *testing.T) func(*G.Node, error) *G.Node {
 	}
 }
 
-// randomPositions returns n positions in [0, max), not in order.
-func randomPositions(n, hi int, seed uint64) []int {
+// qkPositions returns n positions in [0, max), not in order.
+func qkPositions(n, hi int, seed uint64) []int {
 	rng := newRand(seed)
 	pos := make([]int, n)
 	for i := range pos {
@@ -153,8 +153,8 @@ func randomPositions(n, hi int, seed uint64) []int {
 	return pos
 }
 
-// maxAbsDiff returns max |a_i - b_i|.
-func maxAbsDiff(a, b []float64) float64 {
+// qkMaxDiff returns max |a_i - b_i|.
+func qkMaxDiff(a, b []float64) float64 {
 	var m float64
 	for i := range a {
 		m = math.Max(m, math.Abs(a[i]-b[i]))
@@ -184,14 +184,20 @@ func TestRoPEWorkedExample(t *testing.T) {
 	}
 }
 
+// ropeBig is the benchmark's size, large enough that the rows are split
+// over several blocks and goroutines.
+var ropeBig = ropeCase{b: 12, s: 64, heads: 4, dk: 32}
+
 // RoPE equals the complex-number reference in float64 to 1e-12, and in
 // float32 to float32's precision, both against the reference and against the
 // float64 op on the same (rounded) inputs.
 func TestRoPEMatchesReference(t *testing.T) {
-	for i, c := range ropeCases() {
+	big := ropeBig
+	big.opt.Interleaved = true
+	for i, c := range append(ropeCases(), ropeBig, big) {
 		t.Run(c.String(), func(t *testing.T) {
 			n := c.b * c.s
-			pos := randomPositions(n, 300, uint64(i))
+			pos := qkPositions(n, 300, uint64(i))
 			x := uniform(newRand(uint64(100+i)), n*c.d(), -2, 2)
 			got64, _ := ropeEval(t, tensor.Float64, c, x, pos, nil)
 			checkClose(t, "float64", got64, ropeRef(x, pos, c, 1), 1e-12)
@@ -212,7 +218,7 @@ func TestRoPEMatchesReference(t *testing.T) {
 func TestRoPEReferenceCatchesMistakes(t *testing.T) {
 	for _, interleaved := range []bool{false, true} {
 		c := ropeCase{b: 2, s: 4, heads: 2, dk: 8, opt: RoPEOptions{Interleaved: interleaved, RotaryDim: 4}}
-		pos := randomPositions(c.b*c.s, 50, 3)
+		pos := qkPositions(c.b*c.s, 50, 3)
 		for i := range pos[:c.s] {
 			pos[i] = i + 1 // no row only at position 0, where all agree
 		}
@@ -231,7 +237,7 @@ func TestRoPEReferenceCatchesMistakes(t *testing.T) {
 			"base^(-m/r)":       ropeRefFreq(x, pos, c, over(2*r)),
 			"opposite rotation": ropeRef(x, pos, c, -1),
 		} {
-			if d := maxAbsDiff(got, want); d < 0.1 {
+			if d := qkMaxDiff(got, want); d < 0.1 {
 				t.Errorf("interleaved %v: the op is within %.3g of the reference with a %s: the test would not notice it", interleaved, d, name)
 			}
 		}
@@ -243,7 +249,7 @@ func TestRoPEReferenceCatchesMistakes(t *testing.T) {
 func TestRoPEPreservesPairNorms(t *testing.T) {
 	for i, c := range ropeCases() {
 		n := c.b * c.s
-		pos := randomPositions(n, 1000, uint64(200+i))
+		pos := qkPositions(n, 1000, uint64(200+i))
 		x := uniform(newRand(uint64(300+i)), n*c.d(), -3, 3)
 		y, _ := ropeEval(t, tensor.Float64, c, x, pos, nil)
 		r := c.rot()
@@ -348,14 +354,14 @@ func TestRoPEPairingsArePermutations(t *testing.T) {
 			return out
 		}
 		n := c.b * c.s
-		pos := randomPositions(n, 500, 11)
+		pos := qkPositions(n, 500, 11)
 		xInter := uniform(newRand(12), n*c.d(), -2, 2)
 		yHalf, _ := ropeEval(t, tensor.Float64, c, permute(xInter), pos, nil)
 		yInter, _ := ropeEval(t, tensor.Float64, inter, xInter, pos, nil)
 		checkClose(t, c.String()+": half-split of the permuted input vs the permuted interleaved output", yHalf, permute(yInter), 0)
 		// And the permutation matters: without it they differ.
 		yPlain, _ := ropeEval(t, tensor.Float64, c, xInter, pos, nil)
-		if maxAbsDiff(yPlain, yInter) < 0.1 && r > 2 {
+		if qkMaxDiff(yPlain, yInter) < 0.1 && r > 2 {
 			t.Errorf("%v: half-split and interleaved agree without the permutation", c)
 		}
 	}
@@ -439,7 +445,7 @@ func TestRoPEGroupedQueryKeys(t *testing.T) {
 		qc := kc
 		qc.heads = heads
 		n := kc.b * kc.s
-		pos := randomPositions(n, 100, 14)
+		pos := qkPositions(n, 100, 14)
 		k := uniform(newRand(15), n*kc.d(), -1, 1)
 		repeat := func(v []float64) []float64 {
 			out := make([]float64, 0, n*qc.d())
@@ -463,7 +469,7 @@ func TestRoPEGroupedQueryKeys(t *testing.T) {
 func TestRoPEGradientIsInverseRotation(t *testing.T) {
 	for i, c := range ropeCases() {
 		n := c.b * c.s
-		pos := randomPositions(n, 200, uint64(400+i))
+		pos := qkPositions(n, 200, uint64(400+i))
 		x := uniform(newRand(uint64(500+i)), n*c.d(), -1, 1)
 		dy := uniform(newRand(uint64(600+i)), n*c.d(), -1, 1)
 		_, dx := ropeEval(t, tensor.Float64, c, x, pos, dy)
@@ -486,7 +492,7 @@ func TestRoPEGradients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := ids.Set(randomPositions(n, 1000, uint64(800+i))); err != nil {
+			if err := ids.Set(qkPositions(n, 1000, uint64(800+i))); err != nil {
 				t.Fatal(err)
 			}
 			y, err := RoPE(x.Node, c.heads, ids, c.opt)
@@ -520,11 +526,11 @@ func TestRoPESecondOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ids.Set(randomPositions(n/c.d(), 50, 17)); err != nil {
+		if err := ids.Set(qkPositions(n/c.d(), 50, 17)); err != nil {
 			t.Fatal(err)
 		}
-		y := must(t)(RoPE(x.Node, c.heads, ids, c.opt))
-		inner := must(t)(G.Sum(must(t)(G.HadamardProd(y, w.Node))))
+		y := qkMust(t)(RoPE(x.Node, c.heads, ids, c.opt))
+		inner := qkMust(t)(G.Sum(qkMust(t)(G.HadamardProd(y, w.Node))))
 		gx, err := G.Grad(inner, x.Node)
 		if err != nil {
 			t.Fatal(err)
@@ -669,11 +675,11 @@ func TestRoPEAndRMSNormDeclaredTypes(t *testing.T) {
 		if err := ids.Set([]int{0, 1, 2, 5, 6, 7}); err != nil {
 			t.Fatal(err)
 		}
-		h := must(t)(HeadRMSNorm(x, gain, 2, 0))
-		h = must(t)(RoPE(h, 2, ids, RoPEOptions{}))
-		h2 := must(t)(RoPE(x, 4, ids, RoPEOptions{Interleaved: true}))
-		cost := must(t)(G.Add(weightedSum(t, h, rng), weightedSum(t, h2, rng)))
-		cost = must(t)(G.Add(cost, weightedSum(t, must(t)(RMSNorm(x2, w, 1e-5)), rng)))
+		h := qkMust(t)(HeadRMSNorm(x, gain, 2, 0))
+		h = qkMust(t)(RoPE(h, 2, ids, RoPEOptions{}))
+		h2 := qkMust(t)(RoPE(x, 4, ids, RoPEOptions{Interleaved: true}))
+		cost := qkMust(t)(G.Add(weightedSum(t, h, rng), weightedSum(t, h2, rng)))
+		cost = qkMust(t)(G.Add(cost, weightedSum(t, qkMust(t)(RMSNorm(x2, w, 1e-5)), rng)))
 		if _, err := G.Grad(cost, x, gain, w, x2); err != nil {
 			t.Fatal(err)
 		}
@@ -771,7 +777,7 @@ func torchVariants(t *testing.T, cases []map[string]any) []refResult {
 	return resp.Results
 }
 
-func pairing(interleaved bool) string {
+func qkPairing(interleaved bool) string {
 	if interleaved {
 		return "interleaved"
 	}
@@ -803,7 +809,7 @@ func TestRoPEAndRMSNormTorch(t *testing.T) {
 func ropeTorchCase(c ropeCase, x []float64, pos []int, dy []float64, angles string) map[string]any {
 	m := map[string]any{
 		"op": "rope", "dtype": "float64", "shape": []int{c.b, c.s, c.d()}, "x": x, "positions": pos,
-		"heads": c.heads, "base": c.base(), "pairing": pairing(c.opt.Interleaved), "rotary_dim": c.rot(),
+		"heads": c.heads, "base": c.base(), "pairing": qkPairing(c.opt.Interleaved), "rotary_dim": c.rot(),
 		"angles": angles,
 	}
 	if dy != nil {
@@ -823,27 +829,27 @@ func ropeTorchCase(c ropeCase, x []float64, pos []int, dy []float64, angles stri
 // comment (2.2e-6, 1.7e-5, 1.4e-4).
 func ropeTorchChecks(t *testing.T) []torchCheck {
 	var checks []torchCheck
-	for i, c := range ropeCases() {
+	for i, c := range append(ropeCases(), ropeBig) {
 		n := c.b * c.s
-		pos := randomPositions(n, 300, uint64(900+i))
+		pos := qkPositions(n, 300, uint64(900+i))
 		x := uniform(newRand(uint64(1000+i)), n*c.d(), -2, 2)
 		dy := uniform(newRand(uint64(1100+i)), n*c.d(), -1, 1)
 		y, dx := ropeEval(t, tensor.Float64, c, x, pos, dy)
 		checks = append(checks, torchCheck{"rope/" + c.String(), ropeTorchCase(c, x, pos, dy, "float64"), func(t *testing.T, r refResult) {
 			checkClose(t, "y vs torch", y, r.Y, 1e-12)
 			checkClose(t, "dx vs torch autograd", dx, r.DX, 1e-12)
-			t.Logf("max |Δy| %.2g, max |Δdx| %.2g", maxAbsDiff(y, r.Y), maxAbsDiff(dx, r.DX))
+			t.Logf("max |Δy| %.2g, max |Δdx| %.2g", qkMaxDiff(y, r.Y), qkMaxDiff(dx, r.DX))
 		}})
 	}
 	for i, hi := range []int{64, 512, 4096} {
 		c := ropeCase{b: 2, s: 16, heads: 2, dk: 64}
 		n := c.b * c.s
-		pos := randomPositions(n, hi, uint64(1200+i))
+		pos := qkPositions(n, hi, uint64(1200+i))
 		pos[0] = hi - 1
 		x := uniform(newRand(uint64(1300+i)), n*c.d(), -1, 1)
 		y, _ := ropeEval(t, tensor.Float64, c, x, pos, nil)
 		checks = append(checks, torchCheck{fmt.Sprintf("rope/hf-float32-angles/positions<%d", hi), ropeTorchCase(c, x, pos, nil, "float32"), func(t *testing.T, r refResult) {
-			d := maxAbsDiff(y, r.Y)
+			d := qkMaxDiff(y, r.Y)
 			t.Logf("positions < %d: max |qkv float64 - HF float32 angles| = %.2g on |x| < 1", hi, d)
 			if d > 1e-7*float64(hi) || d < 1e-12 {
 				t.Errorf("positions < %d: difference %.2g, expected about %g: the reference no longer uses float32 angles, or qkv's angles changed", hi, d, 4e-8*float64(hi))
@@ -873,9 +879,9 @@ func BenchmarkRoPE(b *testing.B) {
 			p := tensor.New(tensor.WithShape(bs*s), tensor.WithBacking(pos))
 			for _, inverse := range []bool{false, true} {
 				op := ropeOp{shape: tensor.Shape{bs, s, d}, heads: heads, rot: d / heads, base: DefaultRoPEBase, interleaved: interleaved, inverse: inverse}.withOutput(new(output))
-				name := fmt.Sprintf("%v/%s/forward", dt, pairing(interleaved))
+				name := fmt.Sprintf("%v/%s/forward", dt, qkPairing(interleaved))
 				if inverse {
-					name = fmt.Sprintf("%v/%s/backward", dt, pairing(interleaved))
+					name = fmt.Sprintf("%v/%s/backward", dt, qkPairing(interleaved))
 				}
 				b.Run(name, func(b *testing.B) {
 					b.SetBytes(int64(bs * s * d * dt.Size())) // MB/s: of x
