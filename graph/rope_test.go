@@ -747,10 +747,9 @@ type refResult struct {
 	DGain []float64 `json:"dgain"`
 }
 
-// torchVariants runs variants_ref.py on cases and returns its results.
-func torchVariants(t *testing.T, cases []map[string]any) []refResult {
+// torchVariants runs variants_ref.py with interpreter py on cases and returns its results.
+func torchVariants(t *testing.T, py string, cases []map[string]any) []refResult {
 	t.Helper()
-	py := variantsPython(t)
 	in, err := json.Marshal(map[string]any{"cases": cases})
 	if err != nil {
 		t.Fatal(err)
@@ -794,12 +793,13 @@ type torchCheck struct {
 // RoPE and RMSNorm against PyTorch, in one run of the reference (importing
 // torch takes seconds): see ropeTorchChecks and rmsNormTorchChecks.
 func TestRoPEAndRMSNormTorch(t *testing.T) {
+	py := variantsPython(t)
 	checks := append(ropeTorchChecks(t), rmsNormTorchChecks(t)...)
 	cases := make([]map[string]any, len(checks))
 	for i, c := range checks {
 		cases[i] = c.case_
 	}
-	res := torchVariants(t, cases)
+	res := torchVariants(t, py, cases)
 	for i, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.check(t, res[i]) })
 	}
