@@ -1,0 +1,234 @@
+package graph
+
+import (
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/internal/vec"
+)
+
+// DefaultRMSNormEps is the eps of RMSNorm and HeadRMSNorm when they are given
+// 0: 1e-6, Qwen3's rms_norm_eps (Llama uses 1e-5 or 1e-6, Gemma 3 1e-6).
+const DefaultRMSNormEps = 1e-6
+
+// RMSNorm normalises x (..., D) over its last axis by its root mean square
+// and applies gain (D):
+//
+//	y = x / sqrt(mean(x^2) + eps) * gain
+//
+// as Hugging Face's LlamaRMSNorm and Qwen3RMSNorm (no mean subtracted, no
+// bias). eps 0 means DefaultRMSNormEps; otherwise it must be positive and
+// finite. Gemma stores its gain as w with y = x̂ (1 + w): pass 1 + w.
+//
+// Like LayerNorm it is one op forward and one per input backward, computed
+// row by row in the data's dtype, tested
+// against plain loops, against PyTorch (tools/torchref/variants_ref.py, to
+// 1e-12 in float64) and its gradients (x and gain) against central finite
+// differences.
+func RMSNorm(x, gain *G.Node, eps float64) (*G.Node, error) {
+	return rmsNorm("rmsnorm", x, gain, 1, eps)
+}
+
+// HeadRMSNorm is QK-norm as Qwen3 and Gemma 3 apply it: RMSNorm over each
+// head's dk features of x (..., heads*dk), the queries or the keys after
+// their projection, with one gain (dk) shared by every head:
+//
+//	y[.., h*dk+j] = x[.., h*dk+j] / sqrt(mean_j'(x[.., h*dk+j']^2) + eps) * gain[j]
+//
+// It is applied before RoPE. The heads lie contiguously in the last axis, so
+// the op normalises rows of dk in place: the result is that of reshaping x to
+// (N*heads, dk), RMSNorm, and reshaping back, without the two copies (tested
+// equal). OLMo 2 normalises the whole projection instead: that is RMSNorm of
+// x with a gain (heads*dk), or HeadRMSNorm with heads = 1. Errors as
+// RMSNorm's, and heads must divide the last axis.
+func HeadRMSNorm(x, gain *G.Node, heads int, eps float64) (*G.Node, error) {
+	return rmsNorm("head rmsnorm", x, gain, heads, eps)
+}
+
+func rmsNorm(what string, x, gain *G.Node, heads int, eps float64) (*G.Node, error) {
+	if err := checkNodes([]*G.Node{x, gain}, "input", "gain"); err != nil {
+		return nil, fmt.Errorf("graph: %s: %w", what, err)
+	}
+	s := x.Shape()
+	if s.Dims() < 2 {
+		return nil, shapeErrorf("graph: %s: input shape %v, want (..., D)", what, s)
+	}
+	if err := CheckFloat(x.Dtype()); err != nil {
+		return nil, fmt.Errorf("graph: %s: %w", what, err)
+	}
+	d := s[len(s)-1]
+	if heads <= 0 || d%heads != 0 {
+		return nil, shapeErrorf("graph: %s: input %q has %d features, which %d heads do not divide", what, x.Name(), d, heads)
+	}
+	w := d / heads
+	if !gain.Shape().Eq(tensor.Shape{w}) || gain.Dtype() != x.Dtype() {
+		return nil, shapeErrorf("graph: %s: gain %q is %v %v, want %v (%d) to match input %v with %d heads", what, gain.Name(), gain.Dtype(), gain.Shape(), x.Dtype(), w, s, heads)
+	}
+	if eps == 0 {
+		eps = DefaultRMSNormEps
+	}
+	if !(eps > 0) || math.IsInf(eps, 1) {
+		return nil, fmt.Errorf("graph: %s: eps must be positive and finite (0 for the default %g), got %v", what, DefaultRMSNormEps, eps)
+	}
+	return apply(rmsNormOp{shape: s.Clone(), width: w, eps: eps, out: rmsOutput}, x, gain)
+}
+
+// What an rmsNormOp computes: the output from (x, gain), or a gradient from
+// (x, gain, dy).
+const (
+	rmsOutput = iota
+	rmsGradX
+	rmsGradGain
+)
+
+type rmsNormOp struct {
+	shape tensor.Shape // of x
+	width int          // of a normalised row: the last axis, or dk
+	eps   float64
+	out   int
+	buf   *output
+}
+
+func (op rmsNormOp) withOutput(b *output) G.Op { op.buf = b; return op }
+
+func (op rmsNormOp) Arity() int {
+	if op.out == rmsOutput {
+		return 2
+	}
+	return 3
+}
+
+func (op rmsNormOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	x := &G.TensorType{Dims: op.shape.Dims(), Of: a}
+	v := &G.TensorType{Dims: 1, Of: a}
+	switch op.out {
+	case rmsOutput:
+		return hm.NewFnType(x, v, x)
+	case rmsGradX:
+		return hm.NewFnType(x, v, x, x)
+	}
+	return hm.NewFnType(x, v, x, v)
+}
+
+func (op rmsNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	if op.out == rmsGradGain {
+		return tensor.Shape{op.width}, nil
+	}
+	return op.shape.Clone(), nil
+}
+
+func (op rmsNormOp) Do(vals ...G.Value) (G.Value, error) {
+	shape, _ := op.InferShape()
+	// Sizes the kernel relies on: gorgonia checks ranks, not sizes.
+	for i, want := range []int{op.shape.TotalSize(), op.width, op.shape.TotalSize()}[:min(len(vals), 3)] {
+		if d, ok := vals[i].(*tensor.Dense); ok && d != nil && d.Shape().TotalSize() != want {
+			return nil, fmt.Errorf("graph: %v: input %d has shape %v, want %d elements", op, i, d.Shape(), want)
+		}
+	}
+	return runKernel(op, vals, op.Arity(), shape, op.buf, false)
+}
+
+func (op rmsNormOp) run64(in [][]float64, out []float64) { runRMSNorm(op, in, out) }
+func (op rmsNormOp) run32(in [][]float32, out []float32) { runRMSNorm(op, in, out) }
+
+// runRMSNorm works row by row on xhat = x * rstd, rstd = 1/sqrt(mean(x^2) + eps):
+//
+//	y     = xhat * gain
+//	dgain = sum over rows of dy * xhat
+//	dx    = rstd * (g - xhat * mean(g * xhat)),  g = dy * gain
+//
+// Blocks of rows go to the cores; dgain is summed per block in float64, then
+// the blocks in order, so the result does not depend on how many goroutines
+// ran.
+func runRMSNorm[T float32 | float64](op rmsNormOp, in [][]T, out []T) {
+	x, gain := in[0], in[1]
+	var dy []T
+	if op.out != rmsOutput {
+		dy = in[2]
+	}
+	d := len(gain)
+	rows := len(x) / d
+	per := max(1, layerNormBlock/d)
+	blocks := (rows + per - 1) / per
+	var sums []float64
+	if op.out == rmsGradGain {
+		sums = make([]float64, blocks*d)
+	}
+	parallel(blocks, func() any { return make([]T, d) }, func(s any, blk int) {
+		g := s.([]T)
+		for r := blk * per; r < min((blk+1)*per, rows); r++ {
+			xr := x[r*d : (r+1)*d]
+			rstd := T(1 / math.Sqrt(float64(vec.Dot(xr, xr))/float64(d)+op.eps))
+			switch op.out {
+			case rmsOutput:
+				o := out[r*d : (r+1)*d]
+				vec.Lin(o, xr, xr, rstd, 0, 0)
+				vec.MulAdd(o, o, gain, nil)
+			case rmsGradGain:
+				for j, v := range dy[r*d : (r+1)*d] {
+					sums[blk*d+j] += float64(v * (xr[j] * rstd))
+				}
+			case rmsGradX:
+				// dx = rstd g - rstd^3 x mean(g x)
+				vec.MulAdd(g, dy[r*d:(r+1)*d], gain, nil)
+				gx := vec.Dot(g, xr) / T(d)
+				vec.Lin(out[r*d:(r+1)*d], g, xr, rstd, -rstd*rstd*rstd*gx, 0)
+			}
+		}
+	})
+	if sums == nil {
+		return
+	}
+	for j := range out {
+		var total float64
+		for blk := 0; blk < blocks; blk++ {
+			total += sums[blk*d+j]
+		}
+		out[j] = T(total)
+	}
+}
+
+func (op rmsNormOp) ReturnsPtr() bool     { return false }
+func (op rmsNormOp) CallsExtern() bool    { return false }
+func (op rmsNormOp) OverwritesInput() int { return -1 }
+
+func (op rmsNormOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "qkv.rmsnorm %v %d %v %d", op.shape, op.width, op.eps, op.out)
+}
+func (op rmsNormOp) Hashcode() uint32 { return hashOf(op) }
+
+func (op rmsNormOp) String() string {
+	return [...]string{"qkv.RMSNorm", "qkv.RMSNormGradX", "qkv.RMSNormGradGain"}[op.out]
+}
+
+// DiffWRT: the output is differentiable in x and gain; gradient ops are not
+// differentiated again.
+func (op rmsNormOp) DiffWRT(inputs int) []bool {
+	d := op.out == rmsOutput
+	return []bool{d, d, d}[:inputs]
+}
+
+// SymDiff returns dx and dgain as rmsNormOps over (x, gain, dy).
+func (op rmsNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if op.out != rmsOutput {
+		return nil, fmt.Errorf("graph: %v is not differentiable", op)
+	}
+	if len(inputs) != 2 {
+		return nil, fmt.Errorf("graph: %v: want 2 inputs, got %d", op, len(inputs))
+	}
+	grads := make(G.Nodes, 2)
+	for i, which := range []int{rmsGradX, rmsGradGain} {
+		g, err := apply(rmsNormOp{shape: op.shape, width: op.width, eps: op.eps, out: which}, inputs[0], inputs[1], grad)
+		if err != nil {
+			return nil, err
+		}
+		grads[i] = g
+	}
+	return grads, nil
+}
