@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"math"
 	"math/cmplx"
-	"os"
 	"os/exec"
 	"slices"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/internal/graphtest"
 )
 
 // ropeCase is one configuration of RoPE: x is (b, s, heads*dk).
@@ -715,29 +716,12 @@ func TestRoPEAndRMSNormDeclaredTypes(t *testing.T) {
 // this package.
 const variantsScript = "../tools/torchref/variants_ref.py"
 
-// variantsPython returns a Python interpreter that imports torch, or skips
-// the test, saying why: QKV_SKIP_TORCH=1, or no torch at /usr/bin/python3
-// (or $QKV_TORCH_PYTHON). Unlike train's torchPython it skips rather than
-// fails without torch: graph's tests do not otherwise need Python.
+// variantsPython returns the interpreter of the PyTorch reference
+// (graphtest.TorchPython): required, as train's comparison is, unless
+// $QKV_SKIP_TORCH is 1, so that CI cannot pass the check unrun.
 func variantsPython(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("QKV_SKIP_TORCH") == "1" {
-		t.Skip("QKV_SKIP_TORCH=1: the PyTorch reference comparison is skipped")
-	}
-	py := os.Getenv("QKV_TORCH_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if _, err := os.Stat(variantsScript); err != nil {
-		t.Fatalf("reference script: %v", err)
-	}
-	out, err := exec.Command(py, "-c", "import torch; print(torch.__version__)").CombinedOutput()
-	if err != nil {
-		t.Skipf("skipping the PyTorch comparison: %s cannot import torch (%v): %s\n"+
-			"install it with `apt-get install -y python3-torch`, or point QKV_TORCH_PYTHON at a python that has it",
-			py, err, bytes.TrimSpace(out))
-	}
-	return py
+	return graphtest.TorchPython(t, variantsScript)
 }
 
 // refResult is one result of variants_ref.py.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
@@ -23,37 +24,11 @@ import (
 // torchScript is the independent PyTorch reference, relative to this package.
 const torchScript = "../tools/torchref/torchref.py"
 
-// skipTorchEnv, set to 1, skips the PyTorch comparison. Without it the
-// comparison is required: a machine where torch cannot run fails the test
-// rather than passing it unchecked, so CI cannot be green without it.
-const skipTorchEnv = "QKV_SKIP_TORCH"
-
-// torchPython returns a Python interpreter that imports torch and numpy. It
-// fails the test when there is none, unless $QKV_SKIP_TORCH is 1, which skips
-// it. $QKV_TORCH_PYTHON overrides the default /usr/bin/python3 (Debian's,
-// where `apt-get install python3-torch python3-numpy` puts torch; the
-// python3 on PATH may be another one without it).
+// torchPython returns the interpreter of the PyTorch reference
+// (graphtest.TorchPython): required unless $QKV_SKIP_TORCH is 1.
 func torchPython(t *testing.T) string {
 	t.Helper()
-	if os.Getenv(skipTorchEnv) == "1" {
-		t.Skipf("%s=1: the PyTorch reference comparison is skipped", skipTorchEnv)
-	}
-	py := os.Getenv("QKV_TORCH_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if _, err := os.Stat(torchScript); err != nil {
-		t.Fatalf("reference script: %v", err)
-	}
-	out, err := exec.Command(py, "-c", "import torch, numpy; print(torch.__version__)").CombinedOutput()
-	if err != nil {
-		t.Fatalf("no PyTorch reference: %s cannot import torch and numpy (%v): %s\n"+
-			"install them with `apt-get install -y python3-torch python3-numpy libopenblas0-pthread`, "+
-			"point QKV_TORCH_PYTHON at a python that has them, or set %s=1 to skip this comparison",
-			py, err, bytes.TrimSpace(out), skipTorchEnv)
-	}
-	t.Logf("reference: %s, torch %s", py, bytes.TrimSpace(out))
-	return py
+	return graphtest.TorchPython(t, torchScript)
 }
 
 // torchVariant is one model configuration compared with the reference.
