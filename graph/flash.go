@@ -727,7 +727,7 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 			}
 			if wantQ { // dQ += dS K
 				dq := heads(bw.out, b, stride, d.D, h, n, ti)
-				gemm(false, false, nq, n, nk, 1, dp, nk, k, d.D, 1, dq, d.D)
+				gemm(false, false, nq, n, nk, 1, dp, nk, k, kd, 1, dq, d.D)
 			}
 			if wantKV { // dK += dS^T Q, dV += P^T dO
 				dk := heads(bw.out, b, stride, d.D, g, n, d.Sq+tj)
