@@ -681,3 +681,17 @@ func TestModsHashDiffer(t *testing.T) {
 		seen[o] = true
 	}
 }
+
+// BenchmarkFlashWindow times flash attention's forward and backward pass
+// under a sliding window of 256 keys against full causal flash, at n = 2048,
+// 4096 and 8192: the window's tiles (tiles/op) and time grow linearly in n,
+// causal's quadratically.
+func BenchmarkFlashWindow(b *testing.B) {
+	window := must(Window(256))
+	for _, n := range []int{2048, 4096, 8192} {
+		b.Run(fmt.Sprintf("n=%d/causal", n), func(b *testing.B) { benchAttention(b, n, &FlashOptions{Causal: true}) })
+		b.Run(fmt.Sprintf("n=%d/window=256", n), func(b *testing.B) {
+			benchAttention(b, n, &FlashOptions{Mods: Mods{Mask: window}})
+		})
+	}
+}
