@@ -24,7 +24,9 @@ import (
 // query may see a key and -Inf where it may not, so hidden keys get weight
 // exactly 0. keep, the keep-mask of attention dropout (B, H, Sq, Sk), may be
 // nil too, else out uses P * keep in place of P. For an additive bias of the
-// scores (ALiBi, relative positions) use AttentionWithBias.
+// scores (a learned relative-position bias) use AttentionWithBias; for
+// masks and score modifiers by position (sliding windows, ALiBi,
+// softcapping), grouped-query heads and sinks, AttentionMods.
 //
 // The softmax subtracts each row's own max; a query that may see no key gets
 // all-zero weights and zero gradients, not NaN.

@@ -73,9 +73,12 @@ type FlashOptions struct {
 // mask; both may be given. A query that sees no key gets output 0 and
 // gradients 0, not NaN.
 //
-// There is no score bias and no attention dropout: both need (Sq, Sk) values
-// per head that the tiles would have to read or regenerate; use Attention or
-// AttentionWithBias for them.
+// opt.Mods adds the modifiers of AttentionMods (masks and score modifiers
+// by position, grouped-query heads, sinks), from which a mask modifier's
+// hidden tiles are skipped. There is no tensor score bias and no attention
+// dropout: both need (Sq, Sk) values per head that the tiles would have to
+// read or regenerate; use AttentionWithBias for them, or write the bias as
+// a score modifier.
 //
 // Work is split over batch × heads × query blocks (forward) and batch ×
 // heads (backward) on runtime.GOMAXPROCS goroutines. Every output element

@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -65,7 +66,7 @@ func newModInputs(c modCase, seed uint64) modInputs {
 // transcribed line by line.
 func refSlopes(n int) []float64 {
 	powerOf2 := func(n int) []float64 {
-		start := math.Pow(2, -math.Pow(2, -(math.Log2(float64(n)) - 3)))
+		start := math.Pow(2, -math.Pow(2, -(math.Log2(float64(n))-3)))
 		ratio := start
 		out := make([]float64, n)
 		for i := range out {
@@ -608,7 +609,6 @@ func TestModsErrors(t *testing.T) {
 	}
 }
 
-
 // nanMod is a score modifier that fails at one entry.
 type nanMod struct {
 	i, j int
@@ -693,5 +693,79 @@ func BenchmarkFlashWindow(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d/window=256", n), func(b *testing.B) {
 			benchAttention(b, n, &FlashOptions{Mods: Mods{Mask: window}})
 		})
+	}
+}
+
+// TestModsDeterministic runs every case with 1 and with 64 goroutines
+// (flash's backward in one pass and in two; the fused op's KV groups split
+// differently): the same bits.
+func TestModsDeterministic(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	for ci, c := range modCases() {
+		in := newModInputs(c, uint64(90+ci))
+		for impl := range implNames {
+			runtime.GOMAXPROCS(1)
+			out1, _, g1 := runMods(t, tensor.Float32, c, in, impl)
+			runtime.GOMAXPROCS(64)
+			out64, _, g64 := runMods(t, tensor.Float32, c, in, impl)
+			for i, pair := range [][2][]float64{{out1, out64}, {g1[0], g64[0]}, {g1[1], g64[1]}, {g1[2], g64[2]}, {g1[3], g64[3]}} {
+				for j := range pair[0] {
+					if pair[0][j] != pair[1][j] {
+						t.Fatalf("%s, %s: value %d [%d]: %v with 1 goroutine, %v with 64", c.name, implNames[impl], i, j, pair[0][j], pair[1][j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestModsWithBiasAndDropout holds the fused op to the composed path with
+// every modifier at once beside a learned (H, Sq, Sk) score bias and a
+// dropout keep-mask: outputs, weights and the gradients of q, k, v, the
+// bias and the sinks, float64 and float32.
+func TestModsWithBiasAndDropout(t *testing.T) {
+	const b, sq, sk, heads, kv, dk = 2, 5, 6, 4, 2, 2
+	rng := newRand(11)
+	vals := map[string][]float64{
+		"q": uniform(rng, b*sq*heads*dk, -2, 2), "k": uniform(rng, b*sk*kv*dk, -2, 2), "v": uniform(rng, b*sk*kv*dk, -1, 1),
+		"bias": uniform(rng, heads*sq*sk, -1, 1), "sinks": uniform(rng, heads, -1, 1),
+		"keep": uniform(rng, b*heads*sq*sk, 0, 2),
+	}
+	pad, err := KeyPadding([]int{6, 3}, sq, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods := Mods{Mask: And(CausalMod(), must(Window(3))), Score: Chain(must(ALiBi(heads)), must(Softcap(1.5))), KVHeads: kv}
+	mods.QueryPos = []int{1, 2, 3, 4, 5, 1, 2, 3, 4, 5} // queries after one key
+	for _, dt := range floatTypes {
+		var got [2][][]float64
+		for i, attend := range []func(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (*G.Node, *G.Node, error){
+			ComposedAttentionMods, AttentionMods,
+		} {
+			g := G.NewGraph()
+			node := func(name string, shape ...int) *G.Node { return valued(g, dt, shape, roundTo(dt, vals[name]), name) }
+			q, k, v := node("q", b, sq, heads*dk), node("k", b, sk, kv*dk), node("v", b, sk, kv*dk)
+			bias, sinks, keep := node("bias", heads, sq, sk), node("sinks", heads), node("keep", b, heads, sq, sk)
+			mask, err := NewMaskConst(g, dt, pad, "pad")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := mods
+			m.Sinks = sinks
+			out, weights, err := attend(q, k, v, heads, mask, bias, keep, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cost := weightedSum(t, out, newRand(5))
+			grads, err := G.Grad(cost, q, k, v, bias, sinks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = eval(t, nil, append(G.Nodes{out, weights}, grads...)...)
+		}
+		for j, what := range []string{"output", "weights", "dq", "dk", "dv", "dbias", "dsinks"} {
+			checkClose(t, fmt.Sprintf("%v %s", dt, what), got[1][j], got[0][j], tolFor(dt))
+		}
 	}
 }
