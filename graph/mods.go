@@ -426,16 +426,19 @@ func (r *modRun) coverage(b, h, i0, i1, j0, j1 int) Coverage {
 	if r.mask == nil {
 		return AllVisible
 	}
-	span := func(pos func(b, i int) int, i0, i1 int) (lo, hi int) {
+	// span is the rectangle's side: [i0, i1) itself for default positions.
+	span := func(pos []int, n, i0, i1 int) (lo, hi int) {
+		if pos == nil {
+			return i0, i1
+		}
 		lo, hi = math.MaxInt, math.MinInt
-		for i := i0; i < i1; i++ {
-			p := pos(b, i)
+		for _, p := range pos[b*n+i0 : b*n+i1] {
 			lo, hi = min(lo, p), max(hi, p)
 		}
 		return lo, hi + 1
 	}
-	qi0, qi1 := span(r.qp, i0, i1)
-	kj0, kj1 := span(r.kp, j0, j1)
+	qi0, qi1 := span(r.qpos, r.sq, i0, i1)
+	kj0, kj1 := span(r.kpos, r.sk, j0, j1)
 	return r.mask.Block(b, h, qi0, qi1, kj0, kj1)
 }
 
