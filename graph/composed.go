@@ -92,7 +92,7 @@ func ComposedAttentionMods(q, k, v *G.Node, heads int, mask *MaskNode, bias, kee
 		// [s | sink_h] (B*H, Sq, Sk+1), softmax, and the sink column dropped
 		s = c.binary(func(s, col *G.Node) (*G.Node, error) { return G.Concat(2, s, col) }, s, c.sinkColumn(mods.Sinks, B, Sq))
 		P = c.unary(func(p *G.Node) (*G.Node, error) { return G.Slice(p, nil, nil, G.S(0, Sk)) }, c.softmax(s))
-		P = c.reshape(P, tensor.Shape{B * H, Sq, Sk}) // rows sum to 1 - p_sink
+		P = c.reshape(P, tensor.Shape{B * H, Sq, Sk}) // a copy of the slice; rows sum to 1 - p_sink
 	} else {
 		P = c.softmax(s) // (B*H, Sq, Sk): rows sum to 1, or are 0 where no key is visible
 	}
