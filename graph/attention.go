@@ -24,7 +24,9 @@ import (
 // query may see a key and -Inf where it may not, so hidden keys get weight
 // exactly 0. keep, the keep-mask of attention dropout (B, H, Sq, Sk), may be
 // nil too, else out uses P * keep in place of P. For an additive bias of the
-// scores (ALiBi, relative positions) use AttentionWithBias.
+// scores (a learned relative-position bias) use AttentionWithBias; for
+// masks and score modifiers by position (sliding windows, ALiBi,
+// softcapping), grouped-query heads and sinks, AttentionMods.
 //
 // The softmax subtracts each row's own max; a query that may see no key gets
 // all-zero weights and zero gradients, not NaN.
@@ -35,7 +37,7 @@ import (
 // arithmetic without copying the heads around. The tests check both steps
 // against plain loops and their gradients against finite differences.
 func Attention(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (out, weights *G.Node, err error) {
-	return attention(q, k, v, heads, mask, nil, keep)
+	return attention(q, k, v, heads, mask, nil, keep, Mods{})
 }
 
 // AttentionWithBias is Attention with an additive bias of the scores:
@@ -57,15 +59,31 @@ func AttentionWithBias(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G
 	if bias == nil {
 		// A nil bias is "no bias", as a nil mask is "no mask": callers that
 		// pass an optional bias along need no branch of their own.
-		return attention(q, k, v, heads, mask, nil, keep)
+		return attention(q, k, v, heads, mask, nil, keep, Mods{})
 	}
-	if err := CheckNode(bias, "score bias"); err != nil {
-		return nil, nil, fmt.Errorf("graph: attention: %w", err)
-	}
-	return attention(q, k, v, heads, mask, bias, keep)
+	return AttentionMods(q, k, v, heads, mask, bias, keep, Mods{})
 }
 
-func attention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (out, weights *G.Node, err error) {
+// AttentionMods is AttentionWithBias with the modifiers of mods (masks and
+// score modifiers by position, grouped-query heads, sinks): see Mods for
+// the formula. With KVHeads = G, k and v are (B, Sk, G*dk). The weights
+// (B, H, Sq, Sk) are those of the keys, without the sink's: with sinks a row
+// sums to 1 - p_sink. mods.Sinks is differentiable, as q, k, v and bias are.
+//
+// The forward pass returns an error, naming the modifier and (b, h, i, j),
+// when a score modifier's value or derivative is not finite. The backward
+// pass multiplies each score's gradient by the modifier's derivative, which
+// one more op (B, H, Sq, Sk) recomputes from q and k.
+func AttentionMods(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (out, weights *G.Node, err error) {
+	if bias != nil {
+		if err := CheckNode(bias, "score bias"); err != nil {
+			return nil, nil, fmt.Errorf("graph: attention: %w", err)
+		}
+	}
+	return attention(q, k, v, heads, mask, bias, keep, mods)
+}
+
+func attention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (out, weights *G.Node, err error) {
 	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
 		return nil, nil, fmt.Errorf("graph: attention: %w", err)
 	}
@@ -77,21 +95,28 @@ func attention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (
 			return nil, nil, fmt.Errorf("graph: attention: %w", err)
 		}
 	}
-	d, err := attentionDims(q, k, v, heads, mask, bias, keep)
+	d, err := attentionDims(q, k, v, heads, mask, bias, keep, mods)
 	if err != nil {
 		return nil, nil, fmt.Errorf("graph: attention: %w", err)
 	}
-	scoreIn := G.Nodes{q, k} // (B, Sq, D), (B, Sk, D)
+	scoreIn := G.Nodes{q, k} // (B, Sq, D), (B, Sk, KVHeads*dk)
 	if mask != nil {
 		scoreIn = append(scoreIn, mask.Bias) // (B, Sq, Sk)
 	}
 	if bias != nil {
 		scoreIn = append(scoreIn, bias) // (H, Sq, Sk) or (B, H, Sq, Sk)
 	}
-	if weights, err = apply(attentionOp{dims: d, out: attnWeights}, scoreIn...); err != nil {
+	if mods.Sinks != nil {
+		scoreIn = append(scoreIn, mods.Sinks) // (H)
+	}
+	var run *modRun
+	if mods.active() {
+		run = newModRun(mods, d.Sq, d.Sk)
+	}
+	if weights, err = apply(attentionOp{dims: d, out: attnWeights, mod: run}, scoreIn...); err != nil {
 		return nil, nil, fmt.Errorf("graph: attention weights: %w", err)
 	}
-	mixIn := G.Nodes{weights, v} // (B, H, Sq, Sk), (B, Sk, D)
+	mixIn := G.Nodes{weights, v} // (B, H, Sq, Sk), (B, Sk, KVHeads*dk)
 	if keep != nil {
 		mixIn = append(mixIn, keep) // (B, H, Sq, Sk)
 	}
@@ -104,11 +129,23 @@ func attention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (
 // attnDims are the sizes of one attention and which optional inputs it has.
 type attnDims struct {
 	B, Sq, Sk, D, H int
+	// KV is the number of key/value heads, H without grouped-query
+	// attention; k and v are (B, Sk, KV*dk).
+	KV              int
 	Masked, Dropped bool
 	// Bias is the rank of the score bias: 0 without one, 3 for (H, Sq, Sk)
 	// shared by the batch, 4 for (B, H, Sq, Sk).
 	Bias int
+	// Scored: a score modifier's derivative enters the gradients of q and k.
+	// Sinks: one sink logit per head joins each softmax.
+	Scored, Sinks bool
 }
+
+// kd is the width of k and v, KV*dk.
+func (d attnDims) kd() int { return d.KV * (d.D / d.H) }
+
+// kvHead is the KV head that query head h reads.
+func (d attnDims) kvHead(h int) int { return h / (d.H / d.KV) }
 
 // biasBlock is the index of the (Sq, Sk) block of the score bias that head h
 // of sequence b adds.
@@ -119,14 +156,25 @@ func (d attnDims) biasBlock(b, h int) int {
 	return h
 }
 
-func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (attnDims, error) {
+func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (attnDims, error) {
 	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
-	if len(qs) != 3 || len(ks) != 3 || !ks.Eq(vs) || ks[0] != qs[0] || ks[2] != qs[2] {
-		return attnDims{}, shapeErrorf("q %v, k %v, v %v: want (B, Sq, D), (B, Sk, D), (B, Sk, D)", qs, ks, vs)
+	if len(qs) != 3 || len(ks) != 3 || !ks.Eq(vs) || ks[0] != qs[0] {
+		return attnDims{}, shapeErrorf("q %v, k %v, v %v: want (B, Sq, D), (B, Sk, KVHeads*dk), (B, Sk, KVHeads*dk)", qs, ks, vs)
 	}
-	d := attnDims{B: qs[0], Sq: qs[1], Sk: ks[1], D: qs[2], H: heads, Masked: mask != nil, Dropped: keep != nil}
+	d := attnDims{B: qs[0], Sq: qs[1], Sk: ks[1], D: qs[2], H: heads, Masked: mask != nil, Dropped: keep != nil,
+		Scored: mods.Score != nil, Sinks: mods.Sinks != nil}
 	if heads <= 0 || d.D%heads != 0 {
 		return attnDims{}, shapeErrorf("width %d is not divisible by %d heads", d.D, heads)
+	}
+	if err := mods.check(heads, d.B, d.Sq, d.Sk, q.Dtype()); err != nil {
+		return attnDims{}, err
+	}
+	d.KV = mods.kvHeads(heads)
+	if ks[2] != d.kd() {
+		if d.KV == d.H {
+			return attnDims{}, shapeErrorf("q %v, k %v, v %v: want (B, Sq, D), (B, Sk, D), (B, Sk, D)", qs, ks, vs)
+		}
+		return attnDims{}, shapeErrorf("k and v are %v, want width KVHeads*dk = %d*%d = %d", ks, d.KV, d.D/d.H, d.kd())
 	}
 	if err := CheckFloat(q.Dtype()); err != nil {
 		return attnDims{}, err
@@ -175,19 +223,23 @@ func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Nod
 
 // What an attentionOp computes, and from which inputs ([x] when present):
 const (
-	attnWeights  = iota // P (B, H, Sq, Sk) from q, k, [mask], [bias]
-	attnOutput          // out (B, Sq, D) from P, v, [keep]
-	attnGradQ           // dq (B, Sq, D) from P, dP, k
-	attnGradK           // dk (B, Sk, D) from P, dP, q
-	attnGradP           // dP (B, H, Sq, Sk) from dout (B, Sq, D), v, [keep]
-	attnGradV           // dv (B, Sk, D) from P, dout, [keep]
-	attnGradBias        // dbias, the bias's shape, from P, dP
+	attnWeights   = iota // P (B, H, Sq, Sk) from q, k, [mask], [bias], [sinks]
+	attnOutput           // out (B, Sq, D) from P, v, [keep]
+	attnGradQ            // dq (B, Sq, D) from P, dP, k, [deriv]
+	attnGradK            // dk (B, Sk, KV*dk) from P, dP, q, [deriv]
+	attnGradP            // dP (B, H, Sq, Sk) from dout (B, Sq, D), v, [keep]
+	attnGradV            // dv (B, Sk, KV*dk) from P, dout, [keep]
+	attnGradBias         // dbias, the bias's shape, from P, dP
+	attnModDeriv         // deriv (B, H, Sq, Sk), the score modifier's derivative, from q, k, [mask]
+	attnGradSinks        // dsinks (H) from P, dP
 )
 
 // attentionOp is one step of Attention or of its gradient; which one is out.
+// mod, for the steps that call modifiers, is nil without them.
 type attentionOp struct {
 	dims attnDims
 	out  int
+	mod  *modRun
 	buf  *output
 }
 
@@ -200,7 +252,7 @@ func (op attentionOp) inputs() []int {
 	d := op.dims
 	var in []int
 	switch op.out {
-	case attnWeights: // q, k, [mask], [bias]
+	case attnWeights: // q, k, [mask], [bias], [sinks]
 		in = []int{3, 3}
 		if d.Masked {
 			in = append(in, 3)
@@ -208,10 +260,21 @@ func (op attentionOp) inputs() []int {
 		if d.Bias != 0 {
 			in = append(in, d.Bias)
 		}
+		if d.Sinks {
+			in = append(in, 1)
+		}
 		return in
-	case attnGradQ, attnGradK: // P, dP, k or q
+	case attnModDeriv: // q, k, [mask]
+		if d.Masked {
+			return []int{3, 3, 3}
+		}
+		return []int{3, 3}
+	case attnGradQ, attnGradK: // P, dP, k or q, [deriv]
+		if d.Scored {
+			return []int{4, 4, 3, 4}
+		}
 		return []int{4, 4, 3}
-	case attnGradBias: // P, dP
+	case attnGradBias, attnGradSinks: // P, dP
 		return []int{4, 4}
 	case attnOutput, attnGradV: // P, v or dout
 		in = []int{4, 3}
@@ -227,15 +290,17 @@ func (op attentionOp) inputs() []int {
 func (op attentionOp) shape() tensor.Shape {
 	d := op.dims
 	switch op.out {
-	case attnWeights, attnGradP:
+	case attnWeights, attnGradP, attnModDeriv:
 		return tensor.Shape{d.B, d.H, d.Sq, d.Sk}
 	case attnGradK, attnGradV:
-		return tensor.Shape{d.B, d.Sk, d.D}
+		return tensor.Shape{d.B, d.Sk, d.kd()}
 	case attnGradBias:
 		if d.Bias == 4 {
 			return tensor.Shape{d.B, d.H, d.Sq, d.Sk}
 		}
 		return tensor.Shape{d.H, d.Sq, d.Sk}
+	case attnGradSinks:
+		return tensor.Shape{d.H}
 	}
 	return tensor.Shape{d.B, d.Sq, d.D}
 }
@@ -247,7 +312,11 @@ func (op attentionOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dim
 func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
 func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
-	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.out == attnGradBias)
+	v, err := runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.out == attnGradBias)
+	if err == nil && op.mod != nil {
+		err = op.mod.fail.take(op)
+	}
+	return v, err
 }
 
 func (op attentionOp) run64(in [][]float64, out []float64) { runAttention(op, in, out) }
@@ -261,7 +330,8 @@ func (op attentionOp) run32(in [][]float32, out []float32) { runAttention(op, in
 func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 	d := op.dims
 	scratch := func() any { return &headScratch[T]{blocks: make([]T, 2*d.Sq*d.Sk)} }
-	if op.out == attnGradBias && d.Bias == 3 {
+	switch {
+	case op.out == attnGradBias && d.Bias == 3:
 		// A bias shared by the batch collects every sequence's gradient in
 		// one block per head: one item per head, adding the sequences in
 		// order, so no two goroutines write a block and the sum is the same
@@ -271,11 +341,23 @@ func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 				attendHead(op, in, out, s.(*headScratch[T]), b, h)
 			}
 		})
-		return
+	case op.out == attnGradSinks:
+		parallel(d.H, func() any { return nil }, func(_ any, h int) { sinkGrad(d, in[0], in[1], out, h) })
+	case (op.out == attnGradK || op.out == attnGradV) && d.KV < d.H:
+		// The query heads of a group add into one KV head: one item per
+		// (sequence, KV head), its query heads in order.
+		group := d.H / d.KV
+		parallel(d.B*d.KV, scratch, func(s any, item int) {
+			b, g := item/d.KV, item%d.KV
+			for h := g * group; h < (g+1)*group; h++ {
+				attendHead(op, in, out, s.(*headScratch[T]), b, h)
+			}
+		})
+	default:
+		parallel(d.B*d.H, scratch, func(s any, item int) {
+			attendHead(op, in, out, s.(*headScratch[T]), item/d.H, item%d.H)
+		})
 	}
-	parallel(d.B*d.H, scratch, func(s any, item int) {
-		attendHead(op, in, out, s.(*headScratch[T]), item/d.H, item%d.H)
-	})
 }
 
 // headScratch is one goroutine's buffers: two (Sq, Sk) blocks, and the
@@ -289,11 +371,19 @@ type headScratch[T float32 | float64] struct {
 func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *headScratch[T], b, h int) {
 	scratch := sc.blocks
 	d := op.dims
-	dk := d.D / d.H
+	dk, kd, g := d.D/d.H, d.kd(), d.kvHead(h)
 	scale := T(1 / math.Sqrt(float64(dk)))
 	block := d.Sq * d.Sk
-	// head returns head h of sequence b of an (B, n, D) tensor, rows D apart.
+	// head returns head h of sequence b of a (B, n, D) tensor, rows D apart;
+	// kvHead its KV head of a (B, n, KV*dk) tensor.
 	head := func(x []T, n int) []T { return heads(x, b, n, d.D, h, dk, 0) }
+	kvHead := func(x []T, n int) []T { return heads(x, b, n, kd, g, dk, 0) }
+	// first is 0 for the first query head of a group, 1 for the others,
+	// which add their gradient of k and v into the group's.
+	first := T(0)
+	if h%(d.H/d.KV) != 0 {
+		first = 1
+	}
 	// weights returns the (Sq, Sk) block of head h of sequence b of an
 	// (B, H, Sq, Sk) tensor.
 	weights := func(x []T) []T { return x[(b*d.H+h)*block:][:block] }
@@ -308,39 +398,64 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		}
 		return pk
 	}
+	// modded returns dS times the score modifier's derivative.
+	modded := func(ds []T) []T {
+		if d.Scored {
+			for i, der := range weights(in[3]) {
+				ds[i] *= der
+			}
+		}
+		return ds
+	}
+	var mask []T // the mask's (Sq, Sk) block of sequence b, if any
+	if d.Masked && (op.out == attnWeights || op.out == attnModDeriv) {
+		mask = in[2][b*block:][:block]
+	}
 	gemm := sc.ws.Gemm // the heads are already spread over the cores
 	switch op.out {
-	case attnWeights: // P = softmax(Q K^T * scale + mask + bias)        (Sq, Sk)
+	case attnWeights: // P = softmax(mods(Q K^T * scale + mask) + bias | sink)   (Sq, Sk)
 		p := weights(out)
-		gemm(false, true, d.Sq, d.Sk, dk, scale, head(in[0], d.Sq), d.D, head(in[1], d.Sk), d.D, 0, p, d.Sk)
-		var mask, bias []T
+		gemm(false, true, d.Sq, d.Sk, dk, scale, head(in[0], d.Sq), d.D, kvHead(in[1], d.Sk), kd, 0, p, d.Sk)
 		next := 2
 		if d.Masked {
-			mask = in[next][b*block:][:block]
 			next++
 		}
+		if op.mod != nil {
+			modRows(op.mod, p, nil, mask, b, h, d.Sk)
+			mask = nil // added by modRows
+		}
+		var bias []T
 		if d.Bias != 0 {
 			bias = in[next][d.biasBlock(b, h)*block:][:block]
+			next++
 		}
-		softmaxHead(p, mask, bias, d.Sk)
+		sink := math.Inf(-1)
+		if d.Sinks {
+			sink = float64(in[next][h])
+		}
+		softmaxHead(p, mask, bias, sink, d.Sk)
+	case attnModDeriv: // deriv = mods'(Q K^T * scale + mask), 0 where hidden  (Sq, Sk)
+		s := scratch[:block]
+		gemm(false, true, d.Sq, d.Sk, dk, scale, head(in[0], d.Sq), d.D, kvHead(in[1], d.Sk), kd, 0, s, d.Sk)
+		modRows(op.mod, s, weights(out), mask, b, h, d.Sk)
 	case attnOutput: // out = (P * keep) V                                (Sq, dk)
-		gemm(false, false, d.Sq, dk, d.Sk, 1, dropped(weights(in[0])), d.Sk, head(in[1], d.Sk), d.D, 0, head(out, d.Sq), d.D)
+		gemm(false, false, d.Sq, dk, d.Sk, 1, dropped(weights(in[0])), d.Sk, kvHead(in[1], d.Sk), kd, 0, head(out, d.Sq), d.D)
 	case attnGradP: // dP = (dout V^T) * keep                              (Sq, Sk)
 		dp := weights(out)
-		gemm(false, true, d.Sq, d.Sk, dk, 1, head(in[0], d.Sq), d.D, head(in[1], d.Sk), d.D, 0, dp, d.Sk)
+		gemm(false, true, d.Sq, d.Sk, dk, 1, head(in[0], d.Sq), d.D, kvHead(in[1], d.Sk), kd, 0, dp, d.Sk)
 		if d.Dropped {
 			for i, k := range weights(in[2]) {
 				dp[i] *= k
 			}
 		}
-	case attnGradV: // dV = (P * keep)^T dout                               (Sk, dk)
-		gemm(true, false, d.Sk, dk, d.Sq, 1, dropped(weights(in[0])), d.Sk, head(in[1], d.Sq), d.D, 0, head(out, d.Sk), d.D)
-	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * scale   (Sq, dk)
-		ds := scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], scale, d.Sk)
-		gemm(false, false, d.Sq, dk, d.Sk, 1, ds, d.Sk, head(in[2], d.Sk), d.D, 0, head(out, d.Sq), d.D)
-	case attnGradK: // dK = dS^T Q                                          (Sk, dk)
-		ds := scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], scale, d.Sk)
-		gemm(true, false, d.Sk, dk, d.Sq, 1, ds, d.Sk, head(in[2], d.Sq), d.D, 0, head(out, d.Sk), d.D)
+	case attnGradV: // dV += (P * keep)^T dout                              (Sk, dk)
+		gemm(true, false, d.Sk, dk, d.Sq, 1, dropped(weights(in[0])), d.Sk, head(in[1], d.Sq), d.D, first, kvHead(out, d.Sk), kd)
+	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * mods' * scale   (Sq, dk)
+		ds := modded(scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], scale, d.Sk))
+		gemm(false, false, d.Sq, dk, d.Sk, 1, ds, d.Sk, kvHead(in[2], d.Sk), kd, 0, head(out, d.Sq), d.D)
+	case attnGradK: // dK += dS^T Q                                          (Sk, dk)
+		ds := modded(scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], scale, d.Sk))
+		gemm(true, false, d.Sk, dk, d.Sq, 1, ds, d.Sk, head(in[2], d.Sq), d.D, first, kvHead(out, d.Sk), kd)
 	case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
 		ds := scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], 1, d.Sk)
 		dst := out[d.biasBlock(b, h)*block:][:block]
@@ -350,19 +465,63 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	}
 }
 
+// modRows applies the modifiers of r to the (Sq, n) scores s of head h of
+// sequence b, after adding mask (a block of s's shape, or nil): see modRow.
+// der, if not nil, receives the derivatives.
+func modRows[T float32 | float64](r *modRun, s, der, mask []T, b, h, n int) {
+	cov := AllVisible
+	if r.mask != nil {
+		cov = Partial
+	}
+	for i := 0; i*n < len(s); i++ {
+		row := s[i*n : (i+1)*n]
+		if mask != nil {
+			for j, m := range mask[i*n : (i+1)*n] {
+				row[j] += m
+			}
+		}
+		var dr []T
+		if der != nil {
+			dr = der[i*n : (i+1)*n]
+		}
+		modRow(r, row, dr, b, h, i, 0, cov)
+	}
+}
+
+// sinkGrad writes the gradient of head h's sink logit from the weights P
+// and their gradient dP (B, H, Sq, Sk): with p_sink = 1 - rowsum(P), the
+// sink's weight, a row adds -p_sink * rowsum(P * dP). The sequences and
+// rows are added in order, so the sum is the same from run to run.
+func sinkGrad[T float32 | float64](d attnDims, p, dp, out []T, h int) {
+	var sum float64
+	for b := 0; b < d.B; b++ {
+		blk := (b*d.H + h) * d.Sq * d.Sk
+		for i := 0; i < d.Sq; i++ {
+			pr, dr := p[blk+i*d.Sk:][:d.Sk], dp[blk+i*d.Sk:][:d.Sk]
+			var mass float64
+			for _, x := range pr {
+				mass += float64(x)
+			}
+			sum -= (1 - mass) * float64(vec.Dot(pr, dr))
+		}
+	}
+	out[h] = T(sum)
+}
+
 // softmaxHead turns scores s (rows of n) into softmax(s + mask + bias) in
-// place, row by row; mask and bias are blocks of s's shape, or nil. A hidden
-// entry's mask is -Inf, so its weight is exp(-Inf) = 0 whatever its score and
-// bias. Without a bias nothing is added, so the weights are those of scores
-// and mask alone, bit for bit.
-func softmaxHead[T float32 | float64](s, mask, bias []T, n int) {
+// place, row by row; mask and bias are blocks of s's shape, or nil, and sink
+// the logit that joins every row's denominator (-Inf for none). A hidden
+// entry's mask is -Inf, so its weight is exp(-Inf) = 0 whatever its score
+// and bias. Without a bias nothing is added, so the weights are those of
+// scores and mask alone, bit for bit.
+func softmaxHead[T float32 | float64](s, mask, bias []T, sink float64, n int) {
 	for _, add := range [][]T{mask, bias} {
 		for i, a := range add { // nothing to add for a nil block
 			s[i] += a
 		}
 	}
 	for i := 0; i*n < len(s); i++ {
-		softmaxRow(s[i*n : (i+1)*n])
+		softmaxRow(s[i*n:(i+1)*n], sink)
 	}
 }
 
@@ -371,14 +530,20 @@ func softmaxHead[T float32 | float64](s, mask, bias []T, n int) {
 // exp(-Inf) = 0. A row whose every entry is -Inf, a query that may see
 // nothing, is all 0 rather than 0/0 = NaN: such a row then contributes
 // nothing downstream, and its gradient P * (dP - rowsum(P * dP)) is 0 too.
-// float32 rows take internal/vec's eight-lane exponential; float64 rows
-// math.Exp, summed in float64.
-func softmaxRow[T float32 | float64](s []T) {
+// A finite sink joins the max and the denominator, exp(sink - max), and is
+// then dropped: the row sums to 1 - p_sink, and a row that sees nothing is
+// all sink, 0 again. float32 rows take internal/vec's eight-lane
+// exponential; float64 rows math.Exp, summed in float64.
+func softmaxRow[T float32 | float64](s []T, sink float64) {
 	m := T(math.Inf(-1))
 	for _, v := range s {
 		if v > m || v != v { // NaN wins, as in math.Max
 			m = v
 		}
+	}
+	hasSink := !math.IsInf(sink, -1)
+	if hasSink && float64(m) < sink {
+		m = T(sink)
 	}
 	if math.IsInf(float64(m), -1) {
 		clear(s)
@@ -386,13 +551,20 @@ func softmaxRow[T float32 | float64](s []T) {
 	}
 	var inv T
 	if s32, ok := any(s).([]float32); ok {
-		inv = T(1 / vec.ExpShiftSum(s32, s32, float32(m)))
+		sum := vec.ExpShiftSum(s32, s32, float32(m))
+		if hasSink {
+			sum += float32(math.Exp(sink - float64(m)))
+		}
+		inv = T(1 / sum)
 	} else {
 		var sum float64
 		for j, v := range s {
 			e := math.Exp(float64(v - m))
 			s[j] = T(e)
 			sum += e
+		}
+		if hasSink {
+			sum += math.Exp(sink - float64(m))
 		}
 		inv = T(1 / sum)
 	}
@@ -419,24 +591,33 @@ func (op attentionOp) ReturnsPtr() bool     { return false }
 func (op attentionOp) CallsExtern() bool    { return false }
 func (op attentionOp) OverwritesInput() int { return -1 }
 
-func (op attentionOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "qkv.attention %+v %d", op.dims, op.out) }
-func (op attentionOp) Hashcode() uint32      { return hashOf(op) }
+func (op attentionOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "qkv.attention %+v %d", op.dims, op.out)
+	if op.mod != nil {
+		fmt.Fprintf(h, " %s", op.mod.key)
+	}
+}
+func (op attentionOp) Hashcode() uint32 { return hashOf(op) }
 
 func (op attentionOp) String() string {
 	return [...]string{"qkv.AttentionWeights", "qkv.AttentionMix", "qkv.AttentionGradQ", "qkv.AttentionGradK",
-		"qkv.AttentionGradP", "qkv.AttentionGradV", "qkv.AttentionGradBias"}[op.out]
+		"qkv.AttentionGradP", "qkv.AttentionGradV", "qkv.AttentionGradBias", "qkv.AttentionModDeriv",
+		"qkv.AttentionGradSinks"}[op.out]
 }
 
-// DiffWRT: the weights are differentiable in q, k and the score bias, the
-// output in P and v; the mask and the dropout keep-mask are constants.
-// Gradient ops are not differentiated again.
+// DiffWRT: the weights are differentiable in q, k, the score bias and the
+// sinks, the output in P and v; the mask and the dropout keep-mask are
+// constants. Gradient ops are not differentiated again.
 func (op attentionOp) DiffWRT(inputs int) []bool {
 	d := make([]bool, inputs)
 	switch op.out {
 	case attnWeights:
 		d[0], d[1] = true, true
 		if op.dims.Bias != 0 {
-			d[inputs-1] = true // the bias is the last input
+			d[op.biasInput()] = true
+		}
+		if op.dims.Sinks {
+			d[inputs-1] = true // the sinks are the last input
 		}
 	case attnOutput:
 		d[0], d[1] = true, true
@@ -444,24 +625,49 @@ func (op attentionOp) DiffWRT(inputs int) []bool {
 	return d
 }
 
+// biasInput is the index of the score bias among the weights' inputs.
+func (op attentionOp) biasInput() int {
+	if op.dims.Masked {
+		return 3
+	}
+	return 2
+}
+
 // SymDiff returns the gradients of the inputs as attentionOps over the
 // forward values and the incoming gradient.
 func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	grads := make(G.Nodes, len(inputs))
 	apply := func(which int, args ...*G.Node) (*G.Node, error) {
-		return apply(attentionOp{dims: op.dims, out: which}, args...)
+		return apply(attentionOp{dims: op.dims, out: which, mod: op.mod}, args...)
 	}
 	var err error
 	switch op.out {
-	case attnWeights: // inputs q, k, [mask], [bias]; output P; grad dP
-		if grads[0], err = apply(attnGradQ, output, grad, inputs[1]); err != nil {
+	case attnWeights: // inputs q, k, [mask], [bias], [sinks]; output P; grad dP
+		gq, gk := G.Nodes{output, grad, inputs[1]}, G.Nodes{output, grad, inputs[0]}
+		if op.dims.Scored {
+			derivIn := G.Nodes{inputs[0], inputs[1]}
+			if op.dims.Masked {
+				derivIn = append(derivIn, inputs[2])
+			}
+			deriv, err := apply(attnModDeriv, derivIn...)
+			if err != nil {
+				return nil, err
+			}
+			gq, gk = append(gq, deriv), append(gk, deriv)
+		}
+		if grads[0], err = apply(attnGradQ, gq...); err != nil {
 			return nil, err
 		}
-		if grads[1], err = apply(attnGradK, output, grad, inputs[0]); err != nil {
+		if grads[1], err = apply(attnGradK, gk...); err != nil {
 			return nil, err
 		}
 		if op.dims.Bias != 0 {
-			grads[len(inputs)-1], err = apply(attnGradBias, output, grad)
+			if grads[op.biasInput()], err = apply(attnGradBias, output, grad); err != nil {
+				return nil, err
+			}
+		}
+		if op.dims.Sinks {
+			grads[len(inputs)-1], err = apply(attnGradSinks, output, grad)
 		}
 	case attnOutput: // inputs P, v, [keep]; grad dout
 		rest := inputs[2:]

@@ -3,8 +3,10 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"hash"
 	"math"
 
+	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -39,13 +41,33 @@ import (
 // batch, (B*H, S, dk), and the softmax is composed from reductions along the
 // last axis of 3-D tensors, which are right; Reshape copies (reshape.go).
 func ComposedAttention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (out, weights *G.Node, err error) {
-	d, err := composedDims(q, k, v, heads, mask, bias, keep)
+	return ComposedAttentionMods(q, k, v, heads, mask, bias, keep, Mods{})
+}
+
+// ComposedAttentionMods is ComposedAttention with the modifiers of mods,
+// computing exactly what AttentionMods computes (see Mods), still from
+// gorgonia ops that gorgonia differentiates:
+//
+//	K, V  = K E, V E          E (KV*dk, H*dk) a constant 0/1 matrix: KV head h/(H/KV) for head h
+//	s     = mods(s)           -Inf where hidden, Score.Mod elsewhere; its gradient is
+//	                          gorgonia's HadamardProd of the incoming one with Mod's derivative
+//	P     = softmax([s | sink_h])[:, :Sk]   the sink column joins each row, then is dropped
+//
+// The modifiers run in one element-wise op (qkv.ScoreMods) because they are
+// Go functions of positions, not graph ops; everything around them is as in
+// ComposedAttention.
+func ComposedAttentionMods(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (out, weights *G.Node, err error) {
+	d, err := composedDims(q, k, v, heads, mask, bias, keep, mods)
 	if err != nil {
 		return nil, nil, fmt.Errorf("graph: composed attention: %w", err)
 	}
 	B, H, Sq, Sk, dk := d.B, d.H, d.Sq, d.Sk, d.D/d.H
 	c := composer{dt: q.Dtype()}
 
+	if d.KV < H { // grouped-query: each KV head repeated for its query heads
+		k = c.expandKV(k, d) // (B, Sk, D)
+		v = c.expandKV(v, d) // (B, Sk, D)
+	}
 	Q := c.splitHeads(q, H) // (B*H, Sq, dk)
 	K := c.splitHeads(k, H) // (B*H, Sk, dk)
 	V := c.splitHeads(v, H) // (B*H, Sk, dk)
@@ -56,13 +78,24 @@ func ComposedAttention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G
 		// + mask, the same (Sq, Sk) for every head of a sequence: -Inf hides.
 		s = c.addBroadcast(s, mask.Bias, tensor.Shape{B, H, Sq * Sk}, 1)
 	}
+	if mods.active() { // hide by position, then modify what is visible
+		s = c.modScores(s, newModRun(mods, Sq, Sk), B, H)
+	}
 	switch d.Bias {
 	case 3: // + bias_h, the same (H, Sq, Sk) for every sequence
 		s = c.addBroadcast(s, bias, tensor.Shape{B, H * Sq * Sk}, 0)
 	case 4: // + bias (B, H, Sq, Sk), one (Sq, Sk) block per sequence and head
 		s = c.binary(G.Add, s, c.reshape(bias, tensor.Shape{B * H, Sq, Sk}))
 	}
-	P := c.softmax(s) // (B*H, Sq, Sk): rows sum to 1, or are 0 where no key is visible
+	var P *G.Node
+	if mods.Sinks != nil {
+		// [s | sink_h] (B*H, Sq, Sk+1), softmax, and the sink column dropped
+		s = c.binary(func(s, col *G.Node) (*G.Node, error) { return G.Concat(2, s, col) }, s, c.sinkColumn(mods.Sinks, B, Sq))
+		P = c.unary(func(p *G.Node) (*G.Node, error) { return G.Slice(p, nil, nil, G.S(0, Sk)) }, c.softmax(s))
+		P = c.reshape(P, tensor.Shape{B * H, Sq, Sk}) // a copy of the slice; rows sum to 1 - p_sink
+	} else {
+		P = c.softmax(s) // (B*H, Sq, Sk): rows sum to 1, or are 0 where no key is visible
+	}
 	weights = c.reshape(P, tensor.Shape{B, H, Sq, Sk})
 	if keep != nil { // dropout: P * keep
 		P = c.binary(G.HadamardProd, P, c.reshape(keep, tensor.Shape{B * H, Sq, Sk}))
@@ -79,7 +112,7 @@ func ComposedAttention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G
 // composedDims checks ComposedAttention's inputs as AttentionWithBias does,
 // with the same messages: nil nodes, the mask, the shapes of every input and
 // their dtypes.
-func composedDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (attnDims, error) {
+func composedDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (attnDims, error) {
 	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
 		return attnDims{}, err
 	}
@@ -96,7 +129,7 @@ func composedDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node
 			return attnDims{}, err
 		}
 	}
-	return attentionDims(q, k, v, heads, mask, bias, keep)
+	return attentionDims(q, k, v, heads, mask, bias, keep, mods)
 }
 
 // composer builds the steps of ComposedAttention and keeps the first error,
@@ -261,4 +294,136 @@ func (c *composer) atLeast(x *G.Node, floor float64) *G.Node {
 	f := G.NewConstant(NewDense(c.dt, col, vals), G.WithName(fmt.Sprintf("floor %g %v", floor, col)), G.In(x.Graph()))
 	both := c.binary(func(x, f *G.Node) (*G.Node, error) { return G.Concat(2, x, f) }, c.reshape(x, col), f) // (N, Sq, 2)
 	return c.reduce(G.Max, both)
+}
+
+// expandKV returns x (B, S, KV*dk) with each KV head repeated for the query
+// heads that read it, (B, S, H*dk), as x E for the constant 0/1 matrix E
+// (KV*dk, H*dk) that copies column g*dk+c of x to h*dk+c, g = h/(H/KV):
+// PyTorch's repeat_interleave. Its gradient, dx = dy E^T, sums each group's
+// heads. gorgonia's Mul is 2-D only, so x is viewed as (B*S, KV*dk).
+func (c *composer) expandKV(x *G.Node, d attnDims) *G.Node {
+	if !c.ok(x) {
+		return nil
+	}
+	dk, s := d.D/d.H, x.Shape()
+	e := make([]float64, d.kd()*d.D)
+	for h := 0; h < d.H; h++ {
+		for col := 0; col < dk; col++ {
+			e[(d.kvHead(h)*dk+col)*d.D+h*dk+col] = 1
+		}
+	}
+	E := G.NewConstant(NewDense(c.dt, tensor.Shape{d.kd(), d.D}, e), G.WithName(fmt.Sprintf("repeat KV %d->%d heads of %d", d.KV, d.H, dk)), G.In(x.Graph()))
+	x = c.binary(G.Mul, c.reshape(x, tensor.Shape{s[0] * s[1], d.kd()}), E) // (B*S, D)
+	return c.reshape(x, tensor.Shape{s[0], s[1], d.D})
+}
+
+// sinkColumn returns the sink logits (H) as the column (B*H, Sq, 1) that
+// joins the scores: row i of head h of every sequence holds sink_h. It is
+// R sinks for the constant 0/1 matrix R (B*H*Sq, H), so the sinks'
+// gradient, R^T dcol, sums the column's over sequences and rows.
+func (c *composer) sinkColumn(sinks *G.Node, b, sq int) *G.Node {
+	if !c.ok(sinks) {
+		return nil
+	}
+	h := sinks.Shape()[0]
+	r := make([]float64, b*h*sq*h)
+	for row := 0; row < b*h*sq; row++ {
+		r[row*h+row/sq%h] = 1
+	}
+	R := G.NewConstant(NewDense(c.dt, tensor.Shape{b * h * sq, h}, r), G.WithName(fmt.Sprintf("sink rows %dx%d", b*h*sq, h)), G.In(sinks.Graph()))
+	col := c.binary(G.Mul, R, c.reshape(sinks, tensor.Shape{h, 1})) // (B*H*Sq, 1)
+	return c.reshape(col, tensor.Shape{b * h, sq, 1})
+}
+
+// modScores applies the modifiers of r to the scores s (B*H, Sq, Sk) in one
+// element-wise op: -Inf where hidden, Score.Mod where visible. Its
+// gradient is gorgonia's HadamardProd of the incoming gradient with the
+// modifier's derivative (0 where hidden), a second output of the same op.
+func (c *composer) modScores(s *G.Node, r *modRun, b, h int) *G.Node {
+	if !c.ok(s) {
+		return nil
+	}
+	return c.do(apply(scoreModsOp{run: r, b: b, h: h, shape: s.Shape().Clone()}, s))
+}
+
+// scoreModsOp is modScores' op: the modified scores, or (deriv) their
+// derivatives with respect to the scores.
+type scoreModsOp struct {
+	run   *modRun
+	b, h  int
+	shape tensor.Shape // (B*H, Sq, Sk)
+	deriv bool
+	buf   *output
+}
+
+func (op scoreModsOp) withOutput(b *output) G.Op { op.buf = b; return op }
+func (op scoreModsOp) Arity() int                { return 1 }
+func (op scoreModsOp) Type() hm.Type             { return opType([]int{3}, 3) }
+func (op scoreModsOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return op.shape.Clone(), nil
+}
+
+func (op scoreModsOp) Do(vals ...G.Value) (G.Value, error) {
+	if len(vals) == 1 && vals[0] != nil && !vals[0].Shape().Eq(op.shape) {
+		return nil, fmt.Errorf("graph: %v: input is %v, want %v", op, vals[0].Shape(), op.shape)
+	}
+	v, err := runKernel(op, vals, 1, op.shape, op.buf, false)
+	if err == nil {
+		err = op.run.fail.take(op)
+	}
+	return v, err
+}
+
+func (op scoreModsOp) run64(in [][]float64, out []float64) { runScoreMods(op, in[0], out) }
+func (op scoreModsOp) run32(in [][]float32, out []float32) { runScoreMods(op, in[0], out) }
+
+// runScoreMods modifies each (Sq, Sk) block of head h of sequence b on its
+// own goroutine.
+func runScoreMods[T float32 | float64](op scoreModsOp, s, out []T) {
+	block := op.shape[1] * op.shape[2]
+	parallel(op.b*op.h, func() any { return nil }, func(_ any, item int) {
+		src, dst := s[item*block:][:block], out[item*block:][:block]
+		copy(dst, src)
+		if op.deriv {
+			modRows(op.run, src, dst, nil, item/op.h, item%op.h, op.shape[2])
+			return
+		}
+		modRows(op.run, dst, nil, nil, item/op.h, item%op.h, op.shape[2])
+	})
+}
+
+func (op scoreModsOp) ReturnsPtr() bool     { return false }
+func (op scoreModsOp) CallsExtern() bool    { return false }
+func (op scoreModsOp) OverwritesInput() int { return -1 }
+func (op scoreModsOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "qkv.scoremods %v %d %d %v %s", op.shape, op.b, op.h, op.deriv, op.run.key)
+}
+func (op scoreModsOp) Hashcode() uint32 { return hashOf(op) }
+
+func (op scoreModsOp) String() string {
+	if op.deriv {
+		return "qkv.ScoreModsDeriv"
+	}
+	return "qkv.ScoreMods"
+}
+
+// DiffWRT: the modified scores are differentiable in the scores; the
+// derivatives are not differentiated again.
+func (op scoreModsOp) DiffWRT(int) []bool { return []bool{!op.deriv} }
+
+// SymDiff returns ds = dy ∘ Mod'(s), a gorgonia HadamardProd.
+func (op scoreModsOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
+	if op.deriv {
+		return nil, fmt.Errorf("graph: %v is not differentiable", op)
+	}
+	op.deriv = true
+	der, err := apply(op, inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	ds, err := G.HadamardProd(grad, der)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{ds}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"hash"
 	"math"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -41,6 +42,14 @@ type FlashOptions struct {
 	// so its scratch never exceeds (Sq, Sk); a negative tile or one above
 	// MaxFlashTile is an error.
 	Tile int
+	// Mods are the modifiers of the attention (see Mods), honoured as by
+	// AttentionMods. A tile that Mods.Mask's Block says is AllHidden is
+	// skipped, forward and backward, as Causal skips the tiles above the
+	// diagonal, so a sliding window of w keys costs O(Sq w), not O(Sq Sk);
+	// an AllVisible tile asks no entry. The sinks start each row's running
+	// max and sum (m = sink, l = 1), and their gradient comes from each
+	// row's L and D_i alone: -exp(sink_h - L_i) D_i summed over rows.
+	Mods Mods
 }
 
 // FlashAttention returns the output (B, Sq, D) of scaled dot-product
@@ -64,9 +73,12 @@ type FlashOptions struct {
 // mask; both may be given. A query that sees no key gets output 0 and
 // gradients 0, not NaN.
 //
-// There is no score bias and no attention dropout: both need (Sq, Sk) values
-// per head that the tiles would have to read or regenerate; use Attention or
-// AttentionWithBias for them.
+// opt.Mods adds the modifiers of AttentionMods (masks and score modifiers
+// by position, grouped-query heads, sinks), from which a mask modifier's
+// hidden tiles are skipped. There is no tensor score bias and no attention
+// dropout: both need (Sq, Sk) values per head that the tiles would have to
+// read or regenerate; use AttentionWithBias for them, or write the bias as
+// a score modifier.
 //
 // Work is split over batch × heads × query blocks (forward) and batch ×
 // heads (backward) on runtime.GOMAXPROCS goroutines. Every output element
@@ -84,7 +96,7 @@ func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions
 	if opt.Tile < 0 || opt.Tile > MaxFlashTile {
 		return nil, fmt.Errorf("graph: flash attention: FlashOptions.Tile %d is out of range: use 0 for the default (%d) or a size from 1 to MaxFlashTile = %d", opt.Tile, DefaultFlashTile, MaxFlashTile)
 	}
-	a, err := attentionDims(q, k, v, heads, mask, nil, nil)
+	a, err := attentionDims(q, k, v, heads, mask, nil, nil, opt.Mods)
 	if err != nil {
 		return nil, fmt.Errorf("graph: flash attention: %w", err)
 	}
@@ -92,7 +104,8 @@ func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions
 	if tile == 0 {
 		tile = DefaultFlashTile
 	}
-	d := flashDims{B: a.B, Sq: a.Sq, Sk: a.Sk, D: a.D, H: a.H, TQ: min(tile, a.Sq), TK: min(tile, a.Sk), Masked: mask != nil, Causal: opt.Causal}
+	d := flashDims{B: a.B, Sq: a.Sq, Sk: a.Sk, D: a.D, H: a.H, KV: a.KV, TQ: min(tile, a.Sq), TK: min(tile, a.Sk),
+		Masked: mask != nil, Causal: opt.Causal, Sinks: a.Sinks}
 	// The packed forward value and the packed gradients are allocated when the
 	// graph runs, where a failed make cannot be caught: check them now.
 	if err := CheckElements(d.B, d.Sq, d.D+2*d.H); err != nil {
@@ -105,7 +118,14 @@ func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions
 	if mask != nil {
 		in = append(in, mask.Bias)
 	}
-	packed, err := apply(flashOp{dims: d, out: flashForward}, in...)
+	if opt.Mods.Sinks != nil {
+		in = append(in, opt.Mods.Sinks)
+	}
+	var run *modRun
+	if opt.Mods.active() {
+		run = newModRun(opt.Mods, d.Sq, d.Sk)
+	}
+	packed, err := apply(flashOp{dims: d, out: flashForward, mod: run}, in...)
 	if err != nil {
 		return nil, fmt.Errorf("graph: flash attention: %w", err)
 	}
@@ -118,9 +138,13 @@ func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions
 // flashDims are the sizes of one FlashAttention and its options. TQ and
 // TK are the query and key tiles: the option's tile, cut to Sq and Sk.
 type flashDims struct {
-	B, Sq, Sk, D, H, TQ, TK int
-	Masked, Causal          bool
+	B, Sq, Sk, D, H, KV, TQ, TK int
+	Masked, Causal, Sinks       bool
 }
+
+// kd is the width of k and v, KV*dk; kvHead the KV head query head h reads.
+func (d flashDims) kd() int          { return d.KV * (d.D / d.H) }
+func (d flashDims) kvHead(h int) int { return h / (d.H / d.KV) }
 
 // lse is the width of the log-sum-exp columns of the packed forward value:
 // two per head, L's float value and the rounding error of that value, so
@@ -135,28 +159,34 @@ func (d flashDims) lse() int { return 2 * d.H }
 // (D columns) and then L (2H columns); flashOutput copies the output out of
 // it. The gradient of flashOutput pads dO to the packed width (flashPad),
 // flashGrad computes dQ, dK and dV in one pass into one (B, Sq+2Sk, D)
-// value, and flashGradQ/K/V copy each out.
+// value, and flashGradQ/K/V copy each out (dK and dV, KV*dk wide, fill
+// the first KV*dk columns of their rows). flashGradSinks needs only each
+// row's L and D_i, from the packed value and its gradient.
 const (
-	flashForward = iota // packed (B, Sq, D+2H) from q, k, v, [mask]
-	flashOutput         // out (B, Sq, D) from packed
-	flashPad            // dpacked (B, Sq, D+2H) from dout (B, Sq, D)
-	flashGrad           // dq, dk, dv stacked (B, Sq+2Sk, D) from q, k, v, [mask], packed, dpacked
-	flashGradQ          // dq (B, Sq, D) from the stacked gradients
-	flashGradK          // dk (B, Sk, D) from the stacked gradients
-	flashGradV          // dv (B, Sk, D) from the stacked gradients
+	flashForward   = iota // packed (B, Sq, D+2H) from q, k, v, [mask], [sinks]
+	flashOutput           // out (B, Sq, D) from packed
+	flashPad              // dpacked (B, Sq, D+2H) from dout (B, Sq, D)
+	flashGrad             // dq, dk, dv stacked (B, Sq+2Sk, D) from q, k, v, [mask], packed, dpacked
+	flashGradQ            // dq (B, Sq, D) from the stacked gradients
+	flashGradK            // dk (B, Sk, KV*dk) from the stacked gradients
+	flashGradV            // dv (B, Sk, KV*dk) from the stacked gradients
+	flashGradSinks        // dsinks (H) from packed, dpacked, sinks
 )
 
 // flashOp is one step of FlashAttention or of its gradient; which one is out.
+// mod, for the steps that compute scores, is nil without modifiers.
 type flashOp struct {
 	dims flashDims
 	out  int
+	mod  *modRun
 	buf  *output
 }
 
 func (op flashOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
 // inputs lists the number of dimensions of each input, in order: all are
-// 3-D. TestOpDeclaredTypes compares them with the nodes the op is applied to.
+// 3-D but the sinks (H). TestOpDeclaredTypes compares them with the nodes
+// the op is applied to.
 func (op flashOp) inputs() []int {
 	n := 1
 	switch op.out {
@@ -164,6 +194,8 @@ func (op flashOp) inputs() []int {
 		n = 3
 	case flashGrad:
 		n = 5
+	case flashGradSinks:
+		return []int{3, 3, 1}
 	}
 	if op.dims.Masked && (op.out == flashForward || op.out == flashGrad) {
 		n++
@@ -171,6 +203,9 @@ func (op flashOp) inputs() []int {
 	in := make([]int, n)
 	for i := range in {
 		in[i] = 3
+	}
+	if op.dims.Sinks && op.out == flashForward {
+		in = append(in, 1)
 	}
 	return in
 }
@@ -183,7 +218,9 @@ func (op flashOp) shape() tensor.Shape {
 	case flashGrad:
 		return tensor.Shape{d.B, d.Sq + 2*d.Sk, d.D}
 	case flashGradK, flashGradV:
-		return tensor.Shape{d.B, d.Sk, d.D}
+		return tensor.Shape{d.B, d.Sk, d.kd()}
+	case flashGradSinks:
+		return tensor.Shape{d.H}
 	}
 	return tensor.Shape{d.B, d.Sq, d.D}
 }
@@ -204,7 +241,11 @@ func (op flashOp) Do(vals ...G.Value) (G.Value, error) {
 			}
 		}
 	}
-	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, true)
+	v, err := runKernel(op, vals, op.Arity(), op.shape(), op.buf, true)
+	if err == nil && op.mod != nil {
+		err = op.mod.fail.take(op)
+	}
+	return v, err
 }
 
 func (op flashOp) run64(in [][]float64, out []float64) { runFlash(op, in, out) }
@@ -219,11 +260,18 @@ func (op flashOp) inputShape(i int) tensor.Shape {
 		case i == 0:
 			return tensor.Shape{d.B, d.Sq, d.D}
 		case i <= 2:
-			return tensor.Shape{d.B, d.Sk, d.D}
+			return tensor.Shape{d.B, d.Sk, d.kd()}
 		case i == 3 && d.Masked:
 			return tensor.Shape{d.B, d.Sq, d.Sk}
+		case op.out == flashForward: // the sinks
+			return tensor.Shape{d.H}
 		}
 		return tensor.Shape{d.B, d.Sq, d.D + d.lse()} // packed, dpacked
+	case flashGradSinks:
+		if i == 2 {
+			return tensor.Shape{d.H}
+		}
+		return tensor.Shape{d.B, d.Sq, d.D + d.lse()}
 	case flashOutput:
 		return tensor.Shape{d.B, d.Sq, d.D + d.lse()}
 	case flashPad:
@@ -236,21 +284,30 @@ func (op flashOp) ReturnsPtr() bool     { return false }
 func (op flashOp) CallsExtern() bool    { return false }
 func (op flashOp) OverwritesInput() int { return -1 }
 
-func (op flashOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "qkv.flash %+v %d", op.dims, op.out) }
-func (op flashOp) Hashcode() uint32      { return hashOf(op) }
+func (op flashOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "qkv.flash %+v %d", op.dims, op.out)
+	if op.mod != nil {
+		fmt.Fprintf(h, " %s", op.mod.key)
+	}
+}
+func (op flashOp) Hashcode() uint32 { return hashOf(op) }
 
 func (op flashOp) String() string {
 	return [...]string{"qkv.FlashAttention", "qkv.FlashOutput", "qkv.FlashPad", "qkv.FlashGrad",
-		"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV"}[op.out]
+		"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV", "qkv.FlashGradSinks"}[op.out]
 }
 
-// DiffWRT: the forward op is differentiable in q, k and v (not the mask),
-// flashOutput in the packed value; gradient ops are not differentiated again.
+// DiffWRT: the forward op is differentiable in q, k, v and the sinks (not
+// the mask), flashOutput in the packed value; gradient ops are not
+// differentiated again.
 func (op flashOp) DiffWRT(inputs int) []bool {
 	d := make([]bool, inputs)
 	switch op.out {
 	case flashForward:
 		d[0], d[1], d[2] = true, true, true
+		if op.dims.Sinks {
+			d[inputs-1] = true
+		}
 	case flashOutput:
 		d[0] = true
 	}
@@ -261,7 +318,7 @@ func (op flashOp) DiffWRT(inputs int) []bool {
 // values and the incoming gradient.
 func (op flashOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	apply := func(which int, args ...*G.Node) (*G.Node, error) {
-		return apply(flashOp{dims: op.dims, out: which}, args...)
+		return apply(flashOp{dims: op.dims, out: which, mod: op.mod}, args...)
 	}
 	switch op.out {
 	case flashOutput: // input packed; grad dout
@@ -270,14 +327,23 @@ func (op flashOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 			return nil, err
 		}
 		return G.Nodes{dp}, nil
-	case flashForward: // inputs q, k, v, [mask]; output packed; grad dpacked
-		all, err := apply(flashGrad, append(append(G.Nodes{}, inputs...), output, grad)...)
+	case flashForward: // inputs q, k, v, [mask], [sinks]; output packed; grad dpacked
+		scores := inputs
+		if op.dims.Sinks {
+			scores = inputs[:len(inputs)-1]
+		}
+		all, err := apply(flashGrad, append(append(G.Nodes{}, scores...), output, grad)...)
 		if err != nil {
 			return nil, err
 		}
 		grads := make(G.Nodes, len(inputs))
 		for i, which := range []int{flashGradQ, flashGradK, flashGradV} {
 			if grads[i], err = apply(which, all); err != nil {
+				return nil, err
+			}
+		}
+		if op.dims.Sinks {
+			if grads[len(inputs)-1], err = apply(flashGradSinks, output, grad, inputs[len(inputs)-1]); err != nil {
 				return nil, err
 			}
 		}
@@ -292,7 +358,7 @@ func runFlash[T float32 | float64](op flashOp, in [][]T, out []T) {
 	w := d.D + d.lse()
 	switch op.out {
 	case flashForward:
-		flashForwardKernel(d, in, out)
+		flashForwardKernel(d, op.mod, in, out)
 	case flashOutput: // copy the first D columns of each packed row
 		for r := 0; r < d.B*d.Sq; r++ {
 			copy(out[r*d.D:(r+1)*d.D], in[0][r*w:r*w+d.D])
@@ -302,21 +368,50 @@ func runFlash[T float32 | float64](op flashOp, in [][]T, out []T) {
 			copy(out[r*w:r*w+d.D], in[0][r*d.D:(r+1)*d.D])
 		}
 	case flashGrad:
-		flashBackwardKernel(d, in, out)
+		flashBackwardKernel(d, op.mod, in, out)
 	case flashGradQ, flashGradK, flashGradV:
-		rows, first := d.Sq, 0
+		rows, first, width := d.Sq, 0, d.D
 		switch op.out {
 		case flashGradK:
-			rows, first = d.Sk, d.Sq
+			rows, first, width = d.Sk, d.Sq, d.kd()
 		case flashGradV:
-			rows, first = d.Sk, d.Sq+d.Sk
+			rows, first, width = d.Sk, d.Sq+d.Sk, d.kd()
 		}
 		stride := d.Sq + 2*d.Sk
 		for b := 0; b < d.B; b++ {
-			copy(out[b*rows*d.D:(b+1)*rows*d.D], in[0][(b*stride+first)*d.D:][:rows*d.D])
+			for r := 0; r < rows; r++ {
+				copy(out[(b*rows+r)*width:][:width], in[0][(b*stride+first+r)*d.D:][:width])
+			}
 		}
+	case flashGradSinks:
+		flashSinkGrad(d, in[0], in[1], in[2], out)
 	}
 }
+
+// flashSinkGrad writes the gradient of each head's sink logit: every row i
+// adds -p_sink D_i, p_sink = exp(sink_h - L_i) its sink's weight and
+// D_i = rowsum(dO ∘ O)_i = sum_j P_ij dP_ij, the rows in order.
+func flashSinkGrad[T float32 | float64](d flashDims, packed, dpacked, sinks, out []T) {
+	dk, w := d.D/d.H, d.D+d.lse()
+	for h := 0; h < d.H; h++ {
+		var sum float64
+		for r := 0; r < d.B*d.Sq; r++ {
+			row, drow := packed[r*w:][:w], dpacked[r*w:][:w]
+			L := float64(row[d.D+2*h]) + float64(row[d.D+2*h+1])
+			var dot float64
+			for c, o := range row[h*dk : (h+1)*dk] {
+				dot += float64(drow[h*dk+c]) * float64(o)
+			}
+			sum -= math.Exp(float64(sinks[h])-L) * dot
+		}
+		out[h] = T(sum)
+	}
+}
+
+// flashTiles counts the (query tile, key tile) pairs whose scores flash
+// attention computes, forward and backward: the tests read it to see that
+// tiles a mask modifier hides are skipped.
+var flashTiles atomic.Int64
 
 // keyEnd is the end (exclusive) of the keys query i may see among [j0, j1):
 // with Causal, keys j > i are hidden.
@@ -342,15 +437,18 @@ type flashScratch[T float32 | float64] struct {
 // tile, the block's scores are one product Q K^T and its contribution to
 // the output one product P V, on the packed GEMM, in the data's dtype and
 // on the heads where they lie; the running max and sum are float64.
-func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
-	dk := d.D / d.H
+func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, in [][]T, out []T) {
+	dk, kd := d.D/d.H, d.kd()
 	scale := T(1 / math.Sqrt(float64(dk)))
 	t, tk := d.TQ, d.TK
 	blocks := (d.Sq + t - 1) / t
 	w := d.D + d.lse()
-	var mask []T
+	var mask, sinks []T
 	if d.Masked {
 		mask = in[3]
+	}
+	if d.Sinks {
+		sinks = in[len(in)-1]
 	}
 	parallel(d.B*d.H*blocks, func() any {
 		return &flashScratch[T]{acc: make([]T, t*dk), s: make([]T, t*tk), m: make([]float64, t), l: make([]float64, t)}
@@ -359,30 +457,48 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 		b, h, blk := item/(d.H*blocks), item/blocks%d.H, item%blocks
 		i0, i1 := blk*t, min((blk+1)*t, d.Sq)
 		nq := i1 - i0
+		g := d.kvHead(h)
 		q := heads(in[0], b, d.Sq, d.D, h, dk, i0)
 		clear(s.acc[:nq*dk])
 		for r := 0; r < nq; r++ {
+			// A sink starts the row as if its column came first: max sink,
+			// sum exp(sink - sink) = 1, and no value.
 			s.m[r], s.l[r] = math.Inf(-1), 0
+			if sinks != nil {
+				s.m[r], s.l[r] = float64(sinks[h]), 1
+			}
 		}
 		for j0 := 0; j0 < d.Sk; j0 += tk {
 			if d.Causal && j0 > i1-1 {
 				break // this tile and every later one are above the diagonal
 			}
 			j1 := min(j0+tk, d.Sk)
+			cov := AllVisible
+			if mod != nil {
+				if cov = mod.coverage(b, h, i0, i1, j0, j1); cov == AllHidden {
+					continue // the mask modifier hides every entry of the tile
+				}
+			}
+			flashTiles.Add(1)
 			nk := j1 - j0
-			k, v := heads(in[1], b, d.Sk, d.D, h, dk, j0), heads(in[2], b, d.Sk, d.D, h, dk, j0)
+			k, v := heads(in[1], b, d.Sk, kd, g, dk, j0), heads(in[2], b, d.Sk, kd, g, dk, j0)
 			// S = Q K^T / sqrt(dk)                                 (nq, nk)
-			s.ws.Gemm(false, true, nq, nk, dk, scale, q, d.D, k, d.D, 0, s.s, nk)
+			s.ws.Gemm(false, true, nq, nk, dk, scale, q, d.D, k, kd, 0, s.s, nk)
 			for r := 0; r < nq; r++ {
 				i := i0 + r
 				sr := s.s[r*nk : (r+1)*nk]
 				visible := sr[:max(d.keyEnd(i, j1)-j0, 0)]
-				mt := math.Inf(-1)
-				for c := range visible {
-					if mask != nil {
-						visible[c] += mask[(b*d.Sq+i)*d.Sk+j0+c]
+				if mask != nil {
+					for c, m := range mask[(b*d.Sq+i)*d.Sk+j0:][:len(visible)] {
+						visible[c] += m
 					}
-					mt = math.Max(mt, float64(visible[c]))
+				}
+				if mod != nil {
+					modRow(mod, visible, nil, b, h, i, j0, cov)
+				}
+				mt := math.Inf(-1)
+				for _, x := range visible {
+					mt = math.Max(mt, float64(x))
 				}
 				clear(sr[len(visible):]) // keys j > i: weight 0
 				if math.IsInf(mt, -1) {
@@ -402,13 +518,13 @@ func flashForwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 				s.l[r] += expShift(visible, s.m[r], 1) // exactly 0 for a hidden key
 			}
 			// acc += P V                                            (nq, dk)
-			s.ws.Gemm(false, false, nq, dk, nk, 1, s.s, nk, v, d.D, 1, s.acc, dk)
+			s.ws.Gemm(false, false, nq, dk, nk, 1, s.s, nk, v, kd, 1, s.acc, dk)
 		}
 		for r := 0; r < nq; r++ {
 			row := out[(b*d.Sq+i0+r)*w:][:w]
 			o := row[h*dk : (h+1)*dk]
 			lse := row[d.D+2*h : d.D+2*h+2]
-			if s.l[r] == 0 { // a query that sees no key
+			if s.l[r] == 0 { // a query that sees no key, and no sink
 				clear(o)
 				lse[0], lse[1] = T(math.Inf(-1)), 0
 				continue
@@ -451,9 +567,10 @@ func expShift[T float32 | float64](x []T, shift, factor float64) float64 {
 // workers.
 type flashBackward[T float32 | float64] struct {
 	d          flashDims
+	mod        *modRun // the modifiers, or nil
 	dk         int
 	scale      T
-	q, k, v    []T       // (B, S, D)
+	q, k, v    []T       // (B, Sq, D), (B, Sk, KV*dk), (B, Sk, KV*dk)
 	do         []T       // (B, Sq, D + 2H): dO in the first D columns
 	mask       []T       // (B, Sq, Sk), or nil
 	lse, delta []float64 // (B*H, Sq)
@@ -473,7 +590,7 @@ type flashBackward[T float32 | float64] struct {
 // dP and dS a second time (seven products per pair of tiles instead of
 // five). Both ways every sum runs in the same order, so the results are the
 // same bit for bit whatever the number of goroutines.
-func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
+func flashBackwardKernel[T float32 | float64](d flashDims, mod *modRun, in [][]T, out []T) {
 	dk := d.D / d.H
 	w := d.D + d.lse()
 	next := 3
@@ -483,7 +600,7 @@ func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 		next++
 	}
 	packed, dpacked := in[next], in[next+1]
-	bw := &flashBackward[T]{d: d, dk: dk, scale: T(1 / math.Sqrt(float64(dk))),
+	bw := &flashBackward[T]{d: d, mod: mod, dk: dk, scale: T(1 / math.Sqrt(float64(dk))),
 		q: in[0], k: in[1], v: in[2], do: dpacked, mask: mask, out: out,
 		lse: make([]float64, d.B*d.H*d.Sq), delta: make([]float64, d.B*d.H*d.Sq),
 	}
@@ -505,9 +622,14 @@ func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 	}
 	t, tk := d.TQ, d.TK
 	scratch := func() any { return newTileScratch[T](t * tk) }
-	if pairs := d.B * d.H; pairs >= runtime.GOMAXPROCS(0) {
-		parallel(pairs, scratch, func(sc any, pair int) {
-			bw.tiles(pair, 0, d.Sq, 0, d.Sk, true, true, sc.(*tileScratch[T]))
+	// The query heads of a KV group add into one dK and dV: an item that
+	// writes them owns the group, (b, g), and walks its query heads in order.
+	group := d.H / d.KV
+	if kvPairs := d.B * d.KV; kvPairs >= runtime.GOMAXPROCS(0) {
+		parallel(kvPairs, scratch, func(sc any, kv int) {
+			for pair := kv * group; pair < (kv+1)*group; pair++ {
+				bw.tiles(pair, 0, d.Sq, 0, d.Sk, true, true, sc.(*tileScratch[T]))
+			}
 		})
 		return
 	}
@@ -516,21 +638,23 @@ func flashBackwardKernel[T float32 | float64](d flashDims, in [][]T, out []T) {
 		pair, blk := item/qBlocks, item%qBlocks
 		bw.tiles(pair, blk*t, min((blk+1)*t, d.Sq), 0, d.Sk, true, false, sc.(*tileScratch[T]))
 	})
-	parallel(d.B*d.H*kBlocks, scratch, func(sc any, item int) {
-		pair, blk := item/kBlocks, item%kBlocks
-		bw.tiles(pair, 0, d.Sq, blk*tk, min((blk+1)*tk, d.Sk), false, true, sc.(*tileScratch[T]))
+	parallel(d.B*d.KV*kBlocks, scratch, func(sc any, item int) {
+		kv, blk := item/kBlocks, item%kBlocks
+		for pair := kv * group; pair < (kv+1)*group; pair++ {
+			bw.tiles(pair, 0, d.Sq, blk*tk, min((blk+1)*tk, d.Sk), false, true, sc.(*tileScratch[T]))
+		}
 	})
 }
 
 // tileScratch is one backward goroutine's buffers for a pair of tiles.
 type tileScratch[T float32 | float64] struct {
-	s, dp []T // (TQ, TK): scores then weights, dP then dS
-	ws    fastgemm.Workspace[T]
+	s, dp, der []T // (TQ, TK): scores then weights, dP then dS, the score modifier's derivatives
+	ws         fastgemm.Workspace[T]
 }
 
 // newTileScratch returns the buffers of n = TQ * TK values each.
 func newTileScratch[T float32 | float64](n int) *tileScratch[T] {
-	return &tileScratch[T]{s: make([]T, n), dp: make([]T, n)}
+	return &tileScratch[T]{s: make([]T, n), dp: make([]T, n), der: make([]T, n)}
 }
 
 // tiles adds into bw.out the gradients of the queries [i0, i1) (with
@@ -539,7 +663,7 @@ func newTileScratch[T float32 | float64](n int) *tileScratch[T] {
 // the packed GEMM, read from and added to the heads where they lie:
 //
 //	S  = Q K^T / sqrt(dk),  P = exp(S - L)       (recomputed, ti x tj)
-//	dP = dO V^T,            dS = P ∘ (dP - D) / sqrt(dk)
+//	dP = dO V^T,            dS = P ∘ (dP - D) ∘ mods' / sqrt(dk)
 //	dQ += dS K,  dK += dS^T Q,  dV += P^T dO
 //
 // Tiles start at multiples of the tile size whatever the ranges, and each
@@ -548,6 +672,7 @@ func newTileScratch[T float32 | float64](n int) *tileScratch[T] {
 func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, sc *tileScratch[T]) {
 	d, n, t, tk := bw.d, bw.dk, bw.d.TQ, bw.d.TK
 	b, h := pair/d.H, pair%d.H
+	kd, g := d.kd(), d.kvHead(h)
 	w := d.D + d.lse()
 	stride := d.Sq + 2*d.Sk // rows of one sequence's stacked gradients
 	lse, delta := bw.lse[pair*d.Sq:][:d.Sq], bw.delta[pair*d.Sq:][:d.Sq]
@@ -561,10 +686,17 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 				break // above the diagonal: every weight is 0
 			}
 			tj1 := min(tj+tk, j1)
+			cov := AllVisible
+			if bw.mod != nil {
+				if cov = bw.mod.coverage(b, h, ti, ti1, tj, tj1); cov == AllHidden {
+					continue // every weight is 0
+				}
+			}
+			flashTiles.Add(1)
 			nk := tj1 - tj
-			k, v := heads(bw.k, b, d.Sk, d.D, h, n, tj), heads(bw.v, b, d.Sk, d.D, h, n, tj)
-			gemm(false, true, nq, nk, n, bw.scale, q, d.D, k, d.D, 0, s, nk) // S
-			gemm(false, true, nq, nk, n, 1, do, w, v, d.D, 0, dp, nk)        // dP
+			k, v := heads(bw.k, b, d.Sk, kd, g, n, tj), heads(bw.v, b, d.Sk, kd, g, n, tj)
+			gemm(false, true, nq, nk, n, bw.scale, q, d.D, k, kd, 0, s, nk) // S
+			gemm(false, true, nq, nk, n, 1, do, w, v, kd, 0, dp, nk)        // dP
 			for r := 0; r < nq; r++ {
 				i := ti + r
 				sr, dr := s[r*nk:(r+1)*nk], dp[r*nk:(r+1)*nk]
@@ -580,6 +712,11 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 						sr[c] += m
 					}
 				}
+				var der []T
+				if bw.mod != nil {
+					der = sc.der[:visible]
+					modRow(bw.mod, sr[:visible], der, b, h, i, tj, cov)
+				}
 				// P = exp(S - L), with L split as a float of T plus the rest,
 				// so that a float32 L of 1e3 loses nothing.
 				hi := T(L)
@@ -587,14 +724,17 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 				for c, p := range sr[:visible] {
 					dr[c] = p * (dr[c] - T(delta[i])) * bw.scale // dS
 				}
+				for c, x := range der {
+					dr[c] *= x
+				}
 			}
 			if wantQ { // dQ += dS K
 				dq := heads(bw.out, b, stride, d.D, h, n, ti)
-				gemm(false, false, nq, n, nk, 1, dp, nk, k, d.D, 1, dq, d.D)
+				gemm(false, false, nq, n, nk, 1, dp, nk, k, kd, 1, dq, d.D)
 			}
 			if wantKV { // dK += dS^T Q, dV += P^T dO
-				dk := heads(bw.out, b, stride, d.D, h, n, d.Sq+tj)
-				dv := heads(bw.out, b, stride, d.D, h, n, d.Sq+d.Sk+tj)
+				dk := heads(bw.out, b, stride, d.D, g, n, d.Sq+tj)
+				dv := heads(bw.out, b, stride, d.D, g, n, d.Sq+d.Sk+tj)
 				gemm(true, false, nk, n, nq, 1, dp, nk, q, d.D, 1, dk, d.D)
 				gemm(true, false, nk, n, nq, 1, s, nk, do, w, 1, dv, d.D)
 			}

@@ -484,8 +484,10 @@ func ExampleFlashAttention() {
 }
 
 // benchAttention times one forward and backward pass of attention over one
-// sequence of n positions, 4 heads of 32, causal, with flash or fused.
-func benchAttention(b *testing.B, n int, flash bool) {
+// sequence of n positions, 4 heads of 32, causal, with flash (options
+// flash) or, for a nil flash, fused. It reports the tiles flash computes
+// per pass.
+func benchAttention(b *testing.B, n int, flash *FlashOptions) {
 	const heads, dk = 4, 32
 	c := flashCase{b: 1, sq: n, sk: n, heads: heads, dk: dk, causal: true}
 	in := newFlashInputs(c, 1, 1)
@@ -496,8 +498,8 @@ func benchAttention(b *testing.B, n int, flash bool) {
 	v := valued(g, tensor.Float32, shape, in.v, "v")
 	var out *G.Node
 	var err error
-	if flash {
-		out, err = FlashAttention(q, k, v, heads, nil, FlashOptions{Causal: true})
+	if flash != nil {
+		out, err = FlashAttention(q, k, v, heads, nil, *flash)
 	} else {
 		var m Mask
 		if m, err = Causal(1, n); err != nil {
@@ -525,22 +527,26 @@ func benchAttention(b *testing.B, n int, flash bool) {
 	}
 	defer vm.Close()
 	b.ReportAllocs()
+	tiles := flashTiles.Load()
 	for b.Loop() {
 		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
 		}
 		vm.Reset()
 	}
+	if flash != nil {
+		b.ReportMetric(float64(flashTiles.Load()-tiles)/float64(b.N), "tiles/op")
+	}
 }
 
 func BenchmarkFlashAttention(b *testing.B) {
 	for _, n := range []int{128, 1024} {
 		for _, flash := range []bool{false, true} {
-			name := fmt.Sprintf("n=%d/fused", n)
+			name, opt := fmt.Sprintf("n=%d/fused", n), (*FlashOptions)(nil)
 			if flash {
-				name = fmt.Sprintf("n=%d/flash", n)
+				name, opt = fmt.Sprintf("n=%d/flash", n), &FlashOptions{Causal: true}
 			}
-			b.Run(name, func(b *testing.B) { benchAttention(b, n, flash) })
+			b.Run(name, func(b *testing.B) { benchAttention(b, n, opt) })
 		}
 	}
 }

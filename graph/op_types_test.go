@@ -25,11 +25,12 @@ import (
 var customOps = []string{
 	"qkv.AttentionWeights", "qkv.AttentionMix",
 	"qkv.AttentionGradQ", "qkv.AttentionGradK", "qkv.AttentionGradP", "qkv.AttentionGradV", "qkv.AttentionGradBias",
+	"qkv.AttentionModDeriv", "qkv.AttentionGradSinks", "qkv.ScoreMods", "qkv.ScoreModsDeriv",
 	"qkv.Linear", "qkv.LinearGradX", "qkv.LinearGradW", "qkv.LinearGradB",
 	"qkv.LayerNorm", "qkv.LayerNormGradX", "qkv.LayerNormGradGain", "qkv.LayerNormGradBias",
 	"qkv.Reshape",
 	"qkv.FlashAttention", "qkv.FlashOutput", "qkv.FlashPad", "qkv.FlashGrad",
-	"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV",
+	"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV", "qkv.FlashGradSinks",
 }
 
 // opKind is the op's String() without its parameters ("qkv.Reshape(2, 3)").
@@ -162,6 +163,30 @@ func everyOp(t *testing.T, g *G.ExprGraph, dt tensor.Dtype) (cost *G.Node, wrt G
 		opt  FlashOptions
 	}{{nil, FlashOptions{}}, {mask, FlashOptions{Causal: true, Tile: 2}}} {
 		add(must(FlashAttention(q, k, v, heads, c.mask, c.opt)))
+	}
+
+	// Modifiers: a score modifier, a mask modifier, two KV heads of 3 and
+	// sinks, in each implementation, with and without the mask tensor.
+	kg, vg := val(tensor.Shape{b, sk, d / heads}, "k of 1 KV head"), val(tensor.Shape{b, sk, d / heads}, "v of 1 KV head")
+	sinks := val(tensor.Shape{heads}, "sinks")
+	soft, err := Softcap(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*MaskNode{nil, mask} {
+		mods := Mods{Mask: CausalMod(), Score: soft, KVHeads: 1, Sinks: sinks}
+		out, weights, err := AttentionMods(q, kg, vg, heads, m, shared, keep, mods)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(out)
+		add(weights)
+		if out, weights, err = ComposedAttentionMods(q, kg, vg, heads, m, nil, nil, mods); err != nil {
+			t.Fatal(err)
+		}
+		add(out)
+		add(weights)
+		add(must(FlashAttention(q, kg, vg, heads, m, FlashOptions{Tile: 2, Mods: mods})))
 	}
 
 	x := val(tensor.Shape{b, sq, d}, "x")
