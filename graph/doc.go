@@ -23,8 +23,19 @@
 // default; FlashAttention (flash.go) tiles the keys and never forms the
 // (Sq, Sk) weights, so its memory grows linearly with the sequence.
 //
-// Attention, LayerNorm, Linear and the activations are custom gorgonia ops
-// (attention.go, layernorm.go, linear.go, activation.go): one op each way
+// The attention of recent models enters once, through Mods (mods.go): a
+// mask modifier by position (CausalMod, Window, And, or one of your own), a
+// score modifier with its derivative (ALiBi, Softcap, Chain), grouped-query
+// key/value heads and gpt-oss's sinks. ComposedAttentionMods, AttentionMods
+// and FlashOptions.Mods honour them alike, with gradients; flash skips the
+// tiles a mask modifier calls AllHidden. What acts on q and k before the
+// scores is an op of its own: RoPE (rope.go, half-split or interleaved
+// pairs, angles in float64 for both dtypes) and RMSNorm / HeadRMSNorm
+// (rmsnorm.go, QK-norm over each head).
+//
+// Attention, LayerNorm, RMSNorm, RoPE, Linear and the activations are custom
+// gorgonia ops (attention.go, layernorm.go, rmsnorm.go, rope.go, linear.go,
+// activation.go): one op each way
 // instead of tens of reshapes, transposes, broadcasts and elementwise ops.
 // Their kernels (kernel.go) split the work over the cores, keep their output
 // tensor from one run of the graph to the next (so a node's value is valid

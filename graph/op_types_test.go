@@ -31,6 +31,7 @@ var customOps = []string{
 	"qkv.Reshape",
 	"qkv.FlashAttention", "qkv.FlashOutput", "qkv.FlashPad", "qkv.FlashGrad",
 	"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV", "qkv.FlashGradSinks",
+	"qkv.RoPE", "qkv.RoPEInverse", "qkv.RMSNorm", "qkv.RMSNormGradX", "qkv.RMSNormGradGain",
 }
 
 // opKind is the op's String() without its parameters ("qkv.Reshape(2, 3)").
@@ -198,6 +199,17 @@ func everyOp(t *testing.T, g *G.ExprGraph, dt tensor.Dtype) (cost *G.Node, wrt G
 	gain, shift := val(tensor.Shape{d}, "gain"), val(tensor.Shape{d}, "shift")
 	add(must(LayerNorm(x, gain, shift, 1e-5)))
 	add(must(Reshape(x, tensor.Shape{b * sq, d})))
+	// QK-norm then RoPE over 3 heads of 2, and the interleaved pairing.
+	pos, err := NewIDs(g, b, sq, 10, "pos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pos.Set([]int{0, 1, 2, 5, 6, 7}); err != nil {
+		t.Fatal(err)
+	}
+	add(must(RoPE(must(HeadRMSNorm(x, val(tensor.Shape{2}, "qk gain"), 3, 0)), 3, pos, RoPEOptions{})))
+	add(must(RoPE(x, 3, pos, RoPEOptions{Interleaved: true})))
+	add(must(RMSNorm(x2, gain, 1e-6)))
 
 	for _, o := range outs {
 		c := weightedSum(t, o, rng)

@@ -656,59 +656,6 @@ func TestSequencePositions(t *testing.T) {
 	}
 }
 
-// RoPE's and RMSNorm's ops declare the types of the inputs they are applied
-// to, forward and backward, in both dtypes (see TestOpDeclaredTypes, whose
-// customOps list does not include them yet).
-func TestRoPEAndRMSNormDeclaredTypes(t *testing.T) {
-	want := []string{"qkv.RoPE", "qkv.RoPEInverse", "qkv.RMSNorm", "qkv.RMSNormGradX", "qkv.RMSNormGradGain"}
-	for _, dt := range floatTypes {
-		g := G.NewGraph()
-		rng := newRand(19)
-		val := func(shape tensor.Shape, name string) *G.Node {
-			return valued(g, dt, shape, roundTo(dt, uniform(rng, shape.TotalSize(), -1, 1)), name)
-		}
-		x, gain, w := val(tensor.Shape{2, 3, 8}, "x"), val(tensor.Shape{4}, "gain"), val(tensor.Shape{8}, "w")
-		x2 := val(tensor.Shape{6, 8}, "x2")
-		ids, err := NewIDs(g, 2, 3, 10, "pos")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ids.Set([]int{0, 1, 2, 5, 6, 7}); err != nil {
-			t.Fatal(err)
-		}
-		h := qkMust(t)(HeadRMSNorm(x, gain, 2, 0))
-		h = qkMust(t)(RoPE(h, 2, ids, RoPEOptions{}))
-		h2 := qkMust(t)(RoPE(x, 4, ids, RoPEOptions{Interleaved: true}))
-		cost := qkMust(t)(G.Add(weightedSum(t, h, rng), weightedSum(t, h2, rng)))
-		cost = qkMust(t)(G.Add(cost, weightedSum(t, qkMust(t)(RMSNorm(x2, w, 1e-5)), rng)))
-		if _, err := G.Grad(cost, x, gain, w, x2); err != nil {
-			t.Fatal(err)
-		}
-		vm, err := NewMachine(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := vm.RunAll(); err != nil {
-			t.Fatalf("%v: %v", dt, err)
-		}
-		seen := map[string]int{}
-		for _, n := range g.AllNodes() {
-			if k := opKind(n.Op()); slices.Contains(want, k) {
-				seen[k]++
-				if err := checkDeclaredType(n); err != nil {
-					t.Errorf("%v: %v", dt, err)
-				}
-			}
-		}
-		vm.Close()
-		for _, k := range want {
-			if seen[k] == 0 {
-				t.Errorf("%v: no %s in the graph", dt, k)
-			}
-		}
-	}
-}
-
 // ---------------------------------------------------------------------------
 // PyTorch
 
