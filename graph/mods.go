@@ -159,6 +159,36 @@ func (m windowMod) Block(_, _, i0, i1, j0, j1 int) Coverage {
 
 func (m windowMod) String() string { return fmt.Sprintf("Window(%d)", m.w) }
 
+// Band returns the bidirectional sliding window of width w: query i sees
+// keys |i-j| < w, w-1 on each side and itself (an encoder's local
+// attention, as Longformer's). Window is its causal half; w < 1 is an
+// error.
+func Band(w int) (MaskMod, error) {
+	if w < 1 {
+		return nil, fmt.Errorf("graph: band mask: width %d must be at least 1 (query i sees keys |i-j| < w)", w)
+	}
+	return bandMod{w: w}, nil
+}
+
+type bandMod struct{ w int }
+
+func (m bandMod) Visible(_, _, i, j int) bool { return i-j < m.w && j-i < m.w }
+
+func (m bandMod) Block(_, _, i0, i1, j0, j1 int) Coverage {
+	// The nearest and farthest |i-j| of the rectangle.
+	near := max(j0-(i1-1), i0-(j1-1), 0)
+	far := max(i1-1-j0, j1-1-i0)
+	switch {
+	case near >= m.w:
+		return AllHidden
+	case far < m.w:
+		return AllVisible
+	}
+	return Partial
+}
+
+func (m bandMod) String() string { return fmt.Sprintf("Band(%d)", m.w) }
+
 // And returns the mask modifier that shows a key only where every one of
 // masks shows it. nil entries are skipped (nil is "no mask"); And of no
 // mask is nil.
@@ -245,19 +275,43 @@ func alibiSlopes(n int) []float64 {
 	return s
 }
 
-type alibiMod struct{ slopes []float64 }
-
-func (m alibiMod) Mod(s float64, _, h, i, j int) (float64, float64) {
-	return s - m.slopes[h]*float64(i-j), 1
+// alibiMod is ALiBi, or with both its bidirectional form.
+type alibiMod struct {
+	slopes []float64
+	both   bool
 }
 
-func (m alibiMod) String() string { return fmt.Sprintf("ALiBi(%d)", len(m.slopes)) }
+func (m alibiMod) Mod(s float64, _, h, i, j int) (float64, float64) {
+	d := i - j
+	if m.both && d < 0 {
+		d = -d
+	}
+	return s - m.slopes[h]*float64(d), 1
+}
+
+func (m alibiMod) String() string {
+	if m.both {
+		return fmt.Sprintf("BidirectionalALiBi(%d)", len(m.slopes))
+	}
+	return fmt.Sprintf("ALiBi(%d)", len(m.slopes))
+}
 
 func (m alibiMod) checkHeads(heads int) error {
 	if heads != len(m.slopes) {
 		return fmt.Errorf("%v has %d slopes, the attention %d heads", m, len(m.slopes), heads)
 	}
 	return nil
+}
+
+// BidirectionalALiBi returns ALiBi for attention that looks both ways (an
+// encoder): s - m_h |i - j|, the slopes of ALiBi, as MosaicBERT does. With
+// a causal mask it equals ALiBi. heads < 1 is an error, and so is an
+// attention whose heads differ.
+func BidirectionalALiBi(heads int) (ScoreMod, error) {
+	if heads < 1 {
+		return nil, fmt.Errorf("graph: bidirectional ALiBi: %d heads, want at least 1", heads)
+	}
+	return alibiMod{slopes: alibiSlopes(heads), both: true}, nil
 }
 
 // Softcap returns the score modifier of logit softcapping (Gemma 2, c = 50

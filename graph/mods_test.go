@@ -174,6 +174,13 @@ var (
 		m := refSlopes(heads)
 		return func(s float64, _, h, i, j int) float64 { return s - m[h]*float64(i-j) }
 	}
+	refBand = func(w int) func(_, _, i, j int) bool {
+		return func(_, _, i, j int) bool { return i-w < j && j < i+w }
+	}
+	refBidiALiBi = func(heads int) func(s float64, _, h, i, j int) float64 {
+		m := refSlopes(heads)
+		return func(s float64, _, h, i, j int) float64 { return s - m[h]*math.Abs(float64(i-j)) }
+	}
 	refSoftcap = func(c float64) func(s float64, _, _, _, _ int) float64 {
 		return func(s float64, _, _, _, _ int) float64 { return c * math.Tanh(s/c) }
 	}
@@ -220,6 +227,11 @@ func modCases() []modCase {
 		{name: "chain ALiBi then softcap", b: 1, sq: 6, sk: 6, heads: 2, dk: 3, amp: 3, tile: 4,
 			mods:  func() Mods { return Mods{Score: Chain(must(ALiBi(2)), must(Softcap(1.5)))} },
 			score: alibiSoftcap(1.5, 2)},
+		{name: "band 2 (bidirectional window)", b: 2, sq: 9, sk: 9, heads: 2, dk: 3, tile: 2,
+			mods: func() Mods { return Mods{Mask: must(Band(2))} }, visible: refBand(2)},
+		{name: "bidirectional ALiBi + band 3, 3 heads, padding + hidden row", b: 2, sq: 7, sk: 7, heads: 3, dk: 2, tile: 2, hide: padRows(7),
+			mods:    func() Mods { return Mods{Mask: must(Band(3)), Score: must(BidirectionalALiBi(3))} },
+			visible: refBand(3), score: refBidiALiBi(3)},
 		{name: "GQA 4 heads over 2", b: 2, sq: 5, sk: 6, heads: 4, kv: 2, dk: 2, tile: 4,
 			mods: func() Mods { return Mods{KVHeads: 2} }},
 		{name: "GQA 6 heads over 3, padding + hidden row", b: 2, sq: 4, sk: 5, heads: 6, kv: 3, dk: 2, tile: 2, hide: padRows(5),
@@ -455,6 +467,7 @@ func TestMaskModBlocks(t *testing.T) {
 		exact bool
 	}{
 		{CausalMod(), true}, {must(Window(1)), true}, {must(Window(3)), true},
+		{must(Band(1)), true}, {must(Band(3)), true}, {And(CausalMod(), must(Band(3))), false},
 		{And(CausalMod(), must(Window(2))), false}, {And(must(Window(4)), doc), false}, {doc, false},
 	} {
 		const n = 10
@@ -596,6 +609,8 @@ func TestModsErrors(t *testing.T) {
 		{[]string{"graph: softcap: cap -2 must be positive"}, []func() error{func() error { _, err := Softcap(-2); return err }}},
 		{[]string{"graph: softcap: cap NaN must be positive"}, []func() error{func() error { _, err := Softcap(math.NaN()); return err }}},
 		{[]string{"graph: ALiBi: 0 heads"}, []func() error{func() error { _, err := ALiBi(0); return err }}},
+		{[]string{"graph: band mask: width 0 must be at least 1"}, []func() error{func() error { _, err := Band(0); return err }}},
+		{[]string{"graph: bidirectional ALiBi: 0 heads"}, []func() error{func() error { _, err := BidirectionalALiBi(0); return err }}},
 	}
 	for _, tc := range cases {
 		for i, f := range tc.run {
@@ -666,7 +681,8 @@ func TestModsHashDiffer(t *testing.T) {
 	g := G.NewGraph()
 	q := valued(g, tensor.Float64, tensor.Shape{1, 4, 2}, uniform(newRand(1), 8, -1, 1), "q")
 	var outs []*G.Node
-	for _, m := range []Mods{{}, {Mask: must(Window(1))}, {Mask: must(Window(2))}, {Score: must(Softcap(1))}, {Score: must(Softcap(2))}} {
+	for _, m := range []Mods{{}, {Mask: must(Window(1))}, {Mask: must(Window(2))}, {Score: must(Softcap(1))}, {Score: must(Softcap(2))},
+		{Mask: must(Band(2))}, {Score: must(ALiBi(1))}, {Score: must(BidirectionalALiBi(1))}} {
 		o, _, err := AttentionMods(q, q, q, 1, nil, nil, nil, m)
 		if err != nil {
 			t.Fatal(err)
