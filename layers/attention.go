@@ -36,13 +36,48 @@ type AttentionConfig struct {
 	// the parameters compute: a model trained with one scale is another
 	// model under another.
 	Scale AttentionScale
+	// KVHeads is the number G of key/value heads of grouped-query attention
+	// (Llama 2 70B, Mistral, Gemma 2): 0 means Heads (multi-head attention);
+	// otherwise it divides Heads, wk and wv project to G·dk, and query head
+	// h reads key/value head h / (Heads/G) (repeat_interleave's map). 1 is
+	// multi-query attention. A key/value cache then holds G heads, not H.
+	KVHeads int
+	// Softcap, if positive, caps every score s at c·tanh(s/c) before the
+	// mask and the softmax (Gemma 2: c = 50); 0 means no cap.
+	Softcap float64
+	// Sinks adds "sinks" (Heads), one learnable logit per head that joins
+	// every row's softmax and is then dropped, so that a query may attend to
+	// nothing (gpt-oss). They start at 0.
+	Sinks bool
+	// QKNorm normalises each head's queries and keys by RMSNorm over its dk
+	// features (eps 1e-6) with the gains "q_norm.gain" and "k_norm.gain"
+	// (dk), shared by the heads and starting at 1, before the scores
+	// (Qwen3, OLMo 2, Gemma 3).
+	QKNorm bool
 }
+
+// kvHeads is the number of key/value heads, KVHeads or Heads for 0.
+func (c AttentionConfig) kvHeads() int {
+	if c.KVHeads == 0 {
+		return c.Heads
+	}
+	return c.KVHeads
+}
+
+// kvDim is the width of the projected keys and values, kvHeads·dk.
+func (c AttentionConfig) kvDim() int { return c.kvHeads() * (c.Dim / c.Heads) }
 
 // MultiHeadAttention computes
 //
 //	Q = query Wq, K = key Wk, V = value Wv
 //	head_h = softmax(Q_h K_h^T / sqrt(dk) + bias_h + mask) V_h
 //	out = Concat(head_1..head_H) Wo
+//
+// and, as configured, the variants of recent models: fewer key/value heads
+// than query heads (KVHeads), capped scores (Softcap), a sink logit per head
+// in each softmax (Sinks) and RMSNorm of each head's Q and K (QKNorm); they
+// enter the kernels through graph.Mods, the same in all three
+// implementations.
 //
 // with dk = D/H (Scale may replace 1/sqrt(dk) by 1/sqrt(D) or 1: see
 // AttentionScale), where mask is 0 where query i may see key j and -Inf where it may not
@@ -59,6 +94,8 @@ type AttentionConfig struct {
 type MultiHeadAttention struct {
 	cfg            AttentionConfig
 	wq, wk, wv, wo *Linear
+	sinks          graph.Param // (H), with Sinks
+	qNorm, kNorm   graph.Param // (dk), with QKNorm
 	s              *Scope
 	dropouts       []*graph.Dropout
 }
@@ -88,6 +125,12 @@ func (c AttentionConfig) validate(name string) error {
 	if c.Dim%c.Heads != 0 {
 		return layerErr("attention", name, configErrorf("Dim %d is not divisible by Heads %d", c.Dim, c.Heads))
 	}
+	if c.KVHeads < 0 || c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
+		return layerErr("attention", name, configErrorf("KVHeads %d does not divide Heads %d: each key/value head serves Heads/KVHeads query heads (0 means Heads)", c.KVHeads, c.Heads))
+	}
+	if math.IsNaN(c.Softcap) || math.IsInf(c.Softcap, 0) || c.Softcap < 0 {
+		return layerErr("attention", name, configErrorf("Softcap %v must be a finite number > 0, or 0 for no cap", c.Softcap))
+	}
 	if err := checkRate("Dropout", c.Dropout); err != nil {
 		return layerErr("attention", name, err)
 	}
@@ -103,8 +146,9 @@ func (c AttentionConfig) validate(name string) error {
 	for _, w := range []struct {
 		name string
 		in   int
-	}{{"wq (Dim, Dim)", c.Dim}, {"wk (KeyDim, Dim)", c.KeyDim}, {"wv (ValueDim, Dim)", c.ValueDim}} {
-		if err := checkTensor("weight "+w.name, w.in, c.Dim); err != nil {
+		out  int
+	}{{"wq (Dim, Dim)", c.Dim, c.Dim}, {"wk (KeyDim, KVHeads·dk)", c.KeyDim, c.kvDim()}, {"wv (ValueDim, KVHeads·dk)", c.ValueDim, c.kvDim()}} {
+		if err := checkTensor("weight "+w.name, w.in, w.out); err != nil {
 			return layerErr("attention", name, err)
 		}
 	}
@@ -114,16 +158,24 @@ func (c AttentionConfig) validate(name string) error {
 // params is the number of learnable values of a valid configuration.
 func (c AttentionConfig) params() int {
 	c = c.withDefaults()
-	n := 0
-	for _, in := range []int{c.Dim, c.KeyDim, c.ValueDim, c.Dim} {
-		n += LinearConfig{In: in, Out: c.Dim, Bias: c.Bias}.params()
+	n := 2 * LinearConfig{In: c.Dim, Out: c.Dim, Bias: c.Bias}.params() // wq, wo
+	for _, in := range []int{c.KeyDim, c.ValueDim} {
+		n += LinearConfig{In: in, Out: c.kvDim(), Bias: c.Bias}.params()
+	}
+	if c.Sinks {
+		n += c.Heads
+	}
+	if c.QKNorm {
+		n += 2 * (c.Dim / c.Heads)
 	}
 	return n
 }
 
 // NewMultiHeadAttention returns an attention layer whose parameters are wq
-// (D, D), wk (KeyDim, D), wv (ValueDim, D), wo (D, D) and, with Bias, bq, bk,
-// bv, bo (D) in scope s.
+// (D, D), wk (KeyDim, G·dk), wv (ValueDim, G·dk), wo (D, D) and, with Bias,
+// bq, bo (D), bk, bv (G·dk), in scope s, where G is KVHeads (Heads for 0);
+// then, with Sinks, sinks (H), and with QKNorm, q_norm.gain and k_norm.gain
+// (dk).
 func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, error) {
 	if err := s.check(); err != nil {
 		return nil, layerErr("attention", s.path(), err)
@@ -137,10 +189,27 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 		l    **Linear
 		in   int
 		w, b string
-	}{{&a.wq, cfg.Dim, "wq", "bq"}, {&a.wk, cfg.KeyDim, "wk", "bk"}, {&a.wv, cfg.ValueDim, "wv", "bv"}, {&a.wo, cfg.Dim, "wo", "bo"}} {
+		out  int
+	}{{&a.wq, cfg.Dim, "wq", "bq", cfg.Dim}, {&a.wk, cfg.KeyDim, "wk", "bk", cfg.kvDim()}, {&a.wv, cfg.ValueDim, "wv", "bv", cfg.kvDim()}, {&a.wo, cfg.Dim, "wo", "bo", cfg.Dim}} {
 		var err error
-		if *p.l, err = NewLinear(s, LinearConfig{In: p.in, Out: cfg.Dim, Bias: cfg.Bias, WeightName: p.w, BiasName: p.b}); err != nil {
+		if *p.l, err = NewLinear(s, LinearConfig{In: p.in, Out: p.out, Bias: cfg.Bias, WeightName: p.w, BiasName: p.b}); err != nil {
 			return nil, err
+		}
+	}
+	var err error
+	if cfg.Sinks {
+		// Bias, not weight: a logit, which weight decay should not pull to 0.
+		if a.sinks, err = s.param("sinks", graph.RoleBias, constant(0), cfg.Heads); err != nil {
+			return nil, layerErr("attention", s.path(), err)
+		}
+	}
+	if cfg.QKNorm {
+		dk := cfg.Dim / cfg.Heads
+		if a.qNorm, err = s.Sub("q_norm").param("gain", graph.RoleGain, constant(1), dk); err != nil {
+			return nil, layerErr("attention", s.path(), err)
+		}
+		if a.kNorm, err = s.Sub("k_norm").param("gain", graph.RoleGain, constant(1), dk); err != nil {
+			return nil, layerErr("attention", s.path(), err)
 		}
 	}
 	return a, nil
@@ -167,10 +236,12 @@ func (a *MultiHeadAttention) projection(i int) *Linear {
 // WQ returns the query projection wq (Dim, Dim), role graph.RoleWeight.
 func (a *MultiHeadAttention) WQ() graph.Param { return a.projection(0).Weight() }
 
-// WK returns the key projection wk (KeyDim, Dim), role graph.RoleWeight.
+// WK returns the key projection wk (KeyDim, KVHeads·dk), role
+// graph.RoleWeight.
 func (a *MultiHeadAttention) WK() graph.Param { return a.projection(1).Weight() }
 
-// WV returns the value projection wv (ValueDim, Dim), role graph.RoleWeight.
+// WV returns the value projection wv (ValueDim, KVHeads·dk), role
+// graph.RoleWeight.
 func (a *MultiHeadAttention) WV() graph.Param { return a.projection(2).Weight() }
 
 // WO returns the output projection wo (Dim, Dim), role graph.RoleWeight.
@@ -188,6 +259,24 @@ func (a *MultiHeadAttention) BV() graph.Param { return a.projection(2).Bias() }
 
 // BO returns the output bias bo (Dim); the zero Param without Bias.
 func (a *MultiHeadAttention) BO() graph.Param { return a.projection(3).Bias() }
+
+// Sinks returns the sink logits "sinks" (H); the zero Param without Sinks
+// and for a nil layer.
+func (a *MultiHeadAttention) Sinks() graph.Param {
+	if a == nil {
+		return graph.Param{}
+	}
+	return a.sinks
+}
+
+// QKNorm returns the RMSNorm gains of the queries and keys, "q_norm.gain"
+// and "k_norm.gain" (dk); zero Params without QKNorm and for a nil layer.
+func (a *MultiHeadAttention) QKNorm() (q, k graph.Param) {
+	if a == nil {
+		return graph.Param{}, graph.Param{}
+	}
+	return a.qNorm, a.kNorm
+}
 
 // Forward attends from query (B, Sq, D) to key (B, Sk, KeyDim) and value
 // (B, Sk, ValueDim). mask, if not nil, is (B, Sq, Sk) and says which keys each
@@ -230,20 +319,13 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 		}
 	}
-	q, err := a.wq.Forward(query) // (B, Sq, D) = query Wq
+	q, err := a.queries(query) // (B, Sq, D) = query Wq
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := a.wk.Forward(key) // (B, Sk, D) = key Wk
+	k, v, err := a.keysValues(key, value) // (B, Sk, G·dk) = key Wk, value Wv
 	if err != nil {
 		return nil, nil, err
-	}
-	v, err := a.wv.Forward(value) // (B, Sk, D) = value Wv
-	if err != nil {
-		return nil, nil, err
-	}
-	if q, err = a.scaleQuery(q); err != nil {
-		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
 	var keep *G.Node // attention dropout, in training only
 	if drop, err := a.s.dropout(fmt.Sprintf("drop%d", len(a.dropouts)), a.cfg.Dropout, tensor.Shape{b, a.cfg.Heads, sq, sk}); err != nil {
@@ -257,15 +339,18 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	//   y   = Concat(P_1 V_1, ..., P_H V_H)                   (B, Sq, D)
 	// The scale is 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps
 	// the dot products of dk unit-variance terms at unit variance. (Another
-	// Scale came in above, through q: see scaleQuery.)
+	// Scale came in above, through q: see scaleQuery.) The variants enter
+	// here, as graph.Mods: K_h and V_h are those of key/value head
+	// h / (H/G), a softcap changes the scores, a sink joins the softmax.
+	mods := a.mods()
 	var y *G.Node
 	switch a.cfg.Impl {
 	case AttentionComposed: // the formula in gorgonia's own ops
-		y, weights, err = graph.ComposedAttention(q, k, v, a.cfg.Heads, mask, bias, keep)
+		y, weights, err = graph.ComposedAttentionMods(q, k, v, a.cfg.Heads, mask, bias, keep, mods)
 	case AttentionFlash: // tiled: no weights are formed, none returned
-		y, err = graph.FlashAttention(q, k, v, a.cfg.Heads, mask, graph.FlashOptions{Causal: a.cfg.Causal})
+		y, err = graph.FlashAttention(q, k, v, a.cfg.Heads, mask, graph.FlashOptions{Causal: a.cfg.Causal, Mods: mods})
 	default:
-		y, weights, err = graph.AttentionWithBias(q, k, v, a.cfg.Heads, mask, bias, keep)
+		y, weights, err = graph.AttentionMods(q, k, v, a.cfg.Heads, mask, bias, keep, mods)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
@@ -281,10 +366,12 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 // newest position p; cacheK and cacheV (B, L, D) hold the keys and values
 // (x Wk and x Wv) of the positions before p, with zeros from row p on; slot
 // (B, L, 1) is 1 at row p and 0 elsewhere; mask (B, 1, L) lets each row see
-// its positions 0..p. Only the new position's query, key and value are
-// computed, and the new key and value are written into row p:
+// its positions 0..p. The caches are G·dk wide (D without KVHeads): a
+// grouped-query layer caches G heads, not H. Only the new position's query,
+// key and value are computed, and the new key and value are written into
+// row p:
 //
-//	keys = cacheK + slot ⊗ (x Wk),  values = cacheV + slot ⊗ (x Wv)  (B, L, D)
+//	keys = cacheK + slot ⊗ (x Wk),  values = cacheV + slot ⊗ (x Wv)  (B, L, G·dk)
 //	out  = Attention(x Wq, keys, values) Wo                          (B, 1, D)
 //
 // It returns out and the caches to bind at the next step. A step costs
@@ -295,25 +382,21 @@ func (a *MultiHeadAttention) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.M
 		return nil, nil, nil, err
 	}
 	name := a.s.prefix
-	if err := checkStep(x, cacheK, cacheV, slot, mask, a.cfg.Dim); err != nil {
+	if err := checkStep(x, cacheK, cacheV, slot, mask, a.cfg.Dim, a.cfg.kvDim()); err != nil {
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
-	q, err := a.wq.Forward(x) // (B, 1, D)
+	q, err := a.queries(x) // (B, 1, D)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	k, err := a.wk.Forward(x) // (B, 1, D)
+	k, v, err := a.keysValues(x, x) // (B, 1, G·dk)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	v, err := a.wv.Forward(x) // (B, 1, D)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if keys, err = writeSlot(cacheK, k, slot); err != nil { // (B, L, D)
+	if keys, err = writeSlot(cacheK, k, slot); err != nil { // (B, L, G·dk)
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
-	if values, err = writeSlot(cacheV, v, slot); err != nil { // (B, L, D)
+	if values, err = writeSlot(cacheV, v, slot); err != nil { // (B, L, G·dk)
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
 	y, err := a.attendInference(q, keys, values, mask) // (B, 1, D)
@@ -327,30 +410,25 @@ func (a *MultiHeadAttention) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.M
 }
 
 // Project returns memory's keys and values, memory Wk and memory Wv
-// (B, Sk, D): what cross-attention reads of an encoder's output, computed
-// once per prompt when generating (see AttendProjected).
+// (B, Sk, G·dk), keys normalised with QKNorm: what cross-attention reads of
+// an encoder's output, computed once per prompt when generating (see
+// AttendProjected).
 func (a *MultiHeadAttention) Project(memory *G.Node) (keys, values *G.Node, err error) {
 	if err := a.check(); err != nil {
 		return nil, nil, err
 	}
-	if keys, err = a.wk.Forward(memory); err != nil { // (B, Sk, D)
-		return nil, nil, err
-	}
-	if values, err = a.wv.Forward(memory); err != nil { // (B, Sk, D)
-		return nil, nil, err
-	}
-	return keys, values, nil
+	return a.keysValues(memory, memory) // (B, Sk, G·dk)
 }
 
 // AttendProjected is Forward with keys and values already projected (by
-// Project): the query x (B, Sq, D) attends to keys and values (B, Sk, D)
+// Project): the query x (B, Sq, D) attends to keys and values (B, Sk, G·dk)
 // under mask (B, Sq, Sk), and the output (B, Sq, D) is what Forward would
 // give for the memory they were projected from.
 func (a *MultiHeadAttention) AttendProjected(x, keys, values *G.Node, mask *graph.MaskNode) (*G.Node, error) {
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	q, err := a.wq.Forward(x) // (B, Sq, D)
+	q, err := a.queries(x) // (B, Sq, D)
 	if err != nil {
 		return nil, err
 	}
@@ -368,15 +446,63 @@ func (a *MultiHeadAttention) AttendProjected(x, keys, values *G.Node, mask *grap
 // float64 and 3e-7 in float32: go test ./graph -run Composed -v) and which
 // builds one node where the composed graph builds many.
 func (a *MultiHeadAttention) attendInference(q, keys, values *G.Node, mask *graph.MaskNode) (*G.Node, error) {
-	q, err := a.scaleQuery(q)
+	mods := a.mods()
+	if a.cfg.Impl == AttentionFlash {
+		return graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{Mods: mods})
+	}
+	y, _, err := graph.AttentionMods(q, keys, values, a.cfg.Heads, mask, nil, nil, mods)
+	return y, err
+}
+
+// queries returns x Wq (B, S, D), each head RMS-normalised with QKNorm and
+// scaled for Scale (scaleQuery): the queries every path attends with.
+func (a *MultiHeadAttention) queries(x *G.Node) (*G.Node, error) {
+	q, err := a.wq.Forward(x) // (B, S, D)
 	if err != nil {
 		return nil, err
 	}
-	if a.cfg.Impl == AttentionFlash {
-		return graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{})
+	if a.cfg.QKNorm {
+		if q, err = graph.HeadRMSNorm(q, a.qNorm.Node, a.cfg.Heads, 0); err != nil { // each head over its dk
+			return nil, fmt.Errorf("layers: attention %q: q_norm: %w", a.s.prefix, err)
+		}
 	}
-	y, _, err := graph.Attention(q, keys, values, a.cfg.Heads, mask, nil)
-	return y, err
+	if q, err = a.scaleQuery(q); err != nil {
+		return nil, fmt.Errorf("layers: attention %q: %w", a.s.prefix, err)
+	}
+	return q, nil
+}
+
+// keysValues returns key Wk and value Wv (B, S, G·dk), each key head
+// RMS-normalised with QKNorm.
+func (a *MultiHeadAttention) keysValues(key, value *G.Node) (k, v *G.Node, err error) {
+	if k, err = a.wk.Forward(key); err != nil { // (B, S, G·dk)
+		return nil, nil, err
+	}
+	if a.cfg.QKNorm {
+		if k, err = graph.HeadRMSNorm(k, a.kNorm.Node, a.cfg.kvHeads(), 0); err != nil {
+			return nil, nil, fmt.Errorf("layers: attention %q: k_norm: %w", a.s.prefix, err)
+		}
+	}
+	if v, err = a.wv.Forward(value); err != nil { // (B, S, G·dk)
+		return nil, nil, err
+	}
+	return k, v, nil
+}
+
+// mods returns the variants the kernels apply, as graph.Mods: the zero
+// value (the 2017 formula) when none is configured.
+func (a *MultiHeadAttention) mods() graph.Mods {
+	var m graph.Mods
+	if a.cfg.KVHeads != 0 && a.cfg.KVHeads != a.cfg.Heads {
+		m.KVHeads = a.cfg.KVHeads
+	}
+	if a.cfg.Softcap > 0 {
+		m.Score, _ = graph.Softcap(a.cfg.Softcap) // validated positive and finite
+	}
+	if a.cfg.Sinks {
+		m.Sinks = a.sinks.Node
+	}
+	return m
 }
 
 // scaleQuery returns the projected queries q (B, Sq, D) that make the
@@ -406,8 +532,9 @@ func (a *MultiHeadAttention) scaleQuery(q *G.Node) (*G.Node, error) {
 	return graph.Scale(q, f)
 }
 
-// checkStep checks the inputs of a cached step for width d.
-func checkStep(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode, d int) error {
+// checkStep checks the inputs of a cached step for input width d and cache
+// width kv.
+func checkStep(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode, d, kv int) error {
 	for _, n := range []struct {
 		node *G.Node
 		name string
@@ -423,13 +550,13 @@ func checkStep(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode, d int) err
 		return err
 	}
 	xs, ks := x.Shape(), cacheK.Shape()
-	if len(xs) != 3 || xs[1] != 1 || xs[2] != d || len(ks) != 3 || ks[0] != xs[0] || ks[2] != d {
-		return shapeErrorf("input %v and key cache %v, want (B, 1, %d) and (B, L, %d)", xs, ks, d, d)
+	if len(xs) != 3 || xs[1] != 1 || xs[2] != d || len(ks) != 3 || ks[0] != xs[0] || ks[2] != kv {
+		return shapeErrorf("input %v and key cache %v, want (B, 1, %d) and (B, L, %d)", xs, ks, d, kv)
 	}
 	b, l := xs[0], ks[1]
 	if !cacheV.Shape().Eq(ks) || !slot.Shape().Eq(tensor.Shape{b, l, 1}) || mask.B != b || mask.Sq != 1 || mask.Sk != l {
 		return shapeErrorf("value cache %v, slot %v, mask (%d, %d, %d); want (%d, %d, %d), (%d, %d, 1), (%d, 1, %d)",
-			cacheV.Shape(), slot.Shape(), mask.B, mask.Sq, mask.Sk, b, l, d, b, l, b, l)
+			cacheV.Shape(), slot.Shape(), mask.B, mask.Sq, mask.Sk, b, l, kv, b, l, b, l)
 	}
 	return nil
 }
@@ -541,7 +668,8 @@ func CausalMask(s *Scope, b, n int) (*graph.MaskNode, error) {
 	return graph.NewMaskConst(s.g, s.dt, m, s.Name("causal"))
 }
 
-// Params returns wq, bq, wk, bk, wv, bv, wo, bo (no biases without Bias).
+// Params returns wq, bq, wk, bk, wv, bv, wo, bo (no biases without Bias),
+// then sinks with Sinks and q_norm.gain, k_norm.gain with QKNorm.
 func (a *MultiHeadAttention) Params() []graph.Param {
 	if a == nil {
 		return nil
@@ -549,6 +677,12 @@ func (a *MultiHeadAttention) Params() []graph.Param {
 	var ps []graph.Param
 	for _, l := range []*Linear{a.wq, a.wk, a.wv, a.wo} {
 		ps = append(ps, l.Params()...)
+	}
+	if a.cfg.Sinks {
+		ps = append(ps, a.sinks)
+	}
+	if a.cfg.QKNorm {
+		ps = append(ps, a.qNorm, a.kNorm)
 	}
 	return ps
 }

@@ -184,7 +184,7 @@ func TestNoPanic(t *testing.T) {
 		{"NewMultiHeadAttention/KeyDim overflow", func(*testing.T) error {
 			_, err := NewMultiHeadAttention(s.Sub("huge"), AttentionConfig{Dim: 8, Heads: 2, KeyDim: 1 << 62})
 			return err
-		}, []string{`attention "huge"`, "wk (KeyDim, Dim)", "overflows int"}},
+		}, []string{`attention "huge"`, "wk (KeyDim, KVHeads·dk)", "overflows int"}},
 		{"NewEmbedding/overflow", func(*testing.T) error {
 			_, err := NewEmbedding(s.Sub("huge"), EmbeddingConfig{Vocab: big, Dim: big})
 			return err
