@@ -59,20 +59,24 @@ type EncDecConfig struct {
 
 // encoderConfig is the configuration of the encoder half.
 func (c EncDecConfig) encoderConfig() StackConfig {
-	return StackConfig{
-		Vocab: c.SrcVocab, MaxLen: c.SrcMaxLen, Dim: c.Dim, Heads: c.Heads, Layers: c.EncLayers, Hidden: c.Hidden,
-		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
-		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
-		CausalEncoder: c.CausalEncoder,
-	}
+	enc := c.half(c.SrcVocab, c.SrcMaxLen, c.EncLayers)
+	enc.CausalEncoder = c.CausalEncoder
+	return enc
 }
 
 // decoderConfig is the configuration of the decoder half, a stack whose
 // blocks cross-attend to the encoder output (crossKind); its Vocab is also
 // that of the head.
 func (c EncDecConfig) decoderConfig() StackConfig {
+	return c.half(c.TgtVocab, c.TgtMaxLen, c.DecLayers)
+}
+
+// half is the configuration of a half of the model with the given
+// vocabulary, longest sequence and number of blocks: the rest the halves
+// share.
+func (c EncDecConfig) half(vocab, maxLen, layers int) StackConfig {
 	return StackConfig{
-		Vocab: c.TgtVocab, MaxLen: c.TgtMaxLen, Dim: c.Dim, Heads: c.Heads, Layers: c.DecLayers, Hidden: c.Hidden,
+		Vocab: vocab, MaxLen: maxLen, Dim: c.Dim, Heads: c.Heads, Layers: layers, Hidden: c.Hidden,
 		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
 	}
