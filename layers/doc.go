@@ -1,7 +1,8 @@
 // Package layers builds Transformer layers as gorgonia graphs: Linear,
 // Embedding, positional encodings, LayerNorm, FeedForward, MultiHeadAttention,
-// Block, and the models made of them: Decoder (decoder-only), Encoder and
-// EncoderDecoder, whose DecoderBlocks cross-attend to the encoder's output.
+// Block (with or without cross-attention), and the models made of one stack
+// of blocks: Decoder (decoder-only), Encoder and EncoderDecoder, whose
+// decoder blocks cross-attend to the encoder's output.
 // MultiHeadAttention computes attention as AttentionConfig.Impl says
 // (composed, fused or flash, one function of the same parameters), and
 // Decoder.Step runs one new token per row against a key/value cache for

@@ -3,7 +3,6 @@ package layers
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
@@ -60,20 +59,24 @@ type EncDecConfig struct {
 
 // encoderConfig is the configuration of the encoder half.
 func (c EncDecConfig) encoderConfig() StackConfig {
-	return StackConfig{
-		Vocab: c.SrcVocab, MaxLen: c.SrcMaxLen, Dim: c.Dim, Heads: c.Heads, Layers: c.EncLayers, Hidden: c.Hidden,
-		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
-		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
-		CausalEncoder: c.CausalEncoder,
-	}
+	enc := c.half(c.SrcVocab, c.SrcMaxLen, c.EncLayers)
+	enc.CausalEncoder = c.CausalEncoder
+	return enc
 }
 
-// decoderConfig is the decoder half seen as a stack (embeddings, blocks'
-// self-attention and feed-forward, final norm); the cross-attention and
-// third LayerNorm of its blocks are counted on top.
+// decoderConfig is the configuration of the decoder half, a stack whose
+// blocks cross-attend to the encoder output (crossKind); its Vocab is also
+// that of the head.
 func (c EncDecConfig) decoderConfig() StackConfig {
+	return c.half(c.TgtVocab, c.TgtMaxLen, c.DecLayers)
+}
+
+// half is the configuration of a half of the model with the given
+// vocabulary, longest sequence and number of blocks: the rest the halves
+// share.
+func (c EncDecConfig) half(vocab, maxLen, layers int) StackConfig {
 	return StackConfig{
-		Vocab: c.TgtVocab, MaxLen: c.TgtMaxLen, Dim: c.Dim, Heads: c.Heads, Layers: c.DecLayers, Hidden: c.Hidden,
+		Vocab: vocab, MaxLen: maxLen, Dim: c.Dim, Heads: c.Heads, Layers: layers, Hidden: c.Hidden,
 		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
 	}
@@ -100,254 +103,22 @@ func (c EncDecConfig) validate(prefix string) (int, error) {
 		return 0, layerErr("encoder-decoder", prefix, err)
 	}
 	// The halves' errors say which half: `encoder-decoder "enc"`.
-	enc, err := c.encoderConfig().validate(fmt.Sprintf("encoder-decoder %q", sub("enc")), sub("enc"), false)
+	encKind, decKind := encoderKind, crossKind
+	encKind.name = fmt.Sprintf("encoder-decoder %q", sub("enc"))
+	decKind.name = fmt.Sprintf("encoder-decoder %q", sub("dec"))
+	enc, err := c.encoderConfig().validate(encKind, sub("enc"))
 	if err != nil {
 		return 0, err
 	}
-	dec, err := c.decoderConfig().validate(fmt.Sprintf("encoder-decoder %q", sub("dec")), sub("dec"), false)
+	dec, err := c.decoderConfig().validate(decKind, sub("dec"))
 	if err != nil {
 		return 0, err
 	}
-	blk := c.blockConfig()
-	if err := blk.validate(sub("dec.blocks.0")); err != nil {
-		return 0, err
-	}
-	head := LinearConfig{In: c.Dim, Out: c.TgtVocab, Bias: true}
+	head := c.decoderConfig().headConfig()
 	if err := head.validate(sub("head")); err != nil {
 		return 0, err
 	}
-	// The decoder stack counted each block's ln1, self-attention, ln2 and
-	// feed-forward; the cross-attention and one more LayerNorm come on top.
-	ln, attn, _ := blk.parts()
-	extra := ln.params() + attn.params()
-	if extra > graph.MaxElements/c.DecLayers {
-		return 0, configErrorf("layers: encoder-decoder: %d decoder layers of %d cross-attention parameters each exceed graph.MaxElements = %d", c.DecLayers, extra, graph.MaxElements)
-	}
-	return addCounts("layers: encoder-decoder", enc, dec, extra*c.DecLayers, head.params())
-}
-
-// blockConfig is the configuration of every decoder block.
-func (c EncDecConfig) blockConfig() BlockConfig {
-	return c.decoderConfig().blockConfig(true)
-}
-
-// DecoderBlock is a Transformer decoder block with three sublayers, each in
-// a residual connection with its LayerNorm:
-//
-//	x = x + SelfAttn(LN1(x))          queries, keys, values: the target
-//	x = x + CrossAttn(LN2(x), memory) queries: the target; keys, values: memory
-//	x = x + FF(LN3(x))
-//
-// (pre-LN; post-LN normalises each residual sum instead). memory is the
-// encoder's output: cross-attention is where the decoder reads the source.
-// Its parameters are ln1, self_attn, ln2, cross_attn, ln3, ff in its scope.
-// Its configuration is fixed when it is built: Config returns a copy.
-type DecoderBlock struct {
-	cfg           BlockConfig
-	ln1, ln2, ln3 *LayerNorm
-	self, cross   *MultiHeadAttention
-	ff            *FeedForward
-	s             *Scope
-	dropouts      []*graph.Dropout
-}
-
-// NewDecoderBlock returns a decoder block in scope s. cfg.Causal makes the
-// self-attention causal (as an autoregressive decoder needs); the
-// cross-attention is never causal: every target position may read every
-// source position the mask allows.
-func NewDecoderBlock(s *Scope, cfg BlockConfig) (*DecoderBlock, error) {
-	if err := s.check(); err != nil {
-		return nil, layerErr("decoder block", s.path(), err)
-	}
-	if err := cfg.validate(s.path()); err != nil {
-		return nil, err
-	}
-	lnCfg, selfCfg, ffCfg := cfg.parts()
-	crossCfg := selfCfg
-	crossCfg.Causal = false
-	b := &DecoderBlock{cfg: cfg, s: s}
-	var err error
-	for _, ln := range []struct {
-		l    **LayerNorm
-		name string
-	}{{&b.ln1, "ln1"}, {&b.ln2, "ln2"}, {&b.ln3, "ln3"}} {
-		if *ln.l, err = NewLayerNorm(s.Sub(ln.name), lnCfg); err != nil {
-			return nil, err
-		}
-	}
-	if b.self, err = NewMultiHeadAttention(s.Sub("self_attn"), selfCfg); err != nil {
-		return nil, err
-	}
-	if b.cross, err = NewMultiHeadAttention(s.Sub("cross_attn"), crossCfg); err != nil {
-		return nil, err
-	}
-	if b.ff, err = NewFeedForward(s.Sub("ff"), ffCfg); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// Config returns a copy of the configuration the block was built with; the
-// zero BlockConfig for a nil DecoderBlock.
-func (b *DecoderBlock) Config() BlockConfig {
-	if b == nil {
-		return BlockConfig{}
-	}
-	return b.cfg
-}
-
-// LN1 returns the LayerNorm of the self-attention sublayer; nil for a nil
-// block.
-func (b *DecoderBlock) LN1() *LayerNorm {
-	if b == nil {
-		return nil
-	}
-	return b.ln1
-}
-
-// SelfAttention returns the self-attention "self_attn"; nil for a nil block.
-func (b *DecoderBlock) SelfAttention() *MultiHeadAttention {
-	if b == nil {
-		return nil
-	}
-	return b.self
-}
-
-// LN2 returns the LayerNorm of the cross-attention sublayer; nil for a nil
-// block.
-func (b *DecoderBlock) LN2() *LayerNorm {
-	if b == nil {
-		return nil
-	}
-	return b.ln2
-}
-
-// CrossAttention returns the cross-attention "cross_attn", whose wk and wv
-// project the encoder output; nil for a nil block.
-func (b *DecoderBlock) CrossAttention() *MultiHeadAttention {
-	if b == nil {
-		return nil
-	}
-	return b.cross
-}
-
-// LN3 returns the LayerNorm of the feed-forward sublayer; nil for a nil
-// block.
-func (b *DecoderBlock) LN3() *LayerNorm {
-	if b == nil {
-		return nil
-	}
-	return b.ln3
-}
-
-// FeedForward returns the feed-forward layer "ff"; nil for a nil block.
-func (b *DecoderBlock) FeedForward() *FeedForward {
-	if b == nil {
-		return nil
-	}
-	return b.ff
-}
-
-// Forward maps the target states x (B, St, D) to (B, St, D), reading memory
-// (B, Ss, D). selfMask, if not nil, is (B, St, St); crossMask, if not nil,
-// (B, St, Ss), hides source padding from the cross-attention. It returns the
-// self-attention weights (B, H, St, St) and the cross-attention weights
-// (B, H, St, Ss), both nil with AttentionFlash.
-func (b *DecoderBlock) Forward(x, memory *G.Node, selfMask, crossMask *graph.MaskNode) (y, selfWeights, crossWeights *G.Node, err error) {
-	if err := b.check(); err != nil {
-		return nil, nil, nil, err
-	}
-	if err := graph.CheckNode(x, "input"); err != nil {
-		return nil, nil, nil, layerErr("decoder block", b.s.prefix, err)
-	}
-	if err := graph.CheckNode(memory, "memory"); err != nil {
-		return nil, nil, nil, layerErr("decoder block", b.s.prefix, err)
-	}
-	selfAttend := func(h *G.Node) (*G.Node, error) {
-		out, w, err := b.self.Forward(h, h, h, selfMask) // Q, K, V from the target
-		selfWeights = w
-		return out, err
-	}
-	crossAttend := func(h *G.Node) (*G.Node, error) {
-		// Q from the target, K and V from the encoder: the one line that
-		// makes this cross-attention rather than self-attention.
-		out, w, err := b.cross.Forward(h, memory, memory, crossMask)
-		crossWeights = w
-		return out, err
-	}
-	if y, err = b.residual(x, b.ln1, selfAttend, "drop_self_attn"); err != nil {
-		return nil, nil, nil, err
-	}
-	if y, err = b.residual(y, b.ln2, crossAttend, "drop_cross_attn"); err != nil {
-		return nil, nil, nil, err
-	}
-	if y, err = b.residual(y, b.ln3, b.ff.Forward, "drop_ff"); err != nil {
-		return nil, nil, nil, err
-	}
-	return y, selfWeights, crossWeights, nil
-}
-
-// Step is Forward for one new target position per row, for generation:
-// the self-attention reads and extends a key/value cache (see
-// MultiHeadAttention.Step: cacheK, cacheV (B, St, D), slot (B, St, 1),
-// selfMask (B, 1, St)), and the cross-attention reads crossK and crossV
-// (B, Ss, D), the encoder output's keys and values that
-// EncoderDecoder.Encode projected once per prompt, under crossMask
-// (B, 1, Ss). It returns y (B, 1, D) and the self-attention caches with the
-// new row written in.
-func (b *DecoderBlock) Step(x, cacheK, cacheV, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV *G.Node, crossMask *graph.MaskNode) (y, keys, values *G.Node, err error) {
-	if err := b.check(); err != nil {
-		return nil, nil, nil, err
-	}
-	selfAttend := func(h *G.Node) (*G.Node, error) {
-		out, k, v, err := b.self.Step(h, cacheK, cacheV, slot, selfMask)
-		keys, values = k, v
-		return out, err
-	}
-	crossAttend := func(h *G.Node) (*G.Node, error) { return b.cross.AttendProjected(h, crossK, crossV, crossMask) }
-	if y, err = b.residual(x, b.ln1, selfAttend, "drop_self_attn"); err != nil {
-		return nil, nil, nil, err
-	}
-	if y, err = b.residual(y, b.ln2, crossAttend, "drop_cross_attn"); err != nil {
-		return nil, nil, nil, err
-	}
-	if y, err = b.residual(y, b.ln3, b.ff.Forward, "drop_ff"); err != nil {
-		return nil, nil, nil, err
-	}
-	return y, keys, values, nil
-}
-
-// residual returns b's sublayer f wrapped in its residual connection, as
-// Block's sublayers are.
-func (b *DecoderBlock) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, error), dropName string) (*G.Node, error) {
-	return residual("decoder block", b.s, b.cfg, &b.dropouts, x, ln, f, dropName)
-}
-
-// check returns an error unless b was made by NewDecoderBlock.
-func (b *DecoderBlock) check() error {
-	if b == nil || b.s.check() != nil || b.ln1 == nil || b.ln2 == nil || b.ln3 == nil || b.self == nil || b.cross == nil || b.ff == nil {
-		return errors.New("layers: decoder block: the block is nil or a zero value: make it with NewDecoderBlock")
-	}
-	return nil
-}
-
-// Params returns ln1, self_attn, ln2, cross_attn, ln3 and ff parameters in
-// that order; nothing for a nil block.
-func (b *DecoderBlock) Params() []graph.Param {
-	if b == nil {
-		return nil
-	}
-	return concatParams(b.ln1.Params(), b.self.Params(), b.ln2.Params(), b.cross.Params(), b.ln3.Params(), b.ff.Params())
-}
-
-// Dropouts returns the dropout masks of the block, to be redrawn every step.
-func (b *DecoderBlock) Dropouts() []*graph.Dropout {
-	if b == nil {
-		return nil
-	}
-	out := append([]*graph.Dropout(nil), b.self.Dropouts()...)
-	out = append(out, b.cross.Dropouts()...)
-	return append(out, b.dropouts...)
+	return addCounts("layers: encoder-decoder", enc, dec, head.params())
 }
 
 // EncDecWeights are the attention weights of one forward pass of an
@@ -365,8 +136,9 @@ type EncDecWeights struct {
 }
 
 // EncoderDecoder is the encoder–decoder Transformer: an Encoder over the
-// source, a stack of DecoderBlocks over the target that cross-attend to the
-// encoder output, a final norm (pre-LN) and a projection to target-vocabulary
+// source and, over the target, the stack a Decoder is made of, its causal
+// blocks built with cross-attention (BlockConfig.Cross) to read the encoder
+// output, a final norm (pre-LN) and a projection to target-vocabulary
 // logits.
 //
 // Its parameters, as Params names them (in this order), are
@@ -395,16 +167,13 @@ type EncDecWeights struct {
 // copy, and Encoder, TargetEmbedding, TargetPositions, DecoderBlocks,
 // FinalNorm and Head return its layers.
 type EncoderDecoder struct {
-	cfg      EncDecConfig
-	enc      *Encoder
-	tok      *Embedding
-	pos      *Positions
-	blocks   []*DecoderBlock
-	lnf      *LayerNorm // nil for post-LN
-	head     *Linear
-	s        *Scope // the model's scope
-	ds       *Scope // the decoder half's scope, "dec"
-	dropouts []*graph.Dropout
+	cfg EncDecConfig
+	enc *Encoder
+	// dec is the decoder half "dec": causal blocks that cross-attend to
+	// the encoder output, a final norm (pre-LN), and the head, whose name
+	// "head" is in the model's scope, not in "dec".
+	dec *stack
+	s   *Scope // the model's scope
 }
 
 // NewEncoderDecoder returns an encoder–decoder model in scope s, its
@@ -419,31 +188,16 @@ func NewEncoderDecoder(s *Scope, cfg EncDecConfig) (*EncoderDecoder, error) {
 	if cfg.Positions == "" {
 		cfg.Positions = PositionsLearned
 	}
-	m := &EncoderDecoder{cfg: cfg, s: s, ds: s.Sub("dec")}
+	m := &EncoderDecoder{cfg: cfg, s: s}
 	var err error
 	if m.enc, err = NewEncoder(s.Sub("enc"), cfg.encoderConfig()); err != nil {
 		return nil, err
 	}
 	dc := cfg.decoderConfig()
-	if m.tok, err = NewEmbedding(m.ds.Sub("tok_emb"), EmbeddingConfig{Vocab: cfg.TgtVocab, Dim: cfg.Dim}); err != nil {
+	if m.dec, err = newStack(s.Sub("dec"), crossKind, dc); err != nil {
 		return nil, err
 	}
-	if m.pos, err = NewPositions(m.ds.Sub("pos_emb"), dc.positionsConfig()); err != nil {
-		return nil, err
-	}
-	for i := 0; i < cfg.DecLayers; i++ {
-		b, err := NewDecoderBlock(m.ds.Sub("blocks").Sub(strconv.Itoa(i)), cfg.blockConfig())
-		if err != nil {
-			return nil, err
-		}
-		m.blocks = append(m.blocks, b)
-	}
-	if !cfg.PostLN {
-		if m.lnf, err = NewLayerNorm(m.ds.Sub("ln_f"), LayerNormConfig{Dim: cfg.Dim}); err != nil {
-			return nil, err
-		}
-	}
-	if m.head, err = NewLinear(s.Sub("head"), LinearConfig{In: cfg.Dim, Out: cfg.TgtVocab, Bias: true}); err != nil {
+	if m.dec.head, err = NewLinear(s.Sub("head"), dc.headConfig()); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -466,65 +220,45 @@ func (m *EncoderDecoder) Encoder() *Encoder {
 	return m.enc
 }
 
-// TargetEmbedding returns the target token embedding "dec.tok_emb"; nil for
-// a nil model.
-func (m *EncoderDecoder) TargetEmbedding() *Embedding {
+// decoder is m's decoder half, nil for a nil model.
+func (m *EncoderDecoder) decoder() *stack {
 	if m == nil {
 		return nil
 	}
-	return m.tok
+	return m.dec
 }
+
+// TargetEmbedding returns the target token embedding "dec.tok_emb"; nil for
+// a nil model.
+func (m *EncoderDecoder) TargetEmbedding() *Embedding { return m.decoder().tokens() }
 
 // TargetPositions returns the target positional encoding "dec.pos_emb"; nil
 // for a nil model.
-func (m *EncoderDecoder) TargetPositions() *Positions {
-	if m == nil {
-		return nil
-	}
-	return m.pos
-}
+func (m *EncoderDecoder) TargetPositions() *Positions { return m.decoder().positions() }
 
-// DecoderBlocks returns the decoder blocks "dec.blocks.<i>", in order, in a
-// new slice.
-func (m *EncoderDecoder) DecoderBlocks() []*DecoderBlock {
-	if m == nil {
-		return nil
-	}
-	return append([]*DecoderBlock(nil), m.blocks...)
-}
+// DecoderBlocks returns the decoder blocks "dec.blocks.<i>", blocks with
+// cross-attention, in order, in a new slice.
+func (m *EncoderDecoder) DecoderBlocks() []*DecoderBlock { return m.decoder().blockList() }
 
 // FinalNorm returns the decoder's final LayerNorm "dec.ln_f", nil for
 // post-LN models and for a nil model. The encoder's is Encoder().FinalNorm().
-func (m *EncoderDecoder) FinalNorm() *LayerNorm {
-	if m == nil {
-		return nil
-	}
-	return m.lnf
-}
+func (m *EncoderDecoder) FinalNorm() *LayerNorm { return m.decoder().finalNorm() }
 
 // Head returns the projection "head" from Dim to target-vocabulary logits;
 // nil for a nil model.
-func (m *EncoderDecoder) Head() *Linear {
-	if m == nil {
-		return nil
-	}
-	return m.head
-}
+func (m *EncoderDecoder) Head() *Linear { return m.decoder().headLayer() }
 
 // check returns an error unless m was made by NewEncoderDecoder.
 func (m *EncoderDecoder) check() error {
 	const msg = "layers: encoder-decoder: the model is nil or a zero value: make it with NewEncoderDecoder"
-	if m == nil || m.s.check() != nil || m.ds.check() != nil || m.tok == nil || m.pos == nil || len(m.blocks) == 0 ||
-		(!m.cfg.PostLN && m.lnf == nil) || m.head.check() != nil {
+	if m == nil || m.s.check() != nil || m.enc.st().check("encoder", "NewEncoderDecoder") != nil {
 		return errors.New(msg)
 	}
-	if m.enc == nil || m.enc.stack.check("encoder", "NewEncoderDecoder") != nil {
-		return errors.New(msg)
+	if err := m.dec.check("encoder-decoder", "NewEncoderDecoder"); err != nil {
+		return err
 	}
-	for _, b := range m.blocks {
-		if b.check() != nil {
-			return layerErr("encoder-decoder", m.s.prefix, errors.New("a decoder block is nil or a zero value: make the model with NewEncoderDecoder"))
-		}
+	if m.dec.head.check() != nil {
+		return errors.New(msg)
 	}
 	return nil
 }
@@ -558,63 +292,19 @@ func (m *EncoderDecoder) Forward(src *graph.IDs, srcPad *graph.MaskNode, tgt *gr
 	if err := m.check(); err != nil {
 		return nil, EncDecWeights{}, err
 	}
-	fail := func(err error) (*G.Node, EncDecWeights, error) {
-		return nil, EncDecWeights{}, err
-	}
 	if err := m.checkInputs(src, srcPad, tgt, tgtPad, crossPad); err != nil {
-		return fail(layerErr("encoder-decoder", m.s.prefix, err))
+		return nil, EncDecWeights{}, layerErr("encoder-decoder", m.s.prefix, err)
 	}
 	memory, encWeights, err := m.enc.Forward(src, srcPad) // (B, Ss, D), (B, H, Ss, Ss) each
 	if err != nil {
-		return fail(err)
+		return nil, EncDecWeights{}, err
 	}
-	// One causal mask for all decoder blocks, so that no block adds its own.
-	selfMask, err := CausalMask(m.ds, tgt.B, tgt.S) // (B, St, St)
+	// (B, St, TgtVocab), (B, H, St, St) and (B, H, St, Ss) each
+	logits, self, cross, err := m.dec.forward(tgt, tgtPad, memory, crossPad)
 	if err != nil {
-		return fail(err)
+		return nil, EncDecWeights{}, err
 	}
-	if tgtPad != nil {
-		if selfMask, err = graph.CombineMasks(selfMask, tgtPad); err != nil {
-			return fail(layerErr("encoder-decoder", m.s.prefix, fmt.Errorf("target padding mask: %w", err)))
-		}
-	}
-	x, err := m.tok.Forward(tgt) // (B, St, D)
-	if err != nil {
-		return fail(err)
-	}
-	if x, err = m.pos.Forward(x); err != nil { // (B, St, D)
-		return fail(err)
-	}
-	drop, err := m.ds.dropout("drop_emb", m.cfg.Dropout, x.Shape())
-	if err != nil {
-		return fail(layerErr("encoder-decoder", m.s.prefix, err))
-	}
-	if drop != nil {
-		m.dropouts = append(m.dropouts, drop)
-		if x, err = drop.Apply(x); err != nil {
-			return fail(layerErr("encoder-decoder", m.s.prefix, err))
-		}
-	}
-	attn = EncDecWeights{
-		Encoder:     encWeights,
-		DecoderSelf: make([]*G.Node, len(m.blocks)),
-		Cross:       make([]*G.Node, len(m.blocks)),
-	}
-	for i, b := range m.blocks {
-		// (B, St, D), (B, H, St, St), (B, H, St, Ss)
-		if x, attn.DecoderSelf[i], attn.Cross[i], err = b.Forward(x, memory, selfMask, crossPad); err != nil {
-			return fail(err)
-		}
-	}
-	if m.lnf != nil {
-		if x, err = m.lnf.Forward(x); err != nil {
-			return fail(err)
-		}
-	}
-	if logits, err = m.head.Forward(x); err != nil { // (B, St, TgtVocab)
-		return fail(err)
-	}
-	return logits, attn, nil
+	return logits, EncDecWeights{Encoder: encWeights, DecoderSelf: self, Cross: cross}, nil
 }
 
 // Encode runs the encoder on src (B, Ss) under srcPad (nil, or
@@ -629,7 +319,7 @@ func (m *EncoderDecoder) Encode(src *graph.IDs, srcPad *graph.MaskNode) (crossK,
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, b := range m.blocks {
+	for _, b := range m.dec.blocks {
 		k, v, err := b.cross.Project(memory) // (B, Ss, D) each
 		if err != nil {
 			return nil, nil, err
@@ -640,50 +330,18 @@ func (m *EncoderDecoder) Encode(src *graph.IDs, srcPad *graph.MaskNode) (crossK,
 }
 
 // Step runs the decoder on one new target token per row, for generation
-// with a key/value cache: tok and pos (B, 1) are the tokens and their
-// positions; cacheK and cacheV hold each block's self-attention cache
-// (B, St, D), slot (B, St, 1) marks each row's position and selfMask
-// (B, 1, St) the positions it sees; crossK and crossV are Encode's, and
-// crossMask (B, 1, Ss) hides source padding. It returns the logits
-// (B, 1, TgtVocab) and the caches with the new row written in. Dropout is
-// not applied: a step is for inference.
+// with a key/value cache, as Decoder.Step does: tok and pos (B, 1) are the
+// tokens and their positions; cacheK and cacheV hold each block's
+// self-attention cache (B, St, D), slot (B, St, 1) marks each row's
+// position and selfMask (B, 1, St) the positions it sees; crossK and crossV
+// are Encode's, and crossMask (B, 1, Ss) hides source padding. It returns
+// the logits (B, 1, TgtVocab) and the caches with the new row written in.
+// Dropout is not applied: a step is for inference.
 func (m *EncoderDecoder) Step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV []*G.Node, crossMask *graph.MaskNode) (logits *G.Node, keys, values []*G.Node, err error) {
 	if err := m.check(); err != nil {
 		return nil, nil, nil, err
 	}
-	n := len(m.blocks)
-	if len(cacheK) != n || len(cacheV) != n || len(crossK) != n || len(crossV) != n {
-		return nil, nil, nil, layerErr("encoder-decoder", m.s.prefix, shapeErrorf("step: %d, %d self caches and %d, %d cross keys and values; want %d of each",
-			len(cacheK), len(cacheV), len(crossK), len(crossV), n))
-	}
-	x, err := m.tok.Forward(tok) // (B, 1, D)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	pe, err := m.pos.At(pos) // (B, 1, D), nil without positions
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if pe != nil {
-		if x, err = G.Add(x, pe); err != nil {
-			return nil, nil, nil, layerErr("encoder-decoder", m.s.prefix, err)
-		}
-	}
-	keys, values = make([]*G.Node, n), make([]*G.Node, n)
-	for i, b := range m.blocks {
-		if x, keys[i], values[i], err = b.Step(x, cacheK[i], cacheV[i], slot, selfMask, crossK[i], crossV[i], crossMask); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	if m.lnf != nil {
-		if x, err = m.lnf.Forward(x); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	if logits, err = m.head.Forward(x); err != nil { // (B, 1, TgtVocab)
-		return nil, nil, nil, err
-	}
-	return logits, keys, values, nil
+	return m.dec.step(tok, pos, cacheK, cacheV, slot, selfMask, crossK, crossV, crossMask)
 }
 
 // checkInputs checks the ids and masks of Forward against each other and the
@@ -744,14 +402,7 @@ func (m *EncoderDecoder) Params() []graph.Param {
 	if m == nil {
 		return nil
 	}
-	ps := concatParams(m.enc.Params(), m.tok.Params(), m.pos.Params())
-	for _, b := range m.blocks {
-		ps = append(ps, b.Params()...)
-	}
-	if m.lnf != nil {
-		ps = append(ps, m.lnf.Params()...)
-	}
-	return append(ps, m.head.Params()...)
+	return append(m.enc.Params(), m.dec.params()...)
 }
 
 // Dropouts returns every dropout mask of both halves, to be redrawn each
@@ -760,11 +411,7 @@ func (m *EncoderDecoder) Dropouts() []*graph.Dropout {
 	if m == nil {
 		return nil
 	}
-	out := append(m.enc.Dropouts(), m.dropouts...)
-	for _, b := range m.blocks {
-		out = append(out, b.Dropouts()...)
-	}
-	return out
+	return append(m.enc.Dropouts(), m.dec.dropoutList()...)
 }
 
 // EncDecInputs are the inputs of one encoder–decoder batch shape: source and

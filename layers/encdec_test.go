@@ -723,17 +723,17 @@ func TestEncDecBadInput(t *testing.T) {
 	}{
 		{"NewEncoderDecoder nil scope", func() error { _, err := NewEncoderDecoder(nil, cfg); return err }},
 		{"NewEncoderDecoder zero scope", func() error { _, err := NewEncoderDecoder(&Scope{}, cfg); return err }},
-		{"NewDecoderBlock nil scope", func() error { _, err := NewDecoderBlock(nil, cfg.blockConfig()); return err }},
+		{"NewDecoderBlock nil scope", func() error { _, err := NewDecoderBlock(nil, cfg.decoderConfig().blockConfig(crossKind)); return err }},
 		{"NewDecoderBlock bad config", func() error {
 			_, err := NewDecoderBlock(s.Sub("b"), BlockConfig{Dim: 8, Heads: 3, Hidden: 4})
 			return err
 		}},
 		{"NewEncDecInputs nil scope", func() error { _, err := NewEncDecInputs(nil, cfg, 2, 5, 4); return err }},
 		{"NewEncDecInputs zero batch", func() error { _, err := NewEncDecInputs(s, cfg, 0, 5, 4); return err }},
-		{"nil block Forward", func() error { _, _, _, err := nilBlock.Forward(x, x, nil, nil); return err }},
-		{"block Forward nil memory", func() error { _, _, _, err := m.DecoderBlocks()[0].Forward(x, nil, nil, nil); return err }},
+		{"nil block Forward", func() error { _, _, _, err := nilBlock.ForwardCross(x, x, nil, nil); return err }},
+		{"block Forward nil memory", func() error { _, _, _, err := m.DecoderBlocks()[0].ForwardCross(x, nil, nil, nil); return err }},
 		{"block Forward memory of another width", func() error {
-			_, _, _, err := m.DecoderBlocks()[0].Forward(x, node(s, tensor.Float64, "mem", 2, 5, 6), nil, nil)
+			_, _, _, err := m.DecoderBlocks()[0].ForwardCross(x, node(s, tensor.Float64, "mem", 2, 5, 6), nil, nil)
 			return err
 		}},
 		{"nil inputs Set", func() error { return nilIn.Set(padded.src, padded.srcLengths, padded.tgt, padded.tgtLengths) }},
@@ -829,4 +829,68 @@ func ExampleEncoderDecoder() {
 	// decoder self-attention (2, 2, 3, 3)
 	// cross-attention (2, 2, 3, 5)
 	// dec.blocks.0.cross_attn.wq projects the target; dec.blocks.0.cross_attn.wk and dec.blocks.0.cross_attn.wv the encoder output
+}
+
+// TestBlockCross: a block without cross-attention and one with it are one
+// Block type whose parameters are named and ordered as checkpoints know
+// them (ln1, attn, ln2, ff; ln1, self_attn, ln2, cross_attn, ln3, ff), and
+// each refuses the methods of the other kind with an error naming the one
+// to call.
+func TestBlockCross(t *testing.T) {
+	s := newScope(t, tensor.Float64, 1)
+	cfg := BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Causal: true}
+	plain, err := NewBlock(s.Sub("plain"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cross, err := NewDecoderBlock(s.Sub("cross"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		b    *Block
+		want []string
+	}{
+		{plain, []string{"ln1.gain", "ln1.bias", "attn.wq", "attn.wk", "attn.wv", "attn.wo", "ln2.gain", "ln2.bias", "ff.w1", "ff.w2"}},
+		{cross, []string{"ln1.gain", "ln1.bias", "self_attn.wq", "self_attn.wk", "self_attn.wv", "self_attn.wo", "ln2.gain", "ln2.bias",
+			"cross_attn.wq", "cross_attn.wk", "cross_attn.wv", "cross_attn.wo", "ln3.gain", "ln3.bias", "ff.w1", "ff.w2"}},
+	} {
+		var got []string
+		for _, p := range c.b.Params() {
+			got = append(got, strings.TrimPrefix(p.Name, c.b.s.prefix+"."))
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s: params %v, want %v", c.b.s.prefix, got, c.want)
+		}
+		if want := totalSize(c.b.Params()); c.b.Config().params() != want {
+			t.Errorf("%s: config counts %d parameters, the block has %d", c.b.s.prefix, c.b.Config().params(), want)
+		}
+	}
+	if plain.CrossAttention() != nil || plain.LN3() != nil || cross.CrossAttention() == nil || cross.SelfAttention() != cross.Attention() {
+		t.Error("getters: want no cross-attention or ln3 without Cross, and SelfAttention the same layer as Attention")
+	}
+	if !cross.Config().Cross || cross.Attention().Config().Causal != true || cross.CrossAttention().Config().Causal {
+		t.Error("want Cross set, a causal self-attention and a non-causal cross-attention")
+	}
+
+	x := node(s, tensor.Float64, "x", 2, 1, 8)
+	cache := node(s, tensor.Float64, "cache", 2, 3, 8)
+	slot := node(s, tensor.Float64, "slot", 2, 3, 1)
+	for _, c := range []struct {
+		name, call string
+		f          func() error
+	}{
+		{"Forward with Cross", "ForwardCross", func() error { _, _, err := cross.Forward(x, nil); return err }},
+		{"ForwardCross without", "call Forward", func() error { _, _, _, err := plain.ForwardCross(x, x, nil, nil); return err }},
+		{"Step with Cross", "StepCross", func() error { _, _, _, err := cross.Step(x, cache, cache, slot, nil); return err }},
+		{"StepCross without", "call Step", func() error {
+			_, _, _, err := plain.StepCross(x, cache, cache, slot, nil, cache, cache, nil)
+			return err
+		}},
+	} {
+		err := noPanic(t, c.name, c.f)
+		if err == nil || !strings.Contains(err.Error(), c.call) {
+			t.Errorf("%s: error %v, want one saying to %s", c.name, err, c.call)
+		}
+	}
 }

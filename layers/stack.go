@@ -54,17 +54,46 @@ type StackConfig struct {
 	CausalEncoder bool `json:"causal_encoder,omitempty"`
 }
 
-// stack is what Decoder and Encoder share: embeddings, blocks, final norm.
+// stackKind is what sets the three stacks apart: the Decoder, the Encoder
+// and the decoder half of an EncoderDecoder are one stack (embeddings,
+// blocks, final norm) with or without causal self-attention,
+// cross-attention and a head.
+type stackKind struct {
+	// name names the stack in errors: "decoder", "encoder", or a half of
+	// an encoder–decoder when its configuration is validated.
+	name string
+	// decoder makes the self-attention causal and refuses
+	// StackConfig.CausalEncoder; an encoder is causal with CausalEncoder.
+	decoder bool
+	// cross makes every block cross-attend to a memory (BlockConfig.Cross).
+	cross bool
+	// head is a (Dim, Vocab) projection to logits at "head" in the
+	// stack's scope, as the Decoder has; the EncoderDecoder has its head at
+	// its own scope's "head" and builds it itself.
+	head bool
+}
+
+var (
+	decoderKind = stackKind{name: "decoder", decoder: true, head: true}
+	encoderKind = stackKind{name: "encoder"}
+	// crossKind is an EncoderDecoder's decoder half.
+	crossKind = stackKind{name: "decoder", decoder: true, cross: true}
+)
+
+// stack is the one stack of Transformer blocks over token and position
+// embeddings, with a final norm (pre-LN) and a head when its kind has one:
+// Decoder, Encoder and EncoderDecoder are made of it.
 type stack struct {
 	cfg      StackConfig
+	kind     stackKind
+	causal   bool
 	tok      *Embedding
 	pos      *Positions
 	blocks   []*Block
 	lnf      *LayerNorm // nil for post-LN, whose blocks end normalised
+	head     *Linear    // nil without a head
 	s        *Scope
 	dropouts []*graph.Dropout
-	causal   bool
-	kind     string // "decoder" or "encoder", for error messages
 }
 
 // Validate checks everything NewDecoder and NewEncoder check, without
@@ -78,35 +107,36 @@ type stack struct {
 // ("blocks.0.attn"). Checking a configuration this way costs microseconds,
 // where building a throwaway model costs its whole memory.
 func (c StackConfig) Validate() error {
-	_, err := c.validate("model", "", true)
+	// Not decoderKind: a configuration is checked alike for either
+	// architecture, and an encoder–decoder's may set CausalEncoder.
+	_, err := c.validate(stackKind{name: "model", head: true}, "")
 	return err
 }
 
-// blockConfig is the configuration of every block of the stack.
-func (c StackConfig) blockConfig(causal bool) BlockConfig {
+// blockConfig is the configuration of every block of a stack of kind k.
+func (c StackConfig) blockConfig(k stackKind) BlockConfig {
 	return BlockConfig{
 		Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, Activation: c.Activation,
-		Causal: causal, PostLN: c.PostLN, Bias: c.Bias,
+		Causal: k.decoder || c.CausalEncoder, Cross: k.cross, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
 	}
 }
 
-// validate checks c for a stack of the given kind ("decoder", "encoder") in
-// the scope prefix, and returns its parameter count; head says whether a
-// (Dim, Vocab) output projection follows, as in the decoder.
-func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
+// validate checks c for a stack of kind k in the scope prefix, and returns
+// its parameter count, the head's included when k has one.
+func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 	sub := (&Scope{prefix: prefix}).Name
 	if c.Positions == "" {
 		c.Positions = PositionsLearned
 	}
 	if err := checkPositive(size{"Vocab", c.Vocab}, size{"MaxLen", c.MaxLen}, size{"Layers", c.Layers}); err != nil {
-		return 0, fmt.Errorf("layers: %s: %w", kind, err)
+		return 0, fmt.Errorf("layers: %s: %w", k.name, err)
 	}
 	if err := checkRate("Dropout", c.Dropout); err != nil {
-		return 0, fmt.Errorf("layers: %s: %w", kind, err)
+		return 0, fmt.Errorf("layers: %s: %w", k.name, err)
 	}
-	if c.CausalEncoder && kind == "decoder" {
-		return 0, configErrorf("layers: decoder: CausalEncoder is set, but it is for encoders: a decoder is causal already")
+	if c.CausalEncoder && k.decoder {
+		return 0, configErrorf("layers: %s: CausalEncoder is set, but it is for encoders: a decoder is causal already", k.name)
 	}
 	emb := EmbeddingConfig{Vocab: c.Vocab, Dim: c.Dim}
 	if err := emb.validate(sub("tok_emb")); err != nil {
@@ -115,7 +145,7 @@ func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
 	if err := c.positionsConfig().validate(sub("pos_emb")); err != nil {
 		return 0, err
 	}
-	block := c.blockConfig(false)
+	block := c.blockConfig(k)
 	if err := block.validate(sub("blocks.0")); err != nil {
 		return 0, err
 	}
@@ -123,8 +153,8 @@ func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
 	if err := ln.validate(sub("ln_f")); err != nil {
 		return 0, err
 	}
-	out := LinearConfig{In: c.Dim, Out: c.Vocab, Bias: true}
-	if head {
+	out := c.headConfig()
+	if k.head {
 		if err := out.validate(sub("head")); err != nil {
 			return 0, err
 		}
@@ -133,7 +163,7 @@ func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
 	// overflow; the product with Layers is checked before it is taken.
 	per := block.params()
 	if per > graph.MaxElements/c.Layers {
-		return 0, configErrorf("layers: %s: %d layers of %d parameters each exceed graph.MaxElements = %d", kind, c.Layers, per, graph.MaxElements)
+		return 0, configErrorf("layers: %s: %d layers of %d parameters each exceed graph.MaxElements = %d", k.name, c.Layers, per, graph.MaxElements)
 	}
 	counts := []int{emb.Vocab * emb.Dim, per * c.Layers}
 	if c.Positions == PositionsLearned {
@@ -142,14 +172,10 @@ func (c StackConfig) validate(kind, prefix string, head bool) (int, error) {
 	if !c.PostLN {
 		counts = append(counts, ln.params())
 	}
-	if head {
+	if k.head {
 		counts = append(counts, out.params())
 	}
-	total, err := addCounts(fmt.Sprintf("layers: %s", kind), counts...)
-	if err != nil {
-		return 0, err
-	}
-	return total, nil
+	return addCounts(fmt.Sprintf("layers: %s", k.name), counts...)
 }
 
 // positionsConfig is the configuration of the stack's positional encoding.
@@ -157,17 +183,24 @@ func (c StackConfig) positionsConfig() PositionsConfig {
 	return PositionsConfig{Kind: c.Positions, MaxLen: c.MaxLen, Dim: c.Dim}
 }
 
-func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, error) {
+// headConfig is the configuration of the projection to logits.
+func (c StackConfig) headConfig() LinearConfig {
+	return LinearConfig{In: c.Dim, Out: c.Vocab, Bias: true}
+}
+
+// newStack returns a stack of kind k in scope s.
+func newStack(s *Scope, k stackKind, cfg StackConfig) (*stack, error) {
 	if err := s.check(); err != nil {
-		return nil, fmt.Errorf("layers: %s: %w", kind, err)
+		return nil, fmt.Errorf("layers: %s: %w", k.name, err)
 	}
-	if _, err := cfg.validate(kind, s.prefix, kind == "decoder"); err != nil {
+	if _, err := cfg.validate(k, s.prefix); err != nil {
 		return nil, err
 	}
 	if cfg.Positions == "" {
 		cfg.Positions = PositionsLearned
 	}
-	st := &stack{cfg: cfg, s: s, causal: causal, kind: kind}
+	blockCfg := cfg.blockConfig(k)
+	st := &stack{cfg: cfg, kind: k, causal: blockCfg.Causal, s: s}
 	var err error
 	if st.tok, err = NewEmbedding(s.Sub("tok_emb"), EmbeddingConfig{Vocab: cfg.Vocab, Dim: cfg.Dim}); err != nil {
 		return nil, err
@@ -176,7 +209,7 @@ func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, erro
 		return nil, err
 	}
 	for i := 0; i < cfg.Layers; i++ {
-		b, err := NewBlock(s.Sub("blocks").Sub(strconv.Itoa(i)), cfg.blockConfig(causal))
+		b, err := NewBlock(s.Sub("blocks").Sub(strconv.Itoa(i)), blockCfg)
 		if err != nil {
 			return nil, err
 		}
@@ -187,64 +220,153 @@ func newStack(s *Scope, kind string, cfg StackConfig, causal bool) (*stack, erro
 			return nil, err
 		}
 	}
+	if k.head {
+		if st.head, err = NewLinear(s.Sub("head"), cfg.headConfig()); err != nil {
+			return nil, err
+		}
+	}
 	return st, nil
 }
 
-// forward embeds ids (B, S), runs the blocks and the final norm, and returns
-// the hidden states (B, S, D) and every block's attention weights.
-func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Node, error) {
+// forward embeds ids (B, S), runs the blocks, the final norm and the head,
+// if any, and returns the logits (B, S, Vocab), or without a head the
+// hidden states (B, S, D), with every block's self-attention weights
+// (B, H, S, S) and, when the blocks cross-attend to memory (B, Sm, D)
+// under crossPad (nil or (B, S, Sm)), their cross-attention weights
+// (B, H, S, Sm).
+func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode, memory *G.Node, crossPad *graph.MaskNode) (out *G.Node, self, cross []*G.Node, err error) {
+	name := st.kind.name
 	if err := ids.Check(); err != nil {
-		return nil, nil, fmt.Errorf("layers: %s %q: %w", st.kind, st.s.prefix, err)
+		return nil, nil, nil, fmt.Errorf("layers: %s %q: %w", name, st.s.prefix, err)
 	}
 	if err := pad.Check(); err != nil {
-		return nil, nil, fmt.Errorf("layers: %s %q: padding mask: %w", st.kind, st.s.prefix, err)
+		return nil, nil, nil, fmt.Errorf("layers: %s %q: padding mask: %w", name, st.s.prefix, err)
 	}
 	if ids.S > st.cfg.MaxLen {
-		return nil, nil, shapeErrorf("layers: %s %q: sequence length %d exceeds MaxLen %d", st.kind, st.s.prefix, ids.S, st.cfg.MaxLen)
+		return nil, nil, nil, shapeErrorf("layers: %s %q: sequence length %d exceeds MaxLen %d", name, st.s.prefix, ids.S, st.cfg.MaxLen)
 	}
 	mask := pad
 	if st.causal {
 		// One causal mask for all blocks, so that no block adds its own.
 		causal, err := CausalMask(st.s, ids.B, ids.S)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		mask = causal
 		if pad != nil {
 			if mask, err = graph.CombineMasks(causal, pad); err != nil {
-				return nil, nil, fmt.Errorf("layers: %s %q: padding mask: %w", st.kind, st.s.prefix, err)
+				return nil, nil, nil, fmt.Errorf("layers: %s %q: padding mask: %w", name, st.s.prefix, err)
 			}
 		}
 	}
 	x, err := st.tok.Forward(ids) // (B, S, D)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if x, err = st.pos.Forward(x); err != nil { // (B, S, D)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	drop, err := st.s.dropout("drop_emb", st.cfg.Dropout, x.Shape())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if drop != nil {
 		st.dropouts = append(st.dropouts, drop)
 		if x, err = drop.Apply(x); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	weights := make([]*G.Node, len(st.blocks))
+	self = make([]*G.Node, len(st.blocks))
+	if st.kind.cross {
+		cross = make([]*G.Node, len(st.blocks))
+	}
 	for i, b := range st.blocks {
-		if x, weights[i], err = b.Forward(x, mask); err != nil { // (B, S, D), (B, H, S, S)
-			return nil, nil, err
+		var w *G.Node
+		// (B, S, D), (B, H, S, S), (B, H, S, Sm)
+		if x, self[i], w, err = b.forward(x, mask, memory, crossPad); err != nil {
+			return nil, nil, nil, err
+		}
+		if st.kind.cross {
+			cross[i] = w
 		}
 	}
+	if x, err = st.end(x); err != nil { // (B, S, Vocab) or (B, S, D)
+		return nil, nil, nil, err
+	}
+	return x, self, cross, nil
+}
+
+// step runs the stack on one new token per row with a key/value cache, for
+// generation (see MultiHeadAttention.Step): tok (B, 1) are the tokens and
+// pos (B, 1) their positions; cacheK and cacheV hold one (B, L, D) cache
+// per block; slot (B, L, 1) marks each row's position and mask (B, 1, L)
+// the positions it may see. Blocks that cross-attend read crossK[i] and
+// crossV[i] (B, Sm, D), the memory's projected keys and values, under
+// crossMask (B, 1, Sm); the others take none. It returns the logits
+// (B, 1, Vocab) and every block's caches with the new key and value
+// written in. Dropout is not applied to the embeddings: a step is for
+// inference.
+func (st *stack) step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.Node, mask *graph.MaskNode, crossK, crossV []*G.Node, crossMask *graph.MaskNode) (logits *G.Node, keys, values []*G.Node, err error) {
+	name, n := st.kind.name, len(st.blocks)
+	if err := tok.Check(); err != nil {
+		return nil, nil, nil, fmt.Errorf("layers: %s: step: %w", name, err)
+	}
+	if err := pos.Check(); err != nil {
+		return nil, nil, nil, fmt.Errorf("layers: %s: step: positions: %w", name, err)
+	}
+	if tok.S != 1 || pos.S != 1 || pos.B != tok.B || len(cacheK) != n || len(cacheV) != n {
+		return nil, nil, nil, shapeErrorf("layers: %s: step: tokens (%d, %d), positions (%d, %d), %d and %d caches; want (B, 1), (B, 1) and %d of each",
+			name, tok.B, tok.S, pos.B, pos.S, len(cacheK), len(cacheV), n)
+	}
+	crossed := 0
+	if st.kind.cross {
+		crossed = n
+	}
+	if len(crossK) != crossed || len(crossV) != crossed {
+		return nil, nil, nil, shapeErrorf("layers: %s: step: %d cross keys and %d cross values; want %d of each", name, len(crossK), len(crossV), crossed)
+	}
+	x, err := st.tok.Forward(tok) // (B, 1, D)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pe, err := st.pos.At(pos) // (B, 1, D), nil without positions
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if pe != nil {
+		if x, err = G.Add(x, pe); err != nil {
+			return nil, nil, nil, fmt.Errorf("layers: %s: step: %w", name, err)
+		}
+	}
+	keys, values = make([]*G.Node, n), make([]*G.Node, n)
+	for i, b := range st.blocks {
+		var ck, cv *G.Node
+		if st.kind.cross {
+			ck, cv = crossK[i], crossV[i]
+		}
+		if x, keys[i], values[i], err = b.step(x, cacheK[i], cacheV[i], slot, mask, ck, cv, crossMask); err != nil { // (B, 1, D)
+			return nil, nil, nil, err
+		}
+	}
+	if logits, err = st.end(x); err != nil { // (B, 1, Vocab)
+		return nil, nil, nil, err
+	}
+	return logits, keys, values, nil
+}
+
+// end applies the final norm and the head to the last block's output x, as
+// far as the stack has them.
+func (st *stack) end(x *G.Node) (*G.Node, error) {
+	var err error
 	if st.lnf != nil {
 		if x, err = st.lnf.Forward(x); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return x, weights, nil
+	if st.head != nil {
+		return st.head.Forward(x)
+	}
+	return x, nil
 }
 
 // check returns an error unless st was made by newStack: a nil or zero-value
@@ -254,13 +376,15 @@ func (st *stack) check(kind, constructor string) error {
 		return fmt.Errorf("layers: %s: the model is nil or a zero value: make it with %s", kind, constructor)
 	}
 	for _, b := range st.blocks {
-		if b.check() != nil {
+		if b.check() != nil || b.cfg.Cross != st.kind.cross {
 			return fmt.Errorf("layers: %s %q: a block is nil or a zero value: make the model with %s", kind, st.s.prefix, constructor)
 		}
 	}
 	return nil
 }
 
+// params lists the parameters of the embeddings, the blocks, the final norm
+// and the head, in that order.
 func (st *stack) params() []graph.Param {
 	if st == nil {
 		return nil
@@ -269,12 +393,10 @@ func (st *stack) params() []graph.Param {
 	for _, b := range st.blocks {
 		ps = append(ps, b.Params()...)
 	}
-	if st.lnf != nil {
-		ps = append(ps, st.lnf.Params()...)
-	}
-	return ps
+	return concatParams(ps, st.lnf.Params(), st.head.Params())
 }
 
+// dropoutList lists the embedding dropout and every block's.
 func (st *stack) dropoutList() []*graph.Dropout {
 	if st == nil {
 		return nil
@@ -286,8 +408,9 @@ func (st *stack) dropoutList() []*graph.Dropout {
 	return out
 }
 
-// config, tokens, positions, blockList and finalNorm are the getters Decoder
-// and Encoder share; each is safe on a nil stack.
+// config, tokens, positions, blockList, finalNorm and headLayer are the
+// getters of Decoder, Encoder and EncoderDecoder; each is safe on a nil
+// stack.
 func (st *stack) config() StackConfig {
 	if st == nil {
 		return StackConfig{}
@@ -325,102 +448,79 @@ func (st *stack) finalNorm() *LayerNorm {
 	return st.lnf
 }
 
+func (st *stack) headLayer() *Linear {
+	if st == nil {
+		return nil
+	}
+	return st.head
+}
+
 // Decoder is the decoder-only language model: token and position embeddings,
 // Layers causal blocks, a final norm and a projection to vocabulary logits.
 // Its configuration is fixed when it is built: Config returns a copy, and
 // TokenEmbedding, Positions, Blocks, FinalNorm and Head return its layers.
-type Decoder struct {
-	*stack
-	head *Linear
+type Decoder struct{ *stack }
+
+// st is d's stack, nil for a nil Decoder.
+func (d *Decoder) st() *stack {
+	if d == nil {
+		return nil
+	}
+	return d.stack
 }
 
 // Config returns a copy of the configuration the model was built with,
 // Positions filled in; the zero StackConfig for a nil Decoder.
-func (d *Decoder) Config() StackConfig {
-	if d == nil {
-		return StackConfig{}
-	}
-	return d.config()
-}
+func (d *Decoder) Config() StackConfig { return d.st().config() }
 
 // TokenEmbedding returns the token embedding "tok_emb"; nil for a nil
 // Decoder.
-func (d *Decoder) TokenEmbedding() *Embedding {
-	if d == nil {
-		return nil
-	}
-	return d.tokens()
-}
+func (d *Decoder) TokenEmbedding() *Embedding { return d.st().tokens() }
 
 // Positions returns the positional encoding "pos_emb"; nil for a nil
 // Decoder.
-func (d *Decoder) Positions() *Positions {
-	if d == nil {
-		return nil
-	}
-	return d.positions()
-}
+func (d *Decoder) Positions() *Positions { return d.st().positions() }
 
 // Blocks returns the blocks "blocks.<i>", in order, in a new slice.
-func (d *Decoder) Blocks() []*Block {
-	if d == nil {
-		return nil
-	}
-	return d.blockList()
-}
+func (d *Decoder) Blocks() []*Block { return d.st().blockList() }
 
 // FinalNorm returns the final LayerNorm "ln_f", nil for post-LN models
 // (whose blocks end normalised) and for a nil Decoder.
-func (d *Decoder) FinalNorm() *LayerNorm {
-	if d == nil {
-		return nil
-	}
-	return d.finalNorm()
-}
+func (d *Decoder) FinalNorm() *LayerNorm { return d.st().finalNorm() }
 
 // Head returns the projection "head" from Dim to vocabulary logits; nil for a
 // nil Decoder.
-func (d *Decoder) Head() *Linear {
-	if d == nil {
-		return nil
-	}
-	return d.head
-}
+func (d *Decoder) Head() *Linear { return d.st().headLayer() }
 
 // NewDecoder returns a decoder-only model in scope s.
 func NewDecoder(s *Scope, cfg StackConfig) (*Decoder, error) {
-	st, err := newStack(s, "decoder", cfg, true)
+	st, err := newStack(s, decoderKind, cfg)
 	if err != nil {
 		return nil, err
 	}
-	head, err := NewLinear(s.Sub("head"), LinearConfig{In: cfg.Dim, Out: cfg.Vocab, Bias: true})
-	if err != nil {
-		return nil, err
+	return &Decoder{st}, nil
+}
+
+// check returns an error unless d was made by NewDecoder.
+func (d *Decoder) check() error {
+	if err := d.st().check("decoder", "NewDecoder"); err != nil {
+		return err
 	}
-	return &Decoder{stack: st, head: head}, nil
+	if d.head.check() != nil {
+		return errors.New("layers: decoder: the model has no head: make it with NewDecoder")
+	}
+	return nil
 }
 
 // Forward returns next-token logits (B, S, Vocab) for ids (B, S) and every
 // block's attention weights (B, H, S, S). pad, if not nil, is a (B, S, S)
 // key-padding mask joined with the causal mask.
 func (d *Decoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (logits *G.Node, weights []*G.Node, err error) {
-	if d == nil {
-		return nil, nil, errors.New("layers: decoder: the model is nil: make it with NewDecoder")
-	}
-	if err := d.stack.check("decoder", "NewDecoder"); err != nil {
+	if err := d.check(); err != nil {
 		return nil, nil, err
 	}
-	if d.head.check() != nil {
-		return nil, nil, errors.New("layers: decoder: the model has no head: make it with NewDecoder")
-	}
-	h, weights, err := d.forward(ids, pad)
-	if err != nil {
-		return nil, nil, err
-	}
-	if logits, err = d.head.Forward(h); err != nil { // (B, S, Vocab)
-		return nil, nil, err
-	}
-	return logits, weights, nil
+	logits, weights, _, err = d.forward(ids, pad, nil, nil)
+	return logits, weights, err
 }
 
 // Step runs the decoder on one new token per row with a key/value cache,
@@ -432,68 +532,18 @@ func (d *Decoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (logits *G.Node, 
 // value written in, to bind at the next step. Dropout is not applied: a
 // step is for inference.
 func (d *Decoder) Step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.Node, mask *graph.MaskNode) (logits *G.Node, keys, values []*G.Node, err error) {
-	if d == nil {
-		return nil, nil, nil, errors.New("layers: decoder: the model is nil: make it with NewDecoder")
-	}
-	if err := d.stack.check("decoder", "NewDecoder"); err != nil {
+	if err := d.check(); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := tok.Check(); err != nil {
-		return nil, nil, nil, fmt.Errorf("layers: decoder: step: %w", err)
-	}
-	if err := pos.Check(); err != nil {
-		return nil, nil, nil, fmt.Errorf("layers: decoder: step: positions: %w", err)
-	}
-	if tok.S != 1 || pos.S != 1 || pos.B != tok.B || len(cacheK) != len(d.blocks) || len(cacheV) != len(d.blocks) {
-		return nil, nil, nil, shapeErrorf("layers: decoder: step: tokens (%d, %d), positions (%d, %d), %d and %d caches; want (B, 1), (B, 1) and %d of each",
-			tok.B, tok.S, pos.B, pos.S, len(cacheK), len(cacheV), len(d.blocks))
-	}
-	x, err := d.tok.Forward(tok) // (B, 1, D)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	pe, err := d.pos.At(pos) // (B, 1, D), nil without positions
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if pe != nil {
-		if x, err = G.Add(x, pe); err != nil {
-			return nil, nil, nil, fmt.Errorf("layers: decoder: step: %w", err)
-		}
-	}
-	keys, values = make([]*G.Node, len(d.blocks)), make([]*G.Node, len(d.blocks))
-	for i, b := range d.blocks {
-		if x, keys[i], values[i], err = b.Step(x, cacheK[i], cacheV[i], slot, mask); err != nil { // (B, 1, D)
-			return nil, nil, nil, err
-		}
-	}
-	if d.lnf != nil {
-		if x, err = d.lnf.Forward(x); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	if logits, err = d.head.Forward(x); err != nil { // (B, 1, Vocab)
-		return nil, nil, nil, err
-	}
-	return logits, keys, values, nil
+	return d.step(tok, pos, cacheK, cacheV, slot, mask, nil, nil, nil)
 }
 
 // Params returns every learnable of the model with its hierarchical name:
 // tok_emb.table, pos_emb.table, blocks.<i>.{ln1,attn,ln2,ff}.*, ln_f.*, head.*.
-func (d *Decoder) Params() []graph.Param {
-	if d == nil {
-		return nil
-	}
-	return append(d.params(), d.head.Params()...)
-}
+func (d *Decoder) Params() []graph.Param { return d.st().params() }
 
 // Dropouts returns every dropout mask, to be redrawn each training step.
-func (d *Decoder) Dropouts() []*graph.Dropout {
-	if d == nil {
-		return nil
-	}
-	return d.dropoutList()
-}
+func (d *Decoder) Dropouts() []*graph.Dropout { return d.st().dropoutList() }
 
 // Encoder is a bidirectional stack: every position attends to every key that
 // the padding mask allows; with StackConfig.CausalEncoder, to the allowed
@@ -503,53 +553,36 @@ func (d *Decoder) Dropouts() []*graph.Dropout {
 // TokenEmbedding, Positions, Blocks and FinalNorm return its layers.
 type Encoder struct{ *stack }
 
+// st is e's stack, nil for a nil Encoder.
+func (e *Encoder) st() *stack {
+	if e == nil {
+		return nil
+	}
+	return e.stack
+}
+
 // Config returns a copy of the configuration the encoder was built with,
 // Positions filled in; the zero StackConfig for a nil Encoder.
-func (e *Encoder) Config() StackConfig {
-	if e == nil {
-		return StackConfig{}
-	}
-	return e.config()
-}
+func (e *Encoder) Config() StackConfig { return e.st().config() }
 
 // TokenEmbedding returns the token embedding "tok_emb"; nil for a nil
 // Encoder.
-func (e *Encoder) TokenEmbedding() *Embedding {
-	if e == nil {
-		return nil
-	}
-	return e.tokens()
-}
+func (e *Encoder) TokenEmbedding() *Embedding { return e.st().tokens() }
 
 // Positions returns the positional encoding "pos_emb"; nil for a nil
 // Encoder.
-func (e *Encoder) Positions() *Positions {
-	if e == nil {
-		return nil
-	}
-	return e.positions()
-}
+func (e *Encoder) Positions() *Positions { return e.st().positions() }
 
 // Blocks returns the blocks "blocks.<i>", in order, in a new slice.
-func (e *Encoder) Blocks() []*Block {
-	if e == nil {
-		return nil
-	}
-	return e.blockList()
-}
+func (e *Encoder) Blocks() []*Block { return e.st().blockList() }
 
 // FinalNorm returns the final LayerNorm "ln_f", nil for post-LN encoders and
 // for a nil Encoder.
-func (e *Encoder) FinalNorm() *LayerNorm {
-	if e == nil {
-		return nil
-	}
-	return e.finalNorm()
-}
+func (e *Encoder) FinalNorm() *LayerNorm { return e.st().finalNorm() }
 
 // NewEncoder returns an encoder in scope s.
 func NewEncoder(s *Scope, cfg StackConfig) (*Encoder, error) {
-	st, err := newStack(s, "encoder", cfg, cfg.CausalEncoder)
+	st, err := newStack(s, encoderKind, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -559,28 +592,16 @@ func NewEncoder(s *Scope, cfg StackConfig) (*Encoder, error) {
 // Forward returns hidden states (B, S, D) for ids (B, S) and every block's
 // attention weights. pad, if not nil, is a (B, S, S) key-padding mask.
 func (e *Encoder) Forward(ids *graph.IDs, pad *graph.MaskNode) (*G.Node, []*G.Node, error) {
-	if e == nil {
-		return nil, nil, errors.New("layers: encoder: the model is nil: make it with NewEncoder")
-	}
-	if err := e.stack.check("encoder", "NewEncoder"); err != nil {
+	if err := e.st().check("encoder", "NewEncoder"); err != nil {
 		return nil, nil, err
 	}
-	return e.forward(ids, pad)
+	h, weights, _, err := e.forward(ids, pad, nil, nil)
+	return h, weights, err
 }
 
 // Params returns every learnable with its hierarchical name; nothing for a
 // nil Encoder.
-func (e *Encoder) Params() []graph.Param {
-	if e == nil {
-		return nil
-	}
-	return e.params()
-}
+func (e *Encoder) Params() []graph.Param { return e.st().params() }
 
 // Dropouts returns every dropout mask, to be redrawn each training step.
-func (e *Encoder) Dropouts() []*graph.Dropout {
-	if e == nil {
-		return nil
-	}
-	return e.dropoutList()
-}
+func (e *Encoder) Dropouts() []*graph.Dropout { return e.st().dropoutList() }

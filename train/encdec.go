@@ -35,17 +35,10 @@ func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 		return nil, err
 	}
 	m := &EncDecModel{EncDecModel: net}
-	if m.Targets, err = graph.NewTargets(net.Graph, net.DType, b*net.St, cfg.Model.Vocab, "targets"); err != nil {
+	if m.Targets, m.Cost, err = loss(net.Graph, net.DType, b*net.St, cfg.Model.Vocab, net.Logits); err != nil {
 		return nil, err
 	}
-	if m.Cost, err = graph.CrossEntropy(net.Logits, m.Targets); err != nil {
-		return nil, err
-	}
-	nodes := graph.Nodes(net.Params)
-	if _, err = G.Grad(m.Cost, nodes...); err != nil {
-		return nil, fmt.Errorf("train: gradient: %w", err)
-	}
-	if net.VM, err = graph.NewMachine(net.Graph, G.BindDualValues(nodes...)); err != nil {
+	if net.VM, err = compile(net.Graph, m.Cost, net.Params); err != nil {
 		return nil, err
 	}
 	return m, nil

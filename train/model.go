@@ -6,6 +6,7 @@ import (
 	"math"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
@@ -40,14 +41,35 @@ func BuildModel(cfg config.Config, b, s int) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	nodes := graph.Nodes(m.Params)
-	if _, err = G.Grad(m.Cost, nodes...); err != nil {
-		return nil, fmt.Errorf("train: gradient: %w", err)
-	}
-	if m.VM, err = graph.NewMachine(m.Graph, G.BindDualValues(nodes...)); err != nil {
+	if m.VM, err = compile(m.Graph, m.Cost, m.Params); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// compile differentiates cost with respect to params and compiles g with
+// the gradients accumulated into the parameters' dual values, where the
+// optimizer reads them: BuildModel and BuildEncDec alike.
+func compile(g *G.ExprGraph, cost *G.Node, params []graph.Param) (G.VM, error) {
+	nodes := graph.Nodes(params)
+	if _, err := G.Grad(cost, nodes...); err != nil {
+		return nil, fmt.Errorf("train: gradient: %w", err)
+	}
+	return graph.NewMachine(g, G.BindDualValues(nodes...))
+}
+
+// loss returns the targets of n positions over vocab tokens and the
+// weighted cross-entropy of logits against them, in g.
+func loss(g *G.ExprGraph, dt tensor.Dtype, n, vocab int, logits *G.Node) (*graph.Targets, *G.Node, error) {
+	targets, err := graph.NewTargets(g, dt, n, vocab, "targets")
+	if err != nil {
+		return nil, nil, err
+	}
+	cost, err := graph.CrossEntropy(logits, targets)
+	if err != nil {
+		return nil, nil, err
+	}
+	return targets, cost, nil
 }
 
 // Assemble builds the training graph of cfg (resolved) for b sequences of s
@@ -64,10 +86,7 @@ func Assemble(cfg config.Config, b, s int) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{Model: dec}
-	if m.Targets, err = graph.NewTargets(dec.Graph, dec.DType, b*s, cfg.Model.Vocab, "targets"); err != nil {
-		return nil, err
-	}
-	if m.Cost, err = graph.CrossEntropy(dec.Logits, m.Targets); err != nil {
+	if m.Targets, m.Cost, err = loss(dec.Graph, dec.DType, b*s, cfg.Model.Vocab, dec.Logits); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -31,22 +31,12 @@ type Cached struct {
 // gives it the values of params, the parameters of a model of the same
 // configuration (a Model's Params, or a training model's).
 func NewCached(cfg config.Config, b int, params []graph.Param) (*Cached, error) {
-	if err := checkArch(cfg, config.ArchDecoder, "NewCached", "NewCachedEncDec"); err != nil {
-		return nil, err
-	}
-	dt, err := cfg.DType.Tensor()
-	if err != nil {
-		return nil, err
-	}
-	if b <= 0 {
-		return nil, fmt.Errorf("infer: cached decoder: %d rows, want at least 1", b)
-	}
+	const what = "cached decoder"
 	l, d := cfg.Model.MaxLen, cfg.Model.Dim
-	if err := config.CheckMemory(cfg, b, l, false); err != nil {
+	if err := checkCache(cfg, config.ArchDecoder, "NewCached", "NewCachedEncDec", what, b, l); err != nil {
 		return nil, err
 	}
-	g := G.NewGraph()
-	scope, err := layers.NewScope(g, dt, cfg.Seed)
+	g, scope, err := newGraph(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +44,7 @@ func NewCached(cfg config.Config, b int, params []graph.Param) (*Cached, error) 
 	if err != nil {
 		return nil, err
 	}
-	self, err := newSelfCache(g, "cached decoder", dt, b, l, d, cfg.Model.Vocab, cfg.Model.Layers)
+	self, err := newSelfCache(g, what, scope.Dtype(), b, l, d, cfg.Model.Vocab, cfg.Model.Layers)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +60,19 @@ func NewCached(cfg config.Config, b int, params []graph.Param) (*Cached, error) 
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkCache checks what NewCached and NewCachedEncDec (fn, the other
+// being other) check before building anything: cfg's architecture, at
+// least one row of b, and the memory estimate of b rows of l positions.
+func checkCache(cfg config.Config, arch config.Arch, fn, other, what string, b, l int) error {
+	if err := checkArch(cfg, arch, fn, other); err != nil {
+		return err
+	}
+	if b <= 0 {
+		return fmt.Errorf("infer: %s: %d rows, want at least 1", what, b)
+	}
+	return config.CheckMemory(cfg, b, l, false)
 }
 
 // copyParams copies the value of every param of src into the param of dst

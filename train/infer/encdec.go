@@ -45,15 +45,11 @@ func AssembleEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 	if err := checkArch(cfg, config.ArchEncDec, "AssembleEncDec", "Assemble"); err != nil {
 		return nil, err
 	}
-	dt, err := cfg.DType.Tensor()
+	g, scope, err := newGraph(cfg)
 	if err != nil {
 		return nil, err
 	}
-	g := G.NewGraph()
-	scope, err := layers.NewScope(g, dt, cfg.Seed)
-	if err != nil {
-		return nil, err
-	}
+	dt := scope.Dtype()
 	ec := cfg.EncDec()
 	model, err := layers.NewEncoderDecoder(scope, ec)
 	if err != nil {
@@ -122,14 +118,7 @@ func (m *EncDecModel) Run(read func() error) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	defer m.VM.Reset()
-	if err := m.VM.RunAll(); err != nil {
-		return fmt.Errorf("infer: run: %w", err)
-	}
-	if read == nil {
-		return nil
-	}
-	return read()
+	return run(m.VM, "", read)
 }
 
 // SetParams copies the values of params, those of a model of the same
@@ -174,11 +163,7 @@ func (m *EncDecModel) NumParams() int {
 	if m == nil {
 		return 0
 	}
-	n := 0
-	for _, p := range m.Params {
-		n += p.Node.Shape().TotalSize()
-	}
-	return n
+	return numParams(m.Params)
 }
 
 // check reports a nil EncDecModel, or one no builder compiled.

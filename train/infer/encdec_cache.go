@@ -40,33 +40,27 @@ type CachedEncDec struct {
 // NewCachedEncDec builds the cached encoder–decoder of cfg (resolved, Arch
 // ArchEncDec) for b prompts, with the values of params (an EncDecModel's).
 func NewCachedEncDec(cfg config.Config, b int, params []graph.Param) (*CachedEncDec, error) {
-	if err := checkArch(cfg, config.ArchEncDec, "NewCachedEncDec", "NewCached"); err != nil {
+	const what = "cached encoder-decoder"
+	ec := cfg.EncDec()
+	if err := checkCache(cfg, config.ArchEncDec, "NewCachedEncDec", "NewCached", what, b, ec.TgtMaxLen); err != nil {
 		return nil, err
 	}
 	dt, err := cfg.DType.Tensor()
 	if err != nil {
 		return nil, err
 	}
-	if b <= 0 {
-		return nil, fmt.Errorf("infer: cached encoder-decoder: %d rows, want at least 1", b)
-	}
-	ec := cfg.EncDec()
-	if err := config.CheckMemory(cfg, b, ec.TgtMaxLen, false); err != nil {
-		return nil, err
-	}
 	c := &CachedEncDec{B: b, Ss: ec.SrcMaxLen, St: ec.TgtMaxLen}
-	newModel := func() (*G.ExprGraph, *layers.Scope, *layers.EncoderDecoder, error) {
-		g := G.NewGraph()
-		s, err := layers.NewScope(g, dt, cfg.Seed)
+	newModel := func() (*G.ExprGraph, *layers.EncoderDecoder, error) {
+		g, s, err := newGraph(cfg)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		m, err := layers.NewEncoderDecoder(s, ec)
-		return g, s, m, err
+		return g, m, err
 	}
 
 	// The encoder, once per prompt.
-	eg, _, em, err := newModel()
+	eg, em, err := newModel()
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +78,11 @@ func NewCachedEncDec(cfg config.Config, b int, params []graph.Param) (*CachedEnc
 	c.encParams = em.Params()
 
 	// The decoder, one token per step.
-	sg, _, sm, err := newModel()
+	sg, sm, err := newModel()
 	if err != nil {
 		return nil, err
 	}
-	if c.selfCache, err = newSelfCache(sg, "cached encoder-decoder", dt, b, c.St, ec.Dim, ec.TgtVocab, ec.DecLayers); err != nil {
+	if c.selfCache, err = newSelfCache(sg, what, dt, b, c.St, ec.Dim, ec.TgtVocab, ec.DecLayers); err != nil {
 		return nil, err
 	}
 	if c.crossMask, err = graph.NewMaskInput(sg, dt, b, 1, c.Ss, "cross"); err != nil {

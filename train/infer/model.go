@@ -43,15 +43,11 @@ func Assemble(cfg config.Config, b, s int) (*Model, error) {
 	if err := checkArch(cfg, config.ArchDecoder, "Assemble", "AssembleEncDec"); err != nil {
 		return nil, err
 	}
-	dt, err := cfg.DType.Tensor()
+	g, scope, err := newGraph(cfg)
 	if err != nil {
 		return nil, err
 	}
-	g := G.NewGraph()
-	scope, err := layers.NewScope(g, dt, cfg.Seed)
-	if err != nil {
-		return nil, err
-	}
+	dt := scope.Dtype()
 	dec, err := layers.NewDecoder(scope, cfg.Model)
 	if err != nil {
 		return nil, err
@@ -162,14 +158,7 @@ func (m *Model) Run(read func() error) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	defer m.VM.Reset()
-	if err := m.VM.RunAll(); err != nil {
-		return fmt.Errorf("infer: run: %w", err)
-	}
-	if read == nil {
-		return nil
-	}
-	return read()
+	return run(m.VM, "", read)
 }
 
 // CopyParamsFrom copies every parameter value of src into m: the evaluation
@@ -242,9 +231,30 @@ func (m *Model) NumParams() int {
 	if m == nil {
 		return 0
 	}
+	return numParams(m.Params)
+}
+
+// numParams returns the number of scalar values of params.
+func numParams(params []graph.Param) int {
 	n := 0
-	for _, p := range m.Params {
+	for _, p := range params {
 		n += p.Node.Shape().TotalSize()
 	}
 	return n
+}
+
+// newGraph returns a new graph and the root scope of cfg's model in it,
+// of cfg's dtype and seed: where every builder of this package starts, so
+// that a model built twice has the same parameters.
+func newGraph(cfg config.Config) (*G.ExprGraph, *layers.Scope, error) {
+	dt, err := cfg.DType.Tensor()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := G.NewGraph()
+	scope, err := layers.NewScope(g, dt, cfg.Seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, scope, nil
 }

@@ -162,12 +162,19 @@ func (c *selfCache) readCaches() error {
 	return nil
 }
 
-// run executes vm once, reading before it is reset; what names the model in
-// errors.
+// run executes vm once and calls read, if not nil, before vm is reset,
+// since values may alias buffers the next run reuses; what names the model
+// in errors ("" for a Model or EncDecModel).
 func run(vm G.VM, what string, read func() error) error {
 	defer vm.Reset()
 	if err := vm.RunAll(); err != nil {
+		if what == "" {
+			return fmt.Errorf("infer: run: %w", err)
+		}
 		return fmt.Errorf("infer: %s: run: %w", what, err)
+	}
+	if read == nil {
+		return nil
 	}
 	return read()
 }
