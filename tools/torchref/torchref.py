@@ -37,6 +37,19 @@ docs); the points where a reader might guess differently:
     A query that may see no key at all gets all-zero weights, not NaN.
   * Bias=false drops the attention and feed-forward biases only; the head
     always has one.
+  * Attention variants (issue 15), each off when its model field is absent:
+    positions "rope" / "rope-interleaved" (half-split pairs (m, m+dk/2) as
+    Hugging Face's rotate_half, or interleaved (2m, 2m+1) as Meta's; base
+    model.rope_base, default 10000; angles in float64; self-attention q and
+    k only, after qk_norm) and "alibi" (-m_h*(i-j) added to the scaled
+    scores of self-attention, -m_h*|i-j| in an encoder; the paper's slopes);
+    none of the three adds a position table. model.kv_heads G: wk, wv are
+    (D, G*dk) and query head h reads KV head h // (H/G). model.window w:
+    self-attention query i sees keys i-w < j <= i (|i-j| < w in an
+    encoder). model.softcap c: scores c*tanh(s/c) before ALiBi and the
+    mask. model.sinks: attn.sinks (H), a logit per head that joins each
+    row's softmax and is dropped. model.qk_norm: attn.q_norm.gain and
+    attn.k_norm.gain (dk), RMSNorm (eps 1e-6) of each head's q and k.
   * Encoder-decoder (layers.EncoderDecoder as config.Config.EncDec builds
     it): both halves have the task's vocab and max_len and model.layers
     blocks, and their own embeddings and positions (enc.*, dec.*). The
@@ -132,10 +145,63 @@ def load_config(path):
 # the model, in torch's own layout
 
 
+# model.positions that add nothing to the embeddings: none, and the ones that
+# act inside attention instead.
+TABLELESS = ("none", "rope", "rope-interleaved", "alibi")
+
+
+def alibi_slopes(h):
+    """The ALiBi paper's get_slopes: 2^(-8/h), its powers, for h a power of
+    two; otherwise those of the largest power of two below h, then every
+    other slope of twice that."""
+    def pow2(n):
+        start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
+        return [start * start ** i for i in range(n)]
+    if math.log2(h).is_integer():
+        return pow2(h)
+    c = 2 ** math.floor(math.log2(h))
+    return pow2(c) + alibi_slopes(2 * c)[0::2][: h - c]
+
+
+def rms_norm(x, gain, eps=1e-6):
+    """Qwen3's RMSNorm over the last axis, computed in x's dtype."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gain
+
+
+def rope(x, base, interleaved):
+    """Rotates x (B, H, S, dk) by position s: half-split pairs (m, m+dk/2),
+    Hugging Face's rotate_half, or interleaved pairs (2m, 2m+1), Meta's.
+    Angles in float64 whatever x's dtype."""
+    s, dk = x.shape[2], x.shape[3]
+    inv = base ** (-torch.arange(0, dk, 2, dtype=torch.float64) / dk)  # (dk/2)
+    ang = torch.arange(s, dtype=torch.float64).unsqueeze(1) * inv  # (S, dk/2)
+    cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    half = dk // 2
+    rot = torch.cat((-x[..., half:], x[..., :half]), -1)  # rotate_half
+    return x * cos + rot * sin
+
+
 class Attention(nn.Module):
-    def __init__(self, d, heads, bias, attn_dropout, scale=""):
+    """kind is "decoder" (causal self-attention), "encoder" (bidirectional
+    self-attention) or "cross". The variants of the model config act in this
+    order: q, k projected (k, v at kv_heads heads); qk_norm (per head, before
+    RoPE); RoPE (self-attention only); k, v repeated to the query heads
+    (repeat_interleave); scores / scale; softcap c*tanh(s/c); ALiBi
+    -m_h*(i-j), -m_h*|i-j| in an encoder (self-attention only); the mask
+    (padding, causal, window: i-w < j <= i, |i-j| < w in an encoder; self-
+    attention only); a sink logit per head joins the softmax and is dropped."""
+
+    def __init__(self, d, heads, bias, attn_dropout, scale="", m=None, kind="decoder"):
         super().__init__()
+        m = m or {}
         self.h, self.dk = heads, d // heads
+        self.g = m.get("kv_heads") or heads
+        self.kind = kind
+        self.self_attn = kind != "cross"
         # model.attn_scale: the scores are divided by sqrt(dk), sqrt(D) or 1
         # (layers.AttentionScale).
         if scale in ("", "dk"):
@@ -146,10 +212,23 @@ class Attention(nn.Module):
             self.div = 1.0
         else:
             raise ValueError(f"unknown attn_scale {scale!r}")
+        pos = m.get("positions") or "learned"
+        self.rope = pos in ("rope", "rope-interleaved") and self.self_attn
+        self.interleaved = pos == "rope-interleaved"
+        self.base = float(m.get("rope_base") or 10000.0)
+        self.alibi = pos == "alibi" and self.self_attn
+        self.window = (m.get("window") or 0) if self.self_attn else 0
+        self.softcap = m.get("softcap") or 0.0
         self.q = nn.Linear(d, d, bias=bias)
-        self.k = nn.Linear(d, d, bias=bias)
-        self.v = nn.Linear(d, d, bias=bias)
+        self.k = nn.Linear(d, self.g * self.dk, bias=bias)
+        self.v = nn.Linear(d, self.g * self.dk, bias=bias)
         self.o = nn.Linear(d, d, bias=bias)
+        self.sinks = nn.Parameter(torch.zeros(heads)) if m.get("sinks") else None
+        if m.get("qk_norm"):
+            self.q_norm = nn.Parameter(torch.ones(self.dk))
+            self.k_norm = nn.Parameter(torch.ones(self.dk))
+        else:
+            self.q_norm = self.k_norm = None
         self.drop = nn.Dropout(attn_dropout)
 
     def forward(self, x, allow, memory=None):
@@ -159,13 +238,35 @@ class Attention(nn.Module):
         kv = x if memory is None else memory
         b, sq, d = x.shape
         sk = kv.shape[1]
-        split = lambda t, n: t.view(b, n, self.h, self.dk).transpose(1, 2)  # (B, H, n, dk)
-        q, k, v = split(self.q(x), sq), split(self.k(kv), sk), split(self.v(kv), sk)
+        split = lambda t, n, h: t.view(b, n, h, self.dk).transpose(1, 2)  # (B, h, n, dk)
+        q, k, v = split(self.q(x), sq, self.h), split(self.k(kv), sk, self.g), split(self.v(kv), sk, self.g)
+        if self.q_norm is not None:
+            q, k = rms_norm(q, self.q_norm), rms_norm(k, self.k_norm)
+        if self.rope:
+            q, k = rope(q, self.base, self.interleaved), rope(k, self.base, self.interleaved)
+        k = k.repeat_interleave(self.h // self.g, dim=1)  # (B, H, Sk, dk): head h reads KV head h // (H/G)
+        v = v.repeat_interleave(self.h // self.g, dim=1)
         scores = q @ k.transpose(-2, -1) / self.div  # (B, H, Sq, Sk)
+        if self.softcap:
+            scores = self.softcap * torch.tanh(scores / self.softcap)
+        i = torch.arange(sq).unsqueeze(1)  # (Sq, 1)
+        j = torch.arange(sk).unsqueeze(0)  # (1, Sk)
+        if self.alibi:
+            dist = (i - j).abs() if self.kind == "encoder" else (i - j)
+            m = torch.tensor(alibi_slopes(self.h), dtype=scores.dtype).view(1, self.h, 1, 1)
+            scores = scores - m * dist.to(scores.dtype)
         a = allow.unsqueeze(1)  # (B, 1, Sq, Sk)
-        w = torch.softmax(scores.masked_fill(~a, float("-inf")), dim=-1)
-        # A row with no visible key is NaN after softmax; qkv defines it as 0.
-        w = torch.where(a.any(dim=-1, keepdim=True), w, torch.zeros_like(w))
+        if self.window:
+            near = (i - j).abs() < self.window if self.kind == "encoder" else (i - j) < self.window
+            a = a & near
+        logits = scores.masked_fill(~a, float("-inf"))
+        if self.sinks is not None:
+            sink = self.sinks.view(1, self.h, 1, 1).expand(b, self.h, sq, 1)
+            w = torch.softmax(torch.cat((logits, sink), dim=-1), dim=-1)[..., :-1]
+        else:
+            w = torch.softmax(logits, dim=-1)
+            # A row with no visible key is NaN after softmax; qkv defines it as 0.
+            w = torch.where(a.any(dim=-1, keepdim=True), w, torch.zeros_like(w))
         y = self.drop(w) @ v  # (B, H, Sq, dk)
         return self.o(y.transpose(1, 2).reshape(b, sq, d))
 
@@ -187,12 +288,12 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, m):
+    def __init__(self, m, kind="decoder"):
         super().__init__()
         d = m["dim"]
         self.post_ln = bool(m.get("post_ln"))
         self.ln1 = nn.LayerNorm(d, eps=1e-5)
-        self.attn = Attention(d, m["heads"], bool(m.get("bias")), m.get("attn_dropout", 0.0) or 0.0, m.get("attn_scale", ""))
+        self.attn = Attention(d, m["heads"], bool(m.get("bias")), m.get("attn_dropout", 0.0) or 0.0, m.get("attn_scale", ""), m, kind)
         self.ln2 = nn.LayerNorm(d, eps=1e-5)
         self.ff = FeedForward(d, m["hidden"], m.get("activation", ""), bool(m.get("bias")))
         p = m.get("dropout", 0.0) or 0.0
@@ -224,7 +325,7 @@ class Decoder(nn.Module):
             self.pos_emb = nn.Parameter(torch.zeros(n, d))
         elif self.positions == "sinusoidal":
             self.register_buffer("pos_emb", sinusoid(n, d).float(), persistent=False)
-        elif self.positions != "none":
+        elif self.positions not in TABLELESS:
             raise ValueError(f"unknown positions {self.positions!r}")
         self.drop = nn.Dropout(m.get("dropout", 0.0) or 0.0)
         self.blocks = nn.ModuleList(Block(m) for _ in range(m["layers"]))
@@ -241,7 +342,7 @@ class Decoder(nn.Module):
         keys = j.unsqueeze(0) < lengths.unsqueeze(1)  # (B, S): key j < length
         allow = causal.unsqueeze(0) & keys.unsqueeze(1)  # (B, S, S)
         x = self.tok_emb(ids)
-        if self.positions != "none":
+        if self.positions in ("learned", "sinusoidal"):
             x = x + self.pos_emb[:s]
         x = self.drop(x)
         for blk in self.blocks:
@@ -280,7 +381,7 @@ def embed_init(mod, m, vocab, max_len):
         mod.pos_emb = nn.Parameter(torch.zeros(max_len, d))
     elif mod.positions == "sinusoidal":
         mod.register_buffer("pos_emb", sinusoid(max_len, d).float(), persistent=False)
-    elif mod.positions != "none":
+    elif mod.positions not in TABLELESS:
         raise ValueError(f"unknown positions {mod.positions!r}")
     mod.drop = nn.Dropout(m.get("dropout", 0.0) or 0.0)
 
@@ -290,7 +391,7 @@ def embed(mod, ids, what):
     if s > mod.max_len:
         raise ValueError(f"{what} length {s} exceeds max_len {mod.max_len}")
     x = mod.tok_emb(ids)
-    if mod.positions != "none":
+    if mod.positions in ("learned", "sinusoidal"):
         x = x + mod.pos_emb[:s]
     return mod.drop(x)
 
@@ -309,7 +410,7 @@ class Encoder(nn.Module):
     def __init__(self, m, vocab, max_len):
         super().__init__()
         embed_init(self, m, vocab, max_len)
-        self.blocks = nn.ModuleList(Block(m) for _ in range(m["layers"]))
+        self.blocks = nn.ModuleList(Block(m, "encoder") for _ in range(m["layers"]))
         self.ln_f = None if m.get("post_ln") else nn.LayerNorm(m["dim"], eps=1e-5)
         self.causal = bool(m.get("causal_encoder"))
 
@@ -336,9 +437,9 @@ class DecoderBlock(nn.Module):
         ad = m.get("attn_dropout", 0.0) or 0.0
         self.post_ln = bool(m.get("post_ln"))
         self.ln1 = nn.LayerNorm(d, eps=1e-5)
-        self.self_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""))
+        self.self_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""), m, "decoder")
         self.ln2 = nn.LayerNorm(d, eps=1e-5)
-        self.cross_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""))
+        self.cross_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""), m, "cross")
         self.ln3 = nn.LayerNorm(d, eps=1e-5)
         self.ff = FeedForward(d, m["hidden"], m.get("activation", ""), bias)
         p = m.get("dropout", 0.0) or 0.0
@@ -398,6 +499,22 @@ def is_encdec(cfg):
     return arch == "encdec"
 
 
+def attn_names(m, p):
+    """qkv -> torch names of one attention under prefix p: its projections,
+    and with model.sinks and model.qk_norm its sinks (H) and norm gains (dk)."""
+    out = {}
+    for x in "qkvo":
+        out[p + "w" + x] = (p + x + ".weight", True)
+        if m.get("bias"):
+            out[p + "b" + x] = (p + x + ".bias", False)
+    if m.get("sinks"):
+        out[p + "sinks"] = (p + "sinks", False)
+    if m.get("qk_norm"):
+        out[p + "q_norm.gain"] = (p + "q_norm", False)
+        out[p + "k_norm.gain"] = (p + "k_norm", False)
+    return out
+
+
 def block_names(m, p, attns, lns):
     """qkv -> torch names of one block under prefix p."""
     out = {}
@@ -405,10 +522,7 @@ def block_names(m, p, attns, lns):
         out[p + ln + ".gain"] = (p + ln + ".weight", False)
         out[p + ln + ".bias"] = (p + ln + ".bias", False)
     for attn in attns:
-        for x in "qkvo":
-            out[p + attn + ".w" + x] = (p + attn + "." + x + ".weight", True)
-            if m.get("bias"):
-                out[p + attn + ".b" + x] = (p + attn + "." + x + ".bias", False)
+        out.update(attn_names(m, p + attn + "."))
     for n in "12":
         out[p + "ff.w" + n] = (p + "ff.fc" + n + ".weight", True)
         if m.get("bias"):
@@ -443,10 +557,7 @@ def name_map(m):
         for ln in ("ln1", "ln2"):
             out[p + ln + ".gain"] = (p + ln + ".weight", False)
             out[p + ln + ".bias"] = (p + ln + ".bias", False)
-        for x in "qkvo":
-            out[p + "attn.w" + x] = (p + "attn." + x + ".weight", True)
-            if m.get("bias"):
-                out[p + "attn.b" + x] = (p + "attn." + x + ".bias", False)
+        out.update(attn_names(m, p + "attn."))
         for n in "12":
             out[p + "ff.w" + n] = (p + "ff.fc" + n + ".weight", True)
             if m.get("bias"):
