@@ -36,24 +36,44 @@ type AttentionConfig struct {
 	// the parameters compute: a model trained with one scale is another
 	// model under another.
 	Scale AttentionScale
+	// AttentionVariants are the changes to the formula recent models make;
+	// the zero value is the 2017 formula.
+	AttentionVariants
+}
+
+// AttentionVariants are the ways the attention of recent models differs
+// from the 2017 formula that a layer may take, each written once, in the
+// kernels' graph.Mods or in the layer's projections. They are one struct so
+// that a block, a stack and an encoder-decoder carry them to every
+// attention alike, and config.json holds them under "model".
+type AttentionVariants struct {
 	// KVHeads is the number G of key/value heads of grouped-query attention
 	// (Llama 2 70B, Mistral, Gemma 2): 0 means Heads (multi-head attention);
 	// otherwise it divides Heads, wk and wv project to G·dk, and query head
 	// h reads key/value head h / (Heads/G) (repeat_interleave's map). 1 is
 	// multi-query attention. A key/value cache then holds G heads, not H.
-	KVHeads int
+	KVHeads int `json:"kv_heads,omitempty"`
 	// Softcap, if positive, caps every score s at c·tanh(s/c) before the
 	// mask and the softmax (Gemma 2: c = 50); 0 means no cap.
-	Softcap float64
+	Softcap float64 `json:"softcap,omitempty"`
 	// Sinks adds "sinks" (Heads), one learnable logit per head that joins
 	// every row's softmax and is then dropped, so that a query may attend to
 	// nothing (gpt-oss). They start at 0.
-	Sinks bool
+	Sinks bool `json:"sinks,omitempty"`
 	// QKNorm normalises each head's queries and keys by RMSNorm over its dk
 	// features (eps 1e-6) with the gains "q_norm.gain" and "k_norm.gain"
 	// (dk), shared by the heads and starting at 1, before the scores
 	// (Qwen3, OLMo 2, Gemma 3).
-	QKNorm bool
+	QKNorm bool `json:"qk_norm,omitempty"`
+}
+
+// kvWidth is the width of projected keys and values of an attention of
+// width dim and heads heads: KVHeads·dk, or dim without KVHeads.
+func (v AttentionVariants) kvWidth(dim, heads int) int {
+	if v.KVHeads == 0 || heads <= 0 {
+		return dim
+	}
+	return v.KVHeads * (dim / heads)
 }
 
 // kvHeads is the number of key/value heads, KVHeads or Heads for 0.
@@ -65,7 +85,7 @@ func (c AttentionConfig) kvHeads() int {
 }
 
 // kvDim is the width of the projected keys and values, kvHeads·dk.
-func (c AttentionConfig) kvDim() int { return c.kvHeads() * (c.Dim / c.Heads) }
+func (c AttentionConfig) kvDim() int { return c.kvWidth(c.Dim, c.Heads) }
 
 // MultiHeadAttention computes
 //

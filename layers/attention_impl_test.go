@@ -22,14 +22,17 @@ type implRun struct {
 }
 
 // runImpl builds the same attention layer (same seed, so same parameters)
-// and inputs with implementation impl and scores scale, and runs forward
-// and backward.
-func runImpl(t *testing.T, dt tensor.Dtype, impl AttentionImpl, scale AttentionScale, b, sq, sk int, causal bool, lengths []int) implRun {
+// and inputs with implementation impl, scores scale and variants v, and
+// runs forward and backward. Without KVHeads it has 2 heads; with, 4.
+func runImpl(t *testing.T, dt tensor.Dtype, impl AttentionImpl, scale AttentionScale, v AttentionVariants, b, sq, sk int, causal bool, lengths []int) implRun {
 	t.Helper()
-	const dim, heads = 8, 2
+	dim, heads := 8, 2
+	if v.KVHeads != 0 {
+		heads = 4
+	}
 	s := newScope(t, dt, 3)
 	g := s.Graph()
-	attn, err := NewMultiHeadAttention(s.Sub("attn"), AttentionConfig{Dim: dim, Heads: heads, Causal: causal, Bias: true, Impl: impl, Scale: scale})
+	attn, err := NewMultiHeadAttention(s.Sub("attn"), AttentionConfig{Dim: dim, Heads: heads, Causal: causal, Bias: true, Impl: impl, Scale: scale, AttentionVariants: v})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,20 +70,39 @@ func runImpl(t *testing.T, dt tensor.Dtype, impl AttentionImpl, scale AttentionS
 // every mask combination, cross-attention with Sq != Sk and fully hidden
 // rows, in float64 and float32; checkpoints are therefore interchangeable.
 func TestAttentionImplsAgree(t *testing.T) {
-	cases := []struct {
+	type attnCase struct {
 		name    string
 		b, sq   int
 		sk      int
 		causal  bool
 		lengths []int
+		v       AttentionVariants
+	}
+	cases := []attnCase{
+		{"no mask", 2, 5, 5, false, nil, AttentionVariants{}},
+		{"causal", 2, 6, 6, true, nil, AttentionVariants{}},
+		{"padding", 3, 5, 5, false, []int{5, 3, 1}, AttentionVariants{}},
+		{"causal and padding", 3, 7, 7, true, []int{7, 4, 2}, AttentionVariants{}},
+		{"cross Sq != Sk", 2, 3, 6, false, nil, AttentionVariants{}},
+		{"cross with padding", 2, 4, 6, false, []int{6, 2}, AttentionVariants{}},
+		{"empty key set", 2, 4, 4, false, []int{4, 0}, AttentionVariants{}},
+	}
+	// Each variant alone and all at once, under causal and padding masks
+	// with a fully hidden row, and in cross-attention.
+	for _, v := range []struct {
+		name string
+		v    AttentionVariants
 	}{
-		{"no mask", 2, 5, 5, false, nil},
-		{"causal", 2, 6, 6, true, nil},
-		{"padding", 3, 5, 5, false, []int{5, 3, 1}},
-		{"causal and padding", 3, 7, 7, true, []int{7, 4, 2}},
-		{"cross Sq != Sk", 2, 3, 6, false, nil},
-		{"cross with padding", 2, 4, 6, false, []int{6, 2}},
-		{"empty key set", 2, 4, 4, false, []int{4, 0}},
+		{"GQA 4 over 2", AttentionVariants{KVHeads: 2}},
+		{"MQA", AttentionVariants{KVHeads: 1}},
+		{"softcap", AttentionVariants{Softcap: 0.7}},
+		{"sinks", AttentionVariants{Sinks: true}},
+		{"QK-norm", AttentionVariants{QKNorm: true}},
+		{"all variants", allVariants},
+	} {
+		cases = append(cases,
+			attnCase{v.name + ", causal and padding", 3, 7, 7, true, []int{7, 4, 0}, v.v},
+			attnCase{v.name + ", cross with padding", 2, 4, 6, false, []int{6, 2}, v.v})
 	}
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		outTol, gradTol := 1e-12, 1e-10
@@ -89,9 +111,9 @@ func TestAttentionImplsAgree(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%v/%s", dt, c.name), func(t *testing.T) {
-				fused := runImpl(t, dt, AttentionFused, "", c.b, c.sq, c.sk, c.causal, c.lengths)
+				fused := runImpl(t, dt, AttentionFused, "", c.v, c.b, c.sq, c.sk, c.causal, c.lengths)
 				for _, impl := range []AttentionImpl{AttentionComposed, AttentionFlash} {
-					got := runImpl(t, dt, impl, "", c.b, c.sq, c.sk, c.causal, c.lengths)
+					got := runImpl(t, dt, impl, "", c.v, c.b, c.sq, c.sk, c.causal, c.lengths)
 					if d := relDiff(got.out, fused.out); d > outTol {
 						t.Errorf("%s output differs from fused by %.3g (tolerance %g)", impl, d, outTol)
 					}

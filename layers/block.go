@@ -1,4 +1,3 @@
-// LEAD NOTE, remove this comment before your first commit: read /tmp/common.md now (quality bar, 04:40 UTC deadline, report format, and /tmp/issue15.md for the issue).
 package layers
 
 import (
@@ -40,6 +39,9 @@ type BlockConfig struct {
 	// AttnScale is the factor of the attention scores: 1/sqrt(dk) for ""
 	// and ScaleDK (see AttentionScale).
 	AttnScale AttentionScale
+	// AttentionVariants go to every attention of the block, cross-attention
+	// included.
+	AttentionVariants
 }
 
 // Block is a Transformer block. Without cross-attention its sublayers are
@@ -101,7 +103,8 @@ func (c BlockConfig) selfAttn() (name, drop string) {
 // parts returns the configurations of the block's sublayers; cross is that
 // of the cross-attention, used only with Cross.
 func (c BlockConfig) parts() (ln LayerNormConfig, self, cross AttentionConfig, ff FeedForwardConfig) {
-	self = AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout, Impl: c.Attention, Scale: c.AttnScale}
+	self = AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout, Impl: c.Attention, Scale: c.AttnScale,
+		AttentionVariants: c.AttentionVariants}
 	cross = self
 	cross.Causal = false
 	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps}, self, cross,

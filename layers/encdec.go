@@ -51,6 +51,9 @@ type EncDecConfig struct {
 	// AttnScale is the factor of every attention's scores, cross-attention
 	// included: ScaleDK (the default for ""), ScaleDModel or ScaleNone.
 	AttnScale AttentionScale `json:"attn_scale,omitempty"`
+	// AttentionVariants go to every attention (GQA, softcapping, sinks,
+	// QK-norm); each is absent from config.json when not set.
+	AttentionVariants
 	// CausalEncoder makes the encoder's self-attention causal (see
 	// StackConfig.CausalEncoder); the decoder's is causal either way, its
 	// cross-attention never.
@@ -79,6 +82,7 @@ func (c EncDecConfig) half(vocab, maxLen, layers int) StackConfig {
 		Vocab: vocab, MaxLen: maxLen, Dim: c.Dim, Heads: c.Heads, Layers: layers, Hidden: c.Hidden,
 		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
+		AttentionVariants: c.AttentionVariants,
 	}
 }
 
@@ -488,3 +492,7 @@ func (in *EncDecInputs) Set(src, srcLengths, tgt, tgtLengths []int) error {
 	}
 	return nil
 }
+
+// KVDim is the width of every attention's projected keys and values, and so
+// of a key/value cache's rows: KVHeads·(Dim/Heads), or Dim without KVHeads.
+func (c EncDecConfig) KVDim() int { return c.kvWidth(c.Dim, c.Heads) }

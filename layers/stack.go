@@ -42,6 +42,9 @@ type StackConfig struct {
 	// ScaleNone (1). Unlike Attention it changes the function the
 	// parameters compute. Absent from config.json for the default.
 	AttnScale AttentionScale `json:"attn_scale,omitempty"`
+	// AttentionVariants go to every attention (GQA, softcapping, sinks,
+	// QK-norm); each is absent from config.json when not set.
+	AttentionVariants
 	// CausalEncoder makes an Encoder's self-attention causal, as a
 	// decoder's is: source position i reads positions j <= i only. A
 	// bidirectional encoder (the default, Vaswani et al.'s) starts out
@@ -119,6 +122,7 @@ func (c StackConfig) blockConfig(k stackKind) BlockConfig {
 		Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, Activation: c.Activation,
 		Causal: k.decoder || c.CausalEncoder, Cross: k.cross, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
+		AttentionVariants: c.AttentionVariants,
 	}
 }
 
@@ -605,3 +609,7 @@ func (e *Encoder) Params() []graph.Param { return e.st().params() }
 
 // Dropouts returns every dropout mask, to be redrawn each training step.
 func (e *Encoder) Dropouts() []*graph.Dropout { return e.st().dropoutList() }
+
+// KVDim is the width of every attention's projected keys and values, and so
+// of a key/value cache's rows: KVHeads·(Dim/Heads), or Dim without KVHeads.
+func (c StackConfig) KVDim() int { return c.kvWidth(c.Dim, c.Heads) }

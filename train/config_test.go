@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
 )
@@ -147,6 +148,18 @@ func TestEstimateMemory(t *testing.T) {
 	defer m.Close()
 	if got, want := config.NumParams(cfg.Model), float64(m.NumParams()); got != want {
 		t.Errorf("NumParams = %v, BuildModel has %v", got, want)
+	}
+	for _, v := range []layers.AttentionVariants{{KVHeads: 2}, {KVHeads: 1, Sinks: true, QKNorm: true, Softcap: 3}} {
+		c := cfg
+		c.Model.Bias, c.Model.AttentionVariants = !cfg.Model.Bias, v // the other bias too
+		vm, err := infer.Build(c, 2, c.Model.MaxLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := config.NumParams(c.Model), float64(vm.NumParams()); got != want {
+			t.Errorf("%+v, bias %v: NumParams = %v, BuildModel has %v", v, c.Model.Bias, got, want)
+		}
+		vm.Close()
 	}
 	inf, _ := config.EstimateMemory(cfg, 8, 12, false)
 	tr, _ := config.EstimateMemory(cfg, 8, 12, true)

@@ -148,6 +148,43 @@ func withScale(c layers.StackConfig, s layers.AttentionScale) layers.StackConfig
 	return c
 }
 
+// withVariants is c with the attention variants v, which torchref reads
+// from config.json's model.kv_heads, softcap, sinks and qk_norm.
+func withVariants(c layers.StackConfig, v layers.AttentionVariants) layers.StackConfig {
+	c.AttentionVariants = v
+	return c
+}
+
+// variantCases are the attention variants every PyTorch comparison runs:
+// each alone and all at once.
+var variantCases = []struct {
+	name string
+	v    layers.AttentionVariants
+}{
+	{"gqa-2", layers.AttentionVariants{KVHeads: 2}},
+	{"mqa", layers.AttentionVariants{KVHeads: 1}},
+	{"softcap-0.5", layers.AttentionVariants{Softcap: 0.5}},
+	{"sinks", layers.AttentionVariants{Sinks: true}},
+	{"qk-norm", layers.AttentionVariants{QKNorm: true}},
+	{"gqa+softcap+sinks+qk-norm", layers.AttentionVariants{KVHeads: 1, Softcap: 2, Sinks: true, QKNorm: true}},
+}
+
+// withVariantCases appends to variants one float64 comparison per
+// variantCases entry on base (4 heads, so that grouped queries share), and
+// a float32 one of them all.
+func withVariantCases(variants []torchVariant, base layers.StackConfig, tol64, tol32 float64) []torchVariant {
+	for _, c := range variantCases {
+		variants = append(variants, torchVariant{"float64/pre-LN/" + c.name, "float64", tol64, withVariants(base, c.v)})
+	}
+	all := variantCases[len(variantCases)-1]
+	return append(variants, torchVariant{"float32/pre-LN/" + all.name, "float32", tol32, withVariants(base, all.v)})
+}
+
+// fourHeads is the base of the variants' comparisons: pre-LN, learned
+// positions, GELU, biases, 4 heads of 4.
+var fourHeads = layers.StackConfig{Dim: 16, Heads: 4, Layers: 2, Hidden: 32,
+	Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true}
+
 // causalEncoder is c with a causal encoder, which torchref reads from
 // config.json's model.causal_encoder.
 func causalEncoder(c layers.StackConfig) layers.StackConfig {
@@ -172,6 +209,7 @@ func TestTorchReferenceLogits(t *testing.T) {
 		{"float32/post-LN/sinusoidal/relu/no-bias", "float32", 1e-4, postLN},
 		{"float64/pre-LN/no-positions/gelu/bias", "float64", 1e-9, noPos},
 	}
+	variants = withVariantCases(variants, fourHeads, 1e-9, 1e-4)
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -274,6 +312,7 @@ func TestTorchReferenceEncDecLogits(t *testing.T) {
 		{"float64/pre-LN/learned/gelu/bias/causal-encoder", "float64", 1e-12, causalEncoder(preLN)},
 		{"float32/post-LN/sinusoidal/relu/no-bias/causal-encoder", "float32", 1e-5, causalEncoder(postLN)},
 	}
+	variants = withVariantCases(variants, fourHeads, 1e-12, 1e-5)
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -33,7 +33,8 @@ import (
 // those of the schedule (--steps, --warmup, --min-lr: the step runs at
 // --lr), of evaluation or of checkpoints.
 var benchTrainFlags = []string{"task", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values", "queries",
-	"layers", "heads", "dim", "hidden", "activation", "arch", "attention", "positions", "post-ln", "dropout", "attn-dropout",
+	"layers", "heads", "dim", "hidden", "activation", "arch", "attention", "attn-scale", "positions", "post-ln", "dropout", "attn-dropout",
+	"kv-heads", "softcap", "sinks", "qk-norm", "causal-encoder",
 	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "clip", "test-size"}
 
 // benchModes are bench's three modes: the flag that selects each (none for

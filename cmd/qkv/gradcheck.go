@@ -27,6 +27,10 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs.Var(kindFlag[layers.AttentionImpl]{&cfg.Attention}, "attention", "attention whose gradient is checked: composed (gorgonia's autodiff), fused (default) or flash (both hand-written backward passes)")
 	fs.Var(scaleFlag{&cfg.AttnScale}, "attn-scale", "factor of the attention scores: dk (default), dmodel or none")
 	fs.Var(kindFlag[layers.PositionsKind]{&cfg.Positions}, "positions", "positional encoding: learned (default), sinusoidal or none")
+	fs.IntVar(&cfg.KVHeads, "kv-heads", 0, "key/value heads of grouped-query attention, dividing --heads (0: as many as --heads)")
+	fs.Float64Var(&cfg.Softcap, "softcap", 0, "cap the attention scores at c*tanh(s/c) (0: no cap)")
+	fs.BoolVar(&cfg.Sinks, "sinks", false, "a learnable sink logit per head")
+	fs.BoolVar(&cfg.QKNorm, "qk-norm", false, "RMSNorm of each head's queries and keys")
 	batch := fs.Int("batch", 2, fmt.Sprintf("sequences (at most %d)", gradcheckMaxBatch))
 	seed := fs.Uint64("seed", 1, "seed of weights and data")
 	tol := fs.Float64("tol", 1e-6, "largest norm-relative error that passes (finite, > 0)")
@@ -67,8 +71,21 @@ func describeGradcheck(c layers.StackConfig, batch int) string {
 	if scale == "" {
 		scale = layers.ScaleDK
 	}
-	return fmt.Sprintf("a float64 decoder (%s, dim %d, %s, hidden %d, %s, %s): attention %s, scale %s, positions %s; batch %d",
-		plural(c.Layers, "block"), c.Dim, plural(c.Heads, "head"), c.Hidden, c.Activation, norm, impl, scale, pos, batch)
+	var variants string
+	if c.KVHeads != 0 {
+		variants += fmt.Sprintf(", %s", plural(c.KVHeads, "key/value head"))
+	}
+	if c.Softcap != 0 {
+		variants += fmt.Sprintf(", softcap %g", c.Softcap)
+	}
+	if c.Sinks {
+		variants += ", sinks"
+	}
+	if c.QKNorm {
+		variants += ", QK-norm"
+	}
+	return fmt.Sprintf("a float64 decoder (%s, dim %d, %s, hidden %d, %s, %s): attention %s, scale %s, positions %s%s; batch %d",
+		plural(c.Layers, "block"), c.Dim, plural(c.Heads, "head"), c.Hidden, c.Activation, norm, impl, scale, pos, variants, batch)
 }
 
 // plural is "1 block", "2 blocks".
@@ -199,6 +216,12 @@ func checkGradcheck(cfg layers.StackConfig, batch int, tol float64) error {
 		if _, err := layers.ParsePositionsKind(string(cfg.Positions)); err != nil {
 			return fmt.Errorf("%w: --positions: %v", errUsage, err)
 		}
+	}
+	if cfg.KVHeads < 0 || cfg.KVHeads > 0 && cfg.Heads%cfg.KVHeads != 0 {
+		return fmt.Errorf("%w: --kv-heads (with --heads): %d does not divide heads %d", errUsage, cfg.KVHeads, cfg.Heads)
+	}
+	if math.IsNaN(cfg.Softcap) || math.IsInf(cfg.Softcap, 0) || cfg.Softcap < 0 {
+		return fmt.Errorf("%w: --softcap: must be a finite number >= 0 (0: no cap), got %v", errUsage, cfg.Softcap)
 	}
 	if math.IsNaN(tol) || math.IsInf(tol, 0) || tol <= 0 {
 		return fmt.Errorf("%w: --tol: must be a finite number > 0, got %v", errUsage, tol)

@@ -144,6 +144,7 @@ func TestGradcheckAttentionFlags(t *testing.T) {
 		{nil, "attention fused, scale dk, positions learned"},
 		{[]string{"--attention", "flash", "--attn-scale", "dmodel", "--positions", "none"}, "attention flash, scale dmodel, positions none"},
 		{[]string{"--attention", "composed", "--attn-scale", "none", "--positions", "sinusoidal", "--post-ln"}, "post-LN): attention composed, scale none, positions sinusoidal"},
+		{[]string{"--attention", "flash", "--kv-heads", "1", "--softcap", "2", "--sinks", "--qk-norm"}, "attention flash, scale dk, positions learned, 1 key/value head, softcap 2, sinks, QK-norm"},
 	} {
 		code, out, stderr := qkv(append([]string{"gradcheck", "--layers", "1"}, c.args...)...)
 		if code != 0 || !strings.Contains(out, c.want) || !strings.Contains(out, "ok: every gradient") {
@@ -153,6 +154,8 @@ func TestGradcheckAttentionFlags(t *testing.T) {
 	for _, f := range []string{"attention", "attn-scale", "positions"} {
 		validationCase{[]string{"gradcheck", "--" + f, "bogus"}, 2, []string{"--" + f + ":", `"bogus"`}}.check(t)
 	}
+	validationCase{args("gradcheck --kv-heads 3"), 2, []string{"--kv-heads (with --heads): 3 does not divide heads 2"}}.check(t)
+	validationCase{args("gradcheck --softcap -1"), 2, []string{"--softcap: must be a finite number >= 0"}}.check(t)
 }
 
 // TestInterruptSavesAndResumes sends SIGINT to a qkv process that is

@@ -313,6 +313,13 @@ func (c Config) Validate() error {
 		return &Error{Field: "model.causal_encoder", With: []string{"arch"},
 			Problem: fmt.Sprintf("is for arch %q, got arch %q: a decoder-only model has no encoder, and its attention is causal already", ArchEncDec, c.ArchOrDefault())}
 	}
+	if m.KVHeads < 0 || m.KVHeads > 0 && m.Heads > 0 && m.Heads%m.KVHeads != 0 {
+		return &Error{Field: "model.kv_heads", With: []string{"model.heads"},
+			Problem: fmt.Sprintf("must divide heads %d, got %d: each key/value head serves heads/kv_heads query heads (0 means heads, 1 multi-query)", m.Heads, m.KVHeads)}
+	}
+	if err := checkFloat("model.softcap", m.Softcap, 0, math.MaxFloat64, false, ">= 0 (0: no cap)"); err != nil {
+		return err
+	}
 	switch m.AttnScale {
 	case "", layers.ScaleDK, layers.ScaleDModel, layers.ScaleNone:
 	default:
@@ -459,7 +466,8 @@ func (c Config) EncDec() layers.EncDecConfig {
 		Dim: m.Dim, Heads: m.Heads, Hidden: m.Hidden, EncLayers: m.Layers, DecLayers: m.Layers,
 		Activation: m.Activation, Positions: m.Positions, PostLN: m.PostLN, Bias: m.Bias,
 		Dropout: m.Dropout, AttnDropout: m.AttnDropout, Attention: m.Attention, AttnScale: m.AttnScale,
-		CausalEncoder: m.CausalEncoder,
+		AttentionVariants: m.AttentionVariants,
+		CausalEncoder:     m.CausalEncoder,
 	}
 }
 

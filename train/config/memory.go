@@ -192,7 +192,15 @@ func NumParams(m layers.StackConfig) float64 {
 	if m.Bias {
 		bias = 1
 	}
-	block := 2*D + 4*D*D + bias*3*D + D + 2*D + D*F + bias*F + F*D + D // ln1, attn (bo always), ln2, ff
+	H, KV := float64(m.Heads), float64(m.KVDim())
+	attn := 2*D*D + 2*D*KV + bias*(2*D+2*KV) // wq, wo; wk, wv at KVHeads heads; their biases
+	if m.Sinks {
+		attn += H
+	}
+	if m.QKNorm && m.Heads > 0 {
+		attn += 2 * D / H // q_norm and k_norm gains, dk each
+	}
+	block := 2*D + attn + 2*D + D*F + F*D + bias*(F+D) // ln1, attn, ln2, ff
 	n := V*D + float64(m.Layers)*block + D*V + V
 	if !m.PostLN {
 		n += 2 * D // ln_f

@@ -32,7 +32,7 @@ type Cached struct {
 // configuration (a Model's Params, or a training model's).
 func NewCached(cfg config.Config, b int, params []graph.Param) (*Cached, error) {
 	const what = "cached decoder"
-	l, d := cfg.Model.MaxLen, cfg.Model.Dim
+	l, d := cfg.Model.MaxLen, cfg.Model.KVDim() // the caches hold KVHeads heads
 	if err := checkCache(cfg, config.ArchDecoder, "NewCached", "NewCachedEncDec", what, b, l); err != nil {
 		return nil, err
 	}

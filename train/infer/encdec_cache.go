@@ -82,15 +82,15 @@ func NewCachedEncDec(cfg config.Config, b int, params []graph.Param) (*CachedEnc
 	if err != nil {
 		return nil, err
 	}
-	if c.selfCache, err = newSelfCache(sg, what, dt, b, c.St, ec.Dim, ec.TgtVocab, ec.DecLayers); err != nil {
+	if c.selfCache, err = newSelfCache(sg, what, dt, b, c.St, ec.KVDim(), ec.TgtVocab, ec.DecLayers); err != nil {
 		return nil, err
 	}
 	if c.crossMask, err = graph.NewMaskInput(sg, dt, b, 1, c.Ss, "cross"); err != nil {
 		return nil, err
 	}
 	for i := 0; i < ec.DecLayers; i++ {
-		c.crossK = append(c.crossK, G.NewTensor(sg, dt, 3, G.WithShape(b, c.Ss, ec.Dim), G.WithName(fmt.Sprintf("cross.%d.k", i))))
-		c.crossV = append(c.crossV, G.NewTensor(sg, dt, 3, G.WithShape(b, c.Ss, ec.Dim), G.WithName(fmt.Sprintf("cross.%d.v", i))))
+		c.crossK = append(c.crossK, G.NewTensor(sg, dt, 3, G.WithShape(b, c.Ss, ec.KVDim()), G.WithName(fmt.Sprintf("cross.%d.k", i))))
+		c.crossV = append(c.crossV, G.NewTensor(sg, dt, 3, G.WithShape(b, c.Ss, ec.KVDim()), G.WithName(fmt.Sprintf("cross.%d.v", i))))
 	}
 	if c.logits, c.keys, c.values, err = sm.Step(c.tok, c.pos, c.cacheK, c.cacheV, c.slot, c.seen, c.crossK, c.crossV, c.crossMask); err != nil {
 		return nil, err

@@ -178,3 +178,11 @@ func run(vm G.VM, what string, read func() error) error {
 	}
 	return read()
 }
+
+// CacheBytes is the size of the self-attention key/value caches a step
+// reads: a key and a value tensor (B, L, KVDim) per block in the model's
+// dtype. A grouped-query model's KVDim is KVHeads·dk, so its caches are
+// KVHeads/Heads of those of a multi-head model of the same width.
+func (c *selfCache) CacheBytes() int {
+	return 2 * len(c.cacheK) * c.b * c.l * c.dim * int(c.dt.Size())
+}

@@ -1,0 +1,156 @@
+package infer_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/infer"
+)
+
+// TestCachedVariantsEqualRecompute: with each attention variant and all of
+// them, decoding with the key/value cache gives the logits recomputing the
+// prefix gives, within 1e-9 (float64), for fused and flash attention and
+// both architectures; and a grouped-query model's caches take
+// KVHeads/Heads of the bytes of a multi-head one's.
+func TestCachedVariantsEqualRecompute(t *testing.T) {
+	seqs := [][]int{{2, 3, 1}, {4, 4, 5, 6, 2, 1}, {5, 1}}
+	steps := []int{5, 2, 6}
+	for _, v := range []struct {
+		name string
+		v    layers.AttentionVariants
+	}{
+		{"gqa", layers.AttentionVariants{KVHeads: 2}},
+		{"mqa", layers.AttentionVariants{KVHeads: 1}},
+		{"softcap", layers.AttentionVariants{Softcap: 0.3}},
+		{"sinks", layers.AttentionVariants{Sinks: true}},
+		{"qk-norm", layers.AttentionVariants{QKNorm: true}},
+		{"all", layers.AttentionVariants{KVHeads: 1, Softcap: 0.5, Sinks: true, QKNorm: true}},
+	} {
+		for _, impl := range []layers.AttentionImpl{"", layers.AttentionFlash} {
+			for _, arch := range []config.Arch{config.ArchDecoder, config.ArchEncDec} {
+				t.Run(v.name+"/"+string(impl)+"/"+string(arch), func(t *testing.T) {
+					cfg := config.Default()
+					cfg.Arch, cfg.DType = arch, config.Float64
+					cfg.Task = config.TaskSpec{Name: "copy", Params: data.TaskConfig{MinLength: 1, MaxLength: 6, Alphabet: 5}}
+					cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Hidden, cfg.Model.Layers = 16, 4, 20, 2
+					cfg.Model.Attention, cfg.Model.AttentionVariants = impl, v.v
+					task, err := cfg.Resolve()
+					if err != nil {
+						t.Fatal(err)
+					}
+					worst := 0.0
+					var bytes int
+					if arch == config.ArchDecoder {
+						m, err := infer.Build(cfg, 3, task.MaxLen()-1)
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer m.Close()
+						randomize(m.Params)
+						cached, err := infer.NewCached(cfg, 2, m.Params)
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer cached.Close()
+						bytes = cached.CacheBytes()
+						got, logits, err := cached.Decode(seqs, steps)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for i, s := range seqs {
+							prefix := slices.Clone(s)
+							for k, tok := range got[i] {
+								ref, err := m.NextLogits([][]int{prefix})
+								if err != nil {
+									t.Fatal(err)
+								}
+								for j := range ref[0] {
+									worst = max(worst, math.Abs(logits[i][k][j]-ref[0][j]))
+								}
+								prefix = append(prefix, tok)
+							}
+						}
+					} else {
+						m, err := infer.BuildEncDec(cfg, 2)
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer m.Close()
+						randomize(m.Params)
+						cached, err := m.Cached()
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer cached.Close()
+						bytes = cached.CacheBytes()
+						srcs := [][]int{{2, 3, 4}, {5, 6, 2, 3}, {4}}
+						got, logits, err := cached.Decode(srcs, [][]int{{1}, {1}, {1}}, steps)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for i := range srcs {
+							tgt := []int{1}
+							for k, tok := range got[i] {
+								ref, err := m.NextLogits([][]int{srcs[i]}, [][]int{tgt})
+								if err != nil {
+									t.Fatal(err)
+								}
+								for j := range ref[0] {
+									worst = max(worst, math.Abs(logits[i][k][j]-ref[0][j]))
+								}
+								tgt = append(tgt, tok)
+							}
+						}
+					}
+					if worst > 1e-9 {
+						t.Errorf("cached logits differ from recomputed ones by %.3g (tolerance 1e-9)", worst)
+					}
+					mha := cfg
+					mha.Model.KVHeads = 0
+					g := max(v.v.KVHeads, 0)
+					if g == 0 {
+						g = cfg.Model.Heads
+					}
+					if want := mhaBytes(t, mha, arch) * g / cfg.Model.Heads; bytes != want {
+						t.Errorf("the caches take %d bytes, want %d (%d of %d heads)", bytes, want, g, cfg.Model.Heads)
+					}
+					t.Logf("worst cached difference %.2g; caches %d bytes", worst, bytes)
+				})
+			}
+		}
+	}
+}
+
+// mhaBytes is CacheBytes of cfg's cached model with every head its own keys
+// and values.
+func mhaBytes(t *testing.T, cfg config.Config, arch config.Arch) int {
+	t.Helper()
+	if arch == config.ArchDecoder {
+		m, err := infer.Build(cfg, 1, cfg.Model.MaxLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		c, err := infer.NewCached(cfg, 2, m.Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.CacheBytes()
+	}
+	m, err := infer.BuildEncDec(cfg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := m.Cached()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.CacheBytes()
+}
