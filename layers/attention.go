@@ -36,6 +36,12 @@ type AttentionConfig struct {
 	// the parameters compute: a model trained with one scale is another
 	// model under another.
 	Scale AttentionScale
+	// Positions, when PositionsRoPE, PositionsRoPEInterleaved or
+	// PositionsALiBi, is applied by this layer to its scores (the other
+	// kinds are added to the embeddings, not here). Queries and keys are at
+	// positions 0, 1, ... of their sequences in Forward, and at the given
+	// position in Step.
+	Positions PositionsKind
 	// AttentionVariants are the changes to the formula recent models make;
 	// the zero value is the 2017 formula.
 	AttentionVariants
@@ -65,6 +71,16 @@ type AttentionVariants struct {
 	// (dk), shared by the heads and starting at 1, before the scores
 	// (Qwen3, OLMo 2, Gemma 3).
 	QKNorm bool `json:"qk_norm,omitempty"`
+	// Window, if positive, lets query i see only keys i-w < j <= i, w keys
+	// counting itself (Mistral, Gemma 2/3, gpt-oss; graph.Window), or
+	// |i-j| < w in a bidirectional encoder (graph.Band); flash attention
+	// then skips the tiles outside the band. 0 means no window.
+	// Cross-attention has none.
+	Window int `json:"window,omitempty"`
+	// RoPEBase is the base of RoPE's frequencies, base^(-2m/dk); 0 means
+	// graph.DefaultRoPEBase, 10000. It needs positions "rope" or
+	// "rope-interleaved".
+	RoPEBase float64 `json:"rope_base,omitempty"`
 }
 
 // kvWidth is the width of projected keys and values of an attention of
@@ -150,6 +166,18 @@ func (c AttentionConfig) validate(name string) error {
 	}
 	if math.IsNaN(c.Softcap) || math.IsInf(c.Softcap, 0) || c.Softcap < 0 {
 		return layerErr("attention", name, configErrorf("Softcap %v must be a finite number > 0, or 0 for no cap", c.Softcap))
+	}
+	if c.Window < 0 {
+		return layerErr("attention", name, configErrorf("Window %d must be at least 1 (query i sees keys i-w < j <= i), or 0 for none", c.Window))
+	}
+	if !c.Positions.valid() {
+		return layerErr("attention", name, configErrorf("unknown Positions %q, want one of %v", c.Positions, positionsKinds))
+	}
+	if c.Positions.rope() && (c.Dim/c.Heads)%2 != 0 {
+		return layerErr("attention", name, configErrorf("RoPE needs an even head dimension, got dk = Dim/Heads = %d/%d = %d", c.Dim, c.Heads, c.Dim/c.Heads))
+	}
+	if c.RoPEBase != 0 && (!c.Positions.rope() || math.IsNaN(c.RoPEBase) || math.IsInf(c.RoPEBase, 0) || c.RoPEBase <= 1) {
+		return layerErr("attention", name, configErrorf("RoPEBase %v needs RoPE positions (got %q) and a finite base > 1", c.RoPEBase, c.Positions))
 	}
 	if err := checkRate("Dropout", c.Dropout); err != nil {
 		return layerErr("attention", name, err)
@@ -339,11 +367,21 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 		}
 	}
-	q, err := a.queries(query) // (B, Sq, D) = query Wq
+	// RoPE rotates each query and key by its position in its sequence.
+	var qPos, kPos *graph.IDs
+	if a.cfg.Positions.rope() {
+		if qPos, err = a.sequence(b, sq); err != nil {
+			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+		}
+		if kPos, err = a.sequence(b, sk); err != nil {
+			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+		}
+	}
+	q, err := a.queries(query, qPos) // (B, Sq, D) = query Wq
 	if err != nil {
 		return nil, nil, err
 	}
-	k, v, err := a.keysValues(key, value) // (B, Sk, G·dk) = key Wk, value Wv
+	k, v, err := a.keysValues(key, value, kPos) // (B, Sk, G·dk) = key Wk, value Wv
 	if err != nil {
 		return nil, nil, err
 	}
@@ -361,8 +399,9 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	// the dot products of dk unit-variance terms at unit variance. (Another
 	// Scale came in above, through q: see scaleQuery.) The variants enter
 	// here, as graph.Mods: K_h and V_h are those of key/value head
-	// h / (H/G), a softcap changes the scores, a sink joins the softmax.
-	mods := a.mods()
+	// h / (H/G), a softcap and ALiBi change the scores, a window hides
+	// keys, a sink joins the softmax.
+	mods := a.mods(nil)
 	var y *G.Node
 	switch a.cfg.Impl {
 	case AttentionComposed: // the formula in gorgonia's own ops
@@ -383,7 +422,8 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 
 // Step is one step of self-attention with a key/value cache, for
 // generating one token at a time. x (B, 1, D) is the input at each row's
-// newest position p; cacheK and cacheV (B, L, D) hold the keys and values
+// newest position p, which pos (B, 1) gives (RoPE rotates by it, ALiBi and
+// a window measure from it; it may be nil for a layer with none of them); cacheK and cacheV (B, L, D) hold the keys and values
 // (x Wk and x Wv) of the positions before p, with zeros from row p on; slot
 // (B, L, 1) is 1 at row p and 0 elsewhere; mask (B, 1, L) lets each row see
 // its positions 0..p. The caches are G·dk wide (D without KVHeads): a
@@ -397,7 +437,7 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 // It returns out and the caches to bind at the next step. A step costs
 // O(L·D) for attention and O(D²) for the projections, where recomputing
 // the prefix costs O(p·D²) and O(p²·D).
-func (a *MultiHeadAttention) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode) (out, keys, values *G.Node, err error) {
+func (a *MultiHeadAttention) Step(x *G.Node, pos *graph.IDs, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode) (out, keys, values *G.Node, err error) {
 	if err := a.check(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -405,11 +445,23 @@ func (a *MultiHeadAttention) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.M
 	if err := checkStep(x, cacheK, cacheV, slot, mask, a.cfg.Dim, a.cfg.kvDim()); err != nil {
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
-	q, err := a.queries(x) // (B, 1, D)
+	if a.positional() {
+		if err := pos.Check(); err != nil {
+			return nil, nil, nil, fmt.Errorf("layers: attention %q: step: positions (%s, window %d): %w", name, a.cfg.Positions, a.cfg.Window, err)
+		}
+		if xs := x.Shape(); pos.B != xs[0] || pos.S != 1 {
+			return nil, nil, nil, shapeErrorf("layers: attention %q: step: positions (%d, %d), want (%d, 1)", name, pos.B, pos.S, xs[0])
+		}
+	}
+	var ropePos *graph.IDs
+	if a.cfg.Positions.rope() {
+		ropePos = pos
+	}
+	q, err := a.queries(x, ropePos) // (B, 1, D)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	k, v, err := a.keysValues(x, x) // (B, 1, G·dk)
+	k, v, err := a.keysValues(x, x, ropePos) // (B, 1, G·dk), cached rotated
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -419,7 +471,8 @@ func (a *MultiHeadAttention) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.M
 	if values, err = writeSlot(cacheV, v, slot); err != nil { // (B, L, G·dk)
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
-	y, err := a.attendInference(q, keys, values, mask) // (B, 1, D)
+	// The query is at pos; the cache's row j holds position j.
+	y, err := a.attendInference(q, keys, values, mask, pos.Values()) // (B, 1, D)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
@@ -437,7 +490,7 @@ func (a *MultiHeadAttention) Project(memory *G.Node) (keys, values *G.Node, err 
 	if err := a.check(); err != nil {
 		return nil, nil, err
 	}
-	return a.keysValues(memory, memory) // (B, Sk, G·dk)
+	return a.keysValues(memory, memory, nil) // (B, Sk, G·dk)
 }
 
 // AttendProjected is Forward with keys and values already projected (by
@@ -448,11 +501,11 @@ func (a *MultiHeadAttention) AttendProjected(x, keys, values *G.Node, mask *grap
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	q, err := a.queries(x) // (B, Sq, D)
+	q, err := a.queries(x, nil) // (B, Sq, D)
 	if err != nil {
 		return nil, err
 	}
-	y, err := a.attendInference(q, keys, values, mask) // (B, Sq, D)
+	y, err := a.attendInference(q, keys, values, mask, nil) // (B, Sq, D)
 	if err != nil {
 		return nil, fmt.Errorf("layers: attention %q: %w", a.s.prefix, err)
 	}
@@ -465,8 +518,8 @@ func (a *MultiHeadAttention) AttendProjected(x, keys, values *G.Node, mask *grap
 // fused op, whose output equals the composed graph's (within 9e-16 in
 // float64 and 3e-7 in float32: go test ./graph -run Composed -v) and which
 // builds one node where the composed graph builds many.
-func (a *MultiHeadAttention) attendInference(q, keys, values *G.Node, mask *graph.MaskNode) (*G.Node, error) {
-	mods := a.mods()
+func (a *MultiHeadAttention) attendInference(q, keys, values *G.Node, mask *graph.MaskNode, qPos []int) (*G.Node, error) {
+	mods := a.mods(qPos)
 	if a.cfg.Impl == AttentionFlash {
 		return graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{Mods: mods})
 	}
@@ -474,9 +527,10 @@ func (a *MultiHeadAttention) attendInference(q, keys, values *G.Node, mask *grap
 	return y, err
 }
 
-// queries returns x Wq (B, S, D), each head RMS-normalised with QKNorm and
-// scaled for Scale (scaleQuery): the queries every path attends with.
-func (a *MultiHeadAttention) queries(x *G.Node) (*G.Node, error) {
+// queries returns x Wq (B, S, D), each head RMS-normalised with QKNorm,
+// rotated to the positions pos with RoPE (pos nil: no rotation), and scaled
+// for Scale (scaleQuery): the queries every path attends with.
+func (a *MultiHeadAttention) queries(x *G.Node, pos *graph.IDs) (*G.Node, error) {
 	q, err := a.wq.Forward(x) // (B, S, D)
 	if err != nil {
 		return nil, err
@@ -486,6 +540,11 @@ func (a *MultiHeadAttention) queries(x *G.Node) (*G.Node, error) {
 			return nil, fmt.Errorf("layers: attention %q: q_norm: %w", a.s.prefix, err)
 		}
 	}
+	if pos != nil {
+		if q, err = graph.RoPE(q, a.cfg.Heads, pos, a.rope()); err != nil { // after the norm, as Qwen3
+			return nil, fmt.Errorf("layers: attention %q: RoPE of the queries: %w", a.s.prefix, err)
+		}
+	}
 	if q, err = a.scaleQuery(q); err != nil {
 		return nil, fmt.Errorf("layers: attention %q: %w", a.s.prefix, err)
 	}
@@ -493,14 +552,20 @@ func (a *MultiHeadAttention) queries(x *G.Node) (*G.Node, error) {
 }
 
 // keysValues returns key Wk and value Wv (B, S, G·dk), each key head
-// RMS-normalised with QKNorm.
-func (a *MultiHeadAttention) keysValues(key, value *G.Node) (k, v *G.Node, err error) {
+// RMS-normalised with QKNorm and rotated to the positions pos with RoPE
+// (pos nil: no rotation).
+func (a *MultiHeadAttention) keysValues(key, value *G.Node, pos *graph.IDs) (k, v *G.Node, err error) {
 	if k, err = a.wk.Forward(key); err != nil { // (B, S, G·dk)
 		return nil, nil, err
 	}
 	if a.cfg.QKNorm {
 		if k, err = graph.HeadRMSNorm(k, a.kNorm.Node, a.cfg.kvHeads(), 0); err != nil {
 			return nil, nil, fmt.Errorf("layers: attention %q: k_norm: %w", a.s.prefix, err)
+		}
+	}
+	if pos != nil {
+		if k, err = graph.RoPE(k, a.cfg.kvHeads(), pos, a.rope()); err != nil {
+			return nil, nil, fmt.Errorf("layers: attention %q: RoPE of the keys: %w", a.s.prefix, err)
 		}
 	}
 	if v, err = a.wv.Forward(value); err != nil { // (B, S, G·dk)
@@ -510,19 +575,67 @@ func (a *MultiHeadAttention) keysValues(key, value *G.Node) (k, v *G.Node, err e
 }
 
 // mods returns the variants the kernels apply, as graph.Mods: the zero
-// value (the 2017 formula) when none is configured.
-func (a *MultiHeadAttention) mods() graph.Mods {
+// value (the 2017 formula) when none is configured. qPos, if not nil, are
+// the queries' positions (a cached step's); the keys are at 0, 1, ...
+func (a *MultiHeadAttention) mods(qPos []int) graph.Mods {
+	c := a.cfg
 	var m graph.Mods
-	if a.cfg.KVHeads != 0 && a.cfg.KVHeads != a.cfg.Heads {
-		m.KVHeads = a.cfg.KVHeads
+	if c.KVHeads != 0 && c.KVHeads != c.Heads {
+		m.KVHeads = c.KVHeads
 	}
-	if a.cfg.Softcap > 0 {
-		m.Score, _ = graph.Softcap(a.cfg.Softcap) // validated positive and finite
+	// Validated sizes: the constructors below cannot fail.
+	var softcap, alibi graph.ScoreMod
+	if c.Softcap > 0 {
+		softcap, _ = graph.Softcap(c.Softcap)
 	}
-	if a.cfg.Sinks {
+	if c.Positions == PositionsALiBi {
+		if c.Causal {
+			alibi, _ = graph.ALiBi(c.Heads)
+		} else {
+			alibi, _ = graph.BidirectionalALiBi(c.Heads)
+		}
+	}
+	m.Score = graph.Chain(softcap, alibi) // the cap, then the bias (Gemma 2's order)
+	if c.Window > 0 {
+		if c.Causal {
+			m.Mask, _ = graph.Window(c.Window)
+		} else {
+			m.Mask, _ = graph.Band(c.Window)
+		}
+	}
+	if c.Sinks {
 		m.Sinks = a.sinks.Node
 	}
+	if m.Mask != nil || m.Score != nil {
+		m.QueryPos = qPos
+	}
 	return m
+}
+
+// positional reports whether the layer reads positions: RoPE, ALiBi or a
+// window.
+func (a *MultiHeadAttention) positional() bool {
+	return a.cfg.Positions.inAttention() || a.cfg.Window > 0
+}
+
+// rope returns the options of graph.RoPE for the layer's positions.
+func (a *MultiHeadAttention) rope() graph.RoPEOptions {
+	return graph.RoPEOptions{Interleaved: a.cfg.Positions == PositionsRoPEInterleaved, Base: a.cfg.RoPEBase}
+}
+
+// sequence returns constant positions 0, 1, ..., s-1 for each of b rows:
+// where Forward's queries and keys are.
+func (a *MultiHeadAttention) sequence(b, s int) (*graph.IDs, error) {
+	pos, err := graph.NewIDs(a.s.g, b, s, s, a.s.Name(fmt.Sprintf("positions%d", s)))
+	if err != nil {
+		return nil, err
+	}
+	starts := make([]int, b)
+	vals, err := graph.SequencePositions(starts, s)
+	if err != nil {
+		return nil, err
+	}
+	return pos, pos.Set(vals)
 }
 
 // scaleQuery returns the projected queries q (B, Sq, D) that make the

@@ -22,17 +22,19 @@ type implRun struct {
 }
 
 // runImpl builds the same attention layer (same seed, so same parameters)
-// and inputs with implementation impl, scores scale and variants v, and
-// runs forward and backward. Without KVHeads it has 2 heads; with, 4.
-func runImpl(t *testing.T, dt tensor.Dtype, impl AttentionImpl, scale AttentionScale, v AttentionVariants, b, sq, sk int, causal bool, lengths []int) implRun {
+// and inputs with implementation impl, scores scale, and the positions and
+// variants of v, and runs forward and backward. Without KVHeads it has 2
+// heads; with, 4.
+func runImpl(t *testing.T, dt tensor.Dtype, impl AttentionImpl, scale AttentionScale, v attnVariant, b, sq, sk int, causal bool, lengths []int) implRun {
 	t.Helper()
 	dim, heads := 8, 2
-	if v.KVHeads != 0 {
+	if v.KVHeads != 0 || v.Positions == PositionsALiBi {
 		heads = 4
 	}
 	s := newScope(t, dt, 3)
 	g := s.Graph()
-	attn, err := NewMultiHeadAttention(s.Sub("attn"), AttentionConfig{Dim: dim, Heads: heads, Causal: causal, Bias: true, Impl: impl, Scale: scale, AttentionVariants: v})
+	attn, err := NewMultiHeadAttention(s.Sub("attn"), AttentionConfig{Dim: dim, Heads: heads, Causal: causal, Bias: true, Impl: impl, Scale: scale,
+		Positions: v.Positions, AttentionVariants: v.AttentionVariants})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,29 +78,35 @@ func TestAttentionImplsAgree(t *testing.T) {
 		sk      int
 		causal  bool
 		lengths []int
-		v       AttentionVariants
+		v       attnVariant
 	}
 	cases := []attnCase{
-		{"no mask", 2, 5, 5, false, nil, AttentionVariants{}},
-		{"causal", 2, 6, 6, true, nil, AttentionVariants{}},
-		{"padding", 3, 5, 5, false, []int{5, 3, 1}, AttentionVariants{}},
-		{"causal and padding", 3, 7, 7, true, []int{7, 4, 2}, AttentionVariants{}},
-		{"cross Sq != Sk", 2, 3, 6, false, nil, AttentionVariants{}},
-		{"cross with padding", 2, 4, 6, false, []int{6, 2}, AttentionVariants{}},
-		{"empty key set", 2, 4, 4, false, []int{4, 0}, AttentionVariants{}},
+		{"no mask", 2, 5, 5, false, nil, attnVariant{}},
+		{"causal", 2, 6, 6, true, nil, attnVariant{}},
+		{"padding", 3, 5, 5, false, []int{5, 3, 1}, attnVariant{}},
+		{"causal and padding", 3, 7, 7, true, []int{7, 4, 2}, attnVariant{}},
+		{"cross Sq != Sk", 2, 3, 6, false, nil, attnVariant{}},
+		{"cross with padding", 2, 4, 6, false, []int{6, 2}, attnVariant{}},
+		{"empty key set", 2, 4, 4, false, []int{4, 0}, attnVariant{}},
 	}
 	// Each variant alone and all at once, under causal and padding masks
 	// with a fully hidden row, and in cross-attention.
 	for _, v := range []struct {
 		name string
-		v    AttentionVariants
+		v    attnVariant
 	}{
-		{"GQA 4 over 2", AttentionVariants{KVHeads: 2}},
-		{"MQA", AttentionVariants{KVHeads: 1}},
-		{"softcap", AttentionVariants{Softcap: 0.7}},
-		{"sinks", AttentionVariants{Sinks: true}},
-		{"QK-norm", AttentionVariants{QKNorm: true}},
-		{"all variants", allVariants},
+		{"GQA 4 over 2", attnVariant{"", AttentionVariants{KVHeads: 2}}},
+		{"MQA", attnVariant{"", AttentionVariants{KVHeads: 1}}},
+		{"softcap", attnVariant{"", AttentionVariants{Softcap: 0.7}}},
+		{"sinks", attnVariant{"", AttentionVariants{Sinks: true}}},
+		{"QK-norm", attnVariant{"", AttentionVariants{QKNorm: true}}},
+		{"RoPE", attnVariant{PositionsRoPE, AttentionVariants{}}},
+		{"RoPE interleaved, base 100", attnVariant{PositionsRoPEInterleaved, AttentionVariants{RoPEBase: 100}}},
+		{"ALiBi", attnVariant{PositionsALiBi, AttentionVariants{}}},
+		{"window 3", attnVariant{"", AttentionVariants{Window: 3}}},
+		{"all variants", attnVariant{"", allVariants}},
+		{"all variants, RoPE, window 3", attnVariant{PositionsRoPE, withWindow(allVariants, 3)}},
+		{"all variants, ALiBi, window 2", attnVariant{PositionsALiBi, withWindow(allVariants, 2)}},
 	} {
 		cases = append(cases,
 			attnCase{v.name + ", causal and padding", 3, 7, 7, true, []int{7, 4, 0}, v.v},
@@ -130,6 +138,19 @@ func TestAttentionImplsAgree(t *testing.T) {
 			})
 		}
 	}
+}
+
+// attnVariant is what runImpl varies besides the implementation: the
+// positions an attention applies and its variants.
+type attnVariant struct {
+	Positions PositionsKind
+	AttentionVariants
+}
+
+// withWindow is v with a window of w.
+func withWindow(v AttentionVariants, w int) AttentionVariants {
+	v.Window = w
+	return v
 }
 
 // relDiff is the largest |a-b| relative to max(1, |b|), elementwise; +Inf

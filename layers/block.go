@@ -39,8 +39,11 @@ type BlockConfig struct {
 	// AttnScale is the factor of the attention scores: 1/sqrt(dk) for ""
 	// and ScaleDK (see AttentionScale).
 	AttnScale AttentionScale
-	// AttentionVariants go to every attention of the block, cross-attention
-	// included.
+	// Positions, when RoPE or ALiBi, is applied by the self-attention
+	// (AttentionConfig.Positions); other kinds are the stack's business.
+	Positions PositionsKind
+	// AttentionVariants go to every attention of the block; the
+	// cross-attention takes all but the window and RoPE's base.
 	AttentionVariants
 }
 
@@ -104,9 +107,11 @@ func (c BlockConfig) selfAttn() (name, drop string) {
 // of the cross-attention, used only with Cross.
 func (c BlockConfig) parts() (ln LayerNormConfig, self, cross AttentionConfig, ff FeedForwardConfig) {
 	self = AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout, Impl: c.Attention, Scale: c.AttnScale,
-		AttentionVariants: c.AttentionVariants}
+		Positions: c.Positions, AttentionVariants: c.AttentionVariants}
+	// Cross-attention relates two sequences: no causality, and none of the
+	// positional variants, which measure within one.
 	cross = self
-	cross.Causal = false
+	cross.Causal, cross.Positions, cross.Window, cross.RoPEBase = false, "", 0, 0
 	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps}, self, cross,
 		FeedForwardConfig{Dim: c.Dim, Hidden: c.Hidden, Activation: c.Activation, Bias: c.Bias}
 }
@@ -283,13 +288,14 @@ func (b *Block) ForwardCross(x, memory *G.Node, selfMask, crossMask *graph.MaskN
 }
 
 // Step is Forward for one new position per row with a key/value cache (see
-// MultiHeadAttention.Step): x (B, 1, D) in, y (B, 1, D) out, and the block's
-// caches with the new key and value written in.
-func (b *Block) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode) (y, keys, values *G.Node, err error) {
+// MultiHeadAttention.Step): x (B, 1, D) at positions pos (B, 1) in (pos may
+// be nil without RoPE, ALiBi or a window), y (B, 1, D) out, and the
+// block's caches with the new key and value written in.
+func (b *Block) Step(x *G.Node, pos *graph.IDs, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode) (y, keys, values *G.Node, err error) {
 	if err := b.checkCross(false, "Step", "StepCross"); err != nil {
 		return nil, nil, nil, err
 	}
-	return b.step(x, cacheK, cacheV, slot, mask, nil, nil, nil)
+	return b.step(x, pos, cacheK, cacheV, slot, mask, nil, nil, nil)
 }
 
 // StepCross is ForwardCross for one new position per row, for generation:
@@ -299,11 +305,11 @@ func (b *Block) Step(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode) (y, 
 // and values projected once per prompt (see EncoderDecoder.Encode), under
 // crossMask (B, 1, Ss). It returns y (B, 1, D) and the self-attention
 // caches with the new row written in.
-func (b *Block) StepCross(x, cacheK, cacheV, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV *G.Node, crossMask *graph.MaskNode) (y, keys, values *G.Node, err error) {
+func (b *Block) StepCross(x *G.Node, pos *graph.IDs, cacheK, cacheV, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV *G.Node, crossMask *graph.MaskNode) (y, keys, values *G.Node, err error) {
 	if err := b.checkCross(true, "StepCross", "Step"); err != nil {
 		return nil, nil, nil, err
 	}
-	return b.step(x, cacheK, cacheV, slot, selfMask, crossK, crossV, crossMask)
+	return b.step(x, pos, cacheK, cacheV, slot, selfMask, crossK, crossV, crossMask)
 }
 
 // forward is Forward and ForwardCross: the attentions attend to x and, with
@@ -329,9 +335,9 @@ func (b *Block) forward(x *G.Node, selfMask *graph.MaskNode, memory *G.Node, cro
 
 // step is Step and StepCross: the self-attention extends its cache, the
 // cross-attention (with Cross) reads the memory's projected keys and values.
-func (b *Block) step(x, cacheK, cacheV, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV *G.Node, crossMask *graph.MaskNode) (y, keys, values *G.Node, err error) {
+func (b *Block) step(x *G.Node, pos *graph.IDs, cacheK, cacheV, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV *G.Node, crossMask *graph.MaskNode) (y, keys, values *G.Node, err error) {
 	selfAttend := func(h *G.Node) (*G.Node, error) {
-		out, k, v, err := b.attn.Step(h, cacheK, cacheV, slot, selfMask)
+		out, k, v, err := b.attn.Step(h, pos, cacheK, cacheV, slot, selfMask)
 		keys, values = k, v
 		return out, err
 	}

@@ -882,9 +882,9 @@ func TestBlockCross(t *testing.T) {
 	}{
 		{"Forward with Cross", "ForwardCross", func() error { _, _, err := cross.Forward(x, nil); return err }},
 		{"ForwardCross without", "call Forward", func() error { _, _, _, err := plain.ForwardCross(x, x, nil, nil); return err }},
-		{"Step with Cross", "StepCross", func() error { _, _, _, err := cross.Step(x, cache, cache, slot, nil); return err }},
+		{"Step with Cross", "StepCross", func() error { _, _, _, err := cross.Step(x, nil, cache, cache, slot, nil); return err }},
 		{"StepCross without", "call Step", func() error {
-			_, _, _, err := plain.StepCross(x, cache, cache, slot, nil, cache, cache, nil)
+			_, _, _, err := plain.StepCross(x, nil, cache, cache, slot, nil, cache, cache, nil)
 			return err
 		}},
 	} {

@@ -110,7 +110,7 @@ func TestConstructorErrors(t *testing.T) {
 		{"decoder/zero hidden", decoder(with(func(c *StackConfig) { c.Hidden = 0 })), []string{`"blocks.0.ff"`, "Hidden", "got 0"}},
 		{"decoder/dropout", decoder(with(func(c *StackConfig) { c.Dropout = 1 })), []string{"decoder", "Dropout 1"}},
 		{"decoder/attention dropout", decoder(with(func(c *StackConfig) { c.AttnDropout = -0.5 })), []string{`"blocks.0.attn"`, "Dropout -0.5"}},
-		{"decoder/positions", decoder(with(func(c *StackConfig) { c.Positions = "rope" })), []string{`"pos_emb"`, `"rope"`}},
+		{"decoder/positions", decoder(with(func(c *StackConfig) { c.Positions = "rotary" })), []string{`"pos_emb"`, `"rotary"`}},
 		{"decoder/activation", decoder(with(func(c *StackConfig) { c.Activation = "silu" })), []string{`"blocks.0.ff"`, `"silu"`}},
 		{"encoder/zero layers", encoder(with(func(c *StackConfig) { c.Layers = -1 })), []string{"encoder", "Layers", "-1"}},
 		{"encoder/D%H", encoder(with(func(c *StackConfig) { c.Dim = 9 })), []string{`"blocks.0.attn"`, "Dim 9", "Heads 2"}},

@@ -36,8 +36,9 @@ type gradCase struct {
 	// names must each appear in the report.
 	names []string
 	// keyBiasMoves says the key bias bk reaches the cost: true once a sink,
-	// a softcap or QK-norm breaks the shift-invariance that otherwise makes
-	// its gradient exactly 0.
+	// a softcap, QK-norm or RoPE (which turns bk differently at each
+	// position) breaks the shift-invariance that otherwise makes its
+	// gradient exactly 0; ALiBi and a window keep it.
 	keyBiasMoves bool
 }
 
@@ -119,10 +120,10 @@ var (
 	allVariantNames = append([]string{"attn.sinks", "attn.q_norm.gain", "attn.k_norm.gain"}, attnNames...)
 )
 
-// variantAttn is a 4-head attention of width 8 with biases, the variants v
-// and the implementation impl.
-func variantAttn(v AttentionVariants, impl AttentionImpl) AttentionConfig {
-	return AttentionConfig{Dim: 8, Heads: 4, Bias: true, Impl: impl, AttentionVariants: v}
+// variantAttn is a 4-head attention of width 8 with biases, the variants v,
+// the implementation impl and the positions pos.
+func variantAttn(v AttentionVariants, impl AttentionImpl, pos PositionsKind) AttentionConfig {
+	return AttentionConfig{Dim: 8, Heads: 4, Bias: true, Impl: impl, Positions: pos, AttentionVariants: v}
 }
 
 // withCausal is c, causal.
@@ -206,14 +207,20 @@ var gradCases = []gradCase{
 	{name: "attention/self causal+padding", names: attnNames, build: selfAttention(AttentionConfig{Dim: 8, Heads: 2, Bias: true, Causal: true}, 2, 4, padMask([]int{3, 4}, 4, false))},
 	{name: "attention/self 4 heads no bias", names: []string{"attn.wq", "attn.wk", "attn.wv", "attn.wo", "x"}, build: selfAttention(AttentionConfig{Dim: 8, Heads: 4}, 2, 3, nil)},
 	{name: "attention/self dropout", names: attnNames, build: selfAttention(AttentionConfig{Dim: 8, Heads: 2, Bias: true, Dropout: 0.3}, 2, 4, nil)},
-	{name: "attention/self GQA 4 heads over 2", names: attnNames, build: selfAttention(variantAttn(AttentionVariants{KVHeads: 2}, ""), 2, 4, nil)},
-	{name: "attention/self MQA causal", names: attnNames, build: selfAttention(withCausal(variantAttn(AttentionVariants{KVHeads: 1}, "")), 2, 4, nil)},
-	{name: "attention/self softcap 0.5", keyBiasMoves: true, names: attnNames, build: selfAttention(variantAttn(AttentionVariants{Softcap: 0.5}, ""), 2, 4, nil)},
-	{name: "attention/self sinks + padding + blank row", keyBiasMoves: true, names: append([]string{"attn.sinks"}, attnNames...), build: selfAttention(variantAttn(AttentionVariants{Sinks: true}, ""), 2, 4, padMask([]int{4, 2}, 4, true))},
-	{name: "attention/self QK-norm", keyBiasMoves: true, names: append([]string{"attn.q_norm.gain", "attn.k_norm.gain"}, attnNames...), build: selfAttention(variantAttn(AttentionVariants{QKNorm: true}, ""), 2, 4, nil)},
-	{name: "attention/self all variants fused", keyBiasMoves: true, names: allVariantNames, build: selfAttention(withCausal(variantAttn(allVariants, AttentionFused)), 2, 4, padMask([]int{3, 4}, 4, false))},
-	{name: "attention/self all variants composed", keyBiasMoves: true, names: allVariantNames, build: selfAttention(withCausal(variantAttn(allVariants, AttentionComposed)), 2, 4, padMask([]int{3, 4}, 4, false))},
-	{name: "attention/self all variants flash", keyBiasMoves: true, names: allVariantNames, build: selfAttention(withCausal(variantAttn(allVariants, AttentionFlash)), 2, 4, padMask([]int{3, 4}, 4, false))},
+	{name: "attention/self GQA 4 heads over 2", names: attnNames, build: selfAttention(variantAttn(AttentionVariants{KVHeads: 2}, "", ""), 2, 4, nil)},
+	{name: "attention/self MQA causal", names: attnNames, build: selfAttention(withCausal(variantAttn(AttentionVariants{KVHeads: 1}, "", "")), 2, 4, nil)},
+	{name: "attention/self softcap 0.5", keyBiasMoves: true, names: attnNames, build: selfAttention(variantAttn(AttentionVariants{Softcap: 0.5}, "", ""), 2, 4, nil)},
+	{name: "attention/self sinks + padding + blank row", keyBiasMoves: true, names: append([]string{"attn.sinks"}, attnNames...), build: selfAttention(variantAttn(AttentionVariants{Sinks: true}, "", ""), 2, 4, padMask([]int{4, 2}, 4, true))},
+	{name: "attention/self QK-norm", keyBiasMoves: true, names: append([]string{"attn.q_norm.gain", "attn.k_norm.gain"}, attnNames...), build: selfAttention(variantAttn(AttentionVariants{QKNorm: true}, "", ""), 2, 4, nil)},
+	{name: "attention/self RoPE causal", keyBiasMoves: true, names: attnNames, build: selfAttention(withCausal(AttentionConfig{Dim: 8, Heads: 2, Bias: true, Positions: PositionsRoPE}), 2, 4, nil)},
+	{name: "attention/self RoPE interleaved, padding", keyBiasMoves: true, names: attnNames, build: selfAttention(AttentionConfig{Dim: 8, Heads: 2, Bias: true, Positions: PositionsRoPEInterleaved, AttentionVariants: AttentionVariants{RoPEBase: 50}}, 2, 4, padMask([]int{4, 2}, 4, false))},
+	{name: "attention/self ALiBi causal", names: attnNames, build: selfAttention(withCausal(variantAttn(AttentionVariants{}, "", PositionsALiBi)), 2, 4, nil)},
+	{name: "attention/self bidirectional ALiBi + band 2", names: attnNames, build: selfAttention(variantAttn(AttentionVariants{Window: 2}, "", PositionsALiBi), 2, 5, nil)},
+	{name: "attention/self window 2 causal", names: attnNames, build: selfAttention(withCausal(variantAttn(AttentionVariants{Window: 2}, "", "")), 2, 5, nil)},
+	{name: "attention/self all variants, RoPE, window 3, flash", keyBiasMoves: true, names: allVariantNames, build: selfAttention(withCausal(variantAttn(withWindow(allVariants, 3), AttentionFlash, PositionsRoPE)), 2, 5, padMask([]int{3, 5}, 5, false))},
+	{name: "attention/self all variants fused", keyBiasMoves: true, names: allVariantNames, build: selfAttention(withCausal(variantAttn(allVariants, AttentionFused, "")), 2, 4, padMask([]int{3, 4}, 4, false))},
+	{name: "attention/self all variants composed", keyBiasMoves: true, names: allVariantNames, build: selfAttention(withCausal(variantAttn(allVariants, AttentionComposed, "")), 2, 4, padMask([]int{3, 4}, 4, false))},
+	{name: "attention/self all variants flash", keyBiasMoves: true, names: allVariantNames, build: selfAttention(withCausal(variantAttn(allVariants, AttentionFlash, "")), 2, 4, padMask([]int{3, 4}, 4, false))},
 	{name: "attention/cross", names: []string{"attn.wq", "attn.bq", "attn.wk", "attn.bk", "attn.wv", "attn.bv", "attn.wo", "attn.bo", "q", "k", "v"}, build: func(t *testing.T, s *Scope, rng *rand.Rand) (*G.Node, []graph.Param) {
 		const b, sq, sk = 2, 3, 5
 		cfg := AttentionConfig{Dim: 8, Heads: 2, KeyDim: 6, ValueDim: 4, Bias: true}

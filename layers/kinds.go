@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/qkv-dev/qkv/graph"
 )
@@ -78,7 +79,8 @@ func ParseActivation(s string) (Activation, error) {
 }
 
 // PositionsKind is the kind of positional encoding. Its JSON form is the
-// plain string ("learned", "sinusoidal", "none").
+// plain string ("learned", "sinusoidal", "none", "rope", "rope-interleaved",
+// "alibi").
 type PositionsKind string
 
 // Positional encodings: attention alone is permutation-equivariant, so the
@@ -92,14 +94,45 @@ const (
 	PositionsSinusoidal PositionsKind = "sinusoidal"
 	// PositionsNone adds nothing; the model then cannot tell positions apart.
 	PositionsNone PositionsKind = "none"
+	// PositionsRoPE adds nothing to the embeddings: every self-attention
+	// rotates its queries and keys by position (graph.RoPE), pairs of
+	// features (m, m+dk/2) as Hugging Face's rotate_half and GPT-NeoX.
+	PositionsRoPE PositionsKind = "rope"
+	// PositionsRoPEInterleaved is RoPE on the pairs (2m, 2m+1), as Meta's
+	// Llama and GPT-J: the same weights give other logits; a checkpoint
+	// moves between the two by permuting each head's wq and wk columns.
+	PositionsRoPEInterleaved PositionsKind = "rope-interleaved"
+	// PositionsALiBi adds nothing to the embeddings: every self-attention
+	// adds -m_h (i-j) to its scores (graph.ALiBi; -m_h |i-j| in a
+	// bidirectional encoder).
+	PositionsALiBi PositionsKind = "alibi"
 )
+
+// positionsKinds are the known kinds, for errors.
+var positionsKinds = []PositionsKind{PositionsLearned, PositionsSinusoidal, PositionsNone, PositionsRoPE, PositionsRoPEInterleaved, PositionsALiBi}
+
+// rope reports whether k rotates queries and keys (RoPE, either pairing).
+func (k PositionsKind) rope() bool { return k == PositionsRoPE || k == PositionsRoPEInterleaved }
+
+// attention returns k if it acts inside attention, and "" for the kinds the
+// embeddings add: what a block's self-attention is told.
+func (k PositionsKind) attention() PositionsKind {
+	if k.inAttention() {
+		return k
+	}
+	return ""
+}
+
+// inAttention reports whether k acts inside attention, adding nothing to
+// the embeddings.
+func (k PositionsKind) inAttention() bool { return k.rope() || k == PositionsALiBi }
 
 // String returns the kind's name.
 func (k PositionsKind) String() string { return string(k) }
 
 // valid reports whether k is a known kind or "" (the default, learned).
 func (k PositionsKind) valid() bool {
-	return k == "" || k == PositionsLearned || k == PositionsSinusoidal || k == PositionsNone
+	return k == "" || slices.Contains(positionsKinds, k)
 }
 
 // ParsePositionsKind returns the positional encoding named s, or an error
@@ -108,7 +141,7 @@ func ParsePositionsKind(s string) (PositionsKind, error) {
 	if k := PositionsKind(s); k != "" && k.valid() {
 		return k, nil
 	}
-	return "", configErrorf("layers: unknown positions kind %q, want %q, %q or %q", s, PositionsLearned, PositionsSinusoidal, PositionsNone)
+	return "", configErrorf("layers: unknown positions kind %q, want one of %v", s, positionsKinds)
 }
 
 // AttentionImpl is how attention is computed. The three compute the same

@@ -43,9 +43,9 @@ func (c PositionsConfig) validate(name string) error {
 		if err := checkTensor("table (MaxLen, Dim)", c.MaxLen, c.Dim); err != nil {
 			return layerErr("positions", name, err)
 		}
-	case PositionsNone:
+	case PositionsNone, PositionsRoPE, PositionsRoPEInterleaved, PositionsALiBi: // nothing added here
 	default:
-		return layerErr("positions", name, configErrorf("unknown kind %q, want %q, %q or %q", c.Kind, PositionsLearned, PositionsSinusoidal, PositionsNone))
+		return layerErr("positions", name, configErrorf("unknown kind %q, want one of %v", c.Kind, positionsKinds))
 	}
 	return nil
 }
@@ -120,7 +120,7 @@ func (p *Positions) Table() graph.Param {
 
 // Forward returns x + PE[:S] for x of shape (B, S, D).
 func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
-	if p == nil || p.cfg.MaxLen <= 0 || p.cfg.Dim <= 0 || (p.table == nil) != (p.cfg.Kind == PositionsNone) {
+	if p == nil || p.cfg.MaxLen <= 0 || p.cfg.Dim <= 0 || (p.table == nil) != (p.cfg.Kind == PositionsNone || p.cfg.Kind.inAttention()) {
 		return nil, errors.New("layers: positions: the layer is nil or a zero value: make it with NewPositions")
 	}
 	kind := p.cfg.Kind
@@ -149,7 +149,7 @@ func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
 // token per row when generating with a cache); nil for PositionsNone,
 // which adds nothing.
 func (p *Positions) At(pos *graph.IDs) (*G.Node, error) {
-	if p == nil || p.cfg.MaxLen <= 0 || p.cfg.Dim <= 0 || (p.table == nil) != (p.cfg.Kind == PositionsNone) {
+	if p == nil || p.cfg.MaxLen <= 0 || p.cfg.Dim <= 0 || (p.table == nil) != (p.cfg.Kind == PositionsNone || p.cfg.Kind.inAttention()) {
 		return nil, errors.New("layers: positions: the layer is nil or a zero value: make it with NewPositions")
 	}
 	if err := pos.Check(); err != nil {

@@ -167,9 +167,9 @@ func TestAttentionScaleImplsAgree(t *testing.T) {
 		}
 		for _, scale := range allScales {
 			t.Run(fmt.Sprintf("%v/%s", dt, scale), func(t *testing.T) {
-				fused := runImpl(t, dt, AttentionFused, scale, AttentionVariants{}, 3, 6, 6, true, []int{6, 4, 1})
+				fused := runImpl(t, dt, AttentionFused, scale, attnVariant{}, 3, 6, 6, true, []int{6, 4, 1})
 				for _, impl := range []AttentionImpl{AttentionComposed, AttentionFlash} {
-					got := runImpl(t, dt, impl, scale, AttentionVariants{}, 3, 6, 6, true, []int{6, 4, 1})
+					got := runImpl(t, dt, impl, scale, attnVariant{}, 3, 6, 6, true, []int{6, 4, 1})
 					if d := relDiff(got.out, fused.out); d > outTol {
 						t.Errorf("%s output differs from fused by %.3g (tolerance %g)", impl, d, outTol)
 					}

@@ -122,7 +122,7 @@ func (c StackConfig) blockConfig(k stackKind) BlockConfig {
 		Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, Activation: c.Activation,
 		Causal: k.decoder || c.CausalEncoder, Cross: k.cross, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
-		AttentionVariants: c.AttentionVariants,
+		Positions: c.Positions.attention(), AttentionVariants: c.AttentionVariants,
 	}
 }
 
@@ -348,7 +348,7 @@ func (st *stack) step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.Nod
 		if st.kind.cross {
 			ck, cv = crossK[i], crossV[i]
 		}
-		if x, keys[i], values[i], err = b.step(x, cacheK[i], cacheV[i], slot, mask, ck, cv, crossMask); err != nil { // (B, 1, D)
+		if x, keys[i], values[i], err = b.step(x, pos, cacheK[i], cacheV[i], slot, mask, ck, cv, crossMask); err != nil { // (B, 1, D)
 			return nil, nil, nil, err
 		}
 	}

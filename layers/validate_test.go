@@ -39,7 +39,7 @@ func TestStackValidateMatchesConstructors(t *testing.T) {
 		{"dropout 1", withStack(func(c *StackConfig) { c.Dropout = 1 }), []string{"Dropout 1"}},
 		{"dropout NaN", withStack(func(c *StackConfig) { c.Dropout = nan() }), []string{"Dropout NaN"}},
 		{"attention dropout NaN", withStack(func(c *StackConfig) { c.AttnDropout = nan() }), []string{`"blocks.0.attn"`, "Dropout NaN"}},
-		{"positions", withStack(func(c *StackConfig) { c.Positions = "rope" }), []string{`"pos_emb"`, `"rope"`}},
+		{"positions", withStack(func(c *StackConfig) { c.Positions = "rotary" }), []string{`"pos_emb"`, `"rotary"`}},
 		{"activation", withStack(func(c *StackConfig) { c.Activation = "silu" }), []string{`"blocks.0.ff"`, `"silu"`}},
 		{"vocab*dim overflows", withStack(func(c *StackConfig) { c.Vocab, c.Dim, c.Heads = huge, huge, 1 }), []string{`"tok_emb"`, "overflows int"}},
 		{"dim over the cap", withStack(func(c *StackConfig) { c.Dim, c.Heads, c.Vocab = 3037000499, 1, 1 }), []string{`"tok_emb"`, "(1, 3037000499)", "exceed graph.MaxElements"}},

@@ -148,9 +148,13 @@ func withScale(c layers.StackConfig, s layers.AttentionScale) layers.StackConfig
 	return c
 }
 
-// withVariants is c with the attention variants v, which torchref reads
-// from config.json's model.kv_heads, softcap, sinks and qk_norm.
-func withVariants(c layers.StackConfig, v layers.AttentionVariants) layers.StackConfig {
+// withVariants is c with the positions pos (if not "") and the attention
+// variants v, which torchref reads from config.json's model.positions,
+// kv_heads, softcap, sinks, qk_norm, window and rope_base.
+func withVariants(c layers.StackConfig, pos layers.PositionsKind, v layers.AttentionVariants) layers.StackConfig {
+	if pos != "" {
+		c.Positions = pos
+	}
 	c.AttentionVariants = v
 	return c
 }
@@ -159,25 +163,33 @@ func withVariants(c layers.StackConfig, v layers.AttentionVariants) layers.Stack
 // each alone and all at once.
 var variantCases = []struct {
 	name string
+	pos  layers.PositionsKind
 	v    layers.AttentionVariants
 }{
-	{"gqa-2", layers.AttentionVariants{KVHeads: 2}},
-	{"mqa", layers.AttentionVariants{KVHeads: 1}},
-	{"softcap-0.5", layers.AttentionVariants{Softcap: 0.5}},
-	{"sinks", layers.AttentionVariants{Sinks: true}},
-	{"qk-norm", layers.AttentionVariants{QKNorm: true}},
-	{"gqa+softcap+sinks+qk-norm", layers.AttentionVariants{KVHeads: 1, Softcap: 2, Sinks: true, QKNorm: true}},
+	{"gqa-2", "", layers.AttentionVariants{KVHeads: 2}},
+	{"mqa", "", layers.AttentionVariants{KVHeads: 1}},
+	{"softcap-0.5", "", layers.AttentionVariants{Softcap: 0.5}},
+	{"sinks", "", layers.AttentionVariants{Sinks: true}},
+	{"qk-norm", "", layers.AttentionVariants{QKNorm: true}},
+	{"rope", layers.PositionsRoPE, layers.AttentionVariants{}},
+	{"rope-interleaved-base-100", layers.PositionsRoPEInterleaved, layers.AttentionVariants{RoPEBase: 100}},
+	{"alibi", layers.PositionsALiBi, layers.AttentionVariants{}},
+	{"window-3", "", layers.AttentionVariants{Window: 3}},
+	{"rope+gqa+window+sinks+softcap+qk-norm", layers.PositionsRoPE, layers.AttentionVariants{KVHeads: 2, Window: 3, Sinks: true, Softcap: 2, QKNorm: true}},
+	{"alibi+mqa+window+sinks+softcap+qk-norm", layers.PositionsALiBi, layers.AttentionVariants{KVHeads: 1, Window: 2, Sinks: true, Softcap: 2, QKNorm: true}},
 }
 
 // withVariantCases appends to variants one float64 comparison per
 // variantCases entry on base (4 heads, so that grouped queries share), and
-// a float32 one of them all.
+// a float32 one of the last two.
 func withVariantCases(variants []torchVariant, base layers.StackConfig, tol64, tol32 float64) []torchVariant {
 	for _, c := range variantCases {
-		variants = append(variants, torchVariant{"float64/pre-LN/" + c.name, "float64", tol64, withVariants(base, c.v)})
+		variants = append(variants, torchVariant{"float64/pre-LN/" + c.name, "float64", tol64, withVariants(base, c.pos, c.v)})
 	}
-	all := variantCases[len(variantCases)-1]
-	return append(variants, torchVariant{"float32/pre-LN/" + all.name, "float32", tol32, withVariants(base, all.v)})
+	for _, c := range variantCases[len(variantCases)-2:] {
+		variants = append(variants, torchVariant{"float32/pre-LN/" + c.name, "float32", tol32, withVariants(base, c.pos, c.v)})
+	}
+	return variants
 }
 
 // fourHeads is the base of the variants' comparisons: pre-LN, learned

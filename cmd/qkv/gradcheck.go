@@ -26,7 +26,9 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.PostLN, "post-ln", cfg.PostLN, "post-LN blocks")
 	fs.Var(kindFlag[layers.AttentionImpl]{&cfg.Attention}, "attention", "attention whose gradient is checked: composed (gorgonia's autodiff), fused (default) or flash (both hand-written backward passes)")
 	fs.Var(scaleFlag{&cfg.AttnScale}, "attn-scale", "factor of the attention scores: dk (default), dmodel or none")
-	fs.Var(kindFlag[layers.PositionsKind]{&cfg.Positions}, "positions", "positional encoding: learned (default), sinusoidal or none")
+	fs.Var(kindFlag[layers.PositionsKind]{&cfg.Positions}, "positions", "positional encoding: learned (default), sinusoidal, none, rope, rope-interleaved or alibi")
+	fs.IntVar(&cfg.Window, "window", 0, "sliding window of w keys (0: none)")
+	fs.Float64Var(&cfg.RoPEBase, "rope-base", 0, "base of RoPE's frequencies (0: 10000)")
 	fs.IntVar(&cfg.KVHeads, "kv-heads", 0, "key/value heads of grouped-query attention, dividing --heads (0: as many as --heads)")
 	fs.Float64Var(&cfg.Softcap, "softcap", 0, "cap the attention scores at c*tanh(s/c) (0: no cap)")
 	fs.BoolVar(&cfg.Sinks, "sinks", false, "a learnable sink logit per head")
@@ -83,6 +85,12 @@ func describeGradcheck(c layers.StackConfig, batch int) string {
 	}
 	if c.QKNorm {
 		variants += ", QK-norm"
+	}
+	if c.Window != 0 {
+		variants += fmt.Sprintf(", window %d", c.Window)
+	}
+	if c.RoPEBase != 0 {
+		variants += fmt.Sprintf(", RoPE base %g", c.RoPEBase)
 	}
 	return fmt.Sprintf("a float64 decoder (%s, dim %d, %s, hidden %d, %s, %s): attention %s, scale %s, positions %s%s; batch %d",
 		plural(c.Layers, "block"), c.Dim, plural(c.Heads, "head"), c.Hidden, c.Activation, norm, impl, scale, pos, variants, batch)
@@ -222,6 +230,9 @@ func checkGradcheck(cfg layers.StackConfig, batch int, tol float64) error {
 	}
 	if math.IsNaN(cfg.Softcap) || math.IsInf(cfg.Softcap, 0) || cfg.Softcap < 0 {
 		return fmt.Errorf("%w: --softcap: must be a finite number >= 0 (0: no cap), got %v", errUsage, cfg.Softcap)
+	}
+	if err := cfg.Validate(); err != nil { // RoPE's even dk, the window, RoPE's base
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if math.IsNaN(tol) || math.IsInf(tol, 0) || tol <= 0 {
 		return fmt.Errorf("%w: --tol: must be a finite number > 0, got %v", errUsage, tol)

@@ -43,6 +43,8 @@ var fieldFlags = map[string]string{
 	"model.softcap":          "softcap",
 	"model.sinks":            "sinks",
 	"model.qk_norm":          "qk-norm",
+	"model.window":           "window",
+	"model.rope_base":        "rope-base",
 	"arch":                   "arch",
 	"dtype":                  "dtype",
 	"seed":                   "seed",

@@ -283,10 +283,27 @@ func (c Config) Validate() error {
 	default:
 		return cfgErr("model.activation", "unknown activation %q: want %q or %q", m.Activation, layers.ActivationReLU, layers.ActivationGELU)
 	}
-	switch m.Positions {
-	case "", layers.PositionsLearned, layers.PositionsSinusoidal, layers.PositionsNone:
-	default:
-		return cfgErr("model.positions", "unknown positions %q: want %q, %q or %q", m.Positions, layers.PositionsLearned, layers.PositionsSinusoidal, layers.PositionsNone)
+	if m.Positions != "" {
+		if _, err := layers.ParsePositionsKind(string(m.Positions)); err != nil {
+			return cfgErr("model.positions", "unknown positions %q: want learned, sinusoidal, none, rope, rope-interleaved or alibi", m.Positions)
+		}
+	}
+	rope := m.Positions == layers.PositionsRoPE || m.Positions == layers.PositionsRoPEInterleaved
+	if rope && m.Heads > 0 && m.Dim%m.Heads == 0 && (m.Dim/m.Heads)%2 != 0 {
+		return &Error{Field: "model.positions", With: []string{"model.dim", "model.heads"},
+			Problem: fmt.Sprintf("%s needs an even head dimension, got dk = dim/heads = %d/%d = %d: RoPE rotates pairs of features", m.Positions, m.Dim, m.Heads, m.Dim/m.Heads)}
+	}
+	if m.RoPEBase != 0 {
+		if !rope {
+			return &Error{Field: "model.rope_base", With: []string{"model.positions"},
+				Problem: fmt.Sprintf("is for positions rope or rope-interleaved, got positions %q", m.Positions)}
+		}
+		if err := checkFloat("model.rope_base", m.RoPEBase, 1, math.MaxFloat64, false, "> 1 (0: 10000)"); err != nil || m.RoPEBase == 1 {
+			return cfgErr("model.rope_base", "must be a finite number > 1 (0: 10000), got %v", m.RoPEBase)
+		}
+	}
+	if m.Window < 0 {
+		return cfgErr("model.window", "must be at least 1 (query i sees keys i-w < j <= i), or 0 for none, got %d", m.Window)
 	}
 	if err := checkFloat("model.dropout", m.Dropout, 0, 1, true, "in [0, 1)"); err != nil {
 		return err

@@ -11,8 +11,9 @@ import (
 	"github.com/qkv-dev/qkv/train/infer"
 )
 
-// TestCachedVariantsEqualRecompute: with each attention variant and all of
-// them, decoding with the key/value cache gives the logits recomputing the
+// TestCachedVariantsEqualRecompute: with each attention variant (RoPE,
+// ALiBi and a window included, which the step reads its position for) and
+// with all of them, decoding with the key/value cache gives the logits recomputing the
 // prefix gives, within 1e-9 (float64), for fused and flash attention and
 // both architectures; and a grouped-query model's caches take
 // KVHeads/Heads of the bytes of a multi-head one's.
@@ -21,14 +22,20 @@ func TestCachedVariantsEqualRecompute(t *testing.T) {
 	steps := []int{5, 2, 6}
 	for _, v := range []struct {
 		name string
+		pos  layers.PositionsKind
 		v    layers.AttentionVariants
 	}{
-		{"gqa", layers.AttentionVariants{KVHeads: 2}},
-		{"mqa", layers.AttentionVariants{KVHeads: 1}},
-		{"softcap", layers.AttentionVariants{Softcap: 0.3}},
-		{"sinks", layers.AttentionVariants{Sinks: true}},
-		{"qk-norm", layers.AttentionVariants{QKNorm: true}},
-		{"all", layers.AttentionVariants{KVHeads: 1, Softcap: 0.5, Sinks: true, QKNorm: true}},
+		{"gqa", "", layers.AttentionVariants{KVHeads: 2}},
+		{"mqa", "", layers.AttentionVariants{KVHeads: 1}},
+		{"softcap", "", layers.AttentionVariants{Softcap: 0.3}},
+		{"sinks", "", layers.AttentionVariants{Sinks: true}},
+		{"qk-norm", "", layers.AttentionVariants{QKNorm: true}},
+		{"rope", layers.PositionsRoPE, layers.AttentionVariants{}},
+		{"rope-interleaved", layers.PositionsRoPEInterleaved, layers.AttentionVariants{RoPEBase: 50}},
+		{"alibi", layers.PositionsALiBi, layers.AttentionVariants{}},
+		{"window", "", layers.AttentionVariants{Window: 2}},
+		{"all", layers.PositionsRoPE, layers.AttentionVariants{KVHeads: 1, Softcap: 0.5, Sinks: true, QKNorm: true, Window: 3}},
+		{"all, alibi", layers.PositionsALiBi, layers.AttentionVariants{KVHeads: 2, Softcap: 0.5, Sinks: true, QKNorm: true, Window: 3}},
 	} {
 		for _, impl := range []layers.AttentionImpl{"", layers.AttentionFlash} {
 			for _, arch := range []config.Arch{config.ArchDecoder, config.ArchEncDec} {
@@ -38,6 +45,9 @@ func TestCachedVariantsEqualRecompute(t *testing.T) {
 					cfg.Task = config.TaskSpec{Name: "copy", Params: data.TaskConfig{MinLength: 1, MaxLength: 6, Alphabet: 5}}
 					cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Hidden, cfg.Model.Layers = 16, 4, 20, 2
 					cfg.Model.Attention, cfg.Model.AttentionVariants = impl, v.v
+					if v.pos != "" {
+						cfg.Model.Positions = v.pos
+					}
 					task, err := cfg.Resolve()
 					if err != nil {
 						t.Fatal(err)
