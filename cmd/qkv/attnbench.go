@@ -30,6 +30,8 @@ type attnResult struct {
 	HeadDim int                  `json:"head_dim"`
 	DType   string               `json:"dtype"`
 	Causal  bool                 `json:"causal"`
+	// Window is the sliding window, 0 for none.
+	Window int `json:"window,omitempty"`
 	// MsPerStep is the median over the timed repeats.
 	MsPerStep float64 `json:"ms_per_step"`
 	// PeakBytes is the Go heap's high-water mark while the layer was built
@@ -49,6 +51,9 @@ type attnBench struct {
 	heads   int
 	headDim int
 	causal  bool
+	// window, if positive, is timed beside no window, for each
+	// implementation: what the window saves.
+	window  int
 	dtype   config.DType
 	repeats int
 	plot    string
@@ -85,22 +90,30 @@ func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
 	limit, from := b.mem.limit()
 	var results []attnResult
 	var tooLarge, failed []string
+	windows := []int{b.window}
+	if b.window > 0 && !single {
+		windows = []int{0, b.window} // what the window saves, side by side
+	}
 	for _, impl := range b.impls {
-		for _, n := range b.seqs {
-			res := b.result(impl, n)
-			if est := attnMemoryEstimate(b, impl, n); est > float64(limit) {
-				res.Skipped = fmt.Sprintf("needs about %s, more than %s of %s", config.FormatBytes(est), from, config.FormatBytes(float64(limit)))
-				tooLarge = append(tooLarge, fmt.Sprintf("%s n=%d (about %s)", impl, n, config.FormatBytes(est)))
-			} else if single {
-				if res, err = measureAttention(b, impl, n); err != nil {
-					return err
+		for _, w := range windows {
+			bw := b
+			bw.window = w
+			for _, n := range b.seqs {
+				res := bw.result(impl, n)
+				if est := attnMemoryEstimate(bw, impl, n); est > float64(limit) {
+					res.Skipped = fmt.Sprintf("needs about %s, more than %s of %s", config.FormatBytes(est), from, config.FormatBytes(float64(limit)))
+					tooLarge = append(tooLarge, fmt.Sprintf("%s n=%d (about %s)", res.name(), n, config.FormatBytes(est)))
+				} else if single {
+					if res, err = measureAttention(bw, impl, n); err != nil {
+						return err
+					}
+				} else if res, err = runAttnChild(exe, bw, impl, n, stderr); err != nil { // e.g. killed for memory: the sweep goes on
+					res.Skipped = fmt.Sprintf("the run failed: %v", err)
+					failed = append(failed, fmt.Sprintf("%s n=%d (%v)", res.name(), n, err))
 				}
-			} else if res, err = runAttnChild(exe, b, impl, n, stderr); err != nil { // e.g. killed for memory: the sweep goes on
-				res.Skipped = fmt.Sprintf("the run failed: %v", err)
-				failed = append(failed, fmt.Sprintf("%s n=%d (%v)", impl, n, err))
+				printAttn(stdout, res)
+				results = append(results, res)
 			}
-			printAttn(stdout, res)
-			results = append(results, res)
 		}
 	}
 	for _, res := range results {
@@ -128,7 +141,7 @@ func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
 func runAttnChild(exe string, b attnBench, impl layers.AttentionImpl, n int, stderr io.Writer) (attnResult, error) {
 	args := []string{"bench", "--attention", string(impl), "--seq", strconv.Itoa(n), "--batch", strconv.Itoa(b.batch),
 		"--heads", strconv.Itoa(b.heads), "--head-dim", strconv.Itoa(b.headDim), "--dtype", string(b.dtype),
-		"--causal=" + strconv.FormatBool(b.causal), "-n", strconv.Itoa(b.repeats)}
+		"--causal=" + strconv.FormatBool(b.causal), "--window", strconv.Itoa(b.window), "-n", strconv.Itoa(b.repeats)}
 	if b.mem.n > 0 {
 		args = append(args, "--max-memory", strconv.FormatInt(b.mem.n, 10))
 	}
@@ -148,7 +161,16 @@ func runAttnChild(exe string, b attnBench, impl layers.AttentionImpl, n int, std
 
 // result is the attnResult of impl at length n, before it is measured.
 func (b attnBench) result(impl layers.AttentionImpl, n int) attnResult {
-	return attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal}
+	return attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal, Window: b.window}
+}
+
+// name names the result's implementation and window, e.g. "flash, window
+// 256", in printed lines and a plot's legend.
+func (r attnResult) name() string {
+	if r.Window > 0 {
+		return fmt.Sprintf("%s, window %d", r.Impl, r.Window)
+	}
+	return string(r.Impl)
 }
 
 // runMainEnvVar, set in a child's environment, makes a test binary run
@@ -173,10 +195,10 @@ func lastJSON(out []byte) (attnResult, error) {
 
 func printAttn(w io.Writer, r attnResult) {
 	if r.Skipped != "" {
-		fmt.Fprintf(w, "%-8s n=%-6d skipped: %s\n", r.Impl, r.Seq, r.Skipped)
+		fmt.Fprintf(w, "%-17s n=%-6d skipped: %s\n", r.name(), r.Seq, r.Skipped)
 		return
 	}
-	fmt.Fprintf(w, "%-8s n=%-6d %10.2f ms/step  peak heap %10s  peak RSS %10s\n", r.Impl, r.Seq, r.MsPerStep,
+	fmt.Fprintf(w, "%-17s n=%-6d %10.2f ms/step  peak heap %10s  peak RSS %10s\n", r.name(), r.Seq, r.MsPerStep,
 		config.FormatBytes(float64(r.PeakBytes)), config.FormatBytes(float64(r.PeakRSS)))
 }
 
@@ -212,7 +234,7 @@ func measureAttention(b attnBench, impl layers.AttentionImpl, n int) (attnResult
 		return res, fmt.Errorf("%w: --dtype: %v", errUsage, err)
 	}
 	m, err := attncost.Measure(attncost.Config{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim,
-		DType: dt, Causal: b.causal, Repeats: b.repeats})
+		DType: dt, Causal: b.causal, Window: b.window, Repeats: b.repeats})
 	if errors.Is(err, attncost.ErrConfig) {
 		return res, fmt.Errorf("%w: %v", errUsage, err)
 	} else if err != nil {
@@ -234,9 +256,9 @@ func plotScaling(path string, results []attnResult) error {
 		if r.Skipped != "" {
 			continue
 		}
-		i := slices.IndexFunc(series, func(s plot.ScalingSeries) bool { return s.Name == string(r.Impl) })
+		i := slices.IndexFunc(series, func(s plot.ScalingSeries) bool { return s.Name == r.name() })
 		if i < 0 {
-			series = append(series, plot.ScalingSeries{Name: string(r.Impl)})
+			series = append(series, plot.ScalingSeries{Name: r.name()})
 			i = len(series) - 1
 		}
 		series[i].N = append(series[i].N, float64(r.Seq))

@@ -47,7 +47,24 @@ func TestBenchAttentionLayer(t *testing.T) {
 		t.Errorf("no plot: %v", err)
 	}
 
+	// --window times each implementation with and without the window.
+	code, out, stderr = qkv("bench", "--attention", "flash", "--window", "8", "--seq", "32,64", "--batch", "1", "--heads", "2", "--head-dim", "4", "-n", "1")
+	if code != 0 {
+		t.Fatalf("bench --window: exit %d: %s", code, stderr)
+	}
+	windows := map[int]int{}
+	for _, l := range strings.Split(out, "\n") {
+		var r attnResult
+		if strings.HasPrefix(l, "{") && json.Unmarshal([]byte(l), &r) == nil {
+			windows[r.Window]++
+		}
+	}
+	if windows[0] != 2 || windows[8] != 2 || !strings.Contains(out, "flash, window 8") {
+		t.Errorf("results per window: %v, want 2 without and 2 with window 8:\n%s", windows, out)
+	}
+
 	for _, args := range [][]string{
+		{"bench", "--seq", "16", "--window", "-1"},
 		{"bench", "--seq", "0"},
 		{"bench", "--seq", "16,x"},
 		{"bench", "--seq", "16", "--attention", "sparse"},

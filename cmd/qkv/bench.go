@@ -42,7 +42,7 @@ var benchTrainFlags = []string{"task", "length", "min-length", "max-length", "al
 // --max-memory.
 var benchModes = []benchMode{
 	{"", "a training step", append([]string{"torch", "profile"}, benchTrainFlags...)},
-	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "dtype", "plot"}},
+	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "window", "dtype", "plot"}},
 	{"generate", "generating with a decoder of random weights: one sequence, no dropout, its own vocabulary",
 		[]string{"generate", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "attention", "dtype", "seed"}},
 }
@@ -168,7 +168,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		defer mem.apply()()
 		return runGenBench(cfg, positions, *steps, stdout)
 	case "seq":
-		b := attnBench{batch: cfg.Batch, heads: cfg.Model.Heads, headDim: *headDim, causal: *causal, dtype: cfg.DType, repeats: *steps, plot: *plotFile, mem: mem}
+		b := attnBench{batch: cfg.Batch, heads: cfg.Model.Heads, headDim: *headDim, causal: *causal, window: cfg.Model.Window, dtype: cfg.DType, repeats: *steps, plot: *plotFile, mem: mem}
 		var err error
 		if b.seqs, err = parseInts("seq", *seq); err != nil {
 			return err

@@ -32,6 +32,10 @@ type Config struct {
 	DType tensor.Dtype
 	// Causal hides the future; Bias gives the projections biases.
 	Causal, Bias bool
+	// Window, if positive, is a sliding window of that many keys
+	// (layers.AttentionVariants.Window): flash then skips the tiles outside
+	// it.
+	Window int
 	// Repeats is the number of timed passes, after one untimed warm-up;
 	// at least 1.
 	Repeats int
@@ -103,7 +107,8 @@ func (c Config) dtype() tensor.Dtype {
 }
 
 func (c Config) layer() layers.AttentionConfig {
-	return layers.AttentionConfig{Dim: c.Heads * c.HeadDim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Impl: c.Impl}
+	return layers.AttentionConfig{Dim: c.Heads * c.HeadDim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Impl: c.Impl,
+		AttentionVariants: layers.AttentionVariants{Window: c.Window}}
 }
 
 // Layer is one attention layer of a Config's sizes compiled for forward
