@@ -81,6 +81,15 @@ type AttentionVariants struct {
 	// graph.DefaultRoPEBase, 10000. It needs positions "rope" or
 	// "rope-interleaved".
 	RoPEBase float64 `json:"rope_base,omitempty"`
+	// Mask and Score are modifiers of your own (a document mask, a prefix
+	// LM, a bias of your design): Mask hides keys besides what the built-in
+	// ones hide (graph.And), Score changes the scores after them
+	// (graph.Chain), in all three implementations and in a cached step,
+	// with no kernel of qkv's changed. Cross-attention takes neither.
+	// config.json cannot hold Go code, so they are not saved: a checkpoint
+	// trained with them needs the same ones again when it is loaded.
+	Mask  graph.MaskMod  `json:"-"`
+	Score graph.ScoreMod `json:"-"`
 }
 
 // kvWidth is the width of projected keys and values of an attention of
@@ -595,14 +604,16 @@ func (a *MultiHeadAttention) mods(qPos []int) graph.Mods {
 			alibi, _ = graph.BidirectionalALiBi(c.Heads)
 		}
 	}
-	m.Score = graph.Chain(softcap, alibi) // the cap, then the bias (Gemma 2's order)
+	m.Score = graph.Chain(softcap, alibi, c.Score) // the cap, then the bias (Gemma 2's order), then yours
+	var window graph.MaskMod
 	if c.Window > 0 {
 		if c.Causal {
-			m.Mask, _ = graph.Window(c.Window)
+			window, _ = graph.Window(c.Window)
 		} else {
-			m.Mask, _ = graph.Band(c.Window)
+			window, _ = graph.Band(c.Window)
 		}
 	}
+	m.Mask = graph.And(window, c.Mask)
 	if c.Sinks {
 		m.Sinks = a.sinks.Node
 	}
@@ -615,7 +626,7 @@ func (a *MultiHeadAttention) mods(qPos []int) graph.Mods {
 // positional reports whether the layer reads positions: RoPE, ALiBi or a
 // window.
 func (a *MultiHeadAttention) positional() bool {
-	return a.cfg.Positions.inAttention() || a.cfg.Window > 0
+	return a.cfg.Positions.inAttention() || a.cfg.Window > 0 || a.cfg.Mask != nil || a.cfg.Score != nil
 }
 
 // rope returns the options of graph.RoPE for the layer's positions.

@@ -111,7 +111,7 @@ func (c BlockConfig) parts() (ln LayerNormConfig, self, cross AttentionConfig, f
 	// Cross-attention relates two sequences: no causality, and none of the
 	// positional variants, which measure within one.
 	cross = self
-	cross.Causal, cross.Positions, cross.Window, cross.RoPEBase = false, "", 0, 0
+	cross.Causal, cross.Positions, cross.Window, cross.RoPEBase, cross.Mask, cross.Score = false, "", 0, 0, nil, nil
 	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps}, self, cross,
 		FeedForwardConfig{Dim: c.Dim, Hidden: c.Hidden, Activation: c.Activation, Bias: c.Bias}
 }
