@@ -193,19 +193,26 @@ func (m bandMod) String() string { return fmt.Sprintf("Band(%d)", m.w) }
 // masks shows it. nil entries are skipped (nil is "no mask"); And of no
 // mask is nil.
 func And(masks ...MaskMod) MaskMod {
-	var all andMod
-	for _, m := range masks {
-		if m != nil {
-			all = append(all, m)
+	return joined(masks, func(all []MaskMod) MaskMod { return andMod(all) })
+}
+
+// joined returns the one non-nil entry of xs, the non-nil entries made one
+// by join when there are several, and nil when there are none.
+func joined[T comparable](xs []T, join func([]T) T) T {
+	var none T
+	var all []T
+	for _, x := range xs {
+		if x != none {
+			all = append(all, x)
 		}
 	}
 	switch len(all) {
 	case 0:
-		return nil
+		return none
 	case 1:
 		return all[0]
 	}
-	return all
+	return join(all)
 }
 
 type andMod []MaskMod
@@ -337,19 +344,7 @@ func (m softcapMod) String() string { return fmt.Sprintf("Softcap(%v)", m.c) }
 // derivative by the chain rule: Chain(ALiBi, Softcap) caps the biased
 // score. nil entries are skipped; Chain of nothing is nil.
 func Chain(mods ...ScoreMod) ScoreMod {
-	var all chainMod
-	for _, m := range mods {
-		if m != nil {
-			all = append(all, m)
-		}
-	}
-	switch len(all) {
-	case 0:
-		return nil
-	case 1:
-		return all[0]
-	}
-	return all
+	return joined(mods, func(all []ScoreMod) ScoreMod { return chainMod(all) })
 }
 
 type chainMod []ScoreMod

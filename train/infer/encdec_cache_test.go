@@ -1,8 +1,6 @@
 package infer_test
 
 import (
-	"math"
-	"slices"
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
@@ -52,39 +50,12 @@ func TestCachedEncDecEqualsRecompute(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			prefixes := make([][]int, len(srcs))
-			for i := range prefixes {
-				prefixes[i] = []int{1} // SEP
-			}
-			got, logits, err := cached.Decode(srcs, prefixes, steps)
-			if err != nil {
-				t.Fatal(err)
-			}
 			tol := 1e-9
 			if c.dt == config.Float32 {
 				tol = 1e-4
 			}
-			worst, n := 0.0, 0
-			for i := range srcs {
-				if len(got[i]) != steps[i] {
-					t.Fatalf("source %d: %d tokens, want %d", i, len(got[i]), steps[i])
-				}
-				tgt := []int{1}
-				for k, tok := range got[i] {
-					ref, err := m.NextLogits([][]int{srcs[i]}, [][]int{tgt})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if want := argmaxOf(ref[0]); want != tok {
-						t.Fatalf("source %d token %d: cached %d, recomputed %d", i, k, tok, want)
-					}
-					for j := range ref[0] {
-						worst = max(worst, math.Abs(logits[i][k][j]-ref[0][j]))
-					}
-					tgt = append(tgt, tok)
-					n++
-				}
-			}
+			r := decodeEncDec(t, m, cached, srcs, steps)
+			worst, n := r.worst, r.tokens
 			if worst > tol {
 				t.Errorf("cached logits differ from recomputed ones by %.3g (tolerance %g)", worst, tol)
 			}
@@ -94,8 +65,4 @@ func TestCachedEncDecEqualsRecompute(t *testing.T) {
 			}
 		})
 	}
-}
-
-func argmaxOf(xs []float64) int {
-	return slices.Index(xs, slices.Max(xs))
 }

@@ -2,7 +2,6 @@ package infer_test
 
 import (
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
@@ -34,91 +33,11 @@ func TestCachedScaleEqualsRecompute(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					worst := decodeWithCache(t, cfg, task.MaxLen()-1, seqs, steps).worst
+					// The control: the same weights under dk give other logits.
 					dkCfg := cfg
 					dkCfg.Model.AttnScale = ""
-					worst, changed := 0.0, 0.0
-					if arch == config.ArchDecoder {
-						m, err := infer.Build(cfg, 3, task.MaxLen()-1)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer m.Close()
-						randomize(m.Params)
-						dk, err := infer.Build(dkCfg, 3, task.MaxLen()-1)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer dk.Close()
-						randomize(dk.Params)
-						cached, err := infer.NewCached(cfg, 2, m.Params)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer cached.Close()
-						got, logits, err := cached.Decode(seqs, steps)
-						if err != nil {
-							t.Fatal(err)
-						}
-						for i, s := range seqs {
-							prefix := slices.Clone(s)
-							for k, tok := range got[i] {
-								ref, err := m.NextLogits([][]int{prefix})
-								if err != nil {
-									t.Fatal(err)
-								}
-								other, err := dk.NextLogits([][]int{prefix})
-								if err != nil {
-									t.Fatal(err)
-								}
-								for j := range ref[0] {
-									worst = max(worst, math.Abs(logits[i][k][j]-ref[0][j]))
-									changed = max(changed, math.Abs(other[0][j]-ref[0][j]))
-								}
-								prefix = append(prefix, tok)
-							}
-						}
-					} else {
-						m, err := infer.BuildEncDec(cfg, 2)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer m.Close()
-						randomize(m.Params)
-						dk, err := infer.BuildEncDec(dkCfg, 2)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer dk.Close()
-						randomize(dk.Params)
-						cached, err := m.Cached()
-						if err != nil {
-							t.Fatal(err)
-						}
-						srcs := [][]int{{2, 3, 4}, {5, 6, 2, 3}, {4}}
-						prefixes := [][]int{{1}, {1}, {1}}
-						got, logits, err := cached.Decode(srcs, prefixes, steps)
-						if err != nil {
-							t.Fatal(err)
-						}
-						for i := range srcs {
-							tgt := []int{1}
-							for k, tok := range got[i] {
-								ref, err := m.NextLogits([][]int{srcs[i]}, [][]int{tgt})
-								if err != nil {
-									t.Fatal(err)
-								}
-								other, err := dk.NextLogits([][]int{srcs[i]}, [][]int{tgt})
-								if err != nil {
-									t.Fatal(err)
-								}
-								for j := range ref[0] {
-									worst = max(worst, math.Abs(logits[i][k][j]-ref[0][j]))
-									changed = max(changed, math.Abs(other[0][j]-ref[0][j]))
-								}
-								tgt = append(tgt, tok)
-							}
-						}
-					}
+					changed := maxDiff(nextLogits(t, cfg, task.MaxLen()-1, seqs), nextLogits(t, dkCfg, task.MaxLen()-1, seqs))
 					if worst > 1e-9 {
 						t.Errorf("cached logits differ from recomputed ones by %.3g (tolerance 1e-9)", worst)
 					}
@@ -130,4 +49,53 @@ func TestCachedScaleEqualsRecompute(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nextLogits returns the next-token logits of every prompt of seqs (the
+// sources, with SEP as the target, for an encoder-decoder) under cfg with
+// randomize's parameters.
+func nextLogits(t *testing.T, cfg config.Config, maxLen int, seqs [][]int) [][]float64 {
+	t.Helper()
+	var out [][]float64
+	if cfg.Arch == config.ArchEncDec {
+		m, err := infer.BuildEncDec(cfg, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		randomize(m.Params)
+		for _, s := range seqs {
+			l, err := m.NextLogits([][]int{s}, [][]int{{1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, l[0])
+		}
+		return out
+	}
+	m, err := infer.Build(cfg, 3, maxLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	randomize(m.Params)
+	for _, s := range seqs {
+		l, err := m.NextLogits([][]int{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l[0])
+	}
+	return out
+}
+
+// maxDiff is the largest |a - b| over rows of equal shape.
+func maxDiff(a, b [][]float64) float64 {
+	worst := 0.0
+	for i := range a {
+		for j := range a[i] {
+			worst = max(worst, math.Abs(a[i][j]-b[i][j]))
+		}
+	}
+	return worst
 }

@@ -1,8 +1,6 @@
 package infer_test
 
 import (
-	"math"
-	"slices"
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
@@ -52,76 +50,14 @@ func TestCachedVariantsEqualRecompute(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					worst := 0.0
-					var bytes int
-					if arch == config.ArchDecoder {
-						m, err := infer.Build(cfg, 3, task.MaxLen()-1)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer m.Close()
-						randomize(m.Params)
-						cached, err := infer.NewCached(cfg, 2, m.Params)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer cached.Close()
-						bytes = cached.CacheBytes()
-						got, logits, err := cached.Decode(seqs, steps)
-						if err != nil {
-							t.Fatal(err)
-						}
-						for i, s := range seqs {
-							prefix := slices.Clone(s)
-							for k, tok := range got[i] {
-								ref, err := m.NextLogits([][]int{prefix})
-								if err != nil {
-									t.Fatal(err)
-								}
-								for j := range ref[0] {
-									worst = max(worst, math.Abs(logits[i][k][j]-ref[0][j]))
-								}
-								prefix = append(prefix, tok)
-							}
-						}
-					} else {
-						m, err := infer.BuildEncDec(cfg, 2)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer m.Close()
-						randomize(m.Params)
-						cached, err := m.Cached()
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer cached.Close()
-						bytes = cached.CacheBytes()
-						srcs := [][]int{{2, 3, 4}, {5, 6, 2, 3}, {4}}
-						got, logits, err := cached.Decode(srcs, [][]int{{1}, {1}, {1}}, steps)
-						if err != nil {
-							t.Fatal(err)
-						}
-						for i := range srcs {
-							tgt := []int{1}
-							for k, tok := range got[i] {
-								ref, err := m.NextLogits([][]int{srcs[i]}, [][]int{tgt})
-								if err != nil {
-									t.Fatal(err)
-								}
-								for j := range ref[0] {
-									worst = max(worst, math.Abs(logits[i][k][j]-ref[0][j]))
-								}
-								tgt = append(tgt, tok)
-							}
-						}
-					}
+					r := decodeWithCache(t, cfg, task.MaxLen()-1, seqs, steps)
+					worst, bytes := r.worst, r.bytes
 					if worst > 1e-9 {
 						t.Errorf("cached logits differ from recomputed ones by %.3g (tolerance 1e-9)", worst)
 					}
 					mha := cfg
 					mha.Model.KVHeads = 0
-					g := max(v.v.KVHeads, 0)
+					g := v.v.KVHeads
 					if g == 0 {
 						g = cfg.Model.Heads
 					}
@@ -139,28 +75,40 @@ func TestCachedVariantsEqualRecompute(t *testing.T) {
 // and values.
 func mhaBytes(t *testing.T, cfg config.Config, arch config.Arch) int {
 	t.Helper()
-	if arch == config.ArchDecoder {
-		m, err := infer.Build(cfg, 1, cfg.Model.MaxLen)
+	cfg.Arch = arch
+	return decodeWithCache(t, cfg, cfg.Model.MaxLen, [][]int{{2}}, []int{1}).bytes
+}
+
+// decodeWithCache builds cfg's model (resolved) with random parameters, its
+// cached model for 2 rows, and decodes seqs (prompts of a decoder, sources
+// of an encoder-decoder) by steps, checking every step against
+// recomputation. maxLen is the decoder's longest sequence.
+func decodeWithCache(t *testing.T, cfg config.Config, maxLen int, seqs [][]int, steps []int) cacheRun {
+	t.Helper()
+	if cfg.Arch == config.ArchEncDec {
+		m, err := infer.BuildEncDec(cfg, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		c, err := infer.NewCached(cfg, 2, m.Params)
+		randomize(m.Params)
+		cached, err := m.Cached()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		return c.CacheBytes()
+		defer cached.Close()
+		return decodeEncDec(t, m, cached, seqs, steps)
 	}
-	m, err := infer.BuildEncDec(cfg, 2)
+	m, err := infer.Build(cfg, 3, maxLen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	c, err := m.Cached()
+	randomize(m.Params)
+	cached, err := infer.NewCached(cfg, 2, m.Params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	return c.CacheBytes()
+	defer cached.Close()
+	return decodeDecoder(t, m, cached, seqs, steps)
 }
