@@ -240,13 +240,13 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 }
 
 // attention runs m on seq and returns every layer's and head's attention
-// weights over its tokens, the causal mask's hidden cells marked.
+// weights over its tokens, the cells its causal mask and window hide marked.
 func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
 	maps, err := m.Attention([][]int{seq})
 	if err != nil {
 		return nil, err
 	}
-	out := plot.Heatmaps(maps[0], plot.CausalHidden(len(seq)))
+	out := plot.Heatmaps(maps[0], plot.SelfHidden(len(seq), true, m.Decoder.Config().Window))
 	if len(out) == 0 {
 		return nil, errors.New("model has no attention layers")
 	}
@@ -280,11 +280,9 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	// The decoder's self-attention is masked within the real tokens, and
 	// the encoder's too when it is causal: padding, which the others hide,
 	// is not drawn.
-	causal := plot.CausalHidden(len(tgt))
-	var encHidden [][]bool
-	if l.cfg.Model.CausalEncoder {
-		encHidden = plot.CausalHidden(len(srcIDs))
-	}
+	w := l.cfg.Model.Window
+	causal := plot.SelfHidden(len(tgt), true, w)
+	encHidden := plot.SelfHidden(len(srcIDs), l.cfg.Model.CausalEncoder, w)
 	kinds := []struct {
 		name    string
 		maps    infer.Maps

@@ -25,3 +25,22 @@ func CausalHidden(n int) [][]bool {
 	}
 	return hidden
 }
+
+// SelfHidden returns the cells of an n x n self-attention map that the mask
+// of a causal (or bidirectional) attention with a sliding window of w keys
+// hides (w = 0: no window): the keys after each query when causal, and those
+// w or more positions away (graph.Window, graph.Band); nil when nothing is
+// hidden.
+func SelfHidden(n int, causal bool, w int) [][]bool {
+	if !causal && w == 0 {
+		return nil
+	}
+	hidden := make([][]bool, n)
+	for q := range hidden {
+		hidden[q] = make([]bool, n)
+		for k := range n {
+			hidden[q][k] = causal && k > q || w > 0 && (q-k >= w || k-q >= w)
+		}
+	}
+	return hidden
+}

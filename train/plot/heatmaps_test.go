@@ -26,6 +26,42 @@ func TestCausalHidden(t *testing.T) {
 	}
 }
 
+// TestSelfHidden: the cells marked hidden are the ones the masks of the
+// models (graph.Causal, graph.Window, graph.Band) hide, and no others.
+func TestSelfHidden(t *testing.T) {
+	if SelfHidden(4, false, 0) != nil {
+		t.Error("a bidirectional map without a window has hidden cells")
+	}
+	for _, n := range []int{1, 3, 7} {
+		for _, w := range []int{0, 1, 2, 5} {
+			for _, causal := range []bool{true, false} {
+				var visible func(q, k int) bool
+				switch {
+				case w == 0:
+					visible = func(q, k int) bool { return k <= q }
+				case causal:
+					m, _ := graph.Window(w)
+					visible = func(q, k int) bool { return m.Visible(0, 0, q, k) }
+				default:
+					m, _ := graph.Band(w)
+					visible = func(q, k int) bool { return m.Visible(0, 0, q, k) }
+				}
+				if !causal && w == 0 {
+					continue
+				}
+				h := SelfHidden(n, causal, w)
+				for q := range n {
+					for k := range n {
+						if h[q][k] == visible(q, k) {
+							t.Fatalf("n=%d causal=%v w=%d: cell (%d, %d) hidden %v, visible %v", n, causal, w, q, k, h[q][k], visible(q, k))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestHeatmaps: one panel per layer and head, in order, each carrying its
 // weights and the hidden cells.
 func TestHeatmaps(t *testing.T) {
