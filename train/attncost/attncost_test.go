@@ -136,8 +136,11 @@ func TestSampleHeapSeesTransient(t *testing.T) {
 	runtime.GC()
 	end := heapBytes()
 	peak := stop()
-	if peak-base < size {
-		t.Errorf("peak %d bytes above the start, want at least the %d-byte slice", peak-base, size)
+	// Nine tenths, not all: garbage counted in base may be swept while the
+	// slice lives (CI saw 32,502,048 of 33,554,432 under load); without the
+	// slice the peak would be near base, far below either.
+	if peak-base < size*9/10 {
+		t.Errorf("peak %d bytes above the start, want about the %d-byte slice", peak-base, size)
 	}
 	if end-base >= size {
 		t.Skipf("the slice was not collected (%d bytes above the start): the test proves nothing", end-base)
