@@ -8,6 +8,13 @@
 // Decoder.Step runs one new token per row against a key/value cache for
 // generation.
 //
+// The attention of recent models is AttentionVariants (grouped-query
+// KVHeads, Softcap, Sinks, QKNorm, a sliding Window, RoPEBase, and a user's
+// own graph.MaskMod or graph.ScoreMod) with the positions kinds rope,
+// rope-interleaved and alibi: one struct that a StackConfig or EncDecConfig
+// hands to every attention, which applies it through graph.Mods in all three
+// implementations and in the cached step.
+//
 // Every layer is made by a validating constructor from a Config, builds its
 // part of the graph in Forward, and lists its learnable nodes in Params with
 // stable hierarchical names ("blocks.0.attn.wq") and a graph.Role (weight,
