@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -342,5 +343,32 @@ func TestResumeRefusesAnotherRun(t *testing.T) {
 	longer.Steps = 6
 	if sum, err := Run(context.Background(), longer, Options{Out: dir, Resume: true}); err != nil || sum.Steps != 6 {
 		t.Errorf("resume to 6 steps: %v, %+v", err, sum)
+	}
+}
+
+// TestBetasReachTheOptimizer: Beta2 0.999 spelled out trains bit for bit as
+// the default (0), and another Beta2 trains differently: the loop passes
+// the configuration's betas to Adam. (The losses are compared, not the
+// checkpoint files, whose metadata holds config.json.)
+func TestBetasReachTheOptimizer(t *testing.T) {
+	losses := func(beta2 float64) []float64 {
+		cfg := tinyConfig()
+		cfg.Steps, cfg.EvalEvery, cfg.Warmup, cfg.Beta2 = 6, 1, 0, beta2
+		dir := t.TempDir()
+		if _, err := Run(context.Background(), cfg, Options{Out: dir}); err != nil {
+			t.Fatal(err)
+		}
+		var out []float64
+		for _, m := range readMetrics(t, dir) {
+			out = append(out, m.Loss)
+		}
+		return out
+	}
+	def, spelled, other := losses(0), losses(DefaultBeta2), losses(0.9)
+	if !slices.Equal(def, spelled) {
+		t.Errorf("Beta2 0.999 trains differently from the default: losses %v and %v", spelled, def)
+	}
+	if slices.Equal(def, other) {
+		t.Errorf("Beta2 0.9 trains exactly as the default (losses %v): the betas do not reach the optimizer", def)
 	}
 }

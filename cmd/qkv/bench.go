@@ -35,7 +35,7 @@ import (
 var benchTrainFlags = []string{"task", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values", "queries",
 	"layers", "heads", "dim", "hidden", "activation", "arch", "attention", "attn-scale", "positions", "post-ln", "dropout", "attn-dropout",
 	"kv-heads", "softcap", "sinks", "qk-norm", "window", "rope-base", "causal-encoder",
-	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "clip", "test-size"}
+	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "beta1", "beta2", "bias", "clip", "test-size"}
 
 // benchModes are bench's three modes: the flag that selects each (none for
 // the training step), what it times, and the flags it uses besides -n and

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/term"
@@ -131,6 +132,36 @@ func (f scaleFlag) Set(s string) error {
 	return nil
 }
 
+// defaultFloat is the flag.Value of a setting whose default the
+// configuration stores as 0 (and config.json leaves out): the default
+// given explicitly is stored as 0 too, so it changes nothing, which
+// --resume checks.
+type defaultFloat struct {
+	p   *float64
+	def float64
+}
+
+// String returns the current value, the default for 0.
+func (f defaultFloat) String() string {
+	if f.p == nil || *f.p == 0 {
+		return strconv.FormatFloat(f.def, 'g', -1, 64)
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+// Set stores s, 0 for the default.
+func (f defaultFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return err
+	}
+	if v == f.def {
+		v = 0
+	}
+	*f.p = v
+	return nil
+}
+
 // configFlags registers every training flag on fs, defaulting to cfg, and
 // returns a function that resolves the task flags into cfg after parsing,
 // refusing a fixed length (pairs) given with a range.
@@ -154,6 +185,7 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.IntVar(&m.Window, "window", m.Window, "sliding window: query i sees keys i-w < j <= i (|i-j| < w in an encoder); 0: none")
 	fs.Float64Var(&m.RoPEBase, "rope-base", m.RoPEBase, "base of RoPE's frequencies, with --positions rope or rope-interleaved (0: 10000)")
 	fs.BoolVar(&m.CausalEncoder, "causal-encoder", m.CausalEncoder, "with --arch encdec, a causal encoder: source position i reads positions up to i only (what multi-query recall needs to be learned; see README)")
+	fs.BoolVar(&m.Bias, "bias", m.Bias, "biases in the attention and feed-forward projections (--bias=false drops them, as nanoGPT's bias=False; LayerNorm biases and the head's stay)")
 	fs.BoolVar(&m.PostLN, "post-ln", m.PostLN, "post-LN blocks instead of pre-LN")
 	fs.Float64Var(&m.Dropout, "dropout", m.Dropout, "dropout on embeddings and sublayer outputs")
 	fs.Float64Var(&m.AttnDropout, "attn-dropout", m.AttnDropout, "dropout on attention weights")
@@ -166,6 +198,8 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "linear warm-up steps, at most --steps; when not given, a tenth of --steps up to 50, so that a short run needs no --warmup")
 	fs.Var(kindFlag[config.OptimizerKind]{&cfg.Optimizer}, "optimizer", "adam or adamw")
 	fs.Float64Var(&cfg.WeightDecay, "weight-decay", cfg.WeightDecay, "AdamW weight decay")
+	fs.Var(defaultFloat{&cfg.Beta1, train.DefaultBeta1}, "beta1", "Adam's decay rate of the first moment")
+	fs.Var(defaultFloat{&cfg.Beta2, train.DefaultBeta2}, "beta2", "Adam's decay rate of the second moment (nanoGPT uses 0.99)")
 	fs.Float64Var(&cfg.ClipNorm, "clip", cfg.ClipNorm, "global gradient-norm clip (0: off)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "steps between held-out evaluations")
 	fs.IntVar(&cfg.TestSize, "test-size", cfg.TestSize, "held-out examples, never trained on")

@@ -55,6 +55,9 @@ var fieldFlags = map[string]string{
 	"warmup":                 "warmup",
 	"optimizer":              "optimizer",
 	"weight_decay":           "weight-decay",
+	"beta1":                  "beta1",
+	"beta2":                  "beta2",
+	"model.bias":             "bias",
 	"clip_norm":              "clip",
 	"eval_every":             "eval-every",
 	"test_size":              "test-size",
@@ -63,7 +66,6 @@ var fieldFlags = map[string]string{
 	"task.params":            "task",
 	"model.vocab":            "task",
 	"model.max_len":          "task",
-	"model.bias":             "", // no flag: config.json only
 	"model":                  "",
 }
 

@@ -795,7 +795,7 @@ def time_steps(cfg, model, dt, steps, warmup, seed):
     wd = cfg.get("weight_decay", 0.01) if cfg.get("optimizer", "adamw") == "adamw" else 0.0
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": wd}, {"params": rest, "weight_decay": 0.0}],
-        lr=cfg.get("lr", 3e-3), betas=(0.9, 0.999), eps=1e-8,
+        lr=cfg.get("lr", 3e-3), betas=(cfg.get("beta1") or 0.9, cfg.get("beta2") or 0.999), eps=1e-8,
     )
     clip = cfg.get("clip_norm", 1.0) or float("inf")
     model.train()

@@ -85,6 +85,11 @@ type Config struct {
 	Optimizer OptimizerKind `json:"optimizer"`
 	// WeightDecay applies to AdamW only, where it must be positive.
 	WeightDecay float64 `json:"weight_decay"`
+	// Beta1 and Beta2 are Adam's decay rates of the first and second moment
+	// estimates, in (0, 1); 0 means the defaults 0.9 and 0.999, and the
+	// field is then absent from config.json (nanoGPT uses 0.99 for Beta2).
+	Beta1 float64 `json:"beta1,omitempty"`
+	Beta2 float64 `json:"beta2,omitempty"`
 	// ClipNorm is the global gradient norm above which gradients are scaled
 	// down; 0 disables clipping.
 	ClipNorm float64 `json:"clip_norm"`
@@ -380,6 +385,14 @@ func (c Config) Validate() error {
 	if c.Optimizer == OptimizerAdamW && c.WeightDecay == 0 {
 		return &Error{Field: "weight_decay", With: []string{"optimizer"},
 			Problem: fmt.Sprintf("must be > 0 with %q, got 0 (for no decay use %q)", OptimizerAdamW, OptimizerAdam)}
+	}
+	for _, b := range []struct {
+		field string
+		v     float64
+	}{{"beta1", c.Beta1}, {"beta2", c.Beta2}} {
+		if err := checkFloat(b.field, b.v, 0, 1, true, "in [0, 1) (0: the default)"); err != nil {
+			return err
+		}
 	}
 	if err := checkFloat("clip_norm", c.ClipNorm, 0, math.MaxFloat64, false, ">= 0 (0: off)"); err != nil {
 		return err
