@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"math"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -64,6 +65,29 @@ func TestConstructorErrors(t *testing.T) {
 		{"attention/negative value dim", mha(AttentionConfig{Dim: 8, Heads: 2, ValueDim: -3}), []string{`"blocks.0.attn"`, "ValueDim", "-3"}},
 		{"attention/dropout 1", mha(AttentionConfig{Dim: 8, Heads: 2, Dropout: 1}), []string{`"blocks.0.attn"`, "Dropout 1"}},
 		{"attention/dropout negative", mha(AttentionConfig{Dim: 8, Heads: 2, Dropout: -0.1}), []string{`"blocks.0.attn"`, "Dropout -0.1"}},
+		{"attention/KVHeads not dividing", mha(AttentionConfig{Dim: 8, Heads: 4, AttentionVariants: AttentionVariants{KVHeads: 3}}), []string{`"blocks.0.attn"`, "KVHeads 3 does not divide Heads 4"}},
+		{"attention/KVHeads above Heads", mha(AttentionConfig{Dim: 8, Heads: 2, AttentionVariants: AttentionVariants{KVHeads: 4}}), []string{`"blocks.0.attn"`, "KVHeads 4"}},
+		{"attention/softcap NaN", mha(AttentionConfig{Dim: 8, Heads: 2, AttentionVariants: AttentionVariants{Softcap: math.NaN()}}), []string{`"blocks.0.attn"`, "Softcap NaN"}},
+		{"attention/window negative", mha(AttentionConfig{Dim: 8, Heads: 2, AttentionVariants: AttentionVariants{Window: -2}}), []string{`"blocks.0.attn"`, "Window -2"}},
+		{"attention/RoPE odd dk", mha(AttentionConfig{Dim: 6, Heads: 2, Positions: PositionsRoPE}), []string{`"blocks.0.attn"`, "RoPE needs an even head dimension", "dk = Dim/Heads = 6/2 = 3"}},
+		{"attention/RoPE base without RoPE", mha(AttentionConfig{Dim: 8, Heads: 2, Positions: PositionsALiBi, AttentionVariants: AttentionVariants{RoPEBase: 500}}), []string{`"blocks.0.attn"`, "RoPEBase 500 needs RoPE positions"}},
+		{"attention/unknown positions", mha(AttentionConfig{Dim: 8, Heads: 2, Positions: "rotary"}), []string{`"blocks.0.attn"`, `unknown Positions "rotary"`}},
+		{"attention/step of RoPE without positions", func(t *testing.T) error {
+			s := sub(t, "attn")
+			a, err := NewMultiHeadAttention(s, AttentionConfig{Dim: 4, Heads: 2, Positions: PositionsRoPE})
+			if err != nil {
+				return err
+			}
+			x := valueNode(s.Graph(), tensor.Float64, tensor.Shape{1, 1, 4}, make([]float64, 4), "x")
+			cache := valueNode(s.Graph(), tensor.Float64, tensor.Shape{1, 3, 4}, make([]float64, 12), "cache")
+			slot := valueNode(s.Graph(), tensor.Float64, tensor.Shape{1, 3, 1}, []float64{1, 0, 0}, "slot")
+			m, err := graph.KeyPadding([]int{1}, 1, 3)
+			if err != nil {
+				return err
+			}
+			_, _, _, err = a.Step(x, nil, cache, cache, slot, maskInput(t, s, m, "seen"))
+			return err
+		}, []string{`"blocks.0.attn"`, "step: positions (rope, window 0)", "nil"}},
 		{"linear/zero in", func(t *testing.T) error { _, err := NewLinear(sub(t, "proj"), LinearConfig{In: 0, Out: 3}); return err }, []string{`"blocks.0.proj"`, "In", "got 0"}},
 		{"linear/negative out", func(t *testing.T) error {
 			_, err := NewLinear(sub(t, "proj"), LinearConfig{In: 3, Out: -2})
