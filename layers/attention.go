@@ -382,8 +382,11 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 		if qPos, err = a.sequence(b, sq); err != nil {
 			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 		}
-		if kPos, err = a.sequence(b, sk); err != nil {
-			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+		kPos = qPos // self-attention: the keys are the queries' positions
+		if sk != sq {
+			if kPos, err = a.sequence(b, sk); err != nil {
+				return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
+			}
 		}
 	}
 	q, err := a.queries(query, qPos) // (B, Sq, D) = query Wq

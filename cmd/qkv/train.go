@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
@@ -183,7 +184,7 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.BoolVar(&m.Sinks, "sinks", m.Sinks, "a learnable sink logit per head in every softmax, dropped after it (gpt-oss)")
 	fs.BoolVar(&m.QKNorm, "qk-norm", m.QKNorm, "RMSNorm of each head's queries and keys before the scores (Qwen3)")
 	fs.IntVar(&m.Window, "window", m.Window, "sliding window: query i sees keys i-w < j <= i (|i-j| < w in an encoder); 0: none")
-	fs.Float64Var(&m.RoPEBase, "rope-base", m.RoPEBase, "base of RoPE's frequencies, with --positions rope or rope-interleaved (0: 10000)")
+	fs.Var(defaultFloat{&m.RoPEBase, graph.DefaultRoPEBase}, "rope-base", "base of RoPE's frequencies, with --positions rope or rope-interleaved")
 	fs.BoolVar(&m.CausalEncoder, "causal-encoder", m.CausalEncoder, "with --arch encdec, a causal encoder: source position i reads positions up to i only (what multi-query recall needs to be learned; see README)")
 	fs.BoolVar(&m.Bias, "bias", m.Bias, "biases in the attention and feed-forward projections (--bias=false drops them, as nanoGPT's bias=False; LayerNorm biases and the head's stay)")
 	fs.BoolVar(&m.PostLN, "post-ln", m.PostLN, "post-LN blocks instead of pre-LN")

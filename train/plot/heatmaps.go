@@ -15,16 +15,7 @@ func Heatmaps(maps [][][][]float64, hidden [][]bool) []AttentionMap {
 
 // CausalHidden returns the cells of an n x n self-attention map that a
 // causal mask hides: the keys after each query.
-func CausalHidden(n int) [][]bool {
-	hidden := make([][]bool, n)
-	for q := range hidden {
-		hidden[q] = make([]bool, n)
-		for k := q + 1; k < n; k++ {
-			hidden[q][k] = true
-		}
-	}
-	return hidden
-}
+func CausalHidden(n int) [][]bool { return SelfHidden(n, true, 0) }
 
 // SelfHidden returns the cells of an n x n self-attention map that the mask
 // of a causal (or bidirectional) attention with a sliding window of w keys
