@@ -2,6 +2,7 @@ package data
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -42,6 +43,27 @@ type TaskConfig struct {
 	// in config.json files written before the field existed) or 1 asks one
 	// key, before SEP, the single-query framing.
 	Queries int `json:"queries,omitempty"`
+
+	// Data names the text of chars: a file, a directory, a glob, or go:PKG
+	// for a standard-library package's source (ResolveCorpus).
+	Data string `json:"data,omitempty"`
+	// Context is the number of characters chars' model reads to predict
+	// the next (nanoGPT's block_size).
+	Context int `json:"context,omitempty"`
+	// ValFraction is the share of chars' text, at its end, held out for
+	// validation: the first int((1-ValFraction)·n) characters are trained
+	// on, as nanoGPT splits.
+	ValFraction float64 `json:"val_fraction,omitempty"`
+	// Chars, SHA256, Vocab and Unknown record the corpus chars read: its
+	// length in characters, the SHA-256 of its bytes, the characters of
+	// the vocabulary in id order, and how many validation characters the
+	// training text lacks. New fills them in; given, New rebuilds the
+	// vocabulary from them without reading the text, and the text is
+	// checked against them when it is read.
+	Chars   int    `json:"chars,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
+	Vocab   string `json:"vocab,omitempty"`
+	Unknown int    `json:"unknown,omitempty"`
 }
 
 // QueriesAll is the TaskConfig.Queries that asks every key of the prompt.
@@ -75,17 +97,20 @@ func DefaultConfig(name string) TaskConfig {
 		return TaskConfig{Pairs: 4, Keys: 8, Values: 10, Queries: QueriesAll}
 	case "add":
 		return TaskConfig{Digits: 2}
+	case "chars":
+		return TaskConfig{Data: DefaultCorpus, Context: defaultContext, ValFraction: defaultValFraction}
 	}
 	return TaskConfig{}
 }
 
 // String lists the set parameters as name=value in field order, e.g.
-// "length=6 alphabet=3", for error messages and logs.
+// "length=6 alphabet=3", for error messages and logs; of what New records
+// about a corpus, only its length in characters.
 func (c TaskConfig) String() string {
 	var parts []string
 	for _, f := range c.fields() {
-		if f.val != 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", f.name, f.val))
+		if f.set() && (!f.recorded || f.name == "chars") {
+			parts = append(parts, f.name+"="+f.text)
 		}
 	}
 	if parts == nil {
@@ -94,25 +119,48 @@ func (c TaskConfig) String() string {
 	return strings.Join(parts, " ")
 }
 
-// field is one named parameter of a TaskConfig, for generic checks.
+// field is one named parameter of a TaskConfig, for generic checks: its
+// value as text, "" when unset.
 type field struct {
 	name string
-	val  int
+	text string
+	// recorded marks what New records about a corpus rather than a
+	// parameter a user sets.
+	recorded bool
 }
 
+func (f field) set() bool { return f.text != "" }
+
 func (c TaskConfig) fields() []field {
-	return []field{
-		{"length", c.Length}, {"min_length", c.MinLength}, {"max_length", c.MaxLength},
-		{"alphabet", c.Alphabet}, {"digits", c.Digits},
-		{"pairs", c.Pairs}, {"min_pairs", c.MinPairs}, {"max_pairs", c.MaxPairs},
-		{"keys", c.Keys}, {"values", c.Values}, {"queries", c.Queries},
+	num := func(name string, v int) field {
+		if v == 0 {
+			return field{name: name}
+		}
+		return field{name: name, text: strconv.Itoa(v)}
 	}
+	out := []field{
+		num("length", c.Length), num("min_length", c.MinLength), num("max_length", c.MaxLength),
+		num("alphabet", c.Alphabet), num("digits", c.Digits),
+		num("pairs", c.Pairs), num("min_pairs", c.MinPairs), num("max_pairs", c.MaxPairs),
+		num("keys", c.Keys), num("values", c.Values), num("queries", c.Queries),
+		{name: "data", text: c.Data}, num("context", c.Context),
+	}
+	frac := field{name: "val_fraction"}
+	if c.ValFraction != 0 {
+		frac.text = strconv.FormatFloat(c.ValFraction, 'g', -1, 64)
+	}
+	out = append(out, frac)
+	for _, f := range []field{num("chars", c.Chars), {name: "sha256", text: c.SHA256}, {name: "vocab", text: c.Vocab}, num("unknown", c.Unknown)} {
+		f.recorded = true
+		out = append(out, f)
+	}
+	return out
 }
 
 // onlyFields rejects every set field of c that task does not take.
 func onlyFields(task string, c TaskConfig, allowed ...string) error {
 	for _, f := range c.fields() {
-		if f.val == 0 {
+		if !f.set() {
 			continue
 		}
 		ok := false

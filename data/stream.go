@@ -99,6 +99,16 @@ func NewStream(t Task, seed uint64, nTest int) (*Stream, error) {
 		}
 	}
 	s := &Stream{task: t, seed: seed, held: make(map[string]struct{}, nTest)}
+	if h, ok := t.(heldOutPart); ok {
+		test, err := h.heldOut(nTest)
+		if err != nil {
+			return nil, err
+		}
+		s.test = test
+		s.pcg = rand.NewPCG(seed, trainPCGStream)
+		s.rng = rand.New(s.pcg)
+		return s, nil
+	}
 	testRNG := rand.New(rand.NewPCG(seed, testPCGStream))
 	limit := maxTestDraws * (nTest + 1)
 	for draws := 0; len(s.test) < nTest; draws++ {
@@ -128,6 +138,14 @@ func NewStream(t Task, seed uint64, nTest int) (*Stream, error) {
 	s.pcg = rand.NewPCG(seed, trainPCGStream)
 	s.rng = rand.New(s.pcg)
 	return s, nil
+}
+
+// heldOutPart is implemented by tasks whose held-out set is a part of their
+// data of its own (chars: the end of the text) rather than prompts drawn
+// and then excluded from training: NewStream takes it as the test set, and
+// training never draws from it by construction.
+type heldOutPart interface {
+	heldOut(n int) ([]Example, error)
 }
 
 // holdOuter is implemented by tasks some of whose prompts must stay in

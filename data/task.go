@@ -89,7 +89,7 @@ type Task interface {
 
 // Names returns the names New accepts, sorted.
 func Names() []string {
-	return []string{"add", "copy", "recall", "reverse", "sort"}
+	return []string{"add", "chars", "copy", "recall", "reverse", "sort"}
 }
 
 // New returns the task called name with parameters cfg, or an error naming
@@ -109,6 +109,8 @@ func New(name string, cfg TaskConfig) (Task, error) {
 		t, err = newRecall(cfg)
 	case "add":
 		t, err = newAdd(cfg)
+	case "chars":
+		t, err = newChars(cfg)
 	default:
 		err = fmt.Errorf("data: unknown task %q (known tasks: %s)", name, strings.Join(Names(), ", "))
 	}
@@ -131,7 +133,7 @@ func ParsePrompt(t Task, text string) ([]int, error) {
 	}
 	ids, bad := v.encode(text)
 	if bad >= 0 {
-		return nil, promptErrorf(t.Name(), "holds %q at position %d, which is not a symbol of the task (%s)", strings.Fields(text)[bad], bad, strings.Join(v.symbols[firstSymbol:], " "))
+		return nil, promptErrorf(t.Name(), "holds %s, which is not a symbol of the task (%s)", v.describeBad(text, bad), v.knownSymbols())
 	}
 	if err := t.ValidatePrompt(ids); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package data
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -30,7 +31,50 @@ type Vocab struct {
 	task    string // owner named in errors; "" for a free-standing vocab
 	symbols []string
 	ids     map[string]int
+	// runes, for a character vocabulary (NewCharVocab), maps each character
+	// to its id: text is then read character by character, not in fields.
+	runes map[rune]int
 }
+
+// The symbols of the special tokens of a character vocabulary, where "_"
+// and "|" are characters of the text. BOS is SEP's id: with an empty
+// prompt, the separator is the start of every sequence.
+const (
+	CharPADSymbol = "<pad>"
+	CharBOSSymbol = "<bos>"
+	CharUNKSymbol = "<unk>"
+)
+
+// NewCharVocab returns the vocabulary of a character-level language model:
+// PAD, BOS (at SEP's id), UNK if unk, then chars in order, each its own
+// token. chars must be distinct and non-empty; any character may be one
+// (white space included). Encode and Decode then read and write text
+// character by character.
+func NewCharVocab(chars []rune, unk bool) (*Vocab, error) {
+	v := &Vocab{task: "chars", ids: map[string]int{}, runes: make(map[rune]int, len(chars))}
+	if len(chars) == 0 {
+		return nil, v.errorf("no characters")
+	}
+	v.symbols = []string{CharPADSymbol, CharBOSSymbol}
+	if unk {
+		v.symbols = append(v.symbols, CharUNKSymbol)
+	}
+	for i, s := range v.symbols {
+		v.ids[s] = i
+	}
+	for i, r := range chars {
+		if id, dup := v.runes[r]; dup {
+			return nil, v.errorf("character %d %q already has id %d", i, r, id)
+		}
+		v.runes[r] = len(v.symbols)
+		v.ids[string(r)] = len(v.symbols)
+		v.symbols = append(v.symbols, string(r))
+	}
+	return v, nil
+}
+
+// IsChars reports whether v is a character vocabulary (NewCharVocab).
+func (v *Vocab) IsChars() bool { return v != nil && v.runes != nil }
 
 // NewVocab returns the vocabulary PAD, SEP, symbols... . There must be at
 // least one symbol (a vocabulary of PAD and SEP alone can write no example),
@@ -147,6 +191,9 @@ func (v *Vocab) Labels(ids []int) []string {
 			if err != nil {
 				sym = fmt.Sprintf("<%d>", id)
 			}
+			if v.IsChars() {
+				sym = visible(sym)
+			}
 			out[i] = sym
 		}
 	}
@@ -162,14 +209,26 @@ func (v *Vocab) Encode(text string) ([]int, error) {
 	}
 	ids, bad := v.encode(text)
 	if bad >= 0 {
-		return nil, v.errorf("unknown symbol %q at position %d of %q (known: %s)", strings.Fields(text)[bad], bad, text, strings.Join(v.symbols, " "))
+		return nil, v.errorf("unknown symbol %s of %q (%s)", v.describeBad(text, bad), text, v.known())
 	}
 	return ids, nil
 }
 
 // encode returns the ids of text's symbols, or the position of the first
-// symbol that is not in v (-1 if none is).
+// symbol that is not in v (-1 if none is). A character vocabulary's symbols
+// are text's characters.
 func (v *Vocab) encode(text string) (ids []int, bad int) {
+	if v.IsChars() {
+		ids = make([]int, 0, len(text))
+		for i, r := range []rune(text) {
+			id, ok := v.runes[r]
+			if !ok {
+				return nil, i
+			}
+			ids = append(ids, id)
+		}
+		return ids, -1
+	}
 	fields := strings.Fields(text)
 	ids = make([]int, len(fields))
 	for i, f := range fields {
@@ -182,10 +241,28 @@ func (v *Vocab) encode(text string) (ids []int, bad int) {
 	return ids, -1
 }
 
+// describeBad names the symbol at position bad of text, as encode found it.
+func (v *Vocab) describeBad(text string, bad int) string {
+	if v.IsChars() {
+		return fmt.Sprintf("%q at character %d", []rune(text)[bad], bad)
+	}
+	return fmt.Sprintf("%q at position %d", strings.Fields(text)[bad], bad)
+}
+
+// known describes the symbols text may hold, for errors: a list, or for a
+// character vocabulary (a hundred characters or more) their number.
+func (v *Vocab) known() string {
+	if v.IsChars() {
+		return fmt.Sprintf("the vocabulary has the %d characters of the training text", len(v.runes))
+	}
+	return "known: " + strings.Join(v.symbols, " ")
+}
+
 // Decode returns the symbols of ids joined by single spaces, the inverse of
-// Encode. It never fails, because it is used to print whatever a model
-// produced: an id outside the vocabulary is shown as <?id> (every id, for a
-// nil or zero Vocab).
+// Encode; a character vocabulary's characters are joined without spaces,
+// into the text they stand for. It never fails, because it is used to print
+// whatever a model produced: an id outside the vocabulary is shown as <?id>
+// (every id, for a nil or zero Vocab).
 func (v *Vocab) Decode(ids []int) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
@@ -195,5 +272,30 @@ func (v *Vocab) Decode(ids []int) string {
 			parts[i] = fmt.Sprintf("<?%d>", id)
 		}
 	}
+	if v.IsChars() {
+		return strings.Join(parts, "")
+	}
 	return strings.Join(parts, " ")
+}
+
+// visible spells a character that would not show on an axis: white space
+// and control characters, as Go quotes them, and the space as ␣.
+func visible(sym string) string {
+	if sym == " " {
+		return "␣"
+	}
+	if strings.IndexFunc(sym, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		q := strconv.Quote(sym)
+		return q[1 : len(q)-1]
+	}
+	return sym
+}
+
+// knownSymbols lists the task symbols (the special tokens left out) for a
+// prompt error, or for a character vocabulary says how many there are.
+func (v *Vocab) knownSymbols() string {
+	if v.IsChars() {
+		return v.known()
+	}
+	return strings.Join(v.symbols[firstSymbol:], " ")
 }

@@ -53,6 +53,11 @@ type Summary struct {
 	Params        int             `json:"params"`
 	ExactMatch    float64         `json:"exact_match"`
 	TokenAccuracy float64         `json:"token_accuracy"`
+	// ValLoss and ValBPC are a language model's loss on the validation
+	// text at the last step, in nats and bits per character; absent for
+	// the other tasks.
+	ValLoss float64 `json:"val_loss,omitempty"`
+	ValBPC  float64 `json:"val_bpc,omitempty"`
 	StoppedEarly  bool            `json:"stopped_early"`
 	MsPerStep     float64         `json:"ms_per_step"`
 	Config        config.Config   `json:"config"`
@@ -234,6 +239,9 @@ func (m *EncDecModel) parameters() []graph.Param { return m.Params }
 type decoderEval struct{ *infer.Model }
 
 func (e decoderEval) Evaluate(task data.Task, examples []data.Example) (infer.EvalResult, error) {
+	if data.IsLanguageModel(task) {
+		return infer.EvaluateLoss(e.Model, task, examples)
+	}
 	return infer.Evaluate(e.Model, task, examples)
 }
 
@@ -399,6 +407,7 @@ func (t *trainer) run(ctx context.Context) (_ Summary, err error) {
 	sum := Summary{
 		Task: t.cfg.Task, Steps: t.step, WallSeconds: wall(), Params: t.model.NumParams(),
 		ExactMatch: last.ExactMatch, TokenAccuracy: last.TokenAccuracy, StoppedEarly: stoppedEarly, Config: t.cfg,
+		ValLoss: last.Loss, ValBPC: last.BPC,
 	}
 	if n := t.step - startStep; n > 0 {
 		sum.MsPerStep = 1000 * elapsed / float64(n)
@@ -586,6 +595,9 @@ func (t *trainer) plan() string {
 	} else {
 		s += fmt.Sprintf(" until step %d", t.cfg.Steps)
 	}
+	if data.IsLanguageModel(t.task) {
+		return s + fmt.Sprintf(", the validation loss on %d windows every %d steps", t.cfg.TestSize, t.cfg.EvalEvery)
+	}
 	return s + fmt.Sprintf(", evaluating every %d steps", t.cfg.EvalEvery)
 }
 
@@ -593,7 +605,10 @@ func (t *trainer) plan() string {
 // eval; plain output prints a line per evaluation.
 func (t *trainer) report(bar *progressbar.ProgressBar, m Metric) {
 	line := fmt.Sprintf("step %d/%d loss %.4f lr %.2e", m.Step, t.cfg.Steps, m.Loss, m.LR)
-	if m.Eval != nil {
+	switch {
+	case m.Eval != nil && m.Eval.Loss != 0:
+		line += fmt.Sprintf(" | val loss %.4f (%.3f bits/char) next-char accuracy %.3f", m.Eval.Loss, m.Eval.BPC, m.Eval.TokenAccuracy)
+	case m.Eval != nil:
 		line += fmt.Sprintf(" | held-out exact %.3f token %.3f", m.Eval.ExactMatch, m.Eval.TokenAccuracy)
 	}
 	if bar != nil {
@@ -624,7 +639,11 @@ func (t *trainer) finish(sum Summary) error {
 	for _, m := range t.history {
 		loss = append(loss, plot.CurvePoint{Step: m.Step, Loss: m.Loss})
 		if m.Eval != nil {
-			eval = append(eval, plot.EvalPoint{Step: m.Step, TokenAccuracy: m.Eval.TokenAccuracy, ExactMatch: m.Eval.ExactMatch})
+			p := plot.EvalPoint{Step: m.Step, TokenAccuracy: m.Eval.TokenAccuracy, ExactMatch: m.Eval.ExactMatch, Loss: m.Eval.Loss}
+			if p.Loss != 0 {
+				p.ExactMatch = math.NaN() // a whole window right is not what a language model is for
+			}
+			eval = append(eval, p)
 		}
 	}
 	title := fmt.Sprintf("%s (%s): %d steps", t.cfg.Task.Name, t.cfg.Task.Params, sum.Steps)

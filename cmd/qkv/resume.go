@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"reflect"
-	"strconv"
 
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
@@ -63,8 +62,9 @@ func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (cfg config.Con
 				refuse = mismatch(dir, f.Name, cfg.Task.Name, f.Value.String())
 			}
 			return
-		case taskFlagValue(f.Name, cfg.Task.Params) >= 0:
-			if want := taskFlagValue(f.Name, cfg.Task.Params); strconv.Itoa(want) != f.Value.String() {
+		}
+		if want, task := taskFlagText(f.Name, cfg.Task.Params); task {
+			if want != f.Value.String() {
 				refuse = mismatch(dir, f.Name, taskAsFlags(cfg.Task), "--"+f.Name+" "+f.Value.String())
 			}
 			return

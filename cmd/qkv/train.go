@@ -42,6 +42,9 @@ func (tf *taskFlags) register(fs *flag.FlagSet, def string) {
 	fs.IntVar(&tf.cfg.MaxPairs, "max-pairs", 0, "most pairs (recall; alone, the fewest keeps the default)")
 	fs.IntVar(&tf.cfg.Keys, "keys", 0, "distinct keys (recall)")
 	fs.IntVar(&tf.cfg.Values, "values", 0, "distinct values (recall)")
+	fs.StringVar(&tf.cfg.Data, "data", "", "text of chars: a file, a directory (its files, sorted), a glob, or go:PACKAGE for a standard-library package's non-test source (default "+data.DefaultCorpus+")")
+	fs.IntVar(&tf.cfg.Context, "context", 0, "characters the model reads to predict the next (chars; nanoGPT's block_size, default 64)")
+	fs.Float64Var(&tf.cfg.ValFraction, "val-fraction", 0, "share of the text, at its end, held out for the validation loss (chars; default 0.1)")
 	fs.IntVar(&tf.cfg.Queries, "queries", 0, "keys asked back after the pairs (recall): -1 every key in a random order, the default; 1 one key, the single-query framing; n from 2, n distinct keys")
 }
 
@@ -76,6 +79,12 @@ func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 			cfg.Values = tf.cfg.Values
 		case "queries":
 			cfg.Queries = cmp.Or(tf.cfg.Queries, cfg.Queries)
+		case "data":
+			cfg.Data = tf.cfg.Data
+		case "context":
+			cfg.Context = tf.cfg.Context
+		case "val-fraction":
+			cfg.ValFraction = tf.cfg.ValFraction
 		}
 	})
 	return cfg
@@ -316,7 +325,11 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "; resumed at step %d, the run has %d steps in %.1f s in all", startStep, sum.Steps, sum.WallSeconds)
 	}
 	fmt.Fprintf(stdout, "\n%s\n", stopReason(sum))
-	fmt.Fprintf(stdout, "held-out exact match %.3f, token accuracy %.3f\n", sum.ExactMatch, sum.TokenAccuracy)
+	if sum.ValLoss != 0 {
+		fmt.Fprintf(stdout, "validation loss %.4f nats per character (%.4f bits), next-character accuracy %.3f\n", sum.ValLoss, sum.ValBPC, sum.TokenAccuracy)
+	} else {
+		fmt.Fprintf(stdout, "held-out exact match %.3f, token accuracy %.3f\n", sum.ExactMatch, sum.TokenAccuracy)
+	}
 	fmt.Fprintf(stdout, "run directory %s (%s naming the checkpoint folder, %s, %s, %s)\n",
 		opts.Out, checkpoint.ManifestFile, train.MetricsFile, train.SummaryFile, train.CurvesFile)
 	return nil

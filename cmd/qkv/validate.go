@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
@@ -15,58 +16,61 @@ import (
 // fieldFlags maps the JSON path of a config.Config field (as a
 // config.Error names it) to the flag of train and bench that sets it.
 var fieldFlags = map[string]string{
-	"task.name":              "task",
-	"task.params.length":     "length",
-	"task.params.min_length": "min-length",
-	"task.params.max_length": "max-length",
-	"task.params.alphabet":   "alphabet",
-	"task.params.digits":     "digits",
-	"task.params.pairs":      "pairs",
-	"task.params.min_pairs":  "min-pairs",
-	"task.params.max_pairs":  "max-pairs",
-	"task.params.keys":       "keys",
-	"task.params.values":     "values",
-	"task.params.queries":    "queries",
-	"model.layers":           "layers",
-	"model.heads":            "heads",
-	"model.dim":              "dim",
-	"model.hidden":           "hidden",
-	"model.activation":       "activation",
-	"model.positions":        "positions",
-	"model.post_ln":          "post-ln",
-	"model.dropout":          "dropout",
-	"model.attn_dropout":     "attn-dropout",
-	"model.attention":        "attention",
-	"model.attn_scale":       "attn-scale",
-	"model.causal_encoder":   "causal-encoder",
-	"model.kv_heads":         "kv-heads",
-	"model.softcap":          "softcap",
-	"model.sinks":            "sinks",
-	"model.qk_norm":          "qk-norm",
-	"model.window":           "window",
-	"model.rope_base":        "rope-base",
-	"arch":                   "arch",
-	"dtype":                  "dtype",
-	"seed":                   "seed",
-	"batch":                  "batch",
-	"steps":                  "steps",
-	"lr":                     "lr",
-	"min_lr":                 "min-lr",
-	"warmup":                 "warmup",
-	"optimizer":              "optimizer",
-	"weight_decay":           "weight-decay",
-	"beta1":                  "beta1",
-	"beta2":                  "beta2",
-	"model.bias":             "bias",
-	"clip_norm":              "clip",
-	"eval_every":             "eval-every",
-	"test_size":              "test-size",
-	"target_exact":           "target-exact",
-	"checkpoint_every":       "checkpoint-every",
-	"task.params":            "task",
-	"model.vocab":            "task",
-	"model.max_len":          "task",
-	"model":                  "",
+	"task.name":                "task",
+	"task.params.length":       "length",
+	"task.params.min_length":   "min-length",
+	"task.params.max_length":   "max-length",
+	"task.params.alphabet":     "alphabet",
+	"task.params.digits":       "digits",
+	"task.params.pairs":        "pairs",
+	"task.params.min_pairs":    "min-pairs",
+	"task.params.max_pairs":    "max-pairs",
+	"task.params.keys":         "keys",
+	"task.params.values":       "values",
+	"task.params.queries":      "queries",
+	"task.params.data":         "data",
+	"task.params.context":      "context",
+	"task.params.val_fraction": "val-fraction",
+	"model.layers":             "layers",
+	"model.heads":              "heads",
+	"model.dim":                "dim",
+	"model.hidden":             "hidden",
+	"model.activation":         "activation",
+	"model.positions":          "positions",
+	"model.post_ln":            "post-ln",
+	"model.dropout":            "dropout",
+	"model.attn_dropout":       "attn-dropout",
+	"model.attention":          "attention",
+	"model.attn_scale":         "attn-scale",
+	"model.causal_encoder":     "causal-encoder",
+	"model.kv_heads":           "kv-heads",
+	"model.softcap":            "softcap",
+	"model.sinks":              "sinks",
+	"model.qk_norm":            "qk-norm",
+	"model.window":             "window",
+	"model.rope_base":          "rope-base",
+	"arch":                     "arch",
+	"dtype":                    "dtype",
+	"seed":                     "seed",
+	"batch":                    "batch",
+	"steps":                    "steps",
+	"lr":                       "lr",
+	"min_lr":                   "min-lr",
+	"warmup":                   "warmup",
+	"optimizer":                "optimizer",
+	"weight_decay":             "weight-decay",
+	"beta1":                    "beta1",
+	"beta2":                    "beta2",
+	"model.bias":               "bias",
+	"clip_norm":                "clip",
+	"eval_every":               "eval-every",
+	"test_size":                "test-size",
+	"target_exact":             "target-exact",
+	"checkpoint_every":         "checkpoint-every",
+	"task.params":              "task",
+	"model.vocab":              "task",
+	"model.max_len":            "task",
+	"model":                    "",
 }
 
 // flagFor names the flag that sets a Config field ("--lr"); fields no flag
@@ -96,10 +100,16 @@ func taskAsFlags(t config.TaskSpec) string {
 		v    int
 	}{{"length", p.Length}, {"min-length", p.MinLength}, {"max-length", p.MaxLength}, {"alphabet", p.Alphabet},
 		{"digits", p.Digits}, {"pairs", p.Pairs}, {"min-pairs", p.MinPairs}, {"max-pairs", p.MaxPairs},
-		{"keys", p.Keys}, {"values", p.Values}, {"queries", p.Queries}} {
+		{"keys", p.Keys}, {"values", p.Values}, {"queries", p.Queries}, {"context", p.Context}} {
 		if f.v != 0 {
 			s += fmt.Sprintf(" --%s %d", f.name, f.v)
 		}
+	}
+	if p.Data != "" {
+		s += " --data " + p.Data
+	}
+	if p.ValFraction != 0 {
+		s += " --val-fraction " + strconv.FormatFloat(p.ValFraction, 'g', -1, 64)
 	}
 	return s
 }
@@ -257,7 +267,7 @@ func taskConflicts(fs *flag.FlagSet) error {
 // they keep the task's default, as if not given.
 func visitSet(fs *flag.FlagSet, fn func(*flag.Flag)) {
 	fs.Visit(func(f *flag.Flag) {
-		if taskFlagValue(f.Name, data.TaskConfig{}) == 0 && f.Value.String() == "0" {
+		if _, task := taskFlagText(f.Name, data.TaskConfig{}); task && (f.Value.String() == "0" || f.Value.String() == "") {
 			return
 		}
 		fn(f)
@@ -305,10 +315,11 @@ func flagWords(task, problem string) string {
 	})
 }
 
-// sizes of a data.TaskConfig field that a task flag compares on resume:
+// taskFlagText is the value of a data.TaskConfig field that a task flag
+// compares on resume, written as the flag package writes the flag's value:
 // the effective value, where a fixed length (pairs) is also the range's
-// both ends.
-func taskFlagValue(name string, p data.TaskConfig) int {
+// both ends. ok is false for a flag that is not a task parameter's.
+func taskFlagText(name string, p data.TaskConfig) (text string, ok bool) {
 	lo, hi := p.MinLength, p.MaxLength
 	if p.Length != 0 {
 		lo, hi = p.Length, p.Length
@@ -317,27 +328,18 @@ func taskFlagValue(name string, p data.TaskConfig) int {
 	if p.Pairs != 0 {
 		plo, phi = p.Pairs, p.Pairs
 	}
-	switch name {
-	case "length":
-		return p.Length
-	case "min-length":
-		return lo
-	case "max-length":
-		return hi
-	case "alphabet":
-		return p.Alphabet
-	case "digits":
-		return p.Digits
-	case "pairs":
-		return p.Pairs
-	case "min-pairs":
-		return plo
-	case "max-pairs":
-		return phi
-	case "keys":
-		return p.Keys
-	case "values":
-		return p.Values
+	ints := map[string]int{
+		"length": p.Length, "min-length": lo, "max-length": hi, "alphabet": p.Alphabet, "digits": p.Digits,
+		"pairs": p.Pairs, "min-pairs": plo, "max-pairs": phi, "keys": p.Keys, "values": p.Values, "context": p.Context,
 	}
-	return -1
+	if v, ok := ints[name]; ok {
+		return strconv.Itoa(v), true
+	}
+	switch name {
+	case "data":
+		return p.Data, true
+	case "val-fraction":
+		return strconv.FormatFloat(p.ValFraction, 'g', -1, 64), true
+	}
+	return "", false
 }

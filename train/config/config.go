@@ -262,9 +262,22 @@ func (c Config) Validate() error {
 		v    int
 	}{{"length", p.Length}, {"min_length", p.MinLength}, {"max_length", p.MaxLength}, {"alphabet", p.Alphabet},
 		{"digits", p.Digits}, {"pairs", p.Pairs}, {"min_pairs", p.MinPairs}, {"max_pairs", p.MaxPairs},
-		{"keys", p.Keys}, {"values", p.Values}} {
+		{"keys", p.Keys}, {"values", p.Values}, {"context", p.Context}, {"chars", p.Chars}, {"unknown", p.Unknown}} {
 		if f.v < 0 {
 			return cfgErr("task.params."+f.name, "must not be negative, got %d", f.v)
+		}
+	}
+	if c.Task.Name == "chars" {
+		if err := checkFloat("task.params.val_fraction", p.ValFraction, 0, 1, true, "in (0, 1)"); err != nil || p.ValFraction == 0 {
+			return cfgErr("task.params.val_fraction", "must be a finite number in (0, 1), got %v", p.ValFraction)
+		}
+		if c.Arch == ArchEncDec {
+			return &Error{Field: "arch", With: []string{"task.name"},
+				Problem: fmt.Sprintf("must be %q for task chars, got %q: a language model reads one text, with no prompt for an encoder", ArchDecoder, c.Arch)}
+		}
+		if c.TargetExact != 0 {
+			return &Error{Field: "target_exact", With: []string{"task.name"},
+				Problem: fmt.Sprintf("must be 0 for task chars, got %v: a language model is scored by its validation loss, not by exact answers", c.TargetExact)}
 		}
 	}
 	if _, err := c.DType.Tensor(); err != nil {
@@ -405,7 +418,7 @@ func (c Config) Validate() error {
 
 // taskFields matches the names of data.TaskConfig's fields in the data
 // package's error messages, which name the parameter at fault first.
-var taskFields = regexp.MustCompile(`\b(min_length|max_length|length|alphabet|digits|min_pairs|max_pairs|pairs|keys|values|queries)\b`)
+var taskFields = regexp.MustCompile(`\b(min_length|max_length|length|alphabet|digits|min_pairs|max_pairs|pairs|keys|values|queries|data|context|val_fraction|sha256)\b`)
 
 // taskError turns an error of data.New into a *Error naming the first
 // task parameter its message mentions (and the others it mentions in With).
@@ -455,6 +468,19 @@ func (c *Config) Resolve() (data.Task, error) {
 	}
 	c.Model.Vocab = task.Vocab().Size()
 	c.Model.MaxLen = task.MaxLen() - 1
+	if data.IsLanguageModel(task) {
+		// The held-out set is the end of the text, which the task checked
+		// can hold a window; any number of windows can be taken from it,
+		// and the text is not read until they are (a checkpoint's model
+		// needs its recorded vocabulary alone).
+		if c.TestSize > data.MaxTestSize {
+			return nil, cfgErr("test_size", "must be at most %d validation windows, got %d", data.MaxTestSize, c.TestSize)
+		}
+		if err := validateModel(*c); err != nil {
+			return nil, err
+		}
+		return task, nil
+	}
 	if space := task.NumPrompts(); float64(c.TestSize) >= space {
 		return nil, &Error{Field: "test_size", With: []string{"task.params"},
 			Problem: fmt.Sprintf("a held-out set of %d prompts leaves none to train on: task %s (%v) has only %.0f distinct prompts", c.TestSize, c.Task.Name, c.Task.Params, space)}

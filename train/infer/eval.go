@@ -8,13 +8,22 @@ import (
 	"github.com/qkv-dev/qkv/data"
 )
 
-// EvalResult is the score of greedy decoding on a set of examples.
+// EvalResult is the score of greedy decoding on a set of examples
+// (Evaluate), or of a language model's predictions of held-out text
+// (EvaluateLoss).
 type EvalResult struct {
-	// TokenAccuracy is the fraction of answer tokens decoded right.
+	// TokenAccuracy is the fraction of answer tokens decoded right; of a
+	// language model, of targets that are its most likely next token.
 	TokenAccuracy float64 `json:"token_accuracy"`
-	// ExactMatch is the fraction of examples whose whole answer is right.
+	// ExactMatch is the fraction of examples whose whole answer is right;
+	// of a language model, whose every target is its most likely token.
 	ExactMatch float64 `json:"exact_match"`
 	N          int     `json:"n"`
+	// Loss is a language model's mean cross-entropy per target, in nats,
+	// and BPC the same in bits (per character of a text); both are absent
+	// for the other tasks.
+	Loss float64 `json:"loss,omitempty"`
+	BPC  float64 `json:"bpc,omitempty"`
 }
 
 // LM is a token-level language model: for each sequence of token ids it

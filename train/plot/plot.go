@@ -39,6 +39,9 @@ type EvalPoint struct {
 	Step          int
 	TokenAccuracy float64
 	ExactMatch    float64
+	// Loss is a language model's held-out loss, drawn with the training
+	// loss (same units); 0 for a task scored by its answers alone.
+	Loss float64
 }
 
 // AttentionMap is the attention pattern of one head of one layer for a single
@@ -89,6 +92,7 @@ var (
 	colLossRaw    = color.NRGBA{R: 31, G: 119, B: 180, A: 255}
 	colLossFaint  = color.NRGBA{R: 31, G: 119, B: 180, A: 90}
 	colLossSmooth = color.NRGBA{R: 8, G: 48, B: 107, A: 255}
+	colVal        = color.NRGBA{R: 214, G: 39, B: 40, A: 255} // red: apart from the loss blues and the accuracy orange
 	colTokenAcc   = color.NRGBA{R: 230, G: 120, B: 20, A: 255}
 	colExactMatch = color.NRGBA{R: 44, G: 160, B: 44, A: 255}
 	colGrid       = color.Gray{Y: 225}
@@ -119,8 +123,11 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 			lossXY = append(lossXY, plotter.XY{X: float64(p.Step), Y: p.Loss})
 		}
 	}
-	var accXY, emXY plotter.XYs
+	var accXY, emXY, valXY plotter.XYs
 	for _, p := range slices.SortedStableFunc(slices.Values(eval), func(a, b EvalPoint) int { return cmp.Compare(a.Step, b.Step) }) {
+		if p.Loss != 0 && plotFinite(p.Loss) {
+			valXY = append(valXY, plotter.XY{X: float64(p.Step), Y: p.Loss})
+		}
 		if plotFinite(p.TokenAccuracy) {
 			accXY = append(accXY, plotter.XY{X: float64(p.Step), Y: p.TokenAccuracy})
 		}
@@ -137,7 +144,7 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 
 	// A shared x range so that stacked panels line up step for step.
 	xmin, xmax := math.Inf(1), math.Inf(-1)
-	for _, s := range []plotter.XYs{lossXY, accXY, emXY} {
+	for _, s := range []plotter.XYs{lossXY, accXY, emXY, valXY} {
 		for _, p := range s {
 			xmin, xmax = math.Min(xmin, p.X), math.Max(xmax, p.X)
 		}
@@ -152,12 +159,12 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 	// usually empty; accuracies rise, so the bottom right is.
 	var prefs [][]legendCorner
 	if len(lossXY) > 0 {
-		p, plotted, err := lossPanel(lossXY)
+		p, plotted, err := lossPanel(lossXY, valXY)
 		if err != nil {
 			return plotErr(path, err)
 		}
 		panels = append(panels, p)
-		series = append(series, []plotter.XYs{plotted})
+		series = append(series, plotted)
 		prefs = append(prefs, []legendCorner{topRight, bottomLeft, topLeft, bottomRight})
 	}
 	if len(accXY) > 0 || len(emXY) > 0 {
@@ -200,18 +207,23 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 	})
 }
 
-// lossPanel builds the training-loss panel and returns it with the points
+// lossPanel builds the training-loss panel, with a language model's
+// validation loss val (possibly empty) drawn over it, and returns it with
+// the series
 // as plotted. When every loss is positive the panel plots log10(loss) on a
 // linear axis labelled with the losses themselves: a log scale that, unlike
 // plot.LogScale, keeps gonum/plot's layout (which centres the axis label at
 // the arithmetic mid-range) from padding the panel.
-func lossPanel(xy plotter.XYs) (*plot.Plot, plotter.XYs, error) {
+func lossPanel(xy, val plotter.XYs) (*plot.Plot, []plotter.XYs, error) {
 	p := newStyledPlot()
 	p.Title.Text = "training loss"
 	p.Y.Label.Text = "loss"
+	if len(val) > 0 {
+		p.Title.Text = "training and validation loss (nats per token)"
+	}
 
 	positive := true
-	for _, q := range xy {
+	for _, q := range append(slices.Clone(xy), val...) {
 		positive = positive && q.Y > 0
 	}
 	smoothed := emaSmooth(xy, positive)
@@ -223,7 +235,7 @@ func lossPanel(xy plotter.XYs) (*plot.Plot, plotter.XYs, error) {
 			}
 			return out
 		}
-		xy, smoothed = toLog(xy), toLog(smoothed)
+		xy, smoothed, val = toLog(xy), toLog(smoothed), toLog(val)
 	}
 
 	raw, err := plotter.NewLine(xy)
@@ -257,6 +269,21 @@ func lossPanel(xy plotter.XYs) (*plot.Plot, plotter.XYs, error) {
 		p.Legend.Add("training loss", raw)
 	}
 
+	if len(val) > 0 {
+		line, err := plotter.NewLine(val)
+		if err != nil {
+			return nil, nil, err
+		}
+		line.Width = vg.Points(1.8)
+		line.Color = colVal
+		pts, err := plotter.NewScatter(val)
+		if err != nil {
+			return nil, nil, err
+		}
+		pts.GlyphStyle = draw.GlyphStyle{Color: colVal, Radius: px(2.5), Shape: draw.CircleGlyph{}}
+		p.Add(line, pts)
+		p.Legend.Add("validation loss", line, pts)
+	}
 	if positive {
 		p.Title.Text += " (log scale)"
 		p.Y.Tick.Marker = log10Ticker{}
@@ -268,7 +295,7 @@ func lossPanel(xy plotter.XYs) (*plot.Plot, plotter.XYs, error) {
 			p.Y.Min, p.Y.Max = p.Y.Min-0.03*r, p.Y.Max+0.03*r
 		}
 	}
-	return p, xy, nil
+	return p, []plotter.XYs{xy, val}, nil
 }
 
 // log10Ticker labels an axis that shows log10 of the data with the data

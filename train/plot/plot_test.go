@@ -133,7 +133,8 @@ func TestPlotCurvesVariants(t *testing.T) {
 		{name: "constant-loss", loss: []CurvePoint{{1, 0.5}, {2, 0.5}, {3, 0.5}}, w: 900, h: 450},
 		{name: "non-positive-loss", loss: []CurvePoint{{1, 1}, {2, 0}, {3, -0.5}}, w: 900, h: 450},
 		{name: "nan-loss", loss: []CurvePoint{{1, math.NaN()}, {2, 1}, {3, math.Inf(1)}, {4, 0.5}}, w: 900, h: 450},
-		{name: "unsorted", loss: []CurvePoint{{3, 0.1}, {1, 1}, {2, 0.4}}, eval: []EvalPoint{{3, 0.9, 0.5}, {1, 0.1, 0}}, w: 900, h: 750},
+		{name: "unsorted", loss: []CurvePoint{{3, 0.1}, {1, 1}, {2, 0.4}}, eval: []EvalPoint{{3, 0.9, 0.5, 0}, {1, 0.1, 0, 0}}, w: 900, h: 750},
+		{name: "validation-loss", loss: loss, eval: []EvalPoint{{Step: 10, TokenAccuracy: 0.3, ExactMatch: math.NaN(), Loss: 2.5}, {Step: 40, TokenAccuracy: 0.5, ExactMatch: math.NaN(), Loss: 1.7}}, w: 900, h: 750},
 		{name: "tiny-range", loss: []CurvePoint{{1, 0.5101}, {2, 0.5102}, {3, 0.5103}}, w: 900, h: 450},
 		{name: "huge-range", loss: []CurvePoint{{1, 1e6}, {2, 1}, {3, 1e-9}}, w: 900, h: 450},
 	}
@@ -177,7 +178,7 @@ func TestPlotCurvesErrors(t *testing.T) {
 		want string
 	}{
 		{"empty", filepath.Join(dir, "e.png"), nil, nil, "no loss or eval points"},
-		{"all-nan", filepath.Join(dir, "n.png"), []CurvePoint{{1, math.NaN()}}, []EvalPoint{{1, math.NaN(), math.Inf(1)}}, "no finite"},
+		{"all-nan", filepath.Join(dir, "n.png"), []CurvePoint{{1, math.NaN()}}, []EvalPoint{{1, math.NaN(), math.Inf(1), 0}}, "no finite"},
 		{"missing-dir", filepath.Join(dir, "nope", "c.png"), loss, nil, "nope"},
 	}
 	for _, c := range cases {
@@ -421,7 +422,7 @@ func TestLossAxisLabels(t *testing.T) {
 		for i := range 50 {
 			xy = append(xy, plotter.XY{X: float64(i), Y: r[1] - (r[1]-r[0])*float64(i)/49})
 		}
-		p, _, err := lossPanel(xy)
+		p, _, err := lossPanel(xy, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,11 +446,11 @@ func TestPanelsTitled(t *testing.T) {
 	for _, p := range eval {
 		acc = append(acc, plotter.XY{X: float64(p.Step), Y: p.TokenAccuracy})
 	}
-	lp, _, err := lossPanel(xy)
+	lp, _, err := lossPanel(xy, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lin, _, err := lossPanel(plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: -1}})
+	lin, _, err := lossPanel(plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: -1}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
