@@ -187,7 +187,7 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 	if err := t.build(s); err != nil {
 		return nil, err
 	}
-	if t.optim, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay, Beta1: cfg.Beta1, Beta2: cfg.Beta2}, t.model.parameters()); err != nil {
+	if t.optim, err = NewOptimizer(OptimizerFor(cfg), t.model.parameters()); err != nil {
 		return nil, err
 	}
 	t.sched = Schedule{Peak: cfg.LR, Min: cfg.MinLR, Warmup: cfg.Warmup, Total: cfg.Steps}

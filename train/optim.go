@@ -53,6 +53,14 @@ type OptimizerConfig struct {
 	// "adam" has no decay and ignores it (WithDefaults sets it to 0), so that
 	// one training configuration can switch kinds without editing the decay.
 	WeightDecay float64
+	// Decay says which parameters AdamW decays: config.DecayWeights (the
+	// default for "") or config.DecayMatrices.
+	Decay config.DecayRule
+}
+
+// OptimizerFor returns the optimizer a training configuration asks for.
+func OptimizerFor(cfg config.Config) OptimizerConfig {
+	return OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Decay: cfg.Decay}
 }
 
 // WithDefaults returns c with every zero field replaced by its default and,
@@ -103,6 +111,11 @@ func (c OptimizerConfig) Validate() error {
 	}
 	if !(c.Eps >= 0) || math.IsInf(c.Eps, 1) {
 		return fmt.Errorf("train: optimizer: eps %v must be finite and non-negative", c.Eps)
+	}
+	switch c.Decay {
+	case "", config.DecayWeights, config.DecayMatrices:
+	default:
+		return fmt.Errorf("train: optimizer: unknown decay rule %q: want %q or %q", c.Decay, config.DecayWeights, config.DecayMatrices)
 	}
 	return nil
 }
@@ -172,7 +185,7 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 			return nil, fmt.Errorf("train: optimizer: parameter %q: %w", p.Name, err)
 		}
 		o.shapes[i] = d.Shape().Clone()
-		o.decay[i] = o.cfg.Kind == config.OptimizerAdamW && decays(p)
+		o.decay[i] = o.cfg.Kind == config.OptimizerAdamW && decays(p, len(o.shapes[i]), o.cfg.Decay)
 		n := o.shapes[i].TotalSize()
 		o.m[i] = make([]float64, n)
 		o.v[i] = make([]float64, n)
@@ -180,13 +193,19 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 	return o, nil
 }
 
-// decays reports whether AdamW applies weight decay to a parameter: to the
-// projection weights (graph.RoleWeight) only, never to biases, LayerNorm
-// gains and biases, nor embeddings, whose rows are pulled to zero when their
-// token is rare. This is minGPT's split, decided by the role the layers gave
-// each parameter rather than by its name or rank; a parameter of one's own
-// without a role (graph.RoleNone) is not decayed.
-func decays(p graph.Param) bool {
+// decays reports whether AdamW applies weight decay to a parameter of dims
+// dimensions under rule. config.DecayWeights (the default) decays the
+// projection weights (graph.RoleWeight) only, never biases, LayerNorm gains
+// and biases, nor embeddings, whose rows are pulled to zero when their
+// token is rare: minGPT's split, decided by the role the layers gave each
+// parameter rather than by its name or rank; a parameter of one's own
+// without a role (graph.RoleNone) is not decayed. config.DecayMatrices is
+// nanoGPT's rule, every parameter of two dimensions or more: the weights
+// and the embedding tables.
+func decays(p graph.Param, dims int, rule config.DecayRule) bool {
+	if rule == config.DecayMatrices {
+		return dims >= 2
+	}
 	return p.Role == graph.RoleWeight
 }
 

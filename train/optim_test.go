@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -851,6 +852,34 @@ func TestAdamWDecaysByRole(t *testing.T) {
 	}
 	if got, want := optDecayed(opt), []string{"emb_proj.w"}; !slices.Equal(got, want) {
 		t.Errorf("decayed %q, want %q", got, want)
+	}
+}
+
+// nanoGPT's rule decays by rank alone: the embedding and the role-less
+// matrix too, never a vector; the default rule, tested above, on the same
+// parameters decays the weight alone.
+func TestAdamWDecayMatrices(t *testing.T) {
+	params := optParams(t, tensor.Float64,
+		optSpec{"emb_proj.w", []int{2, 2}, []float64{1, 2, 3, 4}},
+		optSpec{"lookup", []int{2, 2}, []float64{1, 2, 3, 4}},
+		optSpec{"mine", []int{2, 2}, []float64{1, 2, 3, 4}},
+		optSpec{"scale", []int{2}, []float64{1, 2}})
+	params[0].Role, params[1].Role, params[2].Role, params[3].Role = graph.RoleWeight, graph.RoleEmbedding, graph.RoleNone, graph.RoleGain
+	opt, err := NewOptimizer(OptimizerConfig{Kind: "adamw", WeightDecay: 0.1, Decay: config.DecayMatrices}, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := optDecayed(opt), []string{"emb_proj.w", "lookup", "mine"}; !slices.Equal(got, want) {
+		t.Errorf("decayed %q, want %q", got, want)
+	}
+	if _, err := NewOptimizer(OptimizerConfig{Kind: "adamw", Decay: "all"}, params); err == nil || !strings.Contains(err.Error(), `decay rule "all"`) {
+		t.Errorf("decay rule all: error %v, want one naming it", err)
+	}
+	cfg := config.Default()
+	cfg.Decay = "all"
+	var ce *config.Error
+	if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "decay" {
+		t.Errorf("config decay all: error %v, want a *config.Error naming decay", err)
 	}
 }
 

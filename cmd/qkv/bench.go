@@ -213,7 +213,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return configError(err, cfg) // a *config.MemoryError: exit 2 naming the sizes
 	}
 	defer m.Close()
-	opt, err := train.NewOptimizer(train.OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, m.Params)
+	opt, err := train.NewOptimizer(train.OptimizerFor(cfg), m.Params)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs.Var(kindFlag[layers.Activation]{&cfg.Activation}, "activation", "relu or gelu")
 	fs.BoolVar(&cfg.PostLN, "post-ln", cfg.PostLN, "post-LN blocks")
 	fs.Var(kindFlag[layers.AttentionImpl]{&cfg.Attention}, "attention", "attention whose gradient is checked: composed (gorgonia's autodiff), fused (default) or flash (both hand-written backward passes)")
-	fs.Var(scaleFlag{&cfg.AttnScale}, "attn-scale", "factor of the attention scores: dk (default), dmodel or none")
+	fs.Var(defaultKind[layers.AttentionScale]{&cfg.AttnScale, layers.ScaleDK}, "attn-scale", "factor of the attention scores: dk (default), dmodel or none")
 	fs.Var(kindFlag[layers.PositionsKind]{&cfg.Positions}, "positions", "positional encoding: learned (default), sinusoidal, none, rope, rope-interleaved or alibi")
 	fs.IntVar(&cfg.Window, "window", 0, "sliding window of w keys (0: none)")
 	fs.Float64Var(&cfg.RoPEBase, "rope-base", 0, "base of RoPE's frequencies (0: 10000)")

@@ -111,34 +111,36 @@ func (f kindFlag[T]) Set(s string) error {
 	return nil
 }
 
-// scaleFlag is the flag.Value of --attn-scale. "dk", the default, is stored
-// as "" (so config.json stays without the field, as before the flag
-// existed) unless the configuration already spells it "dk": either way
-// --attn-scale dk changes nothing, which --resume checks. Other names are
-// stored as given and refused by the configuration's Validate.
-type scaleFlag struct{ p *layers.AttentionScale }
+// defaultKind is the flag.Value of a kind whose default the configuration
+// stores as "" (so config.json stays without the field, as before the flag
+// existed), such as --attn-scale's dk: the default given explicitly is
+// stored as "" too, unless the configuration already spells it out, so that
+// it changes nothing, which --resume checks. Other names are stored as
+// given and refused by the configuration's Validate.
+type defaultKind[T ~string] struct {
+	p   *T
+	def T
+}
 
-// String returns the current value, "dk" for the default.
-func (f scaleFlag) String() string {
+// String returns the current value, the default for "".
+func (f defaultKind[T]) String() string {
 	if f.p == nil {
 		return ""
 	}
 	if *f.p == "" {
-		return string(layers.ScaleDK)
+		return string(f.def)
 	}
 	return string(*f.p)
 }
 
 // Set stores s.
-func (f scaleFlag) Set(s string) error {
-	if layers.AttentionScale(s) == layers.ScaleDK && (*f.p == "" || *f.p == layers.ScaleDK) {
-		return nil
-	}
-	if layers.AttentionScale(s) == layers.ScaleDK {
+func (f defaultKind[T]) Set(s string) error {
+	switch {
+	case T(s) != f.def:
+		*f.p = T(s)
+	case *f.p != f.def:
 		*f.p = ""
-		return nil
 	}
-	*f.p = layers.AttentionScale(s)
 	return nil
 }
 
@@ -186,7 +188,7 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.Var(kindFlag[layers.Activation]{&m.Activation}, "activation", "feed-forward activation: relu or gelu")
 	fs.Var(kindFlag[config.Arch]{&cfg.Arch}, "arch", "architecture: decoder (decoder-only, the default) or encdec (the prompt to an encoder, the answer to a decoder that cross-attends to it)")
 	fs.Var(kindFlag[layers.AttentionImpl]{&m.Attention}, "attention", "how attention is computed: composed, fused (default) or flash; checkpoints run under any")
-	fs.Var(scaleFlag{&m.AttnScale}, "attn-scale", "factor of the attention scores: dk (1/sqrt(dim/heads), the default), dmodel (1/sqrt(dim)) or none (1); a checkpoint keeps its scale")
+	fs.Var(defaultKind[layers.AttentionScale]{&m.AttnScale, layers.ScaleDK}, "attn-scale", "factor of the attention scores: dk (1/sqrt(dim/heads), the default), dmodel (1/sqrt(dim)) or none (1); a checkpoint keeps its scale")
 	fs.Var(kindFlag[layers.PositionsKind]{&m.Positions}, "positions", "positional encoding: learned, sinusoidal, none, rope (half-split pairs, Hugging Face's), rope-interleaved (Meta's pairs) or alibi")
 	fs.IntVar(&m.KVHeads, "kv-heads", m.KVHeads, "key/value heads of grouped-query attention, dividing --heads (0: as many as --heads; 1: multi-query); the KV cache holds this many")
 	fs.Float64Var(&m.Softcap, "softcap", m.Softcap, "cap every attention score s at c*tanh(s/c) (Gemma 2 uses 50; 0: no cap)")
@@ -208,6 +210,7 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "linear warm-up steps, at most --steps; when not given, a tenth of --steps up to 50, so that a short run needs no --warmup")
 	fs.Var(kindFlag[config.OptimizerKind]{&cfg.Optimizer}, "optimizer", "adam or adamw")
 	fs.Float64Var(&cfg.WeightDecay, "weight-decay", cfg.WeightDecay, "AdamW weight decay")
+	fs.Var(defaultKind[config.DecayRule]{&cfg.Decay, config.DecayWeights}, "decay", "which parameters AdamW decays: weights (the projection weights, minGPT's rule) or matrices (every parameter of 2+ dimensions, the embeddings too: nanoGPT's)")
 	fs.Var(defaultFloat{&cfg.Beta1, train.DefaultBeta1}, "beta1", "Adam's decay rate of the first moment")
 	fs.Var(defaultFloat{&cfg.Beta2, train.DefaultBeta2}, "beta2", "Adam's decay rate of the second moment (nanoGPT uses 0.99)")
 	fs.Float64Var(&cfg.ClipNorm, "clip", cfg.ClipNorm, "global gradient-norm clip (0: off)")

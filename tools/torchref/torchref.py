@@ -746,12 +746,14 @@ def bench_batch(cfg, gen):
     return ids, lengths, targets, weights
 
 
-def param_groups(model):
+def param_groups(model, cfg):
     # qkv's AdamW decays parameters of 2+ dims whose name lacks "emb": the
-    # projection matrices and the head, not embeddings, gains or biases.
+    # projection matrices and the head, not embeddings, gains or biases;
+    # with "decay": "matrices" (nanoGPT's rule), every parameter of 2+ dims.
+    matrices = cfg.get("decay") == "matrices"
     decay, rest = [], []
     for name, p in model.named_parameters():
-        (decay if p.dim() >= 2 and "emb" not in name else rest).append(p)
+        (decay if p.dim() >= 2 and (matrices or "emb" not in name) else rest).append(p)
     return decay, rest
 
 
@@ -791,7 +793,7 @@ def time_steps(cfg, model, dt, steps, warmup, seed):
     gen = torch.Generator().manual_seed(seed)
     ids, lengths, targets, weights = bench_batch(cfg, gen)
     weights = weights.to(dt)
-    decay, rest = param_groups(model)
+    decay, rest = param_groups(model, cfg)
     wd = cfg.get("weight_decay", 0.01) if cfg.get("optimizer", "adamw") == "adamw" else 0.0
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": wd}, {"params": rest, "weight_decay": 0.0}],

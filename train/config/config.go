@@ -58,6 +58,23 @@ func ParseOptimizerKind(s string) (OptimizerKind, error) {
 	return "", fmt.Errorf("config: unknown optimizer %q: want %q or %q: %w", s, OptimizerAdam, OptimizerAdamW, ErrInvalid)
 }
 
+// DecayRule says which parameters AdamW decays, as config.json and
+// --decay spell it.
+type DecayRule string
+
+// The decay rules.
+const (
+	// DecayWeights (the default for "") decays the projection weights
+	// only: minGPT's split.
+	DecayWeights DecayRule = "weights"
+	// DecayMatrices decays every parameter of two dimensions or more, the
+	// embedding tables too: nanoGPT's configure_optimizers.
+	DecayMatrices DecayRule = "matrices"
+)
+
+// String returns the name.
+func (r DecayRule) String() string { return string(r) }
+
 // Config is everything a training run depends on. It is saved as config.json
 // in the run directory, so that eval, predict, attend and --resume rebuild the
 // same model and task from the checkpoint alone.
@@ -85,6 +102,9 @@ type Config struct {
 	Optimizer OptimizerKind `json:"optimizer"`
 	// WeightDecay applies to AdamW only, where it must be positive.
 	WeightDecay float64 `json:"weight_decay"`
+	// Decay is which parameters AdamW decays: DecayWeights (the default
+	// for "", and then absent from config.json) or DecayMatrices.
+	Decay DecayRule `json:"decay,omitempty"`
 	// Beta1 and Beta2 are Adam's decay rates of the first and second moment
 	// estimates, in (0, 1); 0 means the defaults 0.9 and 0.999, and the
 	// field is then absent from config.json (nanoGPT uses 0.99 for Beta2).
@@ -392,6 +412,11 @@ func (c Config) Validate() error {
 	}
 	if err := checkFloat("weight_decay", c.WeightDecay, 0, math.MaxFloat64, false, ">= 0"); err != nil {
 		return err
+	}
+	switch c.Decay {
+	case "", DecayWeights, DecayMatrices:
+	default:
+		return cfgErr("decay", "unknown decay rule %q: want %q (projection weights, the default) or %q (every parameter of 2+ dimensions, nanoGPT's)", c.Decay, DecayWeights, DecayMatrices)
 	}
 	// The optimizer reads a zero decay as its default: refuse it rather than
 	// train with a decay config.json does not show.
