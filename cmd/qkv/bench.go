@@ -32,10 +32,10 @@ import (
 // benchTrainFlags are the training flags a bench training step uses: not
 // those of the schedule (--steps, --warmup, --min-lr: the step runs at
 // --lr), of evaluation or of checkpoints.
-var benchTrainFlags = []string{"task", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values", "queries",
+var benchTrainFlags = []string{"preset", "task", "data", "context", "val-fraction", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values", "queries",
 	"layers", "heads", "dim", "hidden", "activation", "arch", "attention", "attn-scale", "positions", "post-ln", "dropout", "attn-dropout",
 	"kv-heads", "softcap", "sinks", "qk-norm", "window", "rope-base", "causal-encoder",
-	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "beta1", "beta2", "bias", "clip", "test-size"}
+	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "decay", "beta1", "beta2", "bias", "clip", "test-size"}
 
 // benchModes are bench's three modes: the flag that selects each (none for
 // the training step), what it times, and the flags it uses besides -n and
@@ -121,7 +121,10 @@ func selectBenchMode(fs *flag.FlagSet) (string, error) {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	cfg := config.Default()
+	cfg, err := startConfig(args)
+	if err != nil {
+		return err
+	}
 	fs := newFlags("bench", "[flags]", stderr)
 	resolveTask := benchConfigFlags(fs, &cfg)
 	steps := fs.Int("n", 30, "timed training steps (after 3 untimed), or with --seq and --generate timed repeats (after 1), at least 1")

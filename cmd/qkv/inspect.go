@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -108,6 +109,9 @@ func (l *loaded) evaluate(examples []data.Example) (infer.EvalResult, error) {
 	if l.encdec != nil {
 		return l.encdec.Evaluate(l.task, examples)
 	}
+	if data.IsLanguageModel(l.task) {
+		return infer.EvaluateLoss(l.dec, l.task, examples)
+	}
 	return infer.Evaluate(l.dec, l.task, examples)
 }
 
@@ -122,8 +126,12 @@ func (l *loaded) Close() error {
 func runEval(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("eval", "--checkpoint DIR", stderr)
 	load := checkpointFlag(fs, stderr)
+	testSize := fs.Int("test-size", 0, "held-out examples to score instead of the run's --test-size: of chars, validation windows, evenly spaced over the held-out text (0: the run's)")
 	if err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *testSize < 0 || *testSize > data.MaxTestSize {
+		return fmt.Errorf("%w: --test-size must be in [0, %d], got %d", errUsage, data.MaxTestSize, *testSize)
 	}
 	l, err := load(config.MaxEvalBatch, false)
 	if err != nil {
@@ -131,13 +139,18 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	defer l.Close()
 	cfg := l.cfg
-	stream, err := data.NewStream(l.task, cfg.Seed, cfg.TestSize)
+	stream, err := data.NewStream(l.task, cfg.Seed, cmp.Or(*testSize, cfg.TestSize))
 	if err != nil {
 		return err
 	}
 	res, err := l.evaluate(stream.Test())
 	if err != nil {
 		return err
+	}
+	if res.Loss != 0 {
+		fmt.Fprintf(stdout, "task %s (%s), %d validation windows: loss %.4f nats per character (%.4f bits), next-character accuracy %.3f\n",
+			cfg.Task.Name, cfg.Task.Params, res.N, res.Loss, res.BPC, res.TokenAccuracy)
+		return nil
 	}
 	fmt.Fprintf(stdout, "task %s (%s), %d held-out examples: exact match %.3f, token accuracy %.3f\n",
 		cfg.Task.Name, cfg.Task.Params, res.N, res.ExactMatch, res.TokenAccuracy)

@@ -57,6 +57,9 @@ func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (cfg config.Con
 		switch {
 		case f.Name == "out" || f.Name == "resume" || f.Name == "max-memory":
 			return
+		case f.Name == "preset":
+			refuse = fmt.Errorf("%w: --preset starts a run from a named configuration; --resume continues the run in %s with its own config.json: give one", errUsage, dir)
+			return
 		case f.Name == "task":
 			if f.Value.String() != cfg.Task.Name {
 				refuse = mismatch(dir, f.Name, cfg.Task.Name, f.Value.String())

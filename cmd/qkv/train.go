@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/term"
@@ -180,6 +181,7 @@ func (f defaultFloat) Set(s string) error {
 func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	var tf taskFlags
 	tf.register(fs, cfg.Task.Name)
+	fs.String("preset", "", "start from a named configuration, which the other flags then change: "+strings.Join(config.Presets(), ", ")+" (nanoGPT's shakespeare_char on a CPU, on --task chars; --task chars alone starts from it too)")
 	m := &cfg.Model
 	fs.IntVar(&m.Layers, "layers", m.Layers, "number of Transformer blocks")
 	fs.IntVar(&m.Heads, "heads", m.Heads, "attention heads per block (must divide --dim)")
@@ -254,7 +256,10 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 }
 
 func runTrain(args []string, stdout, stderr io.Writer) error {
-	cfg := config.Default()
+	cfg, err := startConfig(args)
+	if err != nil {
+		return err
+	}
 	fs := newFlags("train", "[flags]", stderr)
 	resolveTask := configFlags(fs, &cfg)
 	fs.Lookup("warmup").DefValue = fmt.Sprintf("min(%d, steps/10)", cfg.Warmup) // as --help shows it
