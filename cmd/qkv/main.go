@@ -35,9 +35,10 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"train":     {"train a model on a toy task (the default: minGPT's sort demo)", runTrain},
+		"train":     {"train a model on a toy task (the default: minGPT's sort demo) or a text (--task chars)", runTrain},
 		"eval":      {"score a checkpoint on its held-out set by greedy decoding", runEval},
 		"predict":   {"print a checkpoint's answer to a prompt", runPredict},
+		"sample":    {"continue a text with a character-level language model (task chars), printing each character as it is drawn", runSample},
 		"attend":    {"draw every layer's and head's attention for an input as a PNG", runAttend},
 		"gradcheck": {"compare every gradient of a small float64 model with finite differences", runGradcheck},
 		"explain":   {"measure the attention tutorial's claims on qkv's own graph code and give each a verdict", runExplain},

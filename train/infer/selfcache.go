@@ -59,10 +59,7 @@ func newSelfCache(g *G.ExprGraph, what string, dt tensor.Dtype, b, l, dim, vocab
 // position per step for every row at once on vm, the machine of the step's
 // graph; it writes the new tokens and the logits each was chosen from.
 func (c *selfCache) decode(vm G.VM, prefixes [][]int, steps []int, tokens [][]int, logits [][][]float64) error {
-	for i := range c.bufK {
-		clear(c.bufK[i])
-		clear(c.bufV[i])
-	}
+	c.reset()
 	full := make([][]int, len(prefixes))
 	last := 0 // the last position any row feeds
 	for i, p := range prefixes {
@@ -70,33 +67,15 @@ func (c *selfCache) decode(vm G.VM, prefixes [][]int, steps []int, tokens [][]in
 		tokens[i] = []int{}
 		last = max(last, len(p)+steps[i]-2)
 	}
-	ids, pos, seen := make([]int, c.b), make([]int, c.b), make([]int, c.b)
-	slot := make([]float64, c.b*c.l)
+	ids := make([]int, c.b)
 	for t := 0; t <= last; t++ {
 		clear(ids)
-		clear(slot)
-		for i := range c.b {
-			p := min(t, c.l-1) // rows that are done, or absent, idle here
-			if i < len(prefixes) && t < len(full[i]) {
+		for i := range prefixes {
+			if t < len(full[i]) {
 				ids[i] = full[i][t]
 			}
-			pos[i], seen[i] = p, p+1
-			slot[i*c.l+p] = 1
 		}
-		if err := c.bind(ids, pos, seen, slot); err != nil {
-			return err
-		}
-		var rows [][]float64
-		err := run(vm, c.what, func() error {
-			vals, err := graph.Float64s(c.logits.Value()) // (B, 1, Vocab)
-			if err != nil {
-				return err
-			}
-			for i := range prefixes {
-				rows = append(rows, slices.Clone(vals[i*c.vocab:(i+1)*c.vocab]))
-			}
-			return c.readCaches()
-		})
+		rows, err := c.feed(vm, ids, t)
 		if err != nil {
 			return err
 		}
@@ -112,6 +91,43 @@ func (c *selfCache) decode(vm G.VM, prefixes [][]int, steps []int, tokens [][]in
 		}
 	}
 	return nil
+}
+
+// reset empties the caches, for a new batch of sequences.
+func (c *selfCache) reset() {
+	for i := range c.bufK {
+		clear(c.bufK[i])
+		clear(c.bufV[i])
+	}
+}
+
+// feed runs one step on vm: row i's token ids[i] at position t (rows that
+// are done, or absent, idle at the last position once t passes it), its key
+// and value written into the caches. It returns every row's logits of the
+// token that follows.
+func (c *selfCache) feed(vm G.VM, ids []int, t int) ([][]float64, error) {
+	p := min(t, c.l-1)
+	pos, seen := make([]int, c.b), make([]int, c.b)
+	slot := make([]float64, c.b*c.l)
+	for i := range c.b {
+		pos[i], seen[i] = p, p+1
+		slot[i*c.l+p] = 1
+	}
+	if err := c.bind(ids, pos, seen, slot); err != nil {
+		return nil, err
+	}
+	rows := make([][]float64, c.b)
+	err := run(vm, c.what, func() error {
+		vals, err := graph.Float64s(c.logits.Value()) // (B, 1, Vocab)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			rows[i] = slices.Clone(vals[i*c.vocab : (i+1)*c.vocab])
+		}
+		return c.readCaches()
+	})
+	return rows, err
 }
 
 // bind sets one step's tokens, positions, mask and slot, and the caches.
