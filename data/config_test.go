@@ -12,8 +12,8 @@ import (
 
 func TestNames(t *testing.T) {
 	names := data.Names()
-	if !slices.IsSorted(names) || len(names) != 5 {
-		t.Errorf("Names() = %v, want 5 sorted names", names)
+	if !slices.IsSorted(names) || len(names) != 6 {
+		t.Errorf("Names() = %v, want 6 sorted names", names)
 	}
 	for _, n := range names {
 		if _, err := data.New(n, data.DefaultConfig(n)); err != nil {
@@ -38,7 +38,7 @@ func TestNewErrors(t *testing.T) {
 		cfg  data.TaskConfig
 		want string // substring of the error, besides the task name
 	}{
-		{"sorting", data.TaskConfig{}, "known tasks: add, copy, recall, reverse, sort"},
+		{"sorting", data.TaskConfig{}, "known tasks: add, chars, copy, recall, reverse, sort"},
 		{"sort", data.TaskConfig{Length: 0, Alphabet: 3}, "length must be positive"},
 		{"sort", data.TaskConfig{Length: -2, Alphabet: 3}, "length must be positive, got -2"},
 		{"sort", data.TaskConfig{Length: 6, Alphabet: 0}, "alphabet must be positive"},

@@ -114,7 +114,7 @@ func TestErrorsNotPanics(t *testing.T) {
 		want []string
 	}{
 		// New: names, zero, negative, huge and conflicting parameters.
-		{"New unknown task", func(*testing.T) error { return newErr("sorting", sort) }, []string{`unknown task "sorting"`, "known tasks: add, copy, recall, reverse, sort"}},
+		{"New unknown task", func(*testing.T) error { return newErr("sorting", sort) }, []string{`unknown task "sorting"`, "known tasks: add, chars, copy, recall, reverse, sort"}},
 		{"New empty name", func(*testing.T) error { return newErr("", sort) }, []string{`unknown task ""`}},
 		{"New zero config", func(*testing.T) error { return newErr("sort", data.TaskConfig{}) }, []string{`task "sort"`, "length must be positive, got 0"}},
 		{"New length MaxInt", func(*testing.T) error { return newErr("sort", data.TaskConfig{Length: math.MaxInt, Alphabet: 3}) }, []string{"length " + maxInt + " is too large (at most 64)"}},

@@ -18,7 +18,11 @@ func TestVocabRoundTrip(t *testing.T) {
 		if v.PAD() != 0 || v.SEP() == v.PAD() {
 			t.Errorf("%s: PAD=%d SEP=%d, want PAD 0 and SEP distinct", name, v.PAD(), v.SEP())
 		}
-		if got := v.Symbols(); len(got) != v.Size() || got[v.PAD()] != data.PADSymbol || got[v.SEP()] != data.SEPSymbol {
+		pad, sep := data.PADSymbol, data.SEPSymbol
+		if v.IsChars() { // "_" and "|" are characters of a text
+			pad, sep = data.CharPADSymbol, data.CharBOSSymbol
+		}
+		if got := v.Symbols(); len(got) != v.Size() || got[v.PAD()] != pad || got[v.SEP()] != sep {
 			t.Errorf("%s: Symbols() = %q, size %d", name, got, v.Size())
 		}
 		// Every id maps to a symbol that maps back to it.
@@ -35,6 +39,9 @@ func TestVocabRoundTrip(t *testing.T) {
 		// Decode then Encode is the identity on generated sequences.
 		ex := task.Generate(nil)
 		seq := append(append(slices.Clone(ex.Prompt), v.SEP()), ex.Answer...)
+		if v.IsChars() { // a text's characters; BOS is no character of it
+			seq = ex.Answer
+		}
 		text := v.Decode(seq)
 		got, err := v.Encode(text)
 		if err != nil || !slices.Equal(got, seq) {
