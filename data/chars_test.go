@@ -147,7 +147,7 @@ func charsTask(t *testing.T, text string, context int, valFraction float64) (*ch
 // and never a target; windows lie in their part of the text and are laid
 // out as BOS c0 … c(T-1) → c0 … cT with no loss on c0.
 func TestCharsTask(t *testing.T) {
-	train := strings.Repeat("abcab\n", 10)         // 60 characters
+	train := strings.Repeat("abcab\n", 10)       // 60 characters
 	val := "cba\nZZb" + strings.Repeat("abc", 1) // Z unseen in training
 	text := train + val
 	task, _ := charsTask(t, text, 4, float64(len(val))/float64(len(text)))

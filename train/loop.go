@@ -56,11 +56,11 @@ type Summary struct {
 	// ValLoss and ValBPC are a language model's loss on the validation
 	// text at the last step, in nats and bits per character; absent for
 	// the other tasks.
-	ValLoss float64 `json:"val_loss,omitempty"`
-	ValBPC  float64 `json:"val_bpc,omitempty"`
-	StoppedEarly  bool            `json:"stopped_early"`
-	MsPerStep     float64         `json:"ms_per_step"`
-	Config        config.Config   `json:"config"`
+	ValLoss      float64       `json:"val_loss,omitempty"`
+	ValBPC       float64       `json:"val_bpc,omitempty"`
+	StoppedEarly bool          `json:"stopped_early"`
+	MsPerStep    float64       `json:"ms_per_step"`
+	Config       config.Config `json:"config"`
 }
 
 // Options says where a run writes and how it reports.
