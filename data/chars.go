@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -61,7 +62,7 @@ func newChars(c TaskConfig) (*chars, error) {
 		}
 		corpus, err := LoadCorpus(c.Data)
 		if err != nil {
-			return nil, fmt.Errorf("data: task %q: %w", name, err)
+			return nil, corpusErr(err)
 		}
 		t := &chars{params: c}
 		if err := t.attach(corpus); err != nil {
@@ -85,6 +86,12 @@ func newChars(c TaskConfig) (*chars, error) {
 	return t, nil
 }
 
+// corpusErr writes an error of LoadCorpus ("data: corpus PATH: ...") as
+// one of the task's parameter data ("data: task "chars": data PATH: ...").
+func corpusErr(err error) error {
+	return fmt.Errorf("data: task %q: data %s", "chars", strings.TrimPrefix(err.Error(), "data: corpus "))
+}
+
 // trainChars is nanoGPT's split: the first int((1-f)·n) characters train.
 func trainChars(n int, f float64) int { return int((1 - f) * float64(n)) }
 
@@ -93,7 +100,7 @@ func trainChars(n int, f float64) int { return int((1 - f) * float64(n)) }
 func (t *chars) checkSplit(n int) error {
 	need := t.params.Context + 1
 	if t.nTrain < need || n-t.nTrain < need {
-		return fmt.Errorf("data: task %q: corpus %s has %s: its training part (%d) and its validation part (%d, val_fraction %v) must each hold a window of context+1 = %d characters", "chars", t.params.Data, count(n, "character"), t.nTrain, n-t.nTrain, t.params.ValFraction, need)
+		return fmt.Errorf("data: task %q: data %s is too short: of its %s, the training part (%d) and the validation part (%d, val_fraction %v) must each hold a window of context+1 = %d characters", "chars", t.params.Data, count(n, "character"), t.nTrain, n-t.nTrain, t.params.ValFraction, need)
 	}
 	return nil
 }
@@ -157,7 +164,7 @@ func (t *chars) text() (*Corpus, error) {
 	}
 	corpus, err := LoadCorpus(t.params.Data)
 	if err != nil {
-		return nil, fmt.Errorf("data: task %q: %w", "chars", err)
+		return nil, corpusErr(err)
 	}
 	if err := t.attach(corpus); err != nil {
 		return nil, err

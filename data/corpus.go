@@ -241,6 +241,9 @@ func readCorpus(spec string, files []string) (*Corpus, error) {
 	buf := make([]byte, readChunk+utf8.UTFMax)
 	for _, name := range files {
 		if err := c.readFile(name, buf, index, hash); err != nil {
+			if name == spec { // the error names it already
+				return nil, fmt.Errorf("data: corpus %w", err)
+			}
 			return nil, fmt.Errorf("data: corpus %s: %w", spec, err)
 		}
 	}
