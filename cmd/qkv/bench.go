@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/qkv-dev/qkv/data"
@@ -282,6 +283,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	flops := stepFLOPs(m.Params, cfg, m.S)
 	fmt.Fprintf(stdout, "matrix products:     %7.1f MFLOP/step, %.1f GFLOP/s (go test ./internal/gemm -bench Sgemm measures the GEMM's peak)\n",
 		flops/1e6, flops/per.Seconds()/1e9)
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		fmt.Fprintf(stdout, "memory:              peak RSS %s (the whole process: weights, optimizer, batch, the graph's buffers, the text)\n", config.FormatBytes(float64(ru.Maxrss*1024)))
+	}
 	if *profile != "" {
 		fmt.Fprintf(stdout, "CPU profile of the timed steps in %s (go tool pprof -top %s)\n", *profile, *profile)
 	}
