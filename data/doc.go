@@ -33,6 +33,24 @@
 //	         order by default; one, before SEP, with queries 1); the targets
 //	         are their values
 //	add      two a-digit numbers; the answer is their a+1-digit sum, reversed
+//	chars    a character-level language model of a text (nanoGPT's
+//	         shakespeare_char): windows of context+1 characters of a
+//	         corpus, by default Go's own net/http source
+//
+// chars is the language-model case of the example mechanism: an empty
+// prompt and an answer of characters c0 … cT whose first is given, so that
+// the model reads SEP (which starts every window, as BOS) and c0 … c(T-1)
+// and predicts c1 … cT, every position a loss. Its text is a Corpus
+// (LoadCorpus: a file, a directory, a glob or go:PKG, read once into two
+// bytes a character), split as nanoGPT splits it: the first
+// int((1-val_fraction)·n) characters train, the rest are held out, and its
+// vocabulary is the training text's characters (NewCharVocab), a
+// validation character outside it read as UNK and carrying no loss. Its
+// held-out set is windows evenly spaced over the held-out text, a fixed
+// set scored by its loss (IsLanguageModel), not by exact match. What New
+// reads of the text (its length, SHA-256 and vocabulary) is recorded in the
+// TaskConfig it returns, so that a checkpoint's model can be rebuilt
+// without the text, and a changed text is refused when examples are drawn.
 //
 // copy, reverse and sort accept a length range and recall a pairs range, so
 // that batches mix sequence lengths and padding masks are exercised.
@@ -67,7 +85,9 @@
 // or zero receiver as on an empty one; Stream.Draw is Take with the error.
 //
 // Token ids are small ints: PAD is always 0, so zero-filled buffers are
-// padded buffers, and SEP is 1. The task's symbols follow in order from id 2:
+// padded buffers, and SEP is 1 (BOS in a character vocabulary, whose
+// special tokens are spelt <pad>, <bos> and <unk>, since "_" and "|" are
+// characters of a text). The task's symbols follow in order from id 2:
 // copy, reverse and sort the symbols 0, 1, ... of their alphabet, add the
 // digits 0-9, recall its values (hexadecimal digits 0-9, A-F) first and then
 // its keys (lower-case letters).
@@ -76,6 +96,7 @@
 // so a model may answer with PAD or SEP; answers are always as long as the
 // frame's, with no stop token.
 //
-// The package uses only the standard library, and math/rand/v2's PCG for all
+// The package uses only the standard library (and the go command, to find
+// GOROOT for a go:PKG corpus), and math/rand/v2's PCG for all
 // randomness, so the same seed gives the same data on every platform.
 package data
