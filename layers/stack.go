@@ -60,6 +60,9 @@ type StackConfig struct {
 	// and nanoGPT's weight tying, wte.weight = lm_head.weight). The table
 	// then learns from both ends, the lookup's gradient and the head's
 	// adding up, and the model holds Vocab·Dim + Vocab fewer parameters.
+	// The table keeps its role, graph.RoleEmbedding, so an optimizer that
+	// decays RoleWeight only (qkv's AdamW) does not decay it, where
+	// nanoGPT decays every 2-D tensor, the tied one included.
 	// Only a decoder has a head to tie: an encoder refuses it (and an
 	// EncDecConfig has no such field). Absent from config.json when false.
 	TieEmbeddings bool `json:"tie_embeddings,omitempty"`
