@@ -124,10 +124,11 @@ type stack struct {
 
 // Validate checks everything NewDecoder and NewEncoder check, without
 // allocating anything: Vocab, MaxLen, Layers, Dim, Heads and Hidden
-// positive, Dim divisible by Heads, known Activation and Positions, the rates
-// in [0, 1), every weight tensor within graph.MaxElements, and the model's
-// total parameter count (with the decoder's vocabulary head) within
-// graph.MaxElements too: parameters are allocated together, and the cap on
+// positive, Dim divisible by Heads, known Activation, Positions and Init,
+// the rates in [0, 1), every weight tensor within graph.MaxElements, and
+// the model's total parameter count (with the decoder's vocabulary head,
+// none when TieEmbeddings) within graph.MaxElements too: parameters are
+// allocated together, and the cap on
 // the total is what keeps a huge Layers from building blocks for ever.
 // Errors name the layer that is wrong as the constructors do
 // ("blocks.0.attn"). Checking a configuration this way costs microseconds,
@@ -228,8 +229,8 @@ func (c StackConfig) finalNormConfig() LayerNormConfig {
 }
 
 // headConfig is the configuration of the projection to logits, when it is
-// not tied to the token embedding. It keeps its bias whatever Bias says, as
-// checkpoints written before Bias existed have it.
+// not tied to the token embedding. It has a bias whatever Bias says: Bias is
+// the blocks' projections' (README's checkpoint layout).
 func (c StackConfig) headConfig() LinearConfig {
 	return LinearConfig{In: c.Dim, Out: c.Vocab, Bias: true, Std: c.Init.headStd()}
 }
