@@ -17,14 +17,20 @@ import (
 //
 //	y = (x - mean(x)) / sqrt(var(x) + eps) * gain + bias
 //
-// with the biased variance, as PyTorch's LayerNorm. It is one op forward and
+// with the biased variance, as PyTorch's LayerNorm; a nil bias leaves it
+// out (y = xhat * gain, nanoGPT's LayerNorm(bias=False)), so that a model
+// without norm biases holds no tensor that would stay zero. It is one op forward and
 // one per input backward, computed row by row, instead of about ten
 // reductions and broadcasts each way. The tests check it, in float64 and
 // float32 and for 2-D and 3-D inputs, against the formula computed row by row
 // in plain loops, and its gradients (x, gain, bias) against central finite
 // differences in float64.
 func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
-	if err := checkNodes([]*G.Node{x, gain, bias}, "input", "gain", "bias"); err != nil {
+	params := []*G.Node{gain, bias}
+	if bias == nil {
+		params = params[:1]
+	}
+	if err := checkNodes(append([]*G.Node{x}, params...), "input", "gain", "bias"); err != nil {
 		return nil, fmt.Errorf("graph: layernorm: %w", err)
 	}
 	s := x.Shape()
@@ -32,7 +38,7 @@ func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
 		return nil, shapeErrorf("graph: layernorm: input shape %v, want (..., D)", s)
 	}
 	d := s[len(s)-1]
-	for _, p := range []*G.Node{gain, bias} {
+	for _, p := range params {
 		if !p.Shape().Eq(tensor.Shape{d}) || p.Dtype() != x.Dtype() {
 			return nil, shapeErrorf("graph: layernorm: %q is %v %v, want %v (%d) to match input %v", p.Name(), p.Dtype(), p.Shape(), x.Dtype(), d, s)
 		}
@@ -43,7 +49,8 @@ func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
 	if !(eps > 0) || math.IsInf(eps, 1) {
 		return nil, fmt.Errorf("graph: layernorm: eps must be positive and finite, got %v", eps)
 	}
-	return apply(layerNormOp{shape: s.Clone(), eps: eps, out: lnOutput}, x, gain, bias)
+	op := layerNormOp{shape: s.Clone(), eps: eps, out: lnOutput, noBias: bias == nil}
+	return apply(op, append([]*G.Node{x}, params...)...)
 }
 
 // What a layerNormOp computes: the output from (x, gain, bias), or a
@@ -59,12 +66,20 @@ type layerNormOp struct {
 	shape tensor.Shape // of x
 	eps   float64
 	out   int
-	buf   *output
+	// noBias: the output has no bias input (x, gain); the gradient ops
+	// take (x, gain, dy) either way, and there is no bias gradient.
+	noBias bool
+	buf    *output
 }
 
 func (op layerNormOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
-func (op layerNormOp) Arity() int { return 3 }
+func (op layerNormOp) Arity() int {
+	if op.out == lnOutput && op.noBias {
+		return 2
+	}
+	return 3
+}
 
 func (op layerNormOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
@@ -72,6 +87,9 @@ func (op layerNormOp) Type() hm.Type {
 	v := &G.TensorType{Dims: 1, Of: a}
 	switch op.out {
 	case lnOutput:
+		if op.noBias {
+			return hm.NewFnType(x, v, x)
+		}
 		return hm.NewFnType(x, v, v, x)
 	case lnGradX:
 		return hm.NewFnType(x, v, x, x)
@@ -88,7 +106,7 @@ func (op layerNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 
 func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) {
 	shape, _ := op.InferShape()
-	return runKernel(op, vals, 3, shape, op.buf, false)
+	return runKernel(op, vals, op.Arity(), shape, op.buf, false)
 }
 
 func (op layerNormOp) run64(in [][]float64, out []float64) { runLayerNorm(op, in, out) }
@@ -105,7 +123,11 @@ func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in
 // dbias are summed per block in float64, then the blocks in order, so the
 // result does not depend on how many goroutines ran.
 func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
-	x, gain, third := in[0], in[1], in[2] // third: bias, or dy for gradients
+	x, gain := in[0], in[1]
+	var third []T // bias (nil without one), or dy for gradients
+	if len(in) > 2 {
+		third = in[2]
+	}
 	d := len(gain)
 	rows := len(x) / d
 	per := max(1, layerNormBlock/d) // rows in a block
@@ -170,7 +192,7 @@ func (op layerNormOp) CallsExtern() bool    { return false }
 func (op layerNormOp) OverwritesInput() int { return -1 }
 
 func (op layerNormOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "qkv.layernorm %v %v %d", op.shape, op.eps, op.out)
+	fmt.Fprintf(h, "qkv.layernorm %v %v %d %t", op.shape, op.eps, op.out, op.noBias)
 }
 func (op layerNormOp) Hashcode() uint32 { return hashOf(op) }
 
@@ -184,14 +206,15 @@ func (op layerNormOp) DiffWRT(inputs int) []bool {
 	return []bool{op.out == lnOutput, op.out == lnOutput, op.out == lnOutput}[:inputs]
 }
 
-// SymDiff returns dx, dgain and dbias as layerNormOps over (x, gain, dy).
+// SymDiff returns dx, dgain and, with a bias, dbias as layerNormOps over
+// (x, gain, dy).
 func (op layerNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	if op.out != lnOutput {
 		return nil, fmt.Errorf("graph: %v is not differentiable", op)
 	}
-	grads := make(G.Nodes, 3)
-	for i, which := range []int{lnGradX, lnGradGain, lnGradBias} {
-		g, err := apply(layerNormOp{shape: op.shape, eps: op.eps, out: which}, inputs[0], inputs[1], grad)
+	grads := make(G.Nodes, len(inputs))
+	for i, which := range []int{lnGradX, lnGradGain, lnGradBias}[:len(inputs)] {
+		g, err := apply(layerNormOp{shape: op.shape, eps: op.eps, out: which, noBias: op.noBias}, inputs[0], inputs[1], grad)
 		if err != nil {
 			return nil, err
 		}

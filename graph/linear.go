@@ -20,7 +20,18 @@ import (
 // As one op it is a single GEMM on the rows of x forward, and a GEMM per
 // input backward (dx = dy W^T, dW = x^T dy, db = column sums of dy), on
 // gonum's BLAS or whatever blas32/blas64 are set to use.
-func Linear(x, w, b *G.Node) (*G.Node, error) {
+func Linear(x, w, b *G.Node) (*G.Node, error) { return linear(x, w, b, false) }
+
+// LinearT returns x W^T + b for W (Out, In), PyTorch's nn.Linear layout, or
+// x W^T when b is nil: (..., Out). It is Linear with the weight read
+// transposed inside the GEMMs, so no transposed copy is formed: a decoder
+// whose head is its token embedding table (Vocab, D), weight tying, takes
+// its logits as x E^T with it, and E's gradient (dy^T x, (Vocab, D)) adds to
+// the lookup's in the one table.
+func LinearT(x, w, b *G.Node) (*G.Node, error) { return linear(x, w, b, true) }
+
+// linear is Linear, or LinearT with trans.
+func linear(x, w, b *G.Node, trans bool) (*G.Node, error) {
 	if err := checkNodes([]*G.Node{x, w}, "input", "weights"); err != nil {
 		return nil, fmt.Errorf("graph: linear: %w", err)
 	}
@@ -30,8 +41,15 @@ func Linear(x, w, b *G.Node) (*G.Node, error) {
 		}
 	}
 	s, ws := x.Shape(), w.Shape()
-	if s.Dims() < 2 || ws.Dims() != 2 || s[len(s)-1] != ws[0] {
-		return nil, shapeErrorf("graph: linear: input %v and weights %v: want (..., In) and (In, Out)", s, ws)
+	in, out, want := 0, 0, "(In, Out)"
+	if ws.Dims() == 2 {
+		in, out = ws[0], ws[1]
+		if trans {
+			in, out, want = ws[1], ws[0], "(Out, In)"
+		}
+	}
+	if s.Dims() < 2 || ws.Dims() != 2 || s[len(s)-1] != in {
+		return nil, shapeErrorf("graph: linear: input %v and weights %v: want (..., In) and %s", s, ws, want)
 	}
 	if err := CheckFloat(x.Dtype()); err != nil {
 		return nil, fmt.Errorf("graph: linear: %w", err)
@@ -39,7 +57,7 @@ func Linear(x, w, b *G.Node) (*G.Node, error) {
 	if w.Dtype() != x.Dtype() {
 		return nil, fmt.Errorf("graph: linear: input is %v, weights %q are %v", x.Dtype(), w.Name(), w.Dtype())
 	}
-	op := linearOp{x: s.Clone(), in: ws[0], out: ws[1], step: linOutput}
+	op := linearOp{x: s.Clone(), in: in, out: out, trans: trans, step: linOutput}
 	// The output is allocated when the graph runs, where a failed make
 	// cannot be caught: a small input and weight can still make a huge one.
 	if err := CheckElements(op.yShape()...); err != nil {
@@ -48,8 +66,8 @@ func Linear(x, w, b *G.Node) (*G.Node, error) {
 	if b == nil {
 		return apply(op, x, w)
 	}
-	if !b.Shape().Eq(tensor.Shape{ws[1]}) || b.Dtype() != x.Dtype() {
-		return nil, shapeErrorf("graph: linear: bias %q is %v %v, want %v (%d)", b.Name(), b.Dtype(), b.Shape(), x.Dtype(), ws[1])
+	if !b.Shape().Eq(tensor.Shape{out}) || b.Dtype() != x.Dtype() {
+		return nil, shapeErrorf("graph: linear: bias %q is %v %v, want %v (%d)", b.Name(), b.Dtype(), b.Shape(), x.Dtype(), out)
 	}
 	op.bias = true
 	return apply(op, x, w, b)
@@ -67,6 +85,7 @@ type linearOp struct {
 	x       tensor.Shape // shape of x, (..., In)
 	in, out int
 	bias    bool
+	trans   bool // W is (Out, In): LinearT
 	step    int
 	buf     *output
 }
@@ -102,6 +121,9 @@ func (op linearOp) shape() tensor.Shape {
 	case linGradX:
 		return op.x.Clone()
 	case linGradW:
+		if op.trans {
+			return tensor.Shape{op.out, op.in}
+		}
 		return tensor.Shape{op.in, op.out}
 	case linGradB:
 		return tensor.Shape{op.out}
@@ -124,6 +146,10 @@ func (op linearOp) run32(in [][]float32, out []float32) { runLinear(op, in, out)
 
 func runLinear[T float32 | float64](op linearOp, in [][]T, out []T) {
 	n, i, o := op.rows(), op.in, op.out
+	if op.trans {
+		runLinearT(op, in, out)
+		return
+	}
 	switch op.step {
 	case linOutput: // y (n, o) = x (n, i) W (i, o) + b
 		if op.bias {
@@ -144,6 +170,30 @@ func runLinear[T float32 | float64](op linearOp, in [][]T, out []T) {
 				out[j] += v
 			}
 		}
+	}
+}
+
+// runLinearT is runLinear for W (o, i), read transposed; the bias's
+// gradient is the same.
+func runLinearT[T float32 | float64](op linearOp, in [][]T, out []T) {
+	n, i, o := op.rows(), op.in, op.out
+	switch op.step {
+	case linOutput: // y (n, o) = x (n, i) W^T + b
+		beta := T(0)
+		if op.bias {
+			for r := 0; r < n; r++ {
+				copy(out[r*o:(r+1)*o], in[2])
+			}
+			beta = 1
+		}
+		gemm(blas.NoTrans, blas.Trans, n, o, i, in[0], in[1], beta, out)
+	case linGradX: // dx (n, i) = dy (n, o) W (o, i)
+		gemm(blas.NoTrans, blas.NoTrans, n, i, o, in[0], in[1], 0, out)
+	case linGradW: // dW (o, i) = dy^T x, from x, dy
+		gemm(blas.Trans, blas.NoTrans, o, i, n, in[1], in[0], 0, out)
+	case linGradB:
+		op.trans = false
+		runLinear(op, in, out)
 	}
 }
 
@@ -170,7 +220,7 @@ func (op linearOp) CallsExtern() bool    { return false }
 func (op linearOp) OverwritesInput() int { return -1 }
 
 func (op linearOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "qkv.linear %v %d %d %t %d", op.x, op.in, op.out, op.bias, op.step)
+	fmt.Fprintf(h, "qkv.linear %v %d %d %t %t %d", op.x, op.in, op.out, op.bias, op.trans, op.step)
 }
 func (op linearOp) Hashcode() uint32 { return hashOf(op) }
 

@@ -160,7 +160,9 @@ func TestNoPanic(t *testing.T) {
 		{"LogSoftmax/zero", func() error { return node2(LogSoftmax(zero)) }, []string{"log-softmax", "zero-value node"}},
 		{"LayerNorm/nil input", func() error { return node2(LayerNorm(nil, vec4, vec4, 1e-5)) }, []string{"layernorm", "input is nil"}},
 		{"LayerNorm/nil gain", func() error { return node2(LayerNorm(x, nil, vec4, 1e-5)) }, []string{"layernorm", "gain is nil"}},
-		{"LayerNorm/nil bias", func() error { return node2(LayerNorm(x, vec4, nil, 1e-5)) }, []string{"layernorm", "bias is nil"}},
+		// A nil bias is a gain-only LayerNorm (TestLayerNormNoBias); a nil
+		// gain is an error with or without one.
+		{"LayerNorm/nil gain, no bias", func() error { return node2(LayerNorm(x, nil, nil, 1e-5)) }, []string{"layernorm", "gain is nil"}},
 		{"LayerNorm/NaN eps", func() error { return node2(LayerNorm(x, vec4, vec4, math.NaN())) }, []string{"layernorm", "eps", "NaN"}},
 		{"LayerNorm/Inf eps", func() error { return node2(LayerNorm(x, vec4, vec4, math.Inf(1))) }, []string{"layernorm", "eps", "+Inf"}},
 		{"Linear/nil input", func() error { return node2(Linear(nil, w, nil)) }, []string{"linear", "input is nil"}},

@@ -45,6 +45,10 @@ type AttentionConfig struct {
 	// AttentionVariants are the changes to the formula recent models make;
 	// the zero value is the 2017 formula.
 	AttentionVariants
+	// Init draws wq, wk and wv with Init.Std and wo, which writes into the
+	// residual stream, with Init.OutStd; the zero value is U(±1/sqrt(in))
+	// for all four.
+	Init WeightInit
 }
 
 // AttentionVariants are the ways the attention of recent models differs
@@ -191,6 +195,9 @@ func (c AttentionConfig) validate(name string) error {
 	if err := checkRate("Dropout", c.Dropout); err != nil {
 		return layerErr("attention", name, err)
 	}
+	if err := c.Init.validate(); err != nil {
+		return layerErr("attention", name, err)
+	}
 	if !c.Impl.valid() {
 		return layerErr("attention", name, configErrorf("unknown Impl %q, want %q, %q or %q", c.Impl, AttentionComposed, AttentionFused, AttentionFlash))
 	}
@@ -247,9 +254,11 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 		in   int
 		w, b string
 		out  int
-	}{{&a.wq, cfg.Dim, "wq", "bq", cfg.Dim}, {&a.wk, cfg.KeyDim, "wk", "bk", cfg.kvDim()}, {&a.wv, cfg.ValueDim, "wv", "bv", cfg.kvDim()}, {&a.wo, cfg.Dim, "wo", "bo", cfg.Dim}} {
+		std  float64
+	}{{&a.wq, cfg.Dim, "wq", "bq", cfg.Dim, cfg.Init.Std}, {&a.wk, cfg.KeyDim, "wk", "bk", cfg.kvDim(), cfg.Init.Std},
+		{&a.wv, cfg.ValueDim, "wv", "bv", cfg.kvDim(), cfg.Init.Std}, {&a.wo, cfg.Dim, "wo", "bo", cfg.Dim, cfg.Init.OutStd}} {
 		var err error
-		if *p.l, err = NewLinear(s, LinearConfig{In: p.in, Out: p.out, Bias: cfg.Bias, WeightName: p.w, BiasName: p.b}); err != nil {
+		if *p.l, err = NewLinear(s, LinearConfig{In: p.in, Out: p.out, Bias: cfg.Bias, WeightName: p.w, BiasName: p.b, Std: p.std}); err != nil {
 			return nil, err
 		}
 	}

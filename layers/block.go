@@ -45,6 +45,12 @@ type BlockConfig struct {
 	// AttentionVariants go to every attention of the block; the
 	// cross-attention takes all but the window and RoPE's base.
 	AttentionVariants
+	// BiasFreeNorm leaves the bias out of every LayerNorm of the block
+	// (LayerNormConfig.NoBias); Bias above is the projections' alone.
+	BiasFreeNorm bool
+	// Init draws every attention's and the feed-forward's weights (see
+	// WeightInit); the zero value is U(±1/sqrt(in)).
+	Init WeightInit
 }
 
 // Block is a Transformer block. Without cross-attention its sublayers are
@@ -107,13 +113,13 @@ func (c BlockConfig) selfAttn() (name, drop string) {
 // of the cross-attention, used only with Cross.
 func (c BlockConfig) parts() (ln LayerNormConfig, self, cross AttentionConfig, ff FeedForwardConfig) {
 	self = AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout, Impl: c.Attention, Scale: c.AttnScale,
-		Positions: c.Positions, AttentionVariants: c.AttentionVariants}
+		Positions: c.Positions, AttentionVariants: c.AttentionVariants, Init: c.Init}
 	// Cross-attention relates two sequences: no causality, and none of the
 	// positional variants, which measure within one.
 	cross = self
 	cross.Causal, cross.Positions, cross.Window, cross.RoPEBase, cross.Mask, cross.Score = false, "", 0, 0, nil, nil
-	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps}, self, cross,
-		FeedForwardConfig{Dim: c.Dim, Hidden: c.Hidden, Activation: c.Activation, Bias: c.Bias}
+	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps, NoBias: c.BiasFreeNorm}, self, cross,
+		FeedForwardConfig{Dim: c.Dim, Hidden: c.Hidden, Activation: c.Activation, Bias: c.Bias, Init: c.Init}
 }
 
 // validate checks the block at scope prefix name, naming the sublayer that is

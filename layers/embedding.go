@@ -11,6 +11,9 @@ import (
 // EmbeddingConfig configures a token embedding table.
 type EmbeddingConfig struct {
 	Vocab, Dim int
+	// Std is the standard deviation of the table's N(0, Std²) entries; 0
+	// means 1, nn.Embedding's (GPT-2's is 0.02).
+	Std float64
 }
 
 // Embedding maps token ids to learned vectors: row id of a (Vocab, Dim) table.
@@ -47,7 +50,7 @@ func NewEmbedding(s *Scope, cfg EmbeddingConfig) (*Embedding, error) {
 	if err := cfg.validate(s.path()); err != nil {
 		return nil, err
 	}
-	table, err := s.param("table", graph.RoleEmbedding, normal(1), cfg.Vocab, cfg.Dim)
+	table, err := s.param("table", graph.RoleEmbedding, normal(stdOr1(cfg.Std)), cfg.Vocab, cfg.Dim)
 	if err != nil {
 		return nil, layerErr("embedding", s.path(), err)
 	}
@@ -64,6 +67,9 @@ func (c EmbeddingConfig) validate(name string) error {
 		return layerErr("embedding", name, err)
 	}
 	if err := checkTensor("table (Vocab, Dim)", c.Vocab, c.Dim); err != nil {
+		return layerErr("embedding", name, err)
+	}
+	if err := checkStd("Std", c.Std); err != nil {
 		return layerErr("embedding", name, err)
 	}
 	return nil

@@ -58,6 +58,17 @@ type EncDecConfig struct {
 	// StackConfig.CausalEncoder); the decoder's is causal either way, its
 	// cross-attention never.
 	CausalEncoder bool `json:"causal_encoder,omitempty"`
+	// BiasFreeNorm leaves the bias out of every LayerNorm of both halves
+	// (see StackConfig.BiasFreeNorm).
+	BiasFreeNorm bool `json:"bias_free_norm,omitempty"`
+	// Init is how both halves and the head draw their parameters (see
+	// StackConfig.Init); with InitGPT2 each half scales its residual output
+	// projections by its own depth, 1/sqrt(2·EncLayers) and
+	// 1/sqrt(2·DecLayers).
+	Init InitKind `json:"init,omitempty"`
+	// There is no TieEmbeddings: the head's vocabulary is the target's, and
+	// qkv ties nothing across the halves; config.Config refuses
+	// tie_embeddings with arch encdec.
 }
 
 // encoderConfig is the configuration of the encoder half.
@@ -82,7 +93,7 @@ func (c EncDecConfig) half(vocab, maxLen, layers int) StackConfig {
 		Vocab: vocab, MaxLen: maxLen, Dim: c.Dim, Heads: c.Heads, Layers: layers, Hidden: c.Hidden,
 		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
-		AttentionVariants: c.AttentionVariants,
+		AttentionVariants: c.AttentionVariants, BiasFreeNorm: c.BiasFreeNorm, Init: c.Init,
 	}
 }
 
@@ -165,7 +176,8 @@ type EncDecWeights struct {
 //	dec.ln_f.{gain,bias}              (D)            pre-LN only
 //	head.w (D, TgtVocab), head.b (TgtVocab)
 //
-// prefixed by the scope's own prefix. Weights are (in, out): y = x W + b.
+// prefixed by the scope's own prefix, without the LayerNorms' bias with
+// BiasFreeNorm. Weights are (in, out): y = x W + b.
 // With post-LN, ln1, ln2 (and ln3) normalise the residual sums and there is
 // no ln_f. Its configuration is fixed when it is built: Config returns a
 // copy, and Encoder, TargetEmbedding, TargetPositions, DecoderBlocks,

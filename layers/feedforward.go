@@ -14,6 +14,9 @@ type FeedForwardConfig struct {
 	// Activation is ActivationReLU or ActivationGELU; "" means ReLU.
 	Activation Activation
 	Bias       bool
+	// Init draws w1 with Init.Std and w2, which writes into the residual
+	// stream, with Init.OutStd; the zero value is U(±1/sqrt(in)) for both.
+	Init WeightInit
 }
 
 // FeedForward is act(x W1 + b1) W2 + b2, applied to each position alone.
@@ -68,6 +71,9 @@ func (c FeedForwardConfig) validate(name string) error {
 	if err := checkTensor("weight w1 (Dim, Hidden)", c.Dim, c.Hidden); err != nil {
 		return layerErr("feed-forward", name, err)
 	}
+	if err := c.Init.validate(); err != nil {
+		return layerErr("feed-forward", name, err)
+	}
 	return nil
 }
 
@@ -88,11 +94,11 @@ func NewFeedForward(s *Scope, cfg FeedForwardConfig) (*FeedForward, error) {
 	if cfg.Activation == "" {
 		cfg.Activation = ActivationReLU
 	}
-	w1, err := NewLinear(s, LinearConfig{In: cfg.Dim, Out: cfg.Hidden, Bias: cfg.Bias, WeightName: "w1", BiasName: "b1"})
+	w1, err := NewLinear(s, LinearConfig{In: cfg.Dim, Out: cfg.Hidden, Bias: cfg.Bias, WeightName: "w1", BiasName: "b1", Std: cfg.Init.Std})
 	if err != nil {
 		return nil, err
 	}
-	w2, err := NewLinear(s, LinearConfig{In: cfg.Hidden, Out: cfg.Dim, Bias: cfg.Bias, WeightName: "w2", BiasName: "b2"})
+	w2, err := NewLinear(s, LinearConfig{In: cfg.Hidden, Out: cfg.Dim, Bias: cfg.Bias, WeightName: "w2", BiasName: "b2", Std: cfg.Init.OutStd})
 	if err != nil {
 		return nil, err
 	}

@@ -268,39 +268,19 @@ var gradCases = []gradCase{
 		cost, _ := weightedSum(t, out, rng)
 		return cost, e.Params()
 	}},
-	{name: "decoder/cross-entropy", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.ln1.gain", "blocks.0.attn.wq", "blocks.0.attn.wk", "blocks.0.attn.wv", "blocks.0.attn.wo", "blocks.0.ff.w1", "ln_f.bias", "head.w", "head.b"}, build: func(t *testing.T, s *Scope, rng *rand.Rand) (*G.Node, []graph.Param) {
-		const b, seqLen = 2, 4
-		cfg := StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true}
-		d, err := NewDecoder(s, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := graph.NewIDs(s.Graph(), b, seqLen, cfg.Vocab, "ids")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ids.Set([]int{1, 2, 3, 4, 5, 0, 0, 0}); err != nil {
-			t.Fatal(err)
-		}
-		_, pad := paddingMask(t, s, []int{4, 2}, seqLen, seqLen, "pad")
-		logits, _, err := d.Forward(ids, pad)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tg, err := graph.NewTargets(s.Graph(), tensor.Float64, b*seqLen, cfg.Vocab, "targets")
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Position 0 (a prompt) and the padding of sequence 1 are weighted 0.
-		if err := tg.Set([]int{2, 3, 4, 0, 0, 1, 0, 0}, []float64{0, 1, 2, 1, 1, 0.5, 0, 0}); err != nil {
-			t.Fatal(err)
-		}
-		cost, err := graph.CrossEntropy(logits, tg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cost, d.Params()
-	}},
+	{name: "decoder/cross-entropy", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.ln1.gain", "blocks.0.attn.wq", "blocks.0.attn.wk", "blocks.0.attn.wv", "blocks.0.attn.wo", "blocks.0.ff.w1", "ln_f.bias", "head.w", "head.b"},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true})},
+	// A tied head: tok_emb.table's gradient is the lookup's plus the head's
+	// (logits = x Eᵀ), checked as one against finite differences of the
+	// whole cost; there is no head.w or head.b (TestTiedDecoderParams).
+	{name: "decoder/tied", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.attn.wo", "ln_f.gain", "ln_f.bias"},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true, TieEmbeddings: true})},
+	{name: "decoder/bias-free-norm", names: []string{"blocks.0.ln1.gain", "blocks.0.ln2.gain", "ln_f.gain", "head.w", "head.b"},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true, BiasFreeNorm: true})},
+	// nanoGPT's bias=False model: tied, no ln biases, no projection biases,
+	// GPT-2's init (which perturb overwrites, but which must build).
+	{name: "decoder/nanogpt", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.ln1.gain", "blocks.1.ff.w2", "ln_f.gain"},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Activation: ActivationGELU, TieEmbeddings: true, BiasFreeNorm: true, Init: InitGPT2})},
 }
 
 func positionsGrad(kind PositionsKind, maxLen, seqLen int) func(*testing.T, *Scope, *rand.Rand) (*G.Node, []graph.Param) {
@@ -390,4 +370,49 @@ func TestGradients(t *testing.T) {
 	}
 	t.Logf("worst relative gradient error per layer: %v", worst)
 	t.Logf("the same without the key bias bk: %v", worstNotBK)
+}
+
+// decoderCE builds a decoder of configuration cfg and returns its masked,
+// weighted cross-entropy on two padded sequences of 4, and its parameters.
+func decoderCE(cfg StackConfig) func(*testing.T, *Scope, *rand.Rand) (*G.Node, []graph.Param) {
+	return func(t *testing.T, s *Scope, _ *rand.Rand) (*G.Node, []graph.Param) {
+		d, err := NewDecoder(s, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return decoderCost(t, s, d), d.Params()
+	}
+}
+
+// decoderCost returns d's masked, weighted cross-entropy on two padded
+// sequences of 4 in scope s.
+func decoderCost(t *testing.T, s *Scope, d *Decoder) *G.Node {
+	t.Helper()
+	const b, seqLen = 2, 4
+	cfg := d.Config()
+	ids, err := graph.NewIDs(s.Graph(), b, seqLen, cfg.Vocab, "ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ids.Set([]int{1, 2, 3, 4, 5, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	_, pad := paddingMask(t, s, []int{4, 2}, seqLen, seqLen, "pad")
+	logits, _, err := d.Forward(ids, pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := graph.NewTargets(s.Graph(), tensor.Float64, b*seqLen, cfg.Vocab, "targets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Position 0 (a prompt) and the padding of sequence 1 are weighted 0.
+	if err := tg.Set([]int{2, 3, 4, 0, 0, 1, 0, 0}, []float64{0, 1, 2, 1, 1, 0.5, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	cost, err := graph.CrossEntropy(logits, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cost
 }

@@ -15,6 +15,10 @@ type LayerNormConfig struct {
 	// Eps is added to the variance before the inverse square root; 0 means
 	// the default 1e-5 (PyTorch's).
 	Eps float64
+	// NoBias leaves the additive bias out: y = xhat * gain, nanoGPT's
+	// LayerNorm(bias=False). The layer then has no "bias" parameter at all
+	// (not a zero one), so a checkpoint holds no tensor that never moves.
+	NoBias bool
 }
 
 // LayerNorm normalises each position's vector to zero mean and unit variance
@@ -44,7 +48,7 @@ func (l *LayerNorm) Gain() graph.Param {
 }
 
 // Bias returns the bias (Dim), role graph.RoleBias; the zero Param for a nil
-// LayerNorm.
+// LayerNorm and with NoBias.
 func (l *LayerNorm) Bias() graph.Param {
 	if l == nil {
 		return graph.Param{}
@@ -67,10 +71,16 @@ func (c LayerNormConfig) validate(name string) error {
 	return nil
 }
 
-// params is the number of learnable values: gain and bias.
-func (c LayerNormConfig) params() int { return 2 * c.Dim }
+// params is the number of learnable values: gain and, unless NoBias, bias.
+func (c LayerNormConfig) params() int {
+	if c.NoBias {
+		return c.Dim
+	}
+	return 2 * c.Dim
+}
 
-// NewLayerNorm returns a LayerNorm with gain 1 and bias 0.
+// NewLayerNorm returns a LayerNorm with gain 1 and bias 0 (no bias with
+// NoBias).
 func NewLayerNorm(s *Scope, cfg LayerNormConfig) (*LayerNorm, error) {
 	if err := s.check(); err != nil {
 		return nil, layerErr("layernorm", s.path(), err)
@@ -85,29 +95,35 @@ func NewLayerNorm(s *Scope, cfg LayerNormConfig) (*LayerNorm, error) {
 	if err != nil {
 		return nil, layerErr("layernorm", s.path(), err)
 	}
-	bias, err := s.param("bias", graph.RoleBias, constant(0), cfg.Dim)
-	if err != nil {
-		return nil, layerErr("layernorm", s.path(), err)
+	l := &LayerNorm{cfg: cfg, gain: gain}
+	if !cfg.NoBias {
+		if l.bias, err = s.param("bias", graph.RoleBias, constant(0), cfg.Dim); err != nil {
+			return nil, layerErr("layernorm", s.path(), err)
+		}
 	}
-	return &LayerNorm{cfg: cfg, gain: gain, bias: bias}, nil
+	return l, nil
 }
 
 // Forward normalises x of shape (..., Dim).
 func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
-	if l == nil || l.gain.Node == nil || l.bias.Node == nil {
+	if l == nil || l.gain.Node == nil || (l.bias.Node == nil) != l.cfg.NoBias {
 		return nil, errors.New("layers: layernorm: the layer is nil or a zero value: make it with NewLayerNorm")
 	}
-	y, err := graph.LayerNorm(x, l.gain.Node, l.bias.Node, l.cfg.Eps)
+	y, err := graph.LayerNorm(x, l.gain.Node, l.bias.Node, l.cfg.Eps) // a nil bias: gain only
 	if err != nil {
 		return nil, fmt.Errorf("layers: layernorm %q: %w", l.gain.Name, err)
 	}
 	return y, nil
 }
 
-// Params returns gain and bias; nothing for a nil LayerNorm.
+// Params returns gain and bias (gain alone with NoBias); nothing for a nil
+// LayerNorm.
 func (l *LayerNorm) Params() []graph.Param {
 	if l == nil || l.gain.Node == nil {
 		return nil
+	}
+	if l.bias.Node == nil {
+		return []graph.Param{l.gain}
 	}
 	return []graph.Param{l.gain, l.bias}
 }

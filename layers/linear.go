@@ -17,6 +17,9 @@ type LinearConfig struct {
 	// they default to "w" and "b". Attention uses them to call its weights
 	// wq, wk, wv, wo as the formula does.
 	WeightName, BiasName string
+	// Std, when > 0, draws W from N(0, Std²) (GPT-2's init) instead of
+	// U(±1/sqrt(In)); b starts at 0 either way.
+	Std float64
 }
 
 // Linear is an affine map over the last axis: (..., In) -> (..., Out).
@@ -66,6 +69,9 @@ func (c LinearConfig) validate(name string) error {
 	if err := checkTensor("weight (In, Out)", c.In, c.Out); err != nil {
 		return layerErr("linear", name, err)
 	}
+	if err := checkStd("Std", c.Std); err != nil {
+		return layerErr("linear", name, err)
+	}
 	return nil
 }
 
@@ -94,7 +100,7 @@ func NewLinear(s *Scope, cfg LinearConfig) (*Linear, error) {
 	}
 	l := &Linear{cfg: cfg}
 	var err error
-	if l.w, err = s.param(cfg.WeightName, graph.RoleWeight, fanIn(cfg.In), cfg.In, cfg.Out); err != nil {
+	if l.w, err = s.param(cfg.WeightName, graph.RoleWeight, weightFill(cfg.Std, cfg.In), cfg.In, cfg.Out); err != nil {
 		return nil, layerErr("linear", s.path(), err)
 	}
 	if cfg.Bias {

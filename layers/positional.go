@@ -17,6 +17,9 @@ type PositionsConfig struct {
 	// PositionsNone.
 	Kind        PositionsKind
 	MaxLen, Dim int
+	// Std is the standard deviation of a learned table's N(0, Std²)
+	// entries; 0 means 1 (GPT-2's is 0.02). The other kinds learn nothing.
+	Std float64
 }
 
 // Positions adds a positional encoding to (B, S, D) activations, S <= MaxLen.
@@ -36,6 +39,9 @@ func (c PositionsConfig) Validate() error { return c.validate("") }
 // validate is Validate for the layer at scope prefix name.
 func (c PositionsConfig) validate(name string) error {
 	if err := checkPositive(size{"MaxLen", c.MaxLen}, size{"Dim", c.Dim}); err != nil {
+		return layerErr("positions", name, err)
+	}
+	if err := checkStd("Std", c.Std); err != nil {
 		return layerErr("positions", name, err)
 	}
 	switch c.Kind {
@@ -72,7 +78,7 @@ func NewPositions(s *Scope, cfg PositionsConfig) (*Positions, error) {
 		// beside the N(0, 1) token embeddings, and reverse took 975 steps to
 		// learn instead of 325.
 		var err error
-		if p.param, err = s.param("table", graph.RoleEmbedding, normal(1), maxLen, dim); err != nil {
+		if p.param, err = s.param("table", graph.RoleEmbedding, normal(stdOr1(cfg.Std)), maxLen, dim); err != nil {
 			return nil, layerErr("positions", s.path(), err)
 		}
 		p.table = p.param.Node

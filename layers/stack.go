@@ -55,6 +55,29 @@ type StackConfig struct {
 	// encoder stalls (README). A decoder is causal already and refuses it;
 	// absent from config.json when false.
 	CausalEncoder bool `json:"causal_encoder,omitempty"`
+	// TieEmbeddings makes the decoder's head its token embedding table:
+	// logits = x · tok_emb.tableᵀ, with no head.w and no head.b (GPT-2's
+	// and nanoGPT's weight tying, wte.weight = lm_head.weight). The table
+	// then learns from both ends, the lookup's gradient and the head's
+	// adding up, and the model holds Vocab·Dim + Vocab fewer parameters.
+	// The table keeps its role, graph.RoleEmbedding, so an optimizer that
+	// decays RoleWeight only (qkv's AdamW) does not decay it, where
+	// nanoGPT decays every 2-D tensor, the tied one included.
+	// Only a decoder has a head to tie: an encoder refuses it (and an
+	// EncDecConfig has no such field). Absent from config.json when false.
+	TieEmbeddings bool `json:"tie_embeddings,omitempty"`
+	// BiasFreeNorm leaves the additive bias out of every LayerNorm of the
+	// stack, the blocks' and ln_f (gain only, nanoGPT's
+	// LayerNorm(bias=False)): those models have no ln biases at all. Bias
+	// keeps its meaning, the projections' biases, so that configurations
+	// written before this field existed build the same model. Absent from
+	// config.json when false.
+	BiasFreeNorm bool `json:"bias_free_norm,omitempty"`
+	// Init is how the parameters are drawn: InitDefault ("", qkv's own,
+	// unchanged) or InitGPT2 (N(0, 0.02²) weights and embeddings, the
+	// residual output projections scaled by 1/sqrt(2·Layers); see
+	// InitKind). Absent from config.json for the default.
+	Init InitKind `json:"init,omitempty"`
 }
 
 // stackKind is what sets the three stacks apart: the Decoder, the Encoder
@@ -101,10 +124,11 @@ type stack struct {
 
 // Validate checks everything NewDecoder and NewEncoder check, without
 // allocating anything: Vocab, MaxLen, Layers, Dim, Heads and Hidden
-// positive, Dim divisible by Heads, known Activation and Positions, the rates
-// in [0, 1), every weight tensor within graph.MaxElements, and the model's
-// total parameter count (with the decoder's vocabulary head) within
-// graph.MaxElements too: parameters are allocated together, and the cap on
+// positive, Dim divisible by Heads, known Activation, Positions and Init,
+// the rates in [0, 1), every weight tensor within graph.MaxElements, and
+// the model's total parameter count (with the decoder's vocabulary head,
+// none when TieEmbeddings) within graph.MaxElements too: parameters are
+// allocated together, and the cap on
 // the total is what keeps a huge Layers from building blocks for ever.
 // Errors name the layer that is wrong as the constructors do
 // ("blocks.0.attn"). Checking a configuration this way costs microseconds,
@@ -123,6 +147,7 @@ func (c StackConfig) blockConfig(k stackKind) BlockConfig {
 		Causal: k.decoder || c.CausalEncoder, Cross: k.cross, PostLN: c.PostLN, Bias: c.Bias,
 		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
 		Positions: c.Positions.attention(), AttentionVariants: c.AttentionVariants,
+		BiasFreeNorm: c.BiasFreeNorm, Init: c.Init.weights(c.Layers),
 	}
 }
 
@@ -142,7 +167,13 @@ func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 	if c.CausalEncoder && k.decoder {
 		return 0, configErrorf("layers: %s: CausalEncoder is set, but it is for encoders: a decoder is causal already", k.name)
 	}
-	emb := EmbeddingConfig{Vocab: c.Vocab, Dim: c.Dim}
+	if !c.Init.valid() {
+		return 0, configErrorf("layers: %s: unknown Init %q, want %q (qkv's default) or %q", k.name, c.Init, InitDefault, InitGPT2)
+	}
+	if c.TieEmbeddings && !k.head {
+		return 0, configErrorf("layers: %s: TieEmbeddings is set, but the %s has no head of its own to tie to its token embedding", k.name, k.name)
+	}
+	emb := c.embeddingConfig()
 	if err := emb.validate(sub("tok_emb")); err != nil {
 		return 0, err
 	}
@@ -153,12 +184,12 @@ func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 	if err := block.validate(sub("blocks.0")); err != nil {
 		return 0, err
 	}
-	ln := LayerNormConfig{Dim: c.Dim}
+	ln := c.finalNormConfig()
 	if err := ln.validate(sub("ln_f")); err != nil {
 		return 0, err
 	}
 	out := c.headConfig()
-	if k.head {
+	if k.head && !c.TieEmbeddings {
 		if err := out.validate(sub("head")); err != nil {
 			return 0, err
 		}
@@ -176,7 +207,7 @@ func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 	if !c.PostLN {
 		counts = append(counts, ln.params())
 	}
-	if k.head {
+	if k.head && !c.TieEmbeddings { // a tied head's weight is tok_emb.table, counted above
 		counts = append(counts, out.params())
 	}
 	return addCounts(fmt.Sprintf("layers: %s", k.name), counts...)
@@ -184,12 +215,24 @@ func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 
 // positionsConfig is the configuration of the stack's positional encoding.
 func (c StackConfig) positionsConfig() PositionsConfig {
-	return PositionsConfig{Kind: c.Positions, MaxLen: c.MaxLen, Dim: c.Dim}
+	return PositionsConfig{Kind: c.Positions, MaxLen: c.MaxLen, Dim: c.Dim, Std: c.Init.embeddingStd()}
 }
 
-// headConfig is the configuration of the projection to logits.
+// embeddingConfig is the configuration of the token embedding.
+func (c StackConfig) embeddingConfig() EmbeddingConfig {
+	return EmbeddingConfig{Vocab: c.Vocab, Dim: c.Dim, Std: c.Init.embeddingStd()}
+}
+
+// finalNormConfig is the configuration of ln_f.
+func (c StackConfig) finalNormConfig() LayerNormConfig {
+	return LayerNormConfig{Dim: c.Dim, NoBias: c.BiasFreeNorm}
+}
+
+// headConfig is the configuration of the projection to logits, when it is
+// not tied to the token embedding. It has a bias whatever Bias says: Bias is
+// the blocks' projections' (README's checkpoint layout).
 func (c StackConfig) headConfig() LinearConfig {
-	return LinearConfig{In: c.Dim, Out: c.Vocab, Bias: true}
+	return LinearConfig{In: c.Dim, Out: c.Vocab, Bias: true, Std: c.Init.headStd()}
 }
 
 // newStack returns a stack of kind k in scope s.
@@ -206,7 +249,7 @@ func newStack(s *Scope, k stackKind, cfg StackConfig) (*stack, error) {
 	blockCfg := cfg.blockConfig(k)
 	st := &stack{cfg: cfg, kind: k, causal: blockCfg.Causal, s: s}
 	var err error
-	if st.tok, err = NewEmbedding(s.Sub("tok_emb"), EmbeddingConfig{Vocab: cfg.Vocab, Dim: cfg.Dim}); err != nil {
+	if st.tok, err = NewEmbedding(s.Sub("tok_emb"), cfg.embeddingConfig()); err != nil {
 		return nil, err
 	}
 	if st.pos, err = NewPositions(s.Sub("pos_emb"), cfg.positionsConfig()); err != nil {
@@ -220,11 +263,11 @@ func newStack(s *Scope, k stackKind, cfg StackConfig) (*stack, error) {
 		st.blocks = append(st.blocks, b)
 	}
 	if !cfg.PostLN {
-		if st.lnf, err = NewLayerNorm(s.Sub("ln_f"), LayerNormConfig{Dim: cfg.Dim}); err != nil {
+		if st.lnf, err = NewLayerNorm(s.Sub("ln_f"), cfg.finalNormConfig()); err != nil {
 			return nil, err
 		}
 	}
-	if k.head {
+	if k.head && !cfg.TieEmbeddings {
 		if st.head, err = NewLinear(s.Sub("head"), cfg.headConfig()); err != nil {
 			return nil, err
 		}
@@ -370,8 +413,22 @@ func (st *stack) end(x *G.Node) (*G.Node, error) {
 	if st.head != nil {
 		return st.head.Forward(x)
 	}
+	if st.tied() {
+		// logits = x Eᵀ with E = tok_emb.table (Vocab, D), read transposed
+		// inside the GEMM; E's gradient gets this product's and the
+		// lookup's.
+		logits, err := graph.LinearT(x, st.tok.table.Node, nil)
+		if err != nil {
+			return nil, fmt.Errorf("layers: %s %q: head tied to %q: %w", st.kind.name, st.s.prefix, st.tok.table.Name, err)
+		}
+		return logits, nil
+	}
 	return x, nil
 }
+
+// tied reports whether the stack's logits come from its token embedding
+// table (StackConfig.TieEmbeddings on a kind with a head).
+func (st *stack) tied() bool { return st.kind.head && st.cfg.TieEmbeddings }
 
 // check returns an error unless st was made by newStack: a nil or zero-value
 // Decoder or Encoder has no stack, or a stack without its layers.
@@ -493,7 +550,8 @@ func (d *Decoder) Blocks() []*Block { return d.st().blockList() }
 func (d *Decoder) FinalNorm() *LayerNorm { return d.st().finalNorm() }
 
 // Head returns the projection "head" from Dim to vocabulary logits; nil for a
-// nil Decoder.
+// nil Decoder and with StackConfig.TieEmbeddings, whose logits come from
+// TokenEmbedding's table.
 func (d *Decoder) Head() *Linear { return d.st().headLayer() }
 
 // NewDecoder returns a decoder-only model in scope s.
@@ -510,7 +568,7 @@ func (d *Decoder) check() error {
 	if err := d.st().check("decoder", "NewDecoder"); err != nil {
 		return err
 	}
-	if d.head.check() != nil {
+	if d.head.check() != nil && !d.tied() {
 		return errors.New("layers: decoder: the model has no head: make it with NewDecoder")
 	}
 	return nil
@@ -543,7 +601,8 @@ func (d *Decoder) Step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.No
 }
 
 // Params returns every learnable of the model with its hierarchical name:
-// tok_emb.table, pos_emb.table, blocks.<i>.{ln1,attn,ln2,ff}.*, ln_f.*, head.*.
+// tok_emb.table, pos_emb.table, blocks.<i>.{ln1,attn,ln2,ff}.*, ln_f.*,
+// head.* (none with TieEmbeddings; no ln *.bias with BiasFreeNorm).
 func (d *Decoder) Params() []graph.Param { return d.st().params() }
 
 // Dropouts returns every dropout mask, to be redrawn each training step.

@@ -164,6 +164,20 @@ func TestEstimateMemory(t *testing.T) {
 		}
 		vm.Close()
 	}
+	// nanoGPT's options: a tied head, bias-free norms, GPT-2's init (which
+	// changes no count), alone and together, as a built model holds them.
+	for _, o := range []layers.StackConfig{{TieEmbeddings: true}, {BiasFreeNorm: true}, {TieEmbeddings: true, BiasFreeNorm: true, Init: layers.InitGPT2}} {
+		c := cfg
+		c.Model.TieEmbeddings, c.Model.BiasFreeNorm, c.Model.Init, c.Model.Bias = o.TieEmbeddings, o.BiasFreeNorm, o.Init, !o.TieEmbeddings
+		vm, err := infer.Build(c, 2, c.Model.MaxLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := config.NumParams(c.Model), float64(vm.NumParams()); got != want || got >= config.NumParams(cfg.Model) {
+			t.Errorf("tie %v, bias-free norm %v, bias %v: NumParams = %v, BuildModel has %v (untied, biased: %v)", o.TieEmbeddings, o.BiasFreeNorm, c.Model.Bias, got, want, config.NumParams(cfg.Model))
+		}
+		vm.Close()
+	}
 	inf, _ := config.EstimateMemory(cfg, 8, 12, false)
 	tr, _ := config.EstimateMemory(cfg, 8, 12, true)
 	if !(tr.Total() > inf.Total()) || tr.Optimizer != config.NumParams(cfg.Model)*16 || inf.Grads != 0 || inf.Optimizer != 0 {

@@ -222,6 +222,15 @@ func TestTorchReferenceLogits(t *testing.T) {
 		{"float64/pre-LN/no-positions/gelu/bias", "float64", 1e-9, noPos},
 	}
 	variants = withVariantCases(variants, fourHeads, 1e-9, 1e-4)
+	// nanoGPT's bias=False model: head tied to tok_emb (torchref sets
+	// head.weight = tok_emb.weight), LayerNorms without bias (written by
+	// hand there: torch 1.13 has no LayerNorm(bias=False)), GPT-2's init,
+	// no projection biases.
+	nano := layers.StackConfig{Dim: 16, Heads: 4, Layers: 2, Hidden: 64, Activation: layers.ActivationGELU, Positions: layers.PositionsLearned,
+		TieEmbeddings: true, BiasFreeNorm: true, Init: layers.InitGPT2}
+	variants = append(variants,
+		torchVariant{"float64/pre-LN/nanogpt-tied-bias-free-norm-gpt2-init-no-bias", "float64", 1e-9, nano},
+		torchVariant{"float32/pre-LN/nanogpt-tied-bias-free-norm-gpt2-init-no-bias", "float32", 1e-4, nano})
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			dir := t.TempDir()

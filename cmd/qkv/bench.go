@@ -35,7 +35,7 @@ import (
 // --lr), of evaluation or of checkpoints.
 var benchTrainFlags = []string{"preset", "task", "data", "context", "val-fraction", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values", "queries",
 	"layers", "heads", "dim", "hidden", "activation", "arch", "attention", "attn-scale", "positions", "post-ln", "dropout", "attn-dropout",
-	"kv-heads", "softcap", "sinks", "qk-norm", "window", "rope-base", "causal-encoder",
+	"kv-heads", "softcap", "sinks", "qk-norm", "window", "rope-base", "causal-encoder", "tie-embeddings", "bias-free-norm", "init",
 	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "decay", "beta1", "beta2", "bias", "clip", "test-size"}
 
 // benchModes are bench's three modes: the flag that selects each (none for

@@ -36,7 +36,13 @@ docs); the points where a reader might guess differently:
     causal mask plus key padding (key j of row b hidden when j >= lengths[b]).
     A query that may see no key at all gets all-zero weights, not NaN.
   * Bias=false drops the attention and feed-forward biases only; the head
-    always has one.
+    has one unless tied. model.tie_embeddings: no head.w/head.b tensors;
+    head.weight = tok_emb.weight, logits = x E^T (decoder-only; refused for
+    encdec, as qkv does). model.bias_free_norm: every LayerNorm has a gain
+    and no bias (no ln*.bias tensors), written by hand (GainNorm): torch
+    1.13's nn.LayerNorm has no bias=False. model.init changes only the
+    initial values, which a checkpoint replaces, so it is not read here
+    (bench times steps of torch's own initialisation).
   * Attention variants (issue 15), each off when its model field is absent:
     positions "rope" / "rope-interleaved" (half-split pairs (m, m+dk/2) as
     Hugging Face's rotate_half, or interleaved (2m, 2m+1) as Meta's; base
@@ -287,14 +293,32 @@ class FeedForward(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+class GainNorm(nn.Module):
+    """LayerNorm without its bias (model.bias_free_norm; nanoGPT's
+    LayerNorm(bias=False)). torch 1.13's nn.LayerNorm has no bias=False, so
+    it is written here: weight only, F.layer_norm with bias None."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return F.layer_norm(x, (x.shape[-1],), self.weight, None, self.eps)
+
+
+def layer_norm(d, m):
+    return GainNorm(d) if m.get("bias_free_norm") else nn.LayerNorm(d, eps=1e-5)
+
+
 class Block(nn.Module):
     def __init__(self, m, kind="decoder"):
         super().__init__()
         d = m["dim"]
         self.post_ln = bool(m.get("post_ln"))
-        self.ln1 = nn.LayerNorm(d, eps=1e-5)
+        self.ln1 = layer_norm(d, m)
         self.attn = Attention(d, m["heads"], bool(m.get("bias")), m.get("attn_dropout", 0.0) or 0.0, m.get("attn_scale", ""), m, kind)
-        self.ln2 = nn.LayerNorm(d, eps=1e-5)
+        self.ln2 = layer_norm(d, m)
         self.ff = FeedForward(d, m["hidden"], m.get("activation", ""), bool(m.get("bias")))
         p = m.get("dropout", 0.0) or 0.0
         self.drop1, self.drop2 = nn.Dropout(p), nn.Dropout(p)
@@ -329,8 +353,13 @@ class Decoder(nn.Module):
             raise ValueError(f"unknown positions {self.positions!r}")
         self.drop = nn.Dropout(m.get("dropout", 0.0) or 0.0)
         self.blocks = nn.ModuleList(Block(m) for _ in range(m["layers"]))
-        self.ln_f = None if m.get("post_ln") else nn.LayerNorm(d, eps=1e-5)
-        self.head = nn.Linear(d, v, bias=True)
+        self.ln_f = None if m.get("post_ln") else layer_norm(d, m)
+        self.tied = bool(m.get("tie_embeddings"))
+        if self.tied:  # logits = x E^T: the head's weight is the table itself
+            self.head = nn.Linear(d, v, bias=False)
+            self.head.weight = self.tok_emb.weight
+        else:
+            self.head = nn.Linear(d, v, bias=True)
 
     def forward(self, ids, lengths):
         # ids (B, S) int64, lengths (B) int64 -> logits (B, S, V)
@@ -411,7 +440,7 @@ class Encoder(nn.Module):
         super().__init__()
         embed_init(self, m, vocab, max_len)
         self.blocks = nn.ModuleList(Block(m, "encoder") for _ in range(m["layers"]))
-        self.ln_f = None if m.get("post_ln") else nn.LayerNorm(m["dim"], eps=1e-5)
+        self.ln_f = None if m.get("post_ln") else layer_norm(m["dim"], m)
         self.causal = bool(m.get("causal_encoder"))
 
     def forward(self, ids, lengths):
@@ -436,11 +465,11 @@ class DecoderBlock(nn.Module):
         d, bias = m["dim"], bool(m.get("bias"))
         ad = m.get("attn_dropout", 0.0) or 0.0
         self.post_ln = bool(m.get("post_ln"))
-        self.ln1 = nn.LayerNorm(d, eps=1e-5)
+        self.ln1 = layer_norm(d, m)
         self.self_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""), m, "decoder")
-        self.ln2 = nn.LayerNorm(d, eps=1e-5)
+        self.ln2 = layer_norm(d, m)
         self.cross_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""), m, "cross")
-        self.ln3 = nn.LayerNorm(d, eps=1e-5)
+        self.ln3 = layer_norm(d, m)
         self.ff = FeedForward(d, m["hidden"], m.get("activation", ""), bias)
         p = m.get("dropout", 0.0) or 0.0
         self.drops = nn.ModuleList(nn.Dropout(p) for _ in range(3))
@@ -461,7 +490,7 @@ class TargetDecoder(nn.Module):
         super().__init__()
         embed_init(self, m, vocab, max_len)
         self.blocks = nn.ModuleList(DecoderBlock(m) for _ in range(m["layers"]))
-        self.ln_f = None if m.get("post_ln") else nn.LayerNorm(m["dim"], eps=1e-5)
+        self.ln_f = None if m.get("post_ln") else layer_norm(m["dim"], m)
 
     def forward(self, ids, lengths, memory, src_lengths):
         st, ss = ids.shape[1], memory.shape[1]
@@ -481,6 +510,8 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, m):
         super().__init__()
+        if m.get("tie_embeddings"):
+            raise ValueError("model.tie_embeddings is for decoder-only models; qkv refuses it with arch encdec")
         v, n = m["vocab"], m["max_len"]
         self.enc = Encoder(m, v, n)
         self.dec = TargetDecoder(m, v, n)
@@ -520,7 +551,8 @@ def block_names(m, p, attns, lns):
     out = {}
     for ln in lns:
         out[p + ln + ".gain"] = (p + ln + ".weight", False)
-        out[p + ln + ".bias"] = (p + ln + ".bias", False)
+        if not m.get("bias_free_norm"):
+            out[p + ln + ".bias"] = (p + ln + ".bias", False)
     for attn in attns:
         out.update(attn_names(m, p + attn + "."))
     for n in "12":
@@ -538,7 +570,8 @@ def encdec_name_map(m):
             out[half + ".pos_emb.table"] = (half + ".pos_emb", False)
         if not m.get("post_ln"):
             out[half + ".ln_f.gain"] = (half + ".ln_f.weight", False)
-            out[half + ".ln_f.bias"] = (half + ".ln_f.bias", False)
+            if not m.get("bias_free_norm"):
+                out[half + ".ln_f.bias"] = (half + ".ln_f.bias", False)
     for i in range(m["layers"]):
         out.update(block_names(m, f"enc.blocks.{i}.", ["attn"], ["ln1", "ln2"]))
         out.update(block_names(m, f"dec.blocks.{i}.", ["self_attn", "cross_attn"], ["ln1", "ln2", "ln3"]))
@@ -547,16 +580,22 @@ def encdec_name_map(m):
 
 # qkv name -> (torch name, transpose)
 def name_map(m):
-    out = {"tok_emb.table": ("tok_emb.weight", False), "head.w": ("head.weight", True), "head.b": ("head.bias", False)}
+    out = {"tok_emb.table": ("tok_emb.weight", False)}
+    if not m.get("tie_embeddings"):  # a tied model has no head tensors
+        out["head.w"], out["head.b"] = ("head.weight", True), ("head.bias", False)
     if (m.get("positions") or "learned") == "learned":
         out["pos_emb.table"] = ("pos_emb", False)
+    nobias = bool(m.get("bias_free_norm"))  # no ln *.bias tensors
     if not m.get("post_ln"):
-        out["ln_f.gain"], out["ln_f.bias"] = ("ln_f.weight", False), ("ln_f.bias", False)
+        out["ln_f.gain"] = ("ln_f.weight", False)
+        if not nobias:
+            out["ln_f.bias"] = ("ln_f.bias", False)
     for i in range(m["layers"]):
         p = f"blocks.{i}."
         for ln in ("ln1", "ln2"):
             out[p + ln + ".gain"] = (p + ln + ".weight", False)
-            out[p + ln + ".bias"] = (p + ln + ".bias", False)
+            if not nobias:
+                out[p + ln + ".bias"] = (p + ln + ".bias", False)
         out.update(attn_names(m, p + "attn."))
         for n in "12":
             out[p + "ff.w" + n] = (p + "ff.fc" + n + ".weight", True)
@@ -578,6 +617,8 @@ def load_weights(model, dt, tensors, cfg):
         if t.dtype != dt:
             raise ValueError(f"tensor {qname!r} is {t.dtype}, config says {dt}")
         state[tname] = t.t().contiguous() if transpose else t
+    if m.get("tie_embeddings") and not is_encdec(cfg):
+        state["head.weight"] = state["tok_emb.weight"]  # one tensor, two names in torch's state_dict
     model.load_state_dict(state, strict=True)
 
 

@@ -368,6 +368,15 @@ func (c Config) Validate() error {
 		return &Error{Field: "model.causal_encoder", With: []string{"arch"},
 			Problem: fmt.Sprintf("is for arch %q, got arch %q: a decoder-only model has no encoder, and its attention is causal already", ArchEncDec, c.ArchOrDefault())}
 	}
+	if m.TieEmbeddings && c.Arch == ArchEncDec {
+		return &Error{Field: "model.tie_embeddings", With: []string{"arch"},
+			Problem: fmt.Sprintf("is for a decoder-only model, got arch %q: the encoder-decoder's head is not tied to its target embedding", ArchEncDec)}
+	}
+	switch m.Init {
+	case layers.InitDefault, layers.InitGPT2:
+	default:
+		return cfgErr("model.init", "unknown init %q: want %q (qkv's default: U(±1/sqrt(in)) weights, N(0, 1) embeddings) or %q (N(0, 0.02²), wo and w2 at 0.02/sqrt(2·layers))", m.Init, layers.InitDefault, layers.InitGPT2)
+	}
 	if m.KVHeads < 0 || m.KVHeads > 0 && m.Heads > 0 && m.Heads%m.KVHeads != 0 {
 		return &Error{Field: "model.kv_heads", With: []string{"model.heads"},
 			Problem: fmt.Sprintf("must divide heads %d, got %d: each key/value head serves heads/kv_heads query heads (0 means heads, 1 multi-query)", m.Heads, m.KVHeads)}
@@ -549,6 +558,8 @@ func (c Config) EncDec() layers.EncDecConfig {
 		Dropout: m.Dropout, AttnDropout: m.AttnDropout, Attention: m.Attention, AttnScale: m.AttnScale,
 		AttentionVariants: m.AttentionVariants,
 		CausalEncoder:     m.CausalEncoder,
+		BiasFreeNorm:      m.BiasFreeNorm,
+		Init:              m.Init,
 	}
 }
 

@@ -200,10 +200,17 @@ func NumParams(m layers.StackConfig) float64 {
 	if m.QKNorm && m.Heads > 0 {
 		attn += 2 * D / H // q_norm and k_norm gains, dk each
 	}
-	block := 2*D + attn + 2*D + D*F + F*D + bias*(F+D) // ln1, attn, ln2, ff
-	n := V*D + float64(m.Layers)*block + D*V + V
+	ln := 2 * D // gain and bias
+	if m.BiasFreeNorm {
+		ln = D // gain only
+	}
+	block := ln + attn + ln + D*F + F*D + bias*(F+D) // ln1, attn, ln2, ff
+	n := V*D + float64(m.Layers)*block
+	if !m.TieEmbeddings {
+		n += D*V + V // head.w, head.b; a tied head is tok_emb.table
+	}
 	if !m.PostLN {
-		n += 2 * D // ln_f
+		n += ln // ln_f
 	}
 	if m.Positions == "" || m.Positions == layers.PositionsLearned {
 		n += float64(m.MaxLen) * D
