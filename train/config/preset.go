@@ -29,16 +29,20 @@ func Preset(name string) (Config, error) {
 	return Config{}, fmt.Errorf("config: unknown preset %q (known presets: %s): %w", name, strings.Join(Presets(), ", "), ErrInvalid)
 }
 
-// nanoGPTCPU is PresetNanoGPTCPU. Where qkv and nanoGPT differ it says so:
-// qkv's GELU is the tanh form (nanoGPT's nn.GELU is erf's, within 1e-3),
-// and every window starts with BOS, one position more than nanoGPT's 64,
-// which carries no loss (data's chars task).
+// nanoGPTCPU is PresetNanoGPTCPU: nanoGPT's model (bias=False: no
+// projection biases, gain-only LayerNorms, the head tied to the token
+// embedding, GPT-2's initialisation) and training. Where qkv differs it
+// says so: its GELU is the tanh form (nanoGPT's nn.GELU is erf's, within
+// 1e-3), and every window starts with BOS, one position (and 128
+// parameters) more than nanoGPT's 64, which carries no loss (data's chars
+// task); PAD and BOS add two rows to the embedding.
 func nanoGPTCPU() Config {
 	return Config{
 		Task: TaskSpec{Name: "chars", Params: data.DefaultConfig("chars")},
 		Model: layers.StackConfig{
 			Dim: 128, Heads: 4, Layers: 4, Hidden: 512,
 			Activation: layers.ActivationGELU, Positions: layers.PositionsLearned,
+			TieEmbeddings: true, BiasFreeNorm: true, Init: layers.InitGPT2,
 		},
 		DType:       Float32,
 		Seed:        1337,
