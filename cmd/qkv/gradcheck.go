@@ -33,6 +33,9 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Softcap, "softcap", 0, "cap the attention scores at c*tanh(s/c) (0: no cap)")
 	fs.BoolVar(&cfg.Sinks, "sinks", false, "a learnable sink logit per head")
 	fs.BoolVar(&cfg.QKNorm, "qk-norm", false, "RMSNorm of each head's queries and keys")
+	fs.BoolVar(&cfg.Bias, "bias", cfg.Bias, "biases in the attention and feed-forward projections")
+	fs.BoolVar(&cfg.TieEmbeddings, "tie-embeddings", false, "the head is the token embedding, transposed (nanoGPT's)")
+	fs.BoolVar(&cfg.BiasFreeNorm, "bias-free-norm", false, "LayerNorms without their bias (nanoGPT's bias=False)")
 	batch := fs.Int("batch", 2, fmt.Sprintf("sequences (at most %d)", gradcheckMaxBatch))
 	seed := fs.Uint64("seed", 1, "seed of weights and data")
 	tol := fs.Float64("tol", 1e-6, "largest norm-relative error that passes (finite, > 0)")
@@ -91,6 +94,15 @@ func describeGradcheck(c layers.StackConfig, batch int) string {
 	}
 	if c.RoPEBase != 0 {
 		variants += fmt.Sprintf(", RoPE base %g", c.RoPEBase)
+	}
+	if !c.Bias {
+		variants += ", no projection biases"
+	}
+	if c.TieEmbeddings {
+		variants += ", tied head"
+	}
+	if c.BiasFreeNorm {
+		variants += ", gain-only LayerNorms"
 	}
 	return fmt.Sprintf("a float64 decoder (%s, dim %d, %s, hidden %d, %s, %s): attention %s, scale %s, positions %s%s; batch %d",
 		plural(c.Layers, "block"), c.Dim, plural(c.Heads, "head"), c.Hidden, c.Activation, norm, impl, scale, pos, variants, batch)

@@ -147,6 +147,7 @@ func TestGradcheckAttentionFlags(t *testing.T) {
 		{[]string{"--attention", "flash", "--kv-heads", "1", "--softcap", "2", "--sinks", "--qk-norm"}, "attention flash, scale dk, positions learned, 1 key/value head, softcap 2, sinks, QK-norm"},
 		{[]string{"--attention", "composed", "--positions", "rope", "--rope-base", "100", "--window", "3", "--kv-heads", "1"}, "attention composed, scale dk, positions rope, 1 key/value head, window 3, RoPE base 100"},
 		{[]string{"--positions", "alibi", "--window", "2", "--sinks"}, "positions alibi, sinks, window 2"},
+		{[]string{"--bias=false", "--tie-embeddings", "--bias-free-norm"}, "positions learned, no projection biases, tied head, gain-only LayerNorms"},
 	} {
 		code, out, stderr := qkv(append([]string{"gradcheck", "--layers", "1"}, c.args...)...)
 		if code != 0 || !strings.Contains(out, c.want) || !strings.Contains(out, "ok: every gradient") {
