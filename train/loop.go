@@ -56,11 +56,15 @@ type Summary struct {
 	// ValLoss and ValBPC are a language model's loss on the validation
 	// text at the last step, in nats and bits per character; absent for
 	// the other tasks.
-	ValLoss      float64       `json:"val_loss,omitempty"`
-	ValBPC       float64       `json:"val_bpc,omitempty"`
-	StoppedEarly bool          `json:"stopped_early"`
-	MsPerStep    float64       `json:"ms_per_step"`
-	Config       config.Config `json:"config"`
+	ValLoss      float64 `json:"val_loss,omitempty"`
+	ValBPC       float64 `json:"val_bpc,omitempty"`
+	StoppedEarly bool    `json:"stopped_early"`
+	// MsPerStep is this process's wall time per step, evaluations
+	// included; EvalSeconds is the part of it spent evaluating, so that
+	// the training steps alone can be compared with another framework's.
+	MsPerStep   float64       `json:"ms_per_step"`
+	EvalSeconds float64       `json:"eval_seconds"`
+	Config      config.Config `json:"config"`
 }
 
 // Options says where a run writes and how it reports.
@@ -355,6 +359,7 @@ func (t *trainer) run(ctx context.Context) (_ Summary, err error) {
 	startStep := t.step
 	last := infer.EvalResult{}
 	stoppedEarly := false
+	evalSeconds := 0.0
 	for t.step < t.cfg.Steps {
 		if ctx.Err() != nil || (t.opt.StopAfter > 0 && t.step >= t.opt.StopAfter) {
 			if err := t.save(wall()); err != nil {
@@ -372,9 +377,11 @@ func (t *trainer) run(ctx context.Context) (_ Summary, err error) {
 		m.Step = t.step
 		m.TokensPerSec = float64(t.cfg.Batch*t.cfg.Model.MaxLen) / time.Since(stepStart).Seconds()
 		if t.step%t.cfg.EvalEvery == 0 || t.step == t.cfg.Steps {
+			evalStart := time.Now()
 			if last, err = t.evaluate(); err != nil {
 				return Summary{}, err
 			}
+			evalSeconds += time.Since(evalStart).Seconds()
 			eval := last // history keeps every evaluation, not the latest
 			m.Eval = &eval
 			stoppedEarly = t.cfg.TargetExact > 0 && last.ExactMatch >= t.cfg.TargetExact
@@ -407,7 +414,7 @@ func (t *trainer) run(ctx context.Context) (_ Summary, err error) {
 	sum := Summary{
 		Task: t.cfg.Task, Steps: t.step, WallSeconds: wall(), Params: t.model.NumParams(),
 		ExactMatch: last.ExactMatch, TokenAccuracy: last.TokenAccuracy, StoppedEarly: stoppedEarly, Config: t.cfg,
-		ValLoss: last.Loss, ValBPC: last.BPC,
+		ValLoss: last.Loss, ValBPC: last.BPC, EvalSeconds: evalSeconds,
 	}
 	if n := t.step - startStep; n > 0 {
 		sum.MsPerStep = 1000 * elapsed / float64(n)

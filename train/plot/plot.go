@@ -106,8 +106,11 @@ var (
 // The upper panel, "training loss", shows the loss over steps, on a
 // logarithmic y axis labelled at three losses at least when every plotted
 // loss is positive (linear otherwise); with many points a smoothed
-// (exponential moving average) loss is drawn over the faint raw curve. The
-// lower, "held-out accuracy", shows token accuracy and exact match over
+// (exponential moving average) loss is drawn over the faint raw curve, and
+// a language model's validation loss (EvalPoint.Loss) over both, its last
+// value in nats and bits in the legend. The lower panel, "held-out
+// accuracy" ("validation: next-token accuracy" for a language model),
+// shows token accuracy and exact match over
 // steps on a 0..1 axis. A panel whose series is empty is left out, so the
 // image is 900x750 pixels with both panels and 900x450 with one (e.g. before
 // the first evaluation). Points are sorted by step; non-finite values are
@@ -172,6 +175,9 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 		if err != nil {
 			return plotErr(path, err)
 		}
+		if len(valXY) > 0 {
+			p.Title.Text = "validation: next-token accuracy"
+		}
 		panels = append(panels, p)
 		series = append(series, []plotter.XYs{accXY, emXY})
 		prefs = append(prefs, []legendCorner{bottomRight, topLeft, bottomLeft, topRight})
@@ -219,7 +225,7 @@ func lossPanel(xy, val plotter.XYs) (*plot.Plot, []plotter.XYs, error) {
 	p.Title.Text = "training loss"
 	p.Y.Label.Text = "loss"
 	if len(val) > 0 {
-		p.Title.Text = "training and validation loss (nats per token)"
+		p.Title.Text = "training and validation loss, nats per token"
 	}
 
 	positive := true
@@ -282,7 +288,11 @@ func lossPanel(xy, val plotter.XYs) (*plot.Plot, []plotter.XYs, error) {
 		}
 		pts.GlyphStyle = draw.GlyphStyle{Color: colVal, Radius: px(2.5), Shape: draw.CircleGlyph{}}
 		p.Add(line, pts)
-		p.Legend.Add("validation loss", line, pts)
+		last := math.Pow(10, val[len(val)-1].Y) // val is on the log axis when positive
+		if !positive {
+			last = val[len(val)-1].Y
+		}
+		p.Legend.Add(fmt.Sprintf("validation loss (last %.3f nats, %.3f bits)", last, last/math.Ln2), line, pts)
 	}
 	if positive {
 		p.Title.Text += " (log scale)"
