@@ -6,12 +6,14 @@ import (
 	"errors"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
@@ -184,5 +186,17 @@ func TestCharsConfigErrors(t *testing.T) {
 		if _, err := cfg.Resolve(); !errors.As(err, &ce) || ce.Field != c.field {
 			t.Errorf("%s: error %v, want a *config.Error naming it", c.field, err)
 		}
+	}
+}
+
+// tools/nanogpt's PyTorch reference, which README's side-by-side figures
+// come from, passes its own self-test here: its bad-input messages, finite
+// losses, and a loss that falls on a repetitive text.
+func TestNanoGPTReferenceCheck(t *testing.T) {
+	script := filepath.Join("..", "tools", "nanogpt", "nanogpt_chars.py")
+	py := graphtest.TorchPython(t, script)
+	out, err := exec.Command(py, script, "--check").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --check: %v\n%s", script, err, out)
 	}
 }
