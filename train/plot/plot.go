@@ -215,8 +215,7 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 
 // lossPanel builds the training-loss panel, with a language model's
 // validation loss val (possibly empty) drawn over it, and returns it with
-// the series
-// as plotted. When every loss is positive the panel plots log10(loss) on a
+// the series as plotted. When every loss is positive the panel plots log10(loss) on a
 // linear axis labelled with the losses themselves: a log scale that, unlike
 // plot.LogScale, keeps gonum/plot's layout (which centres the axis label at
 // the arithmetic mid-range) from padding the panel.
