@@ -253,7 +253,7 @@ func (e decoderEval) Evaluate(task data.Task, examples []data.Example) (infer.Ev
 // architecture, for sequences of s tokens.
 func (t *trainer) build(s int) error {
 	cfg := t.cfg
-	evalB := min(cfg.TestSize, config.MaxEvalBatch)
+	evalB := cfg.EvalBatch()
 	if cfg.Arch == config.ArchEncDec {
 		m, err := BuildEncDec(cfg, cfg.Batch)
 		if err != nil {

@@ -30,6 +30,9 @@ const tooLargeAdvice = "raise --max-memory if the machine has it"
 // With weights, the model must return its attention weights: flash
 // attention never forms them, so a flash model is built with fused attention
 // instead (the same function of the same weights), saying so on stderr.
+//
+// b is the batch the model is compiled for; 0 is the run's evaluation batch
+// (config.Config.EvalBatch).
 func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool) (*loaded, error) {
 	dir := fs.String("checkpoint", "", "run directory holding the checkpoint (required)")
 	var impl layers.AttentionImpl
@@ -57,6 +60,9 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 				c.Model.Attention = layers.AttentionFused
 			}
 			_, tooLarge, err := mem.fits(c, func(c config.Config) (config.MemoryEstimate, error) {
+				if b <= 0 { // the evaluation batch of the run, known once its config is
+					b = c.EvalBatch()
+				}
 				return config.EstimateMemory(c, b, c.Model.MaxLen, false)
 			}, tooLargeAdvice)
 			if tooLarge != "" {
@@ -133,7 +139,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if *testSize < 0 || *testSize > data.MaxTestSize {
 		return fmt.Errorf("%w: --test-size must be in [0, %d], got %d", errUsage, data.MaxTestSize, *testSize)
 	}
-	l, err := load(config.MaxEvalBatch, false)
+	l, err := load(0, false) // the run's evaluation batch
 	if err != nil {
 		return err
 	}

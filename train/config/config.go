@@ -190,15 +190,26 @@ func ParseDType(s string) (DType, error) {
 	return d, nil
 }
 
-// MaxLayers, MaxTestSize and MaxEvalBatch bound configurations: more blocks
-// than MaxLayers would take long to build whatever their width, a held-out
-// set beyond MaxTestSize long to draw and decode, and evaluation runs
-// batches of at most MaxEvalBatch held-out prompts.
+// MaxLayers, MaxTestSize, MaxEvalBatch and MaxEvalTokens bound
+// configurations: more blocks than MaxLayers would take long to build
+// whatever their width, a held-out set beyond MaxTestSize long to draw and
+// decode, and evaluation runs batches of at most MaxEvalBatch held-out
+// prompts and MaxEvalTokens positions (EvalBatch).
 const (
-	MaxLayers    = 1024
-	MaxTestSize  = 100000
-	MaxEvalBatch = 128
+	MaxLayers     = 1024
+	MaxTestSize   = 100000
+	MaxEvalBatch  = 128
+	MaxEvalTokens = 1 << 13
 )
+
+// EvalBatch is the number of held-out examples evaluated at once for c
+// (resolved): all of them up to MaxEvalBatch, and fewer for long sequences,
+// so that the evaluation model's activations stay within MaxEvalTokens
+// positions: 128 rows at 64 positions, 31 at a context of 256 (whose 128
+// rows took 3.4 GB of peak RSS in a training run), at least one.
+func (c Config) EvalBatch() int {
+	return max(1, min(c.TestSize, MaxEvalBatch, MaxEvalTokens/max(c.Model.MaxLen, 1)))
+}
 
 // ErrInvalid is matched, with errors.Is, by every *Error: a configuration
 // that Validate or Resolve refuses. It is this package's own sentinel rather

@@ -168,15 +168,15 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 }
 
 // EstimateRun estimates what Run needs for cfg (resolved): the training
-// model for cfg.Batch sequences and the evaluation model for up to
-// MaxEvalBatch held-out prompts, at the task's longest input.
+// model for cfg.Batch sequences and the evaluation model for
+// cfg.EvalBatch() held-out prompts, at the task's longest input.
 func EstimateRun(cfg Config) (MemoryEstimate, error) {
 	s := cfg.Model.MaxLen
 	tr, err := EstimateMemory(cfg, cfg.Batch, s, true)
 	if err != nil {
 		return MemoryEstimate{}, err
 	}
-	ev, err := EstimateMemory(cfg, min(max(cfg.TestSize, 1), MaxEvalBatch), s, false)
+	ev, err := EstimateMemory(cfg, cfg.EvalBatch(), s, false)
 	if err != nil {
 		return MemoryEstimate{}, err
 	}

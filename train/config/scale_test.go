@@ -46,3 +46,18 @@ func TestAttnScale(t *testing.T) {
 		}
 	}
 }
+
+// The evaluation batch is every held-out example up to MaxEvalBatch, and
+// fewer for long sequences: at most MaxEvalTokens positions, at least one
+// row.
+func TestEvalBatch(t *testing.T) {
+	for _, c := range []struct{ testSize, maxLen, want int }{
+		{200, 12, 128}, {40, 12, 40}, {240, 65, 126}, {240, 257, 31}, {240, 8193, 1}, {0, 12, 1},
+	} {
+		cfg := Config{TestSize: c.testSize}
+		cfg.Model.MaxLen = c.maxLen
+		if got := cfg.EvalBatch(); got != c.want {
+			t.Errorf("test size %d, max len %d: EvalBatch %d, want %d", c.testSize, c.maxLen, got, c.want)
+		}
+	}
+}
