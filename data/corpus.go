@@ -237,10 +237,11 @@ func readCorpus(spec string, files []string) (*Corpus, error) {
 	}
 	c.ids = make([]uint16, 0, min(size, MaxCorpusChars))
 	index := map[rune]uint16{}
+	var ascii [utf8.RuneSelf]uint16
 	hash := sha256.New()
 	buf := make([]byte, readChunk+utf8.UTFMax)
 	for _, name := range files {
-		if err := c.readFile(name, buf, index, hash); err != nil {
+		if err := c.readFile(name, buf, index, &ascii, hash); err != nil {
 			if name == spec { // the error names it already
 				return nil, fmt.Errorf("data: corpus %w", err)
 			}
@@ -255,8 +256,10 @@ func readCorpus(spec string, files []string) (*Corpus, error) {
 	return c, nil
 }
 
-// readFile appends the characters of the file name to c.
-func (c *Corpus) readFile(name string, buf []byte, index map[rune]uint16, hash io.Writer) error {
+// readFile appends the characters of the file name to c. index holds the
+// ids of the characters seen so far, ascii the same for ASCII plus one (0:
+// not seen yet), the lookup that keeps reading a gigabyte to seconds.
+func (c *Corpus) readFile(name string, buf []byte, index map[rune]uint16, ascii *[utf8.RuneSelf]uint16, hash io.Writer) error {
 	f, err := os.Open(name)
 	if err != nil {
 		return err
@@ -273,10 +276,22 @@ func (c *Corpus) readFile(name string, buf []byte, index map[rune]uint16, hash i
 		}
 		hash.Write(buf[carry:end])
 		c.Bytes += int64(n)
-		i := 0
+		if len(c.ids)+end > MaxCorpusChars { // a character takes a byte at least
+			return fmt.Errorf("%s: the corpus exceeds %d characters", name, MaxCorpusChars)
+		}
+		ids, i := c.ids, 0 // in locals, so that the loop keeps them in registers
 		for i < end {
-			if buf[i] == 0 {
-				return fmt.Errorf("%s: byte %d is NUL: a binary file, not text", name, offset+int64(i))
+			if b := buf[i]; b < utf8.RuneSelf {
+				// The common case, an ASCII character seen before, without
+				// the map; NUL is never seen, a binary file refused below.
+				if id := ascii[b]; id != 0 {
+					ids = append(ids, id-1)
+					i++
+					continue
+				}
+				if b == 0 {
+					return fmt.Errorf("%s: byte %d is NUL: a binary file, not text", name, offset+int64(i))
+				}
 			}
 			r, size := rune(buf[i]), 1
 			if r >= utf8.RuneSelf {
@@ -294,15 +309,16 @@ func (c *Corpus) readFile(name string, buf []byte, index map[rune]uint16, hash i
 				}
 				id = uint16(len(c.symbols))
 				index[r] = id
+				if r < utf8.RuneSelf {
+					ascii[r] = id + 1
+				}
 				c.symbols = append(c.symbols, r)
-				c.first = append(c.first, len(c.ids))
+				c.first = append(c.first, len(ids))
 			}
-			if len(c.ids) == MaxCorpusChars {
-				return fmt.Errorf("%s: the corpus exceeds %d characters", name, MaxCorpusChars)
-			}
-			c.ids = append(c.ids, id)
+			ids = append(ids, id)
 			i += size
 		}
+		c.ids = ids
 		carry = copy(buf, buf[i:end])
 		offset += int64(i)
 		if eof {
