@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -26,6 +25,7 @@ import (
 	"github.com/qkv-dev/qkv/internal/gemm"
 	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/tools/torchref"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -346,9 +346,19 @@ func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int, q
 	if err := f.Close(); err != nil {
 		return err
 	}
-	script := filepath.Join("tools", "torchref", "torchref.py")
-	if _, err := os.Stat(script); err != nil {
-		return fmt.Errorf("--torch: %s not found: run from the repository root", script)
+	// The script travels in the binary: the command runs from any directory.
+	sf, err := os.CreateTemp("", "torchref-*.py")
+	if err != nil {
+		return err
+	}
+	script := sf.Name()
+	defer os.Remove(script)
+	if _, err := sf.Write(torchref.Script); err != nil {
+		sf.Close()
+		return fmt.Errorf("--torch: %w", err)
+	}
+	if err := sf.Close(); err != nil {
+		return fmt.Errorf("--torch: %w", err)
 	}
 	var out, errOut bytes.Buffer
 	cmd := exec.Command(python, script, "bench", "--config", f.Name(), "--steps", strconv.Itoa(steps))

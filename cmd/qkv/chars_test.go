@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/train"
 )
 
@@ -125,5 +126,20 @@ func TestCharsTrainAndSample(t *testing.T) {
 	code, stdout, stderr = qkv("eval", "--checkpoint", out, "--test-size", "32")
 	if code != 0 || !strings.Contains(stdout, "32 validation windows: loss") {
 		t.Errorf("eval: exit %d, %q, %q", code, stdout, stderr)
+	}
+}
+
+// bench --torch runs PyTorch's step from any directory: the reference
+// script travels in the binary.
+func TestBenchTorchOutsideRepository(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("..", "..", "tools", "torchref", "torchref.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := graphtest.TorchPython(t, script)
+	t.Chdir(t.TempDir())
+	code, stdout, stderr := qkv("bench", "-n", "2", "--torch", py)
+	if code != 0 || !strings.Contains(stdout, "PyTorch") || !strings.Contains(stdout, "qkv / PyTorch's best") {
+		t.Errorf("bench --torch outside the repository: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
