@@ -181,9 +181,9 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 	if p.transA || p.alpha != 1 {
 		direct = nil
 	}
-	if buf.edge == nil {
-		buf.edge = make([]T, mr*nr)
-	}
+	// grown, not made once: tests switch kernel sets, and with them the
+	// tile, while the pooled workspaces live on.
+	buf.edge = grow(buf.edge, mr*nr)
 	for jc := j0; jc < j1; jc += nc {
 		nb := min(nc, j1-jc)
 		nPanels := (nb + nr - 1) / nr
@@ -258,15 +258,28 @@ func (p *problem[T]) scaleC(i0, i1, j0, j1 int) {
 func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 	mr, _ := tile[T]()
 	full := 0 // panels already packed
-	if p.transA && mr == 6 && p.alpha == 1 {
+	if p.transA {
 		// op(A)[i, q] = a[q*lda + i]: a column of op(A) is a row of a,
-		// read once, in order, each six of its values copied as one array
-		// into their panel.
-		full = mb / 6
+		// read once, in order, each mr of its values copied into their
+		// panel; as one array for the kernels' mr, which the compiler
+		// turns into a few vector moves instead of a call to memmove.
+		full = mb / mr
 		for q := range kb {
-			src := p.a[(pc+q)*p.lda+ic:][:full*6]
+			src := p.a[(pc+q)*p.lda+ic:][:full*mr]
 			for ip := range full {
-				*(*[6]T)(dst[ip*6*kb+q*6:]) = [6]T(src[ip*6 : ip*6+6])
+				out, in := dst[ip*mr*kb+q*mr:][:mr], src[ip*mr:][:mr]
+				switch {
+				case p.alpha != 1:
+					for r, v := range in {
+						out[r] = p.alpha * v
+					}
+				case mr == 6:
+					*(*[6]T)(out) = [6]T(in)
+				case mr == 12:
+					*(*[12]T)(out) = [12]T(in)
+				default:
+					copy(out, in)
+				}
 			}
 		}
 	}
@@ -287,14 +300,18 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 			}
 			continue
 		}
-		if rows == mr && mr == 6 && p.alpha == 1 {
-			// The usual case, unrolled: six rows read in step, the panel
-			// written in order.
-			at := func(r int) []T { return p.a[(i+r)*p.lda+pc:][:kb] }
-			a0, a1, a2, a3, a4, a5 := at(0), at(1), at(2), at(3), at(4), at(5)
+		if rows == mr && mr <= 16 {
+			// A whole panel (A scaled, or no direct kernel): its rows
+			// read in step, the panel written in order.
+			var at [16][]T
+			for r := range mr {
+				at[r] = p.a[(i+r)*p.lda+pc:][:kb]
+			}
 			for q := range kb {
-				out := panel[q*6 : q*6+6]
-				out[0], out[1], out[2], out[3], out[4], out[5] = a0[q], a1[q], a2[q], a3[q], a4[q], a5[q]
+				out := panel[q*mr:][:mr]
+				for r := range out {
+					out[r] = p.alpha * at[r][q]
+				}
 			}
 			continue
 		}

@@ -45,6 +45,8 @@ type shape struct{ m, n, k, pad int }
 var shapes = []shape{
 	{1, 1, 1, 0}, {6, 16, 1, 0}, {7, 17, 3, 2}, {5, 9, 300, 1}, {130, 20, 5, 0},
 	{3, 2100, 4, 3}, {64, 64, 1024, 0}, {1024, 64, 64, 0}, {61, 33, 257, 5}, {0, 5, 5, 0}, {5, 5, 0, 0},
+	{5, 0, 5, 0}, {0, 0, 0, 0}, {12, 32, 1, 0}, {11, 31, 2, 0}, {13, 33, 9, 4}, {25, 70, 40, 3},
+	{24, 64, 513, 0}, {65, 65, 32, 1}, {65, 32, 65, 0}, {250, 106, 20, 2}, {1, 100, 7, 0}, {100, 1, 7, 1},
 }
 
 func randSlice[T Float](r *rand.Rand, n int) []T {
@@ -95,25 +97,129 @@ func testGemm[T Float](t *testing.T, tol float64) {
 	}
 }
 
-// TestGemm compares the assembly kernels (packed and direct), serial and
-// split over two goroutines, and the path without them (gonum's GEMM), with
-// the definition for every transpose, alpha and beta.
+// paths are the kernel sets this machine can run, by name, and "gonum"
+// (nil), the path of other CPUs and of the purego tag, which runs anywhere.
+func paths() []struct {
+	name string
+	set  *kernelSet
+} {
+	var ps []struct {
+		name string
+		set  *kernelSet
+	}
+	for _, s := range kernelSets() {
+		name := "avx2"
+		if s.mr32 == 12 {
+			name = "avx512"
+		}
+		ps = append(ps, struct {
+			name string
+			set  *kernelSet
+		}{name, s})
+	}
+	return append(ps, struct {
+		name string
+		set  *kernelSet
+	}{"gonum", nil})
+}
+
+// usePath makes set the active kernels until the test or benchmark ends.
+func usePath(tb testing.TB, set *kernelSet) {
+	prev := active
+	active = set
+	tb.Cleanup(func() { active = prev })
+}
+
+// TestGemm compares every path (each assembly kernel set, packed and
+// direct kernels, and gonum's GEMM), serial and split over two goroutines,
+// with the definition for every transpose, alpha and beta.
 func TestGemm(t *testing.T) {
-	asm32, asm64, direct32, direct64 := asmKernel32, asmKernel64, asmDirect32, asmDirect64
-	defer func() { asmKernel32, asmKernel64, asmDirect32, asmDirect64 = asm32, asm64, direct32, direct64 }()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	for _, k := range []string{"asm", "gonum"} {
-		if k == "asm" && asm32 == nil {
-			t.Log("no AVX2 and FMA here: only the path without them is tested")
-			continue
-		}
-		if k == "gonum" {
-			asmKernel32, asmKernel64, asmDirect32, asmDirect64 = nil, nil, nil, nil
-		}
+	if len(kernelSets()) == 0 {
+		t.Log("no AVX2 and FMA here: only the path without them is tested")
+	}
+	for _, path := range paths() {
+		usePath(t, path.set)
 		for _, procs := range []int{1, 2} {
 			runtime.GOMAXPROCS(procs)
-			t.Run(fmt.Sprintf("%s/procs=%d/float32", k, procs), func(t *testing.T) { testGemm[float32](t, 2e-5) })
-			t.Run(fmt.Sprintf("%s/procs=%d/float64", k, procs), func(t *testing.T) { testGemm[float64](t, 1e-13) })
+			t.Run(fmt.Sprintf("%s/procs=%d/float32", path.name, procs), func(t *testing.T) { testGemm[float32](t, 2e-5) })
+			t.Run(fmt.Sprintf("%s/procs=%d/float64", path.name, procs), func(t *testing.T) { testGemm[float64](t, 1e-13) })
+		}
+	}
+}
+
+// TestKernels calls each assembly kernel directly, packed and direct, on
+// one tile of its own size, against the definition: Gemm's tests would
+// also pass if a set's kernels were never reached.
+func TestKernels(t *testing.T) {
+	for _, set := range kernelSets() {
+		t.Run(set.name+"/float32", func(t *testing.T) {
+			testKernels(t, set.mr32, set.nr32, set.kernel32, set.direct32, 2e-5)
+		})
+		t.Run(set.name+"/float64", func(t *testing.T) {
+			testKernels(t, set.mr64, set.nr64, set.kernel64, set.direct64, 1e-13)
+		})
+	}
+}
+
+func testKernels[T Float](t *testing.T, mr, nr int, kern func(int, []T, []T, []T, int), direct func(int, []T, int, []T, []T, int), tol float64) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, k := range []int{1, 2, 7, 256, 301} {
+		ldc, lda := nr+3, k+5
+		at := randSlice[T](r, mr*lda) // A in place: mr rows of k, lda apart
+		packed := make([]T, k*mr)     // the same A packed: k columns of mr
+		for i := range mr {
+			for q := range k {
+				packed[q*mr+i] = at[i*lda+q]
+			}
+		}
+		b := randSlice[T](r, k*nr)
+		c := randSlice[T](r, mr*ldc)
+		want := append([]T(nil), c...)
+		naive(false, false, mr, nr, k, 1, at, lda, b, nr, 1, want, ldc)
+		for _, d := range []bool{false, true} {
+			got := append([]T(nil), c...)
+			if d {
+				direct(k, at, lda, b, got, ldc)
+			} else {
+				kern(k, packed, b, got, ldc)
+			}
+			for i := range got {
+				if i%ldc >= nr && got[i] != c[i] || !(math.Abs(float64(got[i]-want[i])) <= tol*(1+math.Abs(float64(want[i])))) {
+					t.Fatalf("%dx%d k %d direct %v: C[%d] = %v, want %v", mr, nr, k, d, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestDeterministic: on one path and GOMAXPROCS, a product is the same bit
+// for bit from one call to the next, whatever the goroutines' timing and
+// whatever the pooled workspaces held before; training runs repeat exactly
+// because of it.
+func TestDeterministic(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, path := range paths() {
+		usePath(t, path.set)
+		for _, procs := range []int{1, 2} {
+			runtime.GOMAXPROCS(procs)
+			for _, s := range []shape{{780, 128, 128, 0}, {128, 106, 780, 3}, {65, 65, 32, 1}} {
+				for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
+					a, lda, b, ldb, c, ldc := operands[float32](r, s, tr[0], tr[1])
+					first := append([]float32(nil), c...)
+					Gemm(tr[0], tr[1], s.m, s.n, s.k, 0.5, a, lda, b, ldb, 0.25, first, ldc)
+					for range 5 {
+						again := append([]float32(nil), c...)
+						Gemm(tr[0], tr[1], s.m, s.n, s.k, 0.5, a, lda, b, ldb, 0.25, again, ldc)
+						for i := range again {
+							if math.Float32bits(again[i]) != math.Float32bits(first[i]) {
+								t.Fatalf("%s procs %d %+v trans %v: C[%d] = %v, then %v", path.name, procs, s, tr, i, first[i], again[i])
+							}
+						}
+					}
+				}
+			}
 		}
 	}
 }
@@ -150,9 +256,12 @@ func panicOf(f func()) (msg string) {
 	return ""
 }
 
-// A Transformer step's products at batch 32 x sequence 32, width 64 and
-// feed-forward 256: forward (rows x in x out), the input gradient, and the
-// weight gradient (in x out over all rows).
+// benchShapes are a Transformer step's products, forward (rows x in x
+// out), the input gradient (dY Wᵀ) and the weight gradient (Xᵀ dY, the
+// rows summed over): at batch 32 x sequence 32, width 64 and feed-forward
+// 256; and nanoGPT's CPU character model that qkv trains, 780 tokens (batch
+// 12 x 65 positions) of width 128, feed-forward 512, 106 characters in the
+// head, and attention's per-head products (65 positions, head width 32).
 var benchShapes = []struct {
 	name           string
 	transA, transB bool
@@ -162,31 +271,63 @@ var benchShapes = []struct {
 	{"dyWt/1024x256x64", false, true, 1024, 64, 256},
 	{"xtdy/64x256x1024", true, false, 64, 256, 1024},
 	{"square/256", false, false, 256, 256, 256},
+	{"nano/xW/780x128x128", false, false, 780, 128, 128},
+	{"nano/xW/780x128x512", false, false, 780, 512, 128},
+	{"nano/xW/780x512x128", false, false, 780, 128, 512},
+	{"nano/head/780x128x106", false, false, 780, 106, 128},
+	{"nano/dyWt/780x128x128", false, true, 780, 128, 128},
+	{"nano/dyWt/780x512x128", false, true, 780, 128, 512},
+	{"nano/dyWt/780x128x512", false, true, 780, 512, 128},
+	{"nano/dyWt/780x106x128", false, true, 780, 128, 106},
+	{"nano/xtdy/128x780x128", true, false, 128, 128, 780},
+	{"nano/xtdy/128x780x512", true, false, 128, 512, 780},
+	{"nano/xtdy/512x780x128", true, false, 512, 128, 780},
+	{"nano/xtdy/128x780x106", true, false, 128, 106, 780},
+	{"nano/qkt/65x32x65", false, true, 65, 65, 32},
+	{"nano/pv/65x65x32", false, false, 65, 32, 65},
 }
 
-func BenchmarkSgemm(b *testing.B) {
+// BenchmarkSgemm runs each shape on every path this machine has, side by
+// side, in GFLOP/s; -cpu 1 measures one core, -cpu 2 the split over two.
+func BenchmarkSgemm(b *testing.B) { benchGemm[float32](b) }
+
+// BenchmarkDgemm is BenchmarkSgemm in float64.
+func BenchmarkDgemm(b *testing.B) { benchGemm[float64](b) }
+
+func benchGemm[T Float](b *testing.B) {
 	for _, s := range benchShapes {
-		for _, impl := range []struct {
-			name string
-			blas blas.Float32Level3
-		}{{"qkv", BLAS{}}, {"gonum", gonum.Implementation{}}} {
-			b.Run(s.name+"/"+impl.name, func(b *testing.B) {
+		for _, path := range paths() {
+			b.Run(s.name+"/"+path.name, func(b *testing.B) {
+				usePath(b, path.set)
 				r := rand.New(rand.NewPCG(1, 2))
-				a, lda, bm, ldb, c, ldc := operands[float32](r, shape{s.m, s.n, s.k, 0}, s.transA, s.transB)
-				tA, tB := blas.NoTrans, blas.NoTrans
-				if s.transA {
-					tA = blas.Trans
-				}
-				if s.transB {
-					tB = blas.Trans
-				}
+				a, lda, bm, ldb, c, ldc := operands[T](r, shape{s.m, s.n, s.k, 0}, s.transA, s.transB)
 				for b.Loop() {
-					impl.blas.Sgemm(tA, tB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, ldc)
+					Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, ldc)
 				}
 				b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}
+}
+
+// BenchmarkKernel is one kernel call after another on the same panels,
+// which stay in L1: the most its FMAs give, against which Gemm's GFLOP/s
+// are measured.
+func BenchmarkKernel(b *testing.B) {
+	for _, set := range kernelSets() {
+		b.Run(set.name+"/float32", func(b *testing.B) { benchKernel(b, set.mr32, set.nr32, set.kernel32) })
+		b.Run(set.name+"/float64", func(b *testing.B) { benchKernel(b, set.mr64, set.nr64, set.kernel64) })
+	}
+}
+
+func benchKernel[T Float](b *testing.B, mr, nr int, kern func(int, []T, []T, []T, int)) {
+	const k = 256
+	r := rand.New(rand.NewPCG(1, 2))
+	a, bm, c := randSlice[T](r, k*mr), randSlice[T](r, k*nr), make([]T, mr*nr)
+	for b.Loop() {
+		kern(k, a, bm, c, nr)
+	}
+	b.ReportMetric(2*float64(mr*nr*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
 // TestWorkspaceEqualsGemm: a Workspace's Gemm gives the package's Gemm's

@@ -6,16 +6,52 @@ package gemm
 
 import "golang.org/x/sys/cpu"
 
-func init() {
+// avx2 is the set of 6x16 float32 and 6x8 float64 kernels on ymm registers.
+var avx2 = &kernelSet{
+	name: "AVX2+FMA assembly (6x16)",
+	mr32: 6, nr32: 16, mr64: 6, nr64: 8,
+	kernel32: func(k int, a, b, c []float32, ldc int) { kernel6x16(k, &a[0], &b[0], &c[0], ldc) },
+	kernel64: func(k int, a, b, c []float64, ldc int) { kernel6x8(k, &a[0], &b[0], &c[0], ldc) },
+	direct32: func(k int, a []float32, lda int, b, c []float32, ldc int) {
+		kernel6x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+	},
+	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int) {
+		kernel6x8Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+	},
+}
+
+// avx512 is the set of 12x32 float32 and 12x16 float64 kernels on zmm
+// registers; they use only AVX512F instructions.
+var avx512 = &kernelSet{
+	name: "AVX-512 assembly (12x32)",
+	mr32: 12, nr32: 32, mr64: 12, nr64: 16,
+	kernel32: func(k int, a, b, c []float32, ldc int) { kernel12x32(k, &a[0], &b[0], &c[0], ldc) },
+	kernel64: func(k int, a, b, c []float64, ldc int) { kernel12x16(k, &a[0], &b[0], &c[0], ldc) },
+	direct32: func(k int, a []float32, lda int, b, c []float32, ldc int) {
+		kernel12x32Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+	},
+	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int) {
+		kernel12x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+	},
+}
+
+// kernelSets lists the sets this CPU can run, the fastest first; Gemm runs
+// the first, tests and benchmarks each of them. x/sys/cpu reports AVX-512
+// only when the operating system also saves the zmm and mask registers.
+func kernelSets() []*kernelSet {
+	var sets []*kernelSet
+	if cpu.X86.HasAVX512F {
+		sets = append(sets, avx512)
+	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		asmKernel32 = func(k int, a, b, c []float32, ldc int) { kernel6x16(k, &a[0], &b[0], &c[0], ldc) }
-		asmKernel64 = func(k int, a, b, c []float64, ldc int) { kernel6x8(k, &a[0], &b[0], &c[0], ldc) }
-		asmDirect32 = func(k int, a []float32, lda int, b, c []float32, ldc int) {
-			kernel6x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
-		}
-		asmDirect64 = func(k int, a []float64, lda int, b, c []float64, ldc int) {
-			kernel6x8Direct(k, &a[0], lda, &b[0], &c[0], ldc)
-		}
+		sets = append(sets, avx2)
+	}
+	return sets
+}
+
+func init() {
+	if sets := kernelSets(); len(sets) > 0 {
+		active = sets[0]
 	}
 }
 
@@ -40,3 +76,25 @@ func kernel6x16Direct(k int, a *float32, lda int, b, c *float32, ldc int)
 //
 //go:noescape
 func kernel6x8Direct(k int, a *float64, lda int, b, c *float64, ldc int)
+
+// kernel12x32 is kernel6x16 on AVX-512: a 12x32 float32 tile, from packed
+// panels of 12 and 32.
+//
+//go:noescape
+func kernel12x32(k int, a, b, c *float32, ldc int)
+
+// kernel12x16 is kernel12x32 for float64: a 12x16 tile.
+//
+//go:noescape
+func kernel12x16(k int, a, b, c *float64, ldc int)
+
+// kernel12x32Direct is kernel12x32 reading A's twelve rows, lda apart, from
+// a instead of a packed panel.
+//
+//go:noescape
+func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int)
+
+// kernel12x16Direct is kernel12x32Direct for float64.
+//
+//go:noescape
+func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int)
