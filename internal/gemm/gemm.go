@@ -187,8 +187,12 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 	for jc := j0; jc < j1; jc += nc {
 		nb := min(nc, j1-jc)
 		nPanels := (nb + nr - 1) / nr
-		for pc := 0; pc < p.k; pc += kc {
-			kb := min(kc, p.k-pc)
+		// The shared dimension in equal blocks of at most kc, so that no
+		// block is a thin remainder (780 = 4 x 195, not 3 x 256 + 12)
+		// whose C tiles cost more to load and store than to compute.
+		kStep := (p.k + (p.k+kc-1)/kc - 1) / ((p.k + kc - 1) / kc)
+		for pc := 0; pc < p.k; pc += kStep {
+			kb := min(kStep, p.k-pc)
 			buf.b = grow(buf.b, nPanels*nr*kb)
 			p.packB(buf.b, pc, kb, jc, nb)
 			for ic := i0; ic < i1; ic += mc {
@@ -258,7 +262,15 @@ func (p *problem[T]) scaleC(i0, i1, j0, j1 int) {
 func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 	mr, _ := tile[T]()
 	full := 0 // panels already packed
-	if p.transA {
+	rowsA, _ := rowCopiers[T]()
+	if p.transA && p.alpha == 1 && rowsA != nil {
+		// op(A)[i, q] = a[q*lda + i]: the panel's kb columns are pieces of
+		// kb rows of a, copied in assembly.
+		full = mb / mr
+		for ip := range full {
+			rowsA(kb, p.a[pc*p.lda+ic+ip*mr:], p.lda, dst[ip*mr*kb:])
+		}
+	} else if p.transA {
 		// op(A)[i, q] = a[q*lda + i]: a column of op(A) is a row of a,
 		// read once, in order, each mr of its values copied into their
 		// panel; as one array for the kernels' mr, which the compiler
@@ -328,12 +340,17 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 // laid out row after row (nr values for each p), zero-padded on the right.
 func (p *problem[T]) packB(dst []T, pc, kb, jc, nb int) {
 	_, nr := tile[T]()
+	_, rowsB := rowCopiers[T]()
 	for jp := 0; jp*nr < nb; jp++ {
 		panel := dst[jp*nr*kb : (jp+1)*nr*kb]
 		cols := min(nr, nb-jp*nr)
 		j := jc + jp*nr
 		if cols < nr {
 			clear(panel)
+		}
+		if !p.transB && cols == nr && rowsB != nil {
+			rowsB(kb, p.b[pc*p.ldb+j:], p.ldb, panel)
+			continue
 		}
 		if !p.transB { // op(B)[q, j] = b[q*ldb + j]: rows are contiguous
 			for q := 0; q < kb; q++ {

@@ -12,6 +12,32 @@ type kernelSet struct {
 	kernel64   func(k int, a, b, c []float64, ldc int)
 	direct32   func(k int, a []float32, lda int, b, c []float32, ldc int)
 	direct64   func(k int, a []float64, lda int, b, c []float64, ldc int)
+	// rowsA and rowsB, where not nil, copy n rows of mr (rowsA) or nr
+	// (rowsB) elements, ld apart in src, to consecutive rows of dst: the
+	// packing of a transposed A and of B, in assembly.
+	rowsA32, rowsB32 func(n int, src []float32, ld int, dst []float32)
+	rowsA64, rowsB64 func(n int, src []float64, ld int, dst []float64)
+}
+
+// copier wraps an assembly row copy of w elements a row, slicing src and
+// dst to what it reads and writes so that short ones panic instead.
+func copier[T Float](w int, f func(n int, src *T, ld int, dst *T)) func(int, []T, int, []T) {
+	return func(n int, src []T, ld int, dst []T) {
+		if n > 0 {
+			f(n, &src[:(n-1)*ld+w][0], ld, &dst[:n*w][0])
+		}
+	}
+}
+
+// rowCopiers returns the active set's rowsA and rowsB for T (nil when it
+// has none).
+func rowCopiers[T Float]() (rowsA, rowsB func(n int, src []T, ld int, dst []T)) {
+	if poolIndex[T]() == 0 {
+		a, b := any(active.rowsA32), any(active.rowsB32)
+		return a.(func(int, []T, int, []T)), b.(func(int, []T, int, []T))
+	}
+	a, b := any(active.rowsA64), any(active.rowsB64)
+	return a.(func(int, []T, int, []T)), b.(func(int, []T, int, []T))
 }
 
 // active is the kernel set Gemm runs, chosen by kernel_amd64.go for this

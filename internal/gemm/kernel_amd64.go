@@ -33,6 +33,8 @@ var avx512 = &kernelSet{
 	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int) {
 		kernel12x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
 	},
+	rowsA32: copier(12, copyRows12f32), rowsB32: copier(32, copyRows32f32),
+	rowsA64: copier(12, copyRows12f64), rowsB64: copier(16, copyRows16f64),
 }
 
 // kernelSets lists the sets this CPU can run, the fastest first; Gemm runs
@@ -98,3 +100,19 @@ func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int)
 //
 //go:noescape
 func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int)
+
+// copyRows12f32 copies n rows of 12 float32, ld apart from src, to
+// consecutive rows at dst; n >= 0. The others are the same for 32 float32,
+// 12 float64 and 16 float64.
+//
+//go:noescape
+func copyRows12f32(n int, src *float32, ld int, dst *float32)
+
+//go:noescape
+func copyRows32f32(n int, src *float32, ld int, dst *float32)
+
+//go:noescape
+func copyRows12f64(n int, src *float64, ld int, dst *float64)
+
+//go:noescape
+func copyRows16f64(n int, src *float64, ld int, dst *float64)

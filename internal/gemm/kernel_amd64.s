@@ -912,3 +912,97 @@ kernel12x16Direct_loop:
 	VMOVUPD Z23, 64(DX)
 	VZEROUPPER
 	RET
+
+// The copyRows functions copy n rows of a fixed width, ld elements apart,
+// into consecutive rows of a panel: packing a transposed A into panels of
+// 12, and B into panels of 32 (float32) or 16 (float64), for the AVX-512
+// kernels. In Go, each row is a call to memmove or a loop of scalar moves,
+// which took a quarter of the time of a weight gradient's product.
+
+// func copyRows12f32(n int, src *float32, ld int, dst *float32)
+TEXT ·copyRows12f32(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ dst+24(FP), DI
+	SHLQ $2, R8
+	TESTQ CX, CX
+	JZ copyRows12f32_done
+copyRows12f32_loop:
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), X1
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS X1, 32(DI)
+	ADDQ R8, SI
+	ADDQ $48, DI
+	DECQ CX
+	JNZ copyRows12f32_loop
+copyRows12f32_done:
+	VZEROUPPER
+	RET
+
+// func copyRows32f32(n int, src *float32, ld int, dst *float32)
+TEXT ·copyRows32f32(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ dst+24(FP), DI
+	SHLQ $2, R8
+	TESTQ CX, CX
+	JZ copyRows32f32_done
+copyRows32f32_loop:
+	VMOVUPS 0(SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ R8, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ copyRows32f32_loop
+copyRows32f32_done:
+	VZEROUPPER
+	RET
+
+// func copyRows12f64(n int, src *float64, ld int, dst *float64)
+TEXT ·copyRows12f64(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ dst+24(FP), DI
+	SHLQ $3, R8
+	TESTQ CX, CX
+	JZ copyRows12f64_done
+copyRows12f64_loop:
+	VMOVUPS 0(SI), Z0
+	VMOVUPS 64(SI), Y1
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Y1, 64(DI)
+	ADDQ R8, SI
+	ADDQ $96, DI
+	DECQ CX
+	JNZ copyRows12f64_loop
+copyRows12f64_done:
+	VZEROUPPER
+	RET
+
+// func copyRows16f64(n int, src *float64, ld int, dst *float64)
+TEXT ·copyRows16f64(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ dst+24(FP), DI
+	SHLQ $3, R8
+	TESTQ CX, CX
+	JZ copyRows16f64_done
+copyRows16f64_loop:
+	VMOVUPS 0(SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ R8, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ copyRows16f64_loop
+copyRows16f64_done:
+	VZEROUPPER
+	RET
