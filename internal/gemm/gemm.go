@@ -169,9 +169,15 @@ func (p *problem[T]) runPooled(i0, i1, j0, j1 int) {
 
 // run computes rows [i0, i1) and columns [j0, j1) of C, packing into buf.
 func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
-	p.scaleC(i0, i1, j0, j1)
 	if p.k == 0 || p.alpha == 0 {
+		p.scaleC(i0, i1, j0, j1)
 		return
+	}
+	// With beta 0 the first block of the shared dimension stores its tiles
+	// instead of adding them to C, which is then neither cleared first nor
+	// read (NaNs in it do not survive, as BLAS specifies).
+	if p.beta != 0 {
+		p.scaleC(i0, i1, j0, j1)
 	}
 	mr, nr := tile[T]()
 	kern := kernel[T]()
@@ -193,6 +199,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 		kStep := (p.k + (p.k+kc-1)/kc - 1) / ((p.k + kc - 1) / kc)
 		for pc := 0; pc < p.k; pc += kStep {
 			kb := min(kStep, p.k-pc)
+			store := p.beta == 0 && pc == 0
 			buf.b = grow(buf.b, nPanels*nr*kb)
 			p.packB(buf.b, pc, kb, jc, nb)
 			for ic := i0; ic < i1; ic += mc {
@@ -213,23 +220,29 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 						rows := min(mr, mb-ip*mr)
 						ci := (ic+ip*mr)*p.ldc + jc + jp*nr
 						// tile adds this tile's product into c, ldc apart.
-						tile := func(c []T, ldc int) {
+						// tile adds this tile's product into c, ldc
+						// apart, or with store sets c to it.
+						tile := func(c []T, ldc int, store bool) {
 							if ip < packed {
-								direct(kb, p.a[(ic+ip*mr)*p.lda+pc:], p.lda, bp, c, ldc)
+								direct(kb, p.a[(ic+ip*mr)*p.lda+pc:], p.lda, bp, c, ldc, store)
 							} else {
-								kern(kb, buf.a[(ip-packed)*mr*kb:(ip-packed+1)*mr*kb], bp, c, ldc)
+								kern(kb, buf.a[(ip-packed)*mr*kb:(ip-packed+1)*mr*kb], bp, c, ldc, store)
 							}
 						}
 						if rows == mr && cols == nr {
-							tile(p.c[ci:], p.ldc)
+							tile(p.c[ci:], p.ldc, store)
 							continue
 						}
-						clear(buf.edge)
-						tile(buf.edge, nr)
+						tile(buf.edge, nr, true)
 						for r := 0; r < rows; r++ {
 							row := p.c[ci+r*p.ldc : ci+r*p.ldc+cols]
+							edge := buf.edge[r*nr:][:cols]
+							if store {
+								copy(row, edge)
+								continue
+							}
 							for j := range row {
-								row[j] += buf.edge[r*nr+j]
+								row[j] += edge[j]
 							}
 						}
 					}

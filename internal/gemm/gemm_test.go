@@ -162,7 +162,7 @@ func TestKernels(t *testing.T) {
 	}
 }
 
-func testKernels[T Float](t *testing.T, mr, nr int, kern func(int, []T, []T, []T, int), direct func(int, []T, int, []T, []T, int), tol float64) {
+func testKernels[T Float](t *testing.T, mr, nr int, kern func(int, []T, []T, []T, int, bool), direct func(int, []T, int, []T, []T, int, bool), tol float64) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{1, 2, 7, 256, 301} {
 		ldc, lda := nr+3, k+5
@@ -174,19 +174,30 @@ func testKernels[T Float](t *testing.T, mr, nr int, kern func(int, []T, []T, []T
 			}
 		}
 		b := randSlice[T](r, k*nr)
-		c := randSlice[T](r, mr*ldc)
-		want := append([]T(nil), c...)
-		naive(false, false, mr, nr, k, 1, at, lda, b, nr, 1, want, ldc)
 		for _, d := range []bool{false, true} {
-			got := append([]T(nil), c...)
-			if d {
-				direct(k, at, lda, b, got, ldc)
-			} else {
-				kern(k, packed, b, got, ldc)
-			}
-			for i := range got {
-				if i%ldc >= nr && got[i] != c[i] || !(math.Abs(float64(got[i]-want[i])) <= tol*(1+math.Abs(float64(want[i])))) {
-					t.Fatalf("%dx%d k %d direct %v: C[%d] = %v, want %v", mr, nr, k, d, i, got[i], want[i])
+			for _, store := range []bool{false, true} {
+				c := randSlice[T](r, mr*ldc)
+				beta := T(1)
+				if store { // C's values, even NaN, are overwritten
+					beta = 0
+					for i := range c {
+						if i%ldc < nr {
+							c[i] = T(math.NaN())
+						}
+					}
+				}
+				want := append([]T(nil), c...)
+				naive(false, false, mr, nr, k, 1, at, lda, b, nr, beta, want, ldc)
+				got := append([]T(nil), c...)
+				if d {
+					direct(k, at, lda, b, got, ldc, store)
+				} else {
+					kern(k, packed, b, got, ldc, store)
+				}
+				for i := range got {
+					if i%ldc >= nr && got[i] != c[i] || i%ldc < nr && !(math.Abs(float64(got[i]-want[i])) <= tol*(1+math.Abs(float64(want[i])))) {
+						t.Fatalf("%dx%d k %d direct %v store %v: C[%d] = %v, want %v", mr, nr, k, d, store, i, got[i], want[i])
+					}
 				}
 			}
 		}
@@ -320,12 +331,12 @@ func BenchmarkKernel(b *testing.B) {
 	}
 }
 
-func benchKernel[T Float](b *testing.B, mr, nr int, kern func(int, []T, []T, []T, int)) {
+func benchKernel[T Float](b *testing.B, mr, nr int, kern func(int, []T, []T, []T, int, bool)) {
 	const k = 256
 	r := rand.New(rand.NewPCG(1, 2))
 	a, bm, c := randSlice[T](r, k*mr), randSlice[T](r, k*nr), make([]T, mr*nr)
 	for b.Loop() {
-		kern(k, a, bm, c, nr)
+		kern(k, a, bm, c, nr, false)
 	}
 	b.ReportMetric(2*float64(mr*nr*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

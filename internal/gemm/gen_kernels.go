@@ -153,8 +153,13 @@ func write(b *bytes.Buffer, k kernel) {
 	bases := []string{"SI", "R10", "R11", "R12", "R13"}[:(k.mr+2)/3]
 	p("")
 	if k.direct {
-		p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int)", k.name, elem, elem)
-		p("TEXT ·%s(SB), NOSPLIT, $0-48", k.name)
+		if k.avx512 {
+			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int, store bool)", k.name, elem, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-49", k.name)
+		} else {
+			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int)", k.name, elem, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-48", k.name)
+		}
 		p("\tMOVQ k+0(FP), CX")
 		p("\tMOVQ a+8(FP), SI")
 		p("\tMOVQ lda+16(FP), R8")
@@ -168,8 +173,13 @@ func write(b *bytes.Buffer, k kernel) {
 			p("\tADDQ R8, %s // row %d", bases[i], 3*i)
 		}
 	} else {
-		p("// func %s(k int, a, b, c *%s, ldc int)", k.name, elem)
-		p("TEXT ·%s(SB), NOSPLIT, $0-40", k.name)
+		if k.avx512 {
+			p("// func %s(k int, a, b, c *%s, ldc int, store bool)", k.name, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-41", k.name)
+		} else {
+			p("// func %s(k int, a, b, c *%s, ldc int)", k.name, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-40", k.name)
+		}
 		p("\tMOVQ k+0(FP), CX")
 		p("\tMOVQ a+8(FP), SI")
 		p("\tMOVQ b+16(FP), DI")
@@ -222,20 +232,36 @@ func write(b *bytes.Buffer, k kernel) {
 	p("\tADDQ $%d, DI", k.nv*vbytes)
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", k.name)
-	for r := range k.mr {
-		for v := range k.nv {
-			dst := "(DX)"
-			if v > 0 {
-				dst = fmt.Sprintf("%d(DX)", v*vbytes)
-			}
-			x := fmt.Sprintf("%s%d", reg, r*k.nv+v)
-			p("\t%s %s, %s, %s", add, dst, x, x)
-			p("\t%s %s, %s", mov, x, dst)
-		}
-		if r < k.mr-1 {
-			p("\tADDQ R9, DX")
-		}
+	if k.avx512 {
+		// store: the tile overwrites C instead of adding to it (C = A B,
+		// for beta 0), so that C is neither cleared first nor read.
+		p("\tMOVBQZX store+%d(FP), AX", map[bool]int{false: 40, true: 48}[k.direct])
+		p("\tTESTQ AX, AX")
+		p("\tJNZ %s_store", k.name)
 	}
-	p("\tVZEROUPPER")
-	p("\tRET")
+	epilogue := func(store bool) {
+		for r := range k.mr {
+			for v := range k.nv {
+				dst := "(DX)"
+				if v > 0 {
+					dst = fmt.Sprintf("%d(DX)", v*vbytes)
+				}
+				x := fmt.Sprintf("%s%d", reg, r*k.nv+v)
+				if !store {
+					p("\t%s %s, %s, %s", add, dst, x, x)
+				}
+				p("\t%s %s, %s", mov, x, dst)
+			}
+			if r < k.mr-1 {
+				p("\tADDQ R9, DX")
+			}
+		}
+		p("\tVZEROUPPER")
+		p("\tRET")
+	}
+	epilogue(false)
+	if k.avx512 {
+		p("%s_store:", k.name)
+		epilogue(true)
+	}
 }

@@ -8,10 +8,10 @@ type kernelSet struct {
 	name       string // as Kernels reports it
 	mr32, nr32 int
 	mr64, nr64 int
-	kernel32   func(k int, a, b, c []float32, ldc int)
-	kernel64   func(k int, a, b, c []float64, ldc int)
-	direct32   func(k int, a []float32, lda int, b, c []float32, ldc int)
-	direct64   func(k int, a []float64, lda int, b, c []float64, ldc int)
+	kernel32   func(k int, a, b, c []float32, ldc int, store bool)
+	kernel64   func(k int, a, b, c []float64, ldc int, store bool)
+	direct32   func(k int, a []float32, lda int, b, c []float32, ldc int, store bool)
+	direct64   func(k int, a []float64, lda int, b, c []float64, ldc int, store bool)
 	// rowsA and rowsB, where not nil, copy n rows of mr (rowsA) or nr
 	// (rowsB) elements, ld apart in src, to consecutive rows of dst: the
 	// packing of a transposed A and of B, in assembly.
@@ -26,6 +26,14 @@ func copier[T Float](w int, f func(n int, src *T, ld int, dst *T)) func(int, []T
 		if n > 0 {
 			f(n, &src[:(n-1)*ld+w][0], ld, &dst[:n*w][0])
 		}
+	}
+}
+
+// clearTile sets the tile of mr rows of nr at c to zero: it gives kernels
+// that can only add to C the store argument of the others.
+func clearTile[T Float](c []T, ldc, mr, nr int) {
+	for r := range mr {
+		clear(c[r*ldc:][:nr])
 	}
 }
 
@@ -57,8 +65,9 @@ func tile[T Float]() (mr, nr int) {
 
 // kernel returns the function that adds to the (mr, nr) tile of C at c, with
 // leading dimension ldc, the product of a packed panel of A (k columns of mr)
-// and one of B (k rows of nr); nil where there is no assembly kernel.
-func kernel[T Float]() func(k int, a, b, c []T, ldc int) {
+// and one of B (k rows of nr), or with store sets the tile to it; nil where
+// there is no assembly kernel.
+func kernel[T Float]() func(k int, a, b, c []T, ldc int, store bool) {
 	if active == nil {
 		return nil
 	}
@@ -66,12 +75,12 @@ func kernel[T Float]() func(k int, a, b, c []T, ldc int) {
 	if poolIndex[T]() == 0 {
 		f = active.kernel32
 	}
-	return f.(func(int, []T, []T, []T, int))
+	return f.(func(int, []T, []T, []T, int, bool))
 }
 
 // directKernel returns the kernel that reads A's mr rows where they lie, lda
 // apart, or nil where there is none (then A is packed).
-func directKernel[T Float]() func(k int, a []T, lda int, b, c []T, ldc int) {
+func directKernel[T Float]() func(k int, a []T, lda int, b, c []T, ldc int, store bool) {
 	if active == nil {
 		return nil
 	}
@@ -79,7 +88,7 @@ func directKernel[T Float]() func(k int, a []T, lda int, b, c []T, ldc int) {
 	if poolIndex[T]() == 0 {
 		f = active.direct32
 	}
-	return f.(func(int, []T, int, []T, []T, int))
+	return f.(func(int, []T, int, []T, []T, int, bool))
 }
 
 // Kernels names the kernels this machine runs: "AVX-512 assembly" or

@@ -10,12 +10,28 @@ import "golang.org/x/sys/cpu"
 var avx2 = &kernelSet{
 	name: "AVX2+FMA assembly (6x16)",
 	mr32: 6, nr32: 16, mr64: 6, nr64: 8,
-	kernel32: func(k int, a, b, c []float32, ldc int) { kernel6x16(k, &a[0], &b[0], &c[0], ldc) },
-	kernel64: func(k int, a, b, c []float64, ldc int) { kernel6x8(k, &a[0], &b[0], &c[0], ldc) },
-	direct32: func(k int, a []float32, lda int, b, c []float32, ldc int) {
+	kernel32: func(k int, a, b, c []float32, ldc int, store bool) {
+		if store {
+			clearTile(c, ldc, 6, 16)
+		}
+		kernel6x16(k, &a[0], &b[0], &c[0], ldc)
+	},
+	kernel64: func(k int, a, b, c []float64, ldc int, store bool) {
+		if store {
+			clearTile(c, ldc, 6, 8)
+		}
+		kernel6x8(k, &a[0], &b[0], &c[0], ldc)
+	},
+	direct32: func(k int, a []float32, lda int, b, c []float32, ldc int, store bool) {
+		if store {
+			clearTile(c, ldc, 6, 16)
+		}
 		kernel6x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
 	},
-	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int) {
+	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int, store bool) {
+		if store {
+			clearTile(c, ldc, 6, 8)
+		}
 		kernel6x8Direct(k, &a[0], lda, &b[0], &c[0], ldc)
 	},
 }
@@ -25,13 +41,17 @@ var avx2 = &kernelSet{
 var avx512 = &kernelSet{
 	name: "AVX-512 assembly (12x32)",
 	mr32: 12, nr32: 32, mr64: 12, nr64: 16,
-	kernel32: func(k int, a, b, c []float32, ldc int) { kernel12x32(k, &a[0], &b[0], &c[0], ldc) },
-	kernel64: func(k int, a, b, c []float64, ldc int) { kernel12x16(k, &a[0], &b[0], &c[0], ldc) },
-	direct32: func(k int, a []float32, lda int, b, c []float32, ldc int) {
-		kernel12x32Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+	kernel32: func(k int, a, b, c []float32, ldc int, store bool) {
+		kernel12x32(k, &a[0], &b[0], &c[0], ldc, store)
 	},
-	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int) {
-		kernel12x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+	kernel64: func(k int, a, b, c []float64, ldc int, store bool) {
+		kernel12x16(k, &a[0], &b[0], &c[0], ldc, store)
+	},
+	direct32: func(k int, a []float32, lda int, b, c []float32, ldc int, store bool) {
+		kernel12x32Direct(k, &a[0], lda, &b[0], &c[0], ldc, store)
+	},
+	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int, store bool) {
+		kernel12x16Direct(k, &a[0], lda, &b[0], &c[0], ldc, store)
 	},
 	rowsA32: copier(12, copyRows12f32), rowsB32: copier(32, copyRows32f32),
 	rowsA64: copier(12, copyRows12f64), rowsB64: copier(16, copyRows16f64),
@@ -80,26 +100,27 @@ func kernel6x16Direct(k int, a *float32, lda int, b, c *float32, ldc int)
 func kernel6x8Direct(k int, a *float64, lda int, b, c *float64, ldc int)
 
 // kernel12x32 is kernel6x16 on AVX-512: a 12x32 float32 tile, from packed
-// panels of 12 and 32.
+// panels of 12 and 32; with store, the tile is set to the product instead
+// of having it added.
 //
 //go:noescape
-func kernel12x32(k int, a, b, c *float32, ldc int)
+func kernel12x32(k int, a, b, c *float32, ldc int, store bool)
 
 // kernel12x16 is kernel12x32 for float64: a 12x16 tile.
 //
 //go:noescape
-func kernel12x16(k int, a, b, c *float64, ldc int)
+func kernel12x16(k int, a, b, c *float64, ldc int, store bool)
 
 // kernel12x32Direct is kernel12x32 reading A's twelve rows, lda apart, from
 // a instead of a packed panel.
 //
 //go:noescape
-func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int)
+func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, store bool)
 
 // kernel12x16Direct is kernel12x32Direct for float64.
 //
 //go:noescape
-func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int)
+func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, store bool)
 
 // copyRows12f32 copies n rows of 12 float32, ld apart from src, to
 // consecutive rows at dst; n >= 0. The others are the same for 32 float32,

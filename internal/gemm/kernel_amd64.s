@@ -339,8 +339,8 @@ kernel6x8Direct_loop:
 	VZEROUPPER
 	RET
 
-// func kernel12x32(k int, a, b, c *float32, ldc int)
-TEXT ·kernel12x32(SB), NOSPLIT, $0-40
+// func kernel12x32(k int, a, b, c *float32, ldc int, store bool)
+TEXT ·kernel12x32(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -415,6 +415,9 @@ kernel12x32_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x32_loop
+	MOVBQZX store+40(FP), AX
+	TESTQ AX, AX
+	JNZ kernel12x32_store
 	VADDPS (DX), Z0, Z0
 	VMOVUPS Z0, (DX)
 	VADDPS 64(DX), Z1, Z1
@@ -476,9 +479,47 @@ kernel12x32_loop:
 	VMOVUPS Z23, 64(DX)
 	VZEROUPPER
 	RET
+kernel12x32_store:
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z5, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z6, (DX)
+	VMOVUPS Z7, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z8, (DX)
+	VMOVUPS Z9, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z10, (DX)
+	VMOVUPS Z11, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z12, (DX)
+	VMOVUPS Z13, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z14, (DX)
+	VMOVUPS Z15, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z16, (DX)
+	VMOVUPS Z17, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z18, (DX)
+	VMOVUPS Z19, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z20, (DX)
+	VMOVUPS Z21, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z22, (DX)
+	VMOVUPS Z23, 64(DX)
+	VZEROUPPER
+	RET
 
-// func kernel12x16(k int, a, b, c *float64, ldc int)
-TEXT ·kernel12x16(SB), NOSPLIT, $0-40
+// func kernel12x16(k int, a, b, c *float64, ldc int, store bool)
+TEXT ·kernel12x16(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -553,6 +594,9 @@ kernel12x16_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x16_loop
+	MOVBQZX store+40(FP), AX
+	TESTQ AX, AX
+	JNZ kernel12x16_store
 	VADDPD (DX), Z0, Z0
 	VMOVUPD Z0, (DX)
 	VADDPD 64(DX), Z1, Z1
@@ -614,9 +658,47 @@ kernel12x16_loop:
 	VMOVUPD Z23, 64(DX)
 	VZEROUPPER
 	RET
+kernel12x16_store:
+	VMOVUPD Z0, (DX)
+	VMOVUPD Z1, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z2, (DX)
+	VMOVUPD Z3, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z4, (DX)
+	VMOVUPD Z5, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z6, (DX)
+	VMOVUPD Z7, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z8, (DX)
+	VMOVUPD Z9, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z10, (DX)
+	VMOVUPD Z11, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z12, (DX)
+	VMOVUPD Z13, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z14, (DX)
+	VMOVUPD Z15, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z16, (DX)
+	VMOVUPD Z17, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z18, (DX)
+	VMOVUPD Z19, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z20, (DX)
+	VMOVUPD Z21, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z22, (DX)
+	VMOVUPD Z23, 64(DX)
+	VZEROUPPER
+	RET
 
-// func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int)
-TEXT ·kernel12x32Direct(SB), NOSPLIT, $0-48
+// func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, store bool)
+TEXT ·kernel12x32Direct(SB), NOSPLIT, $0-49
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -702,6 +784,9 @@ kernel12x32Direct_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x32Direct_loop
+	MOVBQZX store+48(FP), AX
+	TESTQ AX, AX
+	JNZ kernel12x32Direct_store
 	VADDPS (DX), Z0, Z0
 	VMOVUPS Z0, (DX)
 	VADDPS 64(DX), Z1, Z1
@@ -763,9 +848,47 @@ kernel12x32Direct_loop:
 	VMOVUPS Z23, 64(DX)
 	VZEROUPPER
 	RET
+kernel12x32Direct_store:
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z5, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z6, (DX)
+	VMOVUPS Z7, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z8, (DX)
+	VMOVUPS Z9, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z10, (DX)
+	VMOVUPS Z11, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z12, (DX)
+	VMOVUPS Z13, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z14, (DX)
+	VMOVUPS Z15, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z16, (DX)
+	VMOVUPS Z17, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z18, (DX)
+	VMOVUPS Z19, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z20, (DX)
+	VMOVUPS Z21, 64(DX)
+	ADDQ R9, DX
+	VMOVUPS Z22, (DX)
+	VMOVUPS Z23, 64(DX)
+	VZEROUPPER
+	RET
 
-// func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int)
-TEXT ·kernel12x16Direct(SB), NOSPLIT, $0-48
+// func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, store bool)
+TEXT ·kernel12x16Direct(SB), NOSPLIT, $0-49
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -851,6 +974,9 @@ kernel12x16Direct_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x16Direct_loop
+	MOVBQZX store+48(FP), AX
+	TESTQ AX, AX
+	JNZ kernel12x16Direct_store
 	VADDPD (DX), Z0, Z0
 	VMOVUPD Z0, (DX)
 	VADDPD 64(DX), Z1, Z1
@@ -909,6 +1035,44 @@ kernel12x16Direct_loop:
 	VADDPD (DX), Z22, Z22
 	VMOVUPD Z22, (DX)
 	VADDPD 64(DX), Z23, Z23
+	VMOVUPD Z23, 64(DX)
+	VZEROUPPER
+	RET
+kernel12x16Direct_store:
+	VMOVUPD Z0, (DX)
+	VMOVUPD Z1, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z2, (DX)
+	VMOVUPD Z3, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z4, (DX)
+	VMOVUPD Z5, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z6, (DX)
+	VMOVUPD Z7, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z8, (DX)
+	VMOVUPD Z9, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z10, (DX)
+	VMOVUPD Z11, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z12, (DX)
+	VMOVUPD Z13, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z14, (DX)
+	VMOVUPD Z15, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z16, (DX)
+	VMOVUPD Z17, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z18, (DX)
+	VMOVUPD Z19, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z20, (DX)
+	VMOVUPD Z21, 64(DX)
+	ADDQ R9, DX
+	VMOVUPD Z22, (DX)
 	VMOVUPD Z23, 64(DX)
 	VZEROUPPER
 	RET
