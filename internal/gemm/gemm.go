@@ -30,7 +30,7 @@ const parallelWork = 1 << 16
 // those of BLAS's ?gemm for row-major matrices and are not checked: the
 // BLAS type checks them.
 func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	if workers := runtime.GOMAXPROCS(0); workers > 1 && m*n*k >= parallelWork && kernel[T]() != nil {
+	if workers := runtime.GOMAXPROCS(0); workers > 1 && m*n*k >= parallelWork && kernelsOf[T]() != nil {
 		problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}.split(m, n, workers)
 		return
 	}
@@ -53,7 +53,7 @@ func (w *Workspace[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, ld
 		return
 	}
 	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
-	if kernel[T]() == nil {
+	if kernelsOf[T]() == nil {
 		p.gonum(m, n)
 		return
 	}
@@ -179,14 +179,11 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 	if p.beta != 0 {
 		p.scaleC(i0, i1, j0, j1)
 	}
-	mr, nr := tile[T]()
-	kern := kernel[T]()
+	ks := kernelsOf[T]()
+	mr, nr := ks.mr, ks.nr
 	// A neither transposed nor scaled is read where it lies, but for a last
 	// panel of fewer than mr rows, which is packed.
-	direct := directKernel[T]()
-	if p.transA || p.alpha != 1 {
-		direct = nil
-	}
+	inPlace := !p.transA && p.alpha == 1
 	// grown, not made once: tests switch kernel sets, and with them the
 	// tile, while the pooled workspaces live on.
 	buf.edge = grow(buf.edge, mr*nr)
@@ -206,7 +203,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 				mb := min(mc, i1-ic)
 				mPanels := (mb + mr - 1) / mr
 				packed := 0 // the first panel packed into buf.a
-				if direct != nil {
+				if inPlace {
 					packed = mb / mr
 				}
 				if packed < mPanels {
@@ -219,14 +216,31 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					for ip := 0; ip < mPanels; ip++ {
 						rows := min(mr, mb-ip*mr)
 						ci := (ic+ip*mr)*p.ldc + jc + jp*nr
-						// tile adds this tile's product into c, ldc apart.
 						// tile adds this tile's product into c, ldc
-						// apart, or with store sets c to it.
+						// apart, or with store sets c to it; of a last
+						// tile of at most half the rows or columns, only
+						// that half is computed.
 						tile := func(c []T, ldc int, store bool) {
+							h, w := rows <= mr/2 && ks.h != nil, cols <= nr/2 && ks.w != nil
 							if ip < packed {
-								direct(kb, p.a[(ic+ip*mr)*p.lda+pc:], p.lda, bp, c, ldc, store)
-							} else {
-								kern(kb, buf.a[(ip-packed)*mr*kb:(ip-packed+1)*mr*kb], bp, c, ldc, store)
+								a := p.a[(ic+ip*mr)*p.lda+pc:]
+								if w {
+									ks.directW(kb, a, p.lda, bp, c, ldc, store)
+								} else {
+									ks.direct(kb, a, p.lda, bp, c, ldc, store)
+								}
+								return
+							}
+							a := buf.a[(ip-packed)*mr*kb:][:mr*kb]
+							switch {
+							case h && w:
+								ks.hw(kb, a, bp, c, ldc, store)
+							case h:
+								ks.h(kb, a, bp, c, ldc, store)
+							case w:
+								ks.w(kb, a, bp, c, ldc, store)
+							default:
+								ks.kernel(kb, a, bp, c, ldc, store)
 							}
 						}
 						if rows == mr && cols == nr {
@@ -273,9 +287,8 @@ func (p *problem[T]) scaleC(i0, i1, j0, j1 int) {
 // packA copies alpha op(A)[ic:ic+mb, pc:pc+kb] into panels of mr rows, each
 // laid out column after column (mr values for each p), zero-padded below.
 func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
-	mr, _ := tile[T]()
+	mr, rowsA := kernelsOf[T]().mr, kernelsOf[T]().rowsA
 	full := 0 // panels already packed
-	rowsA, _ := rowCopiers[T]()
 	if p.transA && p.alpha == 1 && rowsA != nil {
 		// op(A)[i, q] = a[q*lda + i]: the panel's kb columns are pieces of
 		// kb rows of a, copied in assembly.
@@ -352,8 +365,7 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 // packB copies op(B)[pc:pc+kb, jc:jc+nb] into panels of nr columns, each
 // laid out row after row (nr values for each p), zero-padded on the right.
 func (p *problem[T]) packB(dst []T, pc, kb, jc, nb int) {
-	_, nr := tile[T]()
-	_, rowsB := rowCopiers[T]()
+	nr, rowsB := kernelsOf[T]().nr, kernelsOf[T]().rowsB
 	for jp := 0; jp*nr < nb; jp++ {
 		panel := dst[jp*nr*kb : (jp+1)*nr*kb]
 		cols := min(nr, nb-jp*nr)

@@ -109,7 +109,7 @@ func paths() []struct {
 	}
 	for _, s := range kernelSets() {
 		name := "avx2"
-		if s.mr32 == 12 {
+		if s.f32.mr == 12 {
 			name = "avx512"
 		}
 		ps = append(ps, struct {
@@ -148,21 +148,30 @@ func TestGemm(t *testing.T) {
 	}
 }
 
-// TestKernels calls each assembly kernel directly, packed and direct, on
-// one tile of its own size, against the definition: Gemm's tests would
-// also pass if a set's kernels were never reached.
+// TestKernels calls each assembly kernel directly, packed and direct, edge
+// kernels too, adding and storing, on one tile of its own size, against the
+// definition: Gemm's tests would also pass if some kernel were never
+// reached.
 func TestKernels(t *testing.T) {
 	for _, set := range kernelSets() {
-		t.Run(set.name+"/float32", func(t *testing.T) {
-			testKernels(t, set.mr32, set.nr32, set.kernel32, set.direct32, 2e-5)
-		})
-		t.Run(set.name+"/float64", func(t *testing.T) {
-			testKernels(t, set.mr64, set.nr64, set.kernel64, set.direct64, 1e-13)
-		})
+		t.Run(set.name+"/float32", func(t *testing.T) { testKernels(t, &set.f32, 2e-5) })
+		t.Run(set.name+"/float64", func(t *testing.T) { testKernels(t, &set.f64, 1e-13) })
 	}
 }
 
-func testKernels[T Float](t *testing.T, mr, nr int, kern func(int, []T, []T, []T, int, bool), direct func(int, []T, int, []T, []T, int, bool), tol float64) {
+func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
+	mr, nr := ks.mr, ks.nr
+	type variant struct {
+		name       string
+		rows, cols int // of the tile, computed
+		packed     func(k int, a, b, c []T, ldc int, store bool)
+		direct     func(k int, a []T, lda int, b, c []T, ldc int, store bool)
+	}
+	variants := []variant{{"kernel", mr, nr, ks.kernel, nil}, {"direct", mr, nr, nil, ks.direct}}
+	if ks.h != nil {
+		variants = append(variants, variant{"h", mr / 2, nr, ks.h, nil}, variant{"w", mr, nr / 2, ks.w, nil},
+			variant{"hw", mr / 2, nr / 2, ks.hw, nil}, variant{"directW", mr, nr / 2, nil, ks.directW})
+	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{1, 2, 7, 256, 301} {
 		ldc, lda := nr+3, k+5
@@ -174,29 +183,31 @@ func testKernels[T Float](t *testing.T, mr, nr int, kern func(int, []T, []T, []T
 			}
 		}
 		b := randSlice[T](r, k*nr)
-		for _, d := range []bool{false, true} {
+		for _, v := range variants {
 			for _, store := range []bool{false, true} {
 				c := randSlice[T](r, mr*ldc)
 				beta := T(1)
 				if store { // C's values, even NaN, are overwritten
 					beta = 0
 					for i := range c {
-						if i%ldc < nr {
-							c[i] = T(math.NaN())
-						}
+						c[i] = T(math.NaN())
 					}
 				}
 				want := append([]T(nil), c...)
-				naive(false, false, mr, nr, k, 1, at, lda, b, nr, beta, want, ldc)
+				naive(false, false, v.rows, v.cols, k, 1, at, lda, b, nr, beta, want, ldc)
 				got := append([]T(nil), c...)
-				if d {
-					direct(k, at, lda, b, got, ldc, store)
+				if v.direct != nil {
+					v.direct(k, at, lda, b, got, ldc, store)
 				} else {
-					kern(k, packed, b, got, ldc, store)
+					v.packed(k, packed, b, got, ldc, store)
 				}
 				for i := range got {
-					if i%ldc >= nr && got[i] != c[i] || i%ldc < nr && !(math.Abs(float64(got[i]-want[i])) <= tol*(1+math.Abs(float64(want[i])))) {
-						t.Fatalf("%dx%d k %d direct %v store %v: C[%d] = %v, want %v", mr, nr, k, d, store, i, got[i], want[i])
+					// Outside the computed rows and columns C is
+					// untouched, NaN included.
+					outside := i/ldc >= v.rows || i%ldc >= v.cols
+					same := got[i] == c[i] || got[i] != got[i] && c[i] != c[i]
+					if outside && !same || !outside && !(math.Abs(float64(got[i]-want[i])) <= tol*(1+math.Abs(float64(want[i])))) {
+						t.Fatalf("%s %dx%d k %d store %v: C[%d] = %v, want %v", v.name, v.rows, v.cols, k, store, i, got[i], want[i])
 					}
 				}
 			}
@@ -267,9 +278,9 @@ func panicOf(f func()) (msg string) {
 	return ""
 }
 
-// benchShapes are a Transformer step's products, forward (rows x in x
-// out), the input gradient (dY Wᵀ) and the weight gradient (Xᵀ dY, the
-// rows summed over): at batch 32 x sequence 32, width 64 and feed-forward
+// benchShapes are a Transformer step's products, forward (xW: rows x in x
+// out), the input gradient (dyWt: rows x out x in) and the weight gradient
+// (xtdy: in x out x rows, the rows summed over): at batch 32 x sequence 32, width 64 and feed-forward
 // 256; and nanoGPT's CPU character model that qkv trains, 780 tokens (batch
 // 12 x 65 positions) of width 128, feed-forward 512, 106 characters in the
 // head, and attention's per-head products (65 positions, head width 32).
@@ -290,10 +301,10 @@ var benchShapes = []struct {
 	{"nano/dyWt/780x512x128", false, true, 780, 128, 512},
 	{"nano/dyWt/780x128x512", false, true, 780, 512, 128},
 	{"nano/dyWt/780x106x128", false, true, 780, 128, 106},
-	{"nano/xtdy/128x780x128", true, false, 128, 128, 780},
-	{"nano/xtdy/128x780x512", true, false, 128, 512, 780},
-	{"nano/xtdy/512x780x128", true, false, 512, 128, 780},
-	{"nano/xtdy/128x780x106", true, false, 128, 106, 780},
+	{"nano/xtdy/128x128x780", true, false, 128, 128, 780},
+	{"nano/xtdy/128x512x780", true, false, 128, 512, 780},
+	{"nano/xtdy/512x128x780", true, false, 512, 128, 780},
+	{"nano/xtdy/128x106x780", true, false, 128, 106, 780},
 	{"nano/qkt/65x32x65", false, true, 65, 65, 32},
 	{"nano/pv/65x65x32", false, false, 65, 32, 65},
 }
@@ -326,8 +337,8 @@ func benchGemm[T Float](b *testing.B) {
 // are measured.
 func BenchmarkKernel(b *testing.B) {
 	for _, set := range kernelSets() {
-		b.Run(set.name+"/float32", func(b *testing.B) { benchKernel(b, set.mr32, set.nr32, set.kernel32) })
-		b.Run(set.name+"/float64", func(b *testing.B) { benchKernel(b, set.mr64, set.nr64, set.kernel64) })
+		b.Run(set.name+"/float32", func(b *testing.B) { benchKernel(b, set.f32.mr, set.f32.nr, set.f32.kernel) })
+		b.Run(set.name+"/float64", func(b *testing.B) { benchKernel(b, set.f64.mr, set.f64.nr, set.f64.kernel) })
 	}
 }
 

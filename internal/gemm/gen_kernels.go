@@ -25,6 +25,11 @@ type kernel struct {
 	avx512 bool
 	// mr rows of C, each nv registers wide.
 	mr, nv int
+	// panelMR and panelNR, when not 0, are the tile of the panels the
+	// kernel reads, of which it computes only the first mr rows and nv
+	// registers: the edge kernels, for a last tile of at most half a
+	// tile's rows or columns.
+	panelMR, panelNR int
 }
 
 func main() {
@@ -53,10 +58,16 @@ func main() {
 // 12 x 65) more often than 14 or 16.
 `)
 	for _, k := range []kernel{
-		{"kernel6x16", true, false, false, 6, 2}, {"kernel6x8", false, false, false, 6, 2},
-		{"kernel6x16Direct", true, true, false, 6, 2}, {"kernel6x8Direct", false, true, false, 6, 2},
-		{"kernel12x32", true, false, true, 12, 2}, {"kernel12x16", false, false, true, 12, 2},
-		{"kernel12x32Direct", true, true, true, 12, 2}, {"kernel12x16Direct", false, true, true, 12, 2},
+		{"kernel6x16", true, false, false, 6, 2, 0, 0}, {"kernel6x8", false, false, false, 6, 2, 0, 0},
+		{"kernel6x16Direct", true, true, false, 6, 2, 0, 0}, {"kernel6x8Direct", false, true, false, 6, 2, 0, 0},
+		{"kernel12x32", true, false, true, 12, 2, 0, 0}, {"kernel12x16", false, false, true, 12, 2, 0, 0},
+		{"kernel12x32Direct", true, true, true, 12, 2, 0, 0}, {"kernel12x16Direct", false, true, true, 12, 2, 0, 0},
+		// The AVX-512 edge kernels: H, the first 6 rows of the tile; W,
+		// its first register of columns.
+		{"kernel12x32H", true, false, true, 6, 2, 12, 32}, {"kernel12x32W", true, false, true, 12, 1, 12, 32},
+		{"kernel12x32HW", true, false, true, 6, 1, 12, 32}, {"kernel12x32WDirect", true, true, true, 12, 1, 12, 32},
+		{"kernel12x16H", false, false, true, 6, 2, 12, 16}, {"kernel12x16W", false, false, true, 12, 1, 12, 16},
+		{"kernel12x16HW", false, false, true, 6, 1, 12, 16}, {"kernel12x16WDirect", false, true, true, 12, 1, 12, 16},
 	} {
 		write(&b, k)
 	}
@@ -139,6 +150,10 @@ func write(b *bytes.Buffer, k kernel) {
 	reg, vbytes, nregs := "Y", 32, 16
 	if k.avx512 {
 		reg, vbytes, nregs = "Z", 64, 32
+	}
+	panelMR, panelNR := k.mr, k.nv*vbytes/size
+	if k.panelMR != 0 {
+		panelMR, panelNR = k.panelMR, k.panelNR
 	}
 	acc := k.mr * k.nv // registers 0..acc-1 hold the tile, row after row
 	bc := nregs - acc - k.nv
@@ -227,9 +242,9 @@ func write(b *bytes.Buffer, k kernel) {
 			p("\tADDQ $%d, %s", size, base)
 		}
 	} else {
-		p("\tADDQ $%d, SI", k.mr*size)
+		p("\tADDQ $%d, SI", panelMR*size)
 	}
-	p("\tADDQ $%d, DI", k.nv*vbytes)
+	p("\tADDQ $%d, DI", panelNR*size)
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", k.name)
 	if k.avx512 {

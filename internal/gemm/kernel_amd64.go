@@ -7,54 +7,70 @@ package gemm
 import "golang.org/x/sys/cpu"
 
 // avx2 is the set of 6x16 float32 and 6x8 float64 kernels on ymm registers.
+// They can only add to C: a tile to be stored is cleared first.
 var avx2 = &kernelSet{
 	name: "AVX2+FMA assembly (6x16)",
-	mr32: 6, nr32: 16, mr64: 6, nr64: 8,
-	kernel32: func(k int, a, b, c []float32, ldc int, store bool) {
-		if store {
-			clearTile(c, ldc, 6, 16)
-		}
-		kernel6x16(k, &a[0], &b[0], &c[0], ldc)
+	f32: kernels[float32]{
+		mr: 6, nr: 16,
+		kernel: func(k int, a, b, c []float32, ldc int, store bool) {
+			if store {
+				clearTile(c, ldc, 6, 16)
+			}
+			kernel6x16(k, &a[0], &b[0], &c[0], ldc)
+		},
+		direct: func(k int, a []float32, lda int, b, c []float32, ldc int, store bool) {
+			if store {
+				clearTile(c, ldc, 6, 16)
+			}
+			kernel6x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+		},
 	},
-	kernel64: func(k int, a, b, c []float64, ldc int, store bool) {
-		if store {
-			clearTile(c, ldc, 6, 8)
-		}
-		kernel6x8(k, &a[0], &b[0], &c[0], ldc)
-	},
-	direct32: func(k int, a []float32, lda int, b, c []float32, ldc int, store bool) {
-		if store {
-			clearTile(c, ldc, 6, 16)
-		}
-		kernel6x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
-	},
-	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int, store bool) {
-		if store {
-			clearTile(c, ldc, 6, 8)
-		}
-		kernel6x8Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+	f64: kernels[float64]{
+		mr: 6, nr: 8,
+		kernel: func(k int, a, b, c []float64, ldc int, store bool) {
+			if store {
+				clearTile(c, ldc, 6, 8)
+			}
+			kernel6x8(k, &a[0], &b[0], &c[0], ldc)
+		},
+		direct: func(k int, a []float64, lda int, b, c []float64, ldc int, store bool) {
+			if store {
+				clearTile(c, ldc, 6, 8)
+			}
+			kernel6x8Direct(k, &a[0], lda, &b[0], &c[0], ldc)
+		},
 	},
 }
 
 // avx512 is the set of 12x32 float32 and 12x16 float64 kernels on zmm
-// registers; they use only AVX512F instructions.
+// registers, with their edge kernels and row copies; they use only AVX512F
+// instructions.
 var avx512 = &kernelSet{
 	name: "AVX-512 assembly (12x32)",
-	mr32: 12, nr32: 32, mr64: 12, nr64: 16,
-	kernel32: func(k int, a, b, c []float32, ldc int, store bool) {
-		kernel12x32(k, &a[0], &b[0], &c[0], ldc, store)
+	f32: kernels[float32]{
+		mr: 12, nr: 32,
+		kernel: packed(kernel12x32), direct: inPlace(kernel12x32Direct),
+		rowsA: copier(12, copyRows12f32), rowsB: copier(32, copyRows32f32),
+		h: packed(kernel12x32H), w: packed(kernel12x32W), hw: packed(kernel12x32HW),
+		directW: inPlace(kernel12x32WDirect),
 	},
-	kernel64: func(k int, a, b, c []float64, ldc int, store bool) {
-		kernel12x16(k, &a[0], &b[0], &c[0], ldc, store)
+	f64: kernels[float64]{
+		mr: 12, nr: 16,
+		kernel: packed(kernel12x16), direct: inPlace(kernel12x16Direct),
+		rowsA: copier(12, copyRows12f64), rowsB: copier(16, copyRows16f64),
+		h: packed(kernel12x16H), w: packed(kernel12x16W), hw: packed(kernel12x16HW),
+		directW: inPlace(kernel12x16WDirect),
 	},
-	direct32: func(k int, a []float32, lda int, b, c []float32, ldc int, store bool) {
-		kernel12x32Direct(k, &a[0], lda, &b[0], &c[0], ldc, store)
-	},
-	direct64: func(k int, a []float64, lda int, b, c []float64, ldc int, store bool) {
-		kernel12x16Direct(k, &a[0], lda, &b[0], &c[0], ldc, store)
-	},
-	rowsA32: copier(12, copyRows12f32), rowsB32: copier(32, copyRows32f32),
-	rowsA64: copier(12, copyRows12f64), rowsB64: copier(16, copyRows16f64),
+}
+
+// packed and inPlace wrap an assembly kernel on panels, or on A where it
+// lies, as a function of slices.
+func packed[T Float](f func(k int, a, b, c *T, ldc int, store bool)) func(int, []T, []T, []T, int, bool) {
+	return func(k int, a, b, c []T, ldc int, store bool) { f(k, &a[0], &b[0], &c[0], ldc, store) }
+}
+
+func inPlace[T Float](f func(k int, a *T, lda int, b, c *T, ldc int, store bool)) func(int, []T, int, []T, []T, int, bool) {
+	return func(k int, a []T, lda int, b, c []T, ldc int, store bool) { f(k, &a[0], lda, &b[0], &c[0], ldc, store) }
 }
 
 // kernelSets lists the sets this CPU can run, the fastest first; Gemm runs
@@ -137,3 +153,31 @@ func copyRows12f64(n int, src *float64, ld int, dst *float64)
 
 //go:noescape
 func copyRows16f64(n int, src *float64, ld int, dst *float64)
+
+// The edge kernels of kernel12x32 and kernel12x16, reading the same panels:
+// H computes the tile's first 6 rows, W its first 16 (float32) or 8
+// (float64) columns, HW both.
+//
+//go:noescape
+func kernel12x32H(k int, a, b, c *float32, ldc int, store bool)
+
+//go:noescape
+func kernel12x32W(k int, a, b, c *float32, ldc int, store bool)
+
+//go:noescape
+func kernel12x32HW(k int, a, b, c *float32, ldc int, store bool)
+
+//go:noescape
+func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, store bool)
+
+//go:noescape
+func kernel12x16H(k int, a, b, c *float64, ldc int, store bool)
+
+//go:noescape
+func kernel12x16W(k int, a, b, c *float64, ldc int, store bool)
+
+//go:noescape
+func kernel12x16HW(k int, a, b, c *float64, ldc int, store bool)
+
+//go:noescape
+func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, store bool)
