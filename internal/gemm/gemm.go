@@ -365,7 +365,10 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 // packB copies op(B)[pc:pc+kb, jc:jc+nb] into panels of nr columns, each
 // laid out row after row (nr values for each p), zero-padded on the right.
 func (p *problem[T]) packB(dst []T, pc, kb, jc, nb int) {
-	nr, rowsB := kernelsOf[T]().nr, kernelsOf[T]().rowsB
+	nr, rowsB, colsB := kernelsOf[T]().nr, kernelsOf[T]().rowsB, kernelsOf[T]().colsB
+	if p.ldb*nr >= 1<<31 {
+		colsB = nil // its 32-bit indices would overflow
+	}
 	for jp := 0; jp*nr < nb; jp++ {
 		panel := dst[jp*nr*kb : (jp+1)*nr*kb]
 		cols := min(nr, nb-jp*nr)
@@ -375,6 +378,10 @@ func (p *problem[T]) packB(dst []T, pc, kb, jc, nb int) {
 		}
 		if !p.transB && cols == nr && rowsB != nil {
 			rowsB(kb, p.b[pc*p.ldb+j:], p.ldb, panel)
+			continue
+		}
+		if p.transB && cols == nr && colsB != nil {
+			colsB(kb, p.b[j*p.ldb+pc:], p.ldb, panel)
 			continue
 		}
 		if !p.transB { // op(B)[q, j] = b[q*ldb + j]: rows are contiguous

@@ -84,6 +84,26 @@ func main() {
 	} {
 		writeCopy(&b, c)
 	}
+	b.WriteString(`
+// The gatherCols functions pack a transposed B for the AVX-512 kernels: row
+// q of the panel is element q of each of nr rows of b, ld apart, read by two
+// gathers of nr/2 (VGATHERDPS, VGATHERDPD) instead of one scalar move
+// each. The indices c*ld are 32-bit: ld*nr < 2^31, as their Go callers
+// check.
+
+// iota16 is 0, 1, ..., 15 as 32-bit integers.
+DATA iota16<>+0(SB)/8, $0x0000000100000000
+DATA iota16<>+8(SB)/8, $0x0000000300000002
+DATA iota16<>+16(SB)/8, $0x0000000500000004
+DATA iota16<>+24(SB)/8, $0x0000000700000006
+DATA iota16<>+32(SB)/8, $0x0000000900000008
+DATA iota16<>+40(SB)/8, $0x0000000b0000000a
+DATA iota16<>+48(SB)/8, $0x0000000d0000000c
+DATA iota16<>+56(SB)/8, $0x0000000f0000000e
+GLOBL iota16<>(SB), RODATA|NOPTR, $64
+`)
+	writeGather(&b, "gatherCols32f32", true)
+	writeGather(&b, "gatherCols16f64", false)
 	if err := os.WriteFile("kernel_amd64.s", b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -138,6 +158,44 @@ func writeCopy(b *bytes.Buffer, c copyRows) {
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", c.name)
 	p("%s_done:", c.name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// writeGather writes the gather of nr = 32 float32 or 16 float64 columns.
+func writeGather(b *bytes.Buffer, name string, f32 bool) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+	elem, shift, half, gather, index := "float64", 3, 8, "VGATHERDPD", "Y1"
+	if f32 {
+		elem, shift, half, gather, index = "float32", 2, 16, "VGATHERDPS", "Z1"
+	}
+	size := 1 << shift
+	p("")
+	p("// func %s(n int, src *%s, ld int, dst *%s)", name, elem, elem)
+	p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	p("\tMOVQ n+0(FP), CX")
+	p("\tMOVQ src+8(FP), SI")
+	p("\tMOVQ ld+16(FP), R8")
+	p("\tMOVQ dst+24(FP), DI")
+	p("\tTESTQ CX, CX")
+	p("\tJZ %s_done", name)
+	p("\tVPBROADCASTD R8, Z2")
+	p("\tVPMULLD iota16<>(SB), Z2, Z1 // c*ld, the indices of the first half")
+	p("\tIMULQ $%d, R8", half*size)
+	p("\tLEAQ (SI)(R8*1), R10 // the second half's rows")
+	p("%s_loop:", name)
+	p("\tKXNORW K0, K0, K1 // gathers clear their mask")
+	p("\tKXNORW K0, K0, K2")
+	p("\t%s (SI)(%s*%d), K1, Z4", gather, index, size)
+	p("\t%s (R10)(%s*%d), K2, Z5", gather, index, size)
+	p("\tVMOVUPS Z4, (DI)")
+	p("\tVMOVUPS Z5, 64(DI)")
+	p("\tADDQ $%d, SI", size)
+	p("\tADDQ $%d, R10", size)
+	p("\tADDQ $128, DI")
+	p("\tDECQ CX")
+	p("\tJNZ %s_loop", name)
+	p("%s_done:", name)
 	p("\tVZEROUPPER")
 	p("\tRET")
 }

@@ -15,6 +15,10 @@ type kernels[T Float] struct {
 	// (rowsB) elements, ld apart in src, to consecutive rows of dst: the
 	// packing of a transposed A and of B, in assembly.
 	rowsA, rowsB func(n int, src []T, ld int, dst []T)
+	// colsB, where not nil, packs a transposed B: row q of dst (nr
+	// elements) is element q of each of nr rows of src, ld apart, for
+	// q < n; ld*nr must be below 2^31.
+	colsB func(n int, src []T, ld int, dst []T)
 	// The edge kernels, where not nil, are kernel (and direct) computing
 	// from the same panels only the tile's first mr/2 rows (h), first nr/2
 	// columns (w), or both (hw): for a last tile that small, about half
@@ -70,6 +74,16 @@ func copier[T Float](w int, f func(n int, src *T, ld int, dst *T)) func(int, []T
 	return func(n int, src []T, ld int, dst []T) {
 		if n > 0 {
 			f(n, &src[:(n-1)*ld+w][0], ld, &dst[:n*w][0])
+		}
+	}
+}
+
+// gatherer wraps an assembly gather of nr columns as copier does a row
+// copy.
+func gatherer[T Float](nr int, f func(n int, src *T, ld int, dst *T)) func(int, []T, int, []T) {
+	return func(n int, src []T, ld int, dst []T) {
+		if n > 0 {
+			f(n, &src[:(nr-1)*ld+n][0], ld, &dst[:n*nr][0])
 		}
 	}
 }

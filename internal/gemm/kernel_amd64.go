@@ -49,16 +49,26 @@ var avx512 = &kernelSet{
 	name: "AVX-512 assembly (12x32)",
 	f32: kernels[float32]{
 		mr: 12, nr: 32,
-		kernel: packed(kernel12x32), direct: inPlace(kernel12x32Direct),
-		rowsA: copier(12, copyRows12f32), rowsB: copier(32, copyRows32f32),
-		h: packed(kernel12x32H), w: packed(kernel12x32W), hw: packed(kernel12x32HW),
+		kernel:  packed(kernel12x32),
+		direct:  inPlace(kernel12x32Direct),
+		rowsA:   copier(12, copyRows12f32),
+		rowsB:   copier(32, copyRows32f32),
+		colsB:   gatherer(32, gatherCols32f32),
+		h:       packed(kernel12x32H),
+		w:       packed(kernel12x32W),
+		hw:      packed(kernel12x32HW),
 		directW: inPlace(kernel12x32WDirect),
 	},
 	f64: kernels[float64]{
 		mr: 12, nr: 16,
-		kernel: packed(kernel12x16), direct: inPlace(kernel12x16Direct),
-		rowsA: copier(12, copyRows12f64), rowsB: copier(16, copyRows16f64),
-		h: packed(kernel12x16H), w: packed(kernel12x16W), hw: packed(kernel12x16HW),
+		kernel:  packed(kernel12x16),
+		direct:  inPlace(kernel12x16Direct),
+		rowsA:   copier(12, copyRows12f64),
+		rowsB:   copier(16, copyRows16f64),
+		colsB:   gatherer(16, gatherCols16f64),
+		h:       packed(kernel12x16H),
+		w:       packed(kernel12x16W),
+		hw:      packed(kernel12x16HW),
 		directW: inPlace(kernel12x16WDirect),
 	},
 }
@@ -181,3 +191,13 @@ func kernel12x16HW(k int, a, b, c *float64, ldc int, store bool)
 
 //go:noescape
 func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, store bool)
+
+// gatherCols32f32 sets row q of the 32-column panel at dst, for q < n, to
+// element q of each of the 32 rows at src, ld apart (ld*32 < 2^31);
+// gatherCols16f64 is the same for 16 float64 columns.
+//
+//go:noescape
+func gatherCols32f32(n int, src *float32, ld int, dst *float32)
+
+//go:noescape
+func gatherCols16f64(n int, src *float64, ld int, dst *float64)

@@ -2006,3 +2006,76 @@ copyRows16f64_loop:
 copyRows16f64_done:
 	VZEROUPPER
 	RET
+
+// The gatherCols functions pack a transposed B for the AVX-512 kernels: row
+// q of the panel is element q of each of nr rows of b, ld apart, read by two
+// gathers of nr/2 (VGATHERDPS, VGATHERDPD) instead of one scalar move
+// each. The indices c*ld are 32-bit: ld*nr < 2^31, as their Go callers
+// check.
+
+// iota16 is 0, 1, ..., 15 as 32-bit integers.
+DATA iota16<>+0(SB)/8, $0x0000000100000000
+DATA iota16<>+8(SB)/8, $0x0000000300000002
+DATA iota16<>+16(SB)/8, $0x0000000500000004
+DATA iota16<>+24(SB)/8, $0x0000000700000006
+DATA iota16<>+32(SB)/8, $0x0000000900000008
+DATA iota16<>+40(SB)/8, $0x0000000b0000000a
+DATA iota16<>+48(SB)/8, $0x0000000d0000000c
+DATA iota16<>+56(SB)/8, $0x0000000f0000000e
+GLOBL iota16<>(SB), RODATA|NOPTR, $64
+
+// func gatherCols32f32(n int, src *float32, ld int, dst *float32)
+TEXT ·gatherCols32f32(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ dst+24(FP), DI
+	TESTQ CX, CX
+	JZ gatherCols32f32_done
+	VPBROADCASTD R8, Z2
+	VPMULLD iota16<>(SB), Z2, Z1 // c*ld, the indices of the first half
+	IMULQ $64, R8
+	LEAQ (SI)(R8*1), R10 // the second half's rows
+gatherCols32f32_loop:
+	KXNORW K0, K0, K1 // gathers clear their mask
+	KXNORW K0, K0, K2
+	VGATHERDPS (SI)(Z1*4), K1, Z4
+	VGATHERDPS (R10)(Z1*4), K2, Z5
+	VMOVUPS Z4, (DI)
+	VMOVUPS Z5, 64(DI)
+	ADDQ $4, SI
+	ADDQ $4, R10
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gatherCols32f32_loop
+gatherCols32f32_done:
+	VZEROUPPER
+	RET
+
+// func gatherCols16f64(n int, src *float64, ld int, dst *float64)
+TEXT ·gatherCols16f64(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ dst+24(FP), DI
+	TESTQ CX, CX
+	JZ gatherCols16f64_done
+	VPBROADCASTD R8, Z2
+	VPMULLD iota16<>(SB), Z2, Z1 // c*ld, the indices of the first half
+	IMULQ $64, R8
+	LEAQ (SI)(R8*1), R10 // the second half's rows
+gatherCols16f64_loop:
+	KXNORW K0, K0, K1 // gathers clear their mask
+	KXNORW K0, K0, K2
+	VGATHERDPD (SI)(Y1*8), K1, Z4
+	VGATHERDPD (R10)(Y1*8), K2, Z5
+	VMOVUPS Z4, (DI)
+	VMOVUPS Z5, 64(DI)
+	ADDQ $8, SI
+	ADDQ $8, R10
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gatherCols16f64_loop
+gatherCols16f64_done:
+	VZEROUPPER
+	RET
