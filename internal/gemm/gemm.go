@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"math"
 	"runtime"
 	"sync"
 
@@ -366,7 +367,7 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 // laid out row after row (nr values for each p), zero-padded on the right.
 func (p *problem[T]) packB(dst []T, pc, kb, jc, nb int) {
 	nr, rowsB, colsB := kernelsOf[T]().nr, kernelsOf[T]().rowsB, kernelsOf[T]().colsB
-	if p.ldb*nr >= 1<<31 {
+	if int64(p.ldb)*int64(nr) > math.MaxInt32 {
 		colsB = nil // its 32-bit indices would overflow
 	}
 	for jp := 0; jp*nr < nb; jp++ {
