@@ -184,7 +184,12 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 	mr, nr := ks.mr, ks.nr
 	// A neither transposed nor scaled is read where it lies, but for a last
 	// panel of fewer than mr rows, which is packed.
-	inPlace := !p.transA && p.alpha == 1
+	inPlace := !p.transA && (p.alpha == 1 || ks.scales)
+	// alpha scales either the kernels' tiles or A as it is packed.
+	kAlpha, packAlpha := T(1), p.alpha
+	if ks.scales {
+		kAlpha, packAlpha = p.alpha, 1
+	}
 	// grown, not made once: tests switch kernel sets, and with them the
 	// tile, while the pooled workspaces live on.
 	buf.edge = grow(buf.edge, mr*nr)
@@ -209,7 +214,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 				}
 				if packed < mPanels {
 					buf.a = grow(buf.a, (mPanels-packed)*mr*kb)
-					p.packA(buf.a, ic+packed*mr, mb-packed*mr, pc, kb)
+					p.packA(buf.a, ic+packed*mr, mb-packed*mr, pc, kb, packAlpha)
 				}
 				for jp := 0; jp < nPanels; jp++ {
 					bp := buf.b[jp*nr*kb : (jp+1)*nr*kb]
@@ -226,22 +231,22 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 							if ip < packed {
 								a := p.a[(ic+ip*mr)*p.lda+pc:]
 								if w {
-									ks.directW(kb, a, p.lda, bp, c, ldc, store)
+									ks.directW(kb, a, p.lda, bp, c, ldc, kAlpha, store)
 								} else {
-									ks.direct(kb, a, p.lda, bp, c, ldc, store)
+									ks.direct(kb, a, p.lda, bp, c, ldc, kAlpha, store)
 								}
 								return
 							}
 							a := buf.a[(ip-packed)*mr*kb:][:mr*kb]
 							switch {
 							case h && w:
-								ks.hw(kb, a, bp, c, ldc, store)
+								ks.hw(kb, a, bp, c, ldc, kAlpha, store)
 							case h:
-								ks.h(kb, a, bp, c, ldc, store)
+								ks.h(kb, a, bp, c, ldc, kAlpha, store)
 							case w:
-								ks.w(kb, a, bp, c, ldc, store)
+								ks.w(kb, a, bp, c, ldc, kAlpha, store)
 							default:
-								ks.kernel(kb, a, bp, c, ldc, store)
+								ks.kernel(kb, a, bp, c, ldc, kAlpha, store)
 							}
 						}
 						if rows == mr && cols == nr {
@@ -287,10 +292,10 @@ func (p *problem[T]) scaleC(i0, i1, j0, j1 int) {
 
 // packA copies alpha op(A)[ic:ic+mb, pc:pc+kb] into panels of mr rows, each
 // laid out column after column (mr values for each p), zero-padded below.
-func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
+func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int, alpha T) {
 	mr, rowsA := kernelsOf[T]().mr, kernelsOf[T]().rowsA
 	full := 0 // panels already packed
-	if p.transA && p.alpha == 1 && rowsA != nil {
+	if p.transA && alpha == 1 && rowsA != nil {
 		// op(A)[i, q] = a[q*lda + i]: the panel's kb columns are pieces of
 		// kb rows of a, copied in assembly.
 		full = mb / mr
@@ -308,9 +313,9 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 			for ip := range full {
 				out, in := dst[ip*mr*kb+q*mr:][:mr], src[ip*mr:][:mr]
 				switch {
-				case p.alpha != 1:
+				case alpha != 1:
 					for r, v := range in {
-						out[r] = p.alpha * v
+						out[r] = alpha * v
 					}
 				case mr == 6:
 					*(*[6]T)(out) = [6]T(in)
@@ -334,7 +339,7 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 				src := p.a[(pc+q)*p.lda+i : (pc+q)*p.lda+i+rows]
 				out := panel[q*mr : q*mr+rows]
 				for r, v := range src {
-					out[r] = p.alpha * v
+					out[r] = alpha * v
 				}
 			}
 			continue
@@ -349,7 +354,7 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 			for q := range kb {
 				out := panel[q*mr:][:mr]
 				for r := range out {
-					out[r] = p.alpha * at[r][q]
+					out[r] = alpha * at[r][q]
 				}
 			}
 			continue
@@ -357,7 +362,7 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 		for r := 0; r < rows; r++ {
 			src := p.a[(i+r)*p.lda+pc : (i+r)*p.lda+pc+kb]
 			for q, v := range src {
-				panel[q*mr+r] = p.alpha * v
+				panel[q*mr+r] = alpha * v
 			}
 		}
 	}

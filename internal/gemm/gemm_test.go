@@ -164,8 +164,8 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 	type variant struct {
 		name       string
 		rows, cols int // of the tile, computed
-		packed     func(k int, a, b, c []T, ldc int, store bool)
-		direct     func(k int, a []T, lda int, b, c []T, ldc int, store bool)
+		packed     func(k int, a, b, c []T, ldc int, alpha T, store bool)
+		direct     func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
 	}
 	variants := []variant{{"kernel", mr, nr, ks.kernel, nil}, {"direct", mr, nr, nil, ks.direct}}
 	if ks.h != nil {
@@ -183,8 +183,16 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 			}
 		}
 		b := randSlice[T](r, k*nr)
+		alphas := []T{1}
+		if ks.scales {
+			alphas = append(alphas, -0.75)
+		}
 		for _, v := range variants {
-			for _, store := range []bool{false, true} {
+			for _, st := range []struct {
+				store bool
+				alpha T
+			}{{false, alphas[0]}, {true, alphas[0]}, {false, alphas[len(alphas)-1]}, {true, alphas[len(alphas)-1]}} {
+				store, alpha := st.store, st.alpha
 				c := randSlice[T](r, mr*ldc)
 				beta := T(1)
 				if store { // C's values, even NaN, are overwritten
@@ -194,12 +202,12 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 					}
 				}
 				want := append([]T(nil), c...)
-				naive(false, false, v.rows, v.cols, k, 1, at, lda, b, nr, beta, want, ldc)
+				naive(false, false, v.rows, v.cols, k, alpha, at, lda, b, nr, beta, want, ldc)
 				got := append([]T(nil), c...)
 				if v.direct != nil {
-					v.direct(k, at, lda, b, got, ldc, store)
+					v.direct(k, at, lda, b, got, ldc, alpha, store)
 				} else {
-					v.packed(k, packed, b, got, ldc, store)
+					v.packed(k, packed, b, got, ldc, alpha, store)
 				}
 				for i := range got {
 					// Outside the computed rows and columns C is
@@ -207,7 +215,7 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 					outside := i/ldc >= v.rows || i%ldc >= v.cols
 					same := got[i] == c[i] || got[i] != got[i] && c[i] != c[i]
 					if outside && !same || !outside && !(math.Abs(float64(got[i]-want[i])) <= tol*(1+math.Abs(float64(want[i])))) {
-						t.Fatalf("%s %dx%d k %d store %v: C[%d] = %v, want %v", v.name, v.rows, v.cols, k, store, i, got[i], want[i])
+						t.Fatalf("%s %dx%d k %d alpha %v store %v: C[%d] = %v, want %v", v.name, v.rows, v.cols, k, alpha, store, i, got[i], want[i])
 					}
 				}
 			}
@@ -344,12 +352,12 @@ func BenchmarkKernel(b *testing.B) {
 	}
 }
 
-func benchKernel[T Float](b *testing.B, mr, nr int, kern func(int, []T, []T, []T, int, bool)) {
+func benchKernel[T Float](b *testing.B, mr, nr int, kern func(int, []T, []T, []T, int, T, bool)) {
 	const k = 256
 	r := rand.New(rand.NewPCG(1, 2))
 	a, bm, c := randSlice[T](r, k*mr), randSlice[T](r, k*nr), make([]T, mr*nr)
 	for b.Loop() {
-		kern(k, a, bm, c, nr, false)
+		kern(k, a, bm, c, nr, 1, false)
 	}
 	b.ReportMetric(2*float64(mr*nr*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

@@ -227,8 +227,8 @@ func write(b *bytes.Buffer, k kernel) {
 	p("")
 	if k.direct {
 		if k.avx512 {
-			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int, store bool)", k.name, elem, elem)
-			p("TEXT ·%s(SB), NOSPLIT, $0-49", k.name)
+			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int, alpha %s, store bool)", k.name, elem, elem, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-%d", k.name, 48+size+1)
 		} else {
 			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int)", k.name, elem, elem)
 			p("TEXT ·%s(SB), NOSPLIT, $0-48", k.name)
@@ -247,8 +247,8 @@ func write(b *bytes.Buffer, k kernel) {
 		}
 	} else {
 		if k.avx512 {
-			p("// func %s(k int, a, b, c *%s, ldc int, store bool)", k.name, elem)
-			p("TEXT ·%s(SB), NOSPLIT, $0-41", k.name)
+			p("// func %s(k int, a, b, c *%s, ldc int, alpha %s, store bool)", k.name, elem, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-%d", k.name, 40+size+1)
 		} else {
 			p("// func %s(k int, a, b, c *%s, ldc int)", k.name, elem)
 			p("TEXT ·%s(SB), NOSPLIT, $0-40", k.name)
@@ -306,9 +306,20 @@ func write(b *bytes.Buffer, k kernel) {
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", k.name)
 	if k.avx512 {
+		// alpha scales the tile here, so that A is read in place, not
+		// packed to be scaled, for any alpha (attention's Q Kᵀ); 1 is
+		// exact. Z31 is not an accumulator in any of the kernels.
+		alphaAt := 40
+		if k.direct {
+			alphaAt = 48
+		}
+		p("\t%s alpha+%d(FP), Z31", broadcast, alphaAt)
+		for r := range acc {
+			p("\tVMULP%s Z31, Z%d, Z%d", suffix, r, r)
+		}
 		// store: the tile overwrites C instead of adding to it (C = A B,
 		// for beta 0), so that C is neither cleared first nor read.
-		p("\tMOVBQZX store+%d(FP), AX", map[bool]int{false: 40, true: 48}[k.direct])
+		p("\tMOVBQZX store+%d(FP), AX", alphaAt+size)
 		p("\tTESTQ AX, AX")
 		p("\tJNZ %s_store", k.name)
 	}

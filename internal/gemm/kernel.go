@@ -6,11 +6,14 @@ package gemm
 type kernels[T Float] struct {
 	mr, nr int
 	// kernel adds to the (mr, nr) tile of C at c, with leading dimension
-	// ldc, the product of a packed panel of A (k columns of mr) and one of
-	// B (k rows of nr), or with store sets the tile to it.
-	kernel func(k int, a, b, c []T, ldc int, store bool)
+	// ldc, alpha times the product of a packed panel of A (k columns of mr)
+	// and one of B (k rows of nr), or with store sets the tile to it.
+	kernel func(k int, a, b, c []T, ldc int, alpha T, store bool)
 	// direct is kernel reading A's mr rows where they lie, lda apart.
-	direct func(k int, a []T, lda int, b, c []T, ldc int, store bool)
+	direct func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+	// scales: the kernels apply alpha; without it they take only 1, and
+	// A is scaled as it is packed.
+	scales bool
 	// rowsA and rowsB, where not nil, copy n rows of mr (rowsA) or nr
 	// (rowsB) elements, ld apart in src, to consecutive rows of dst: the
 	// packing of a transposed A and of B, in assembly.
@@ -23,8 +26,8 @@ type kernels[T Float] struct {
 	// from the same panels only the tile's first mr/2 rows (h), first nr/2
 	// columns (w), or both (hw): for a last tile that small, about half
 	// the work.
-	h, w, hw func(k int, a, b, c []T, ldc int, store bool)
-	directW  func(k int, a []T, lda int, b, c []T, ldc int, store bool)
+	h, w, hw func(k int, a, b, c []T, ldc int, alpha T, store bool)
+	directW  func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
 }
 
 // kernelSet is one family of assembly kernels, for both element types.

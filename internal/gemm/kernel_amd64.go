@@ -7,18 +7,19 @@ package gemm
 import "golang.org/x/sys/cpu"
 
 // avx2 is the set of 6x16 float32 and 6x8 float64 kernels on ymm registers.
-// They can only add to C: a tile to be stored is cleared first.
+// They can only add to C, a tile to be stored is cleared first, and they do
+// not scale (alpha is 1: A comes scaled in its panel).
 var avx2 = &kernelSet{
 	name: "AVX2+FMA assembly (6x16)",
 	f32: kernels[float32]{
 		mr: 6, nr: 16,
-		kernel: func(k int, a, b, c []float32, ldc int, store bool) {
+		kernel: func(k int, a, b, c []float32, ldc int, _ float32, store bool) {
 			if store {
 				clearTile(c, ldc, 6, 16)
 			}
 			kernel6x16(k, &a[0], &b[0], &c[0], ldc)
 		},
-		direct: func(k int, a []float32, lda int, b, c []float32, ldc int, store bool) {
+		direct: func(k int, a []float32, lda int, b, c []float32, ldc int, _ float32, store bool) {
 			if store {
 				clearTile(c, ldc, 6, 16)
 			}
@@ -27,13 +28,13 @@ var avx2 = &kernelSet{
 	},
 	f64: kernels[float64]{
 		mr: 6, nr: 8,
-		kernel: func(k int, a, b, c []float64, ldc int, store bool) {
+		kernel: func(k int, a, b, c []float64, ldc int, _ float64, store bool) {
 			if store {
 				clearTile(c, ldc, 6, 8)
 			}
 			kernel6x8(k, &a[0], &b[0], &c[0], ldc)
 		},
-		direct: func(k int, a []float64, lda int, b, c []float64, ldc int, store bool) {
+		direct: func(k int, a []float64, lda int, b, c []float64, ldc int, _ float64, store bool) {
 			if store {
 				clearTile(c, ldc, 6, 8)
 			}
@@ -48,7 +49,7 @@ var avx2 = &kernelSet{
 var avx512 = &kernelSet{
 	name: "AVX-512 assembly (12x32)",
 	f32: kernels[float32]{
-		mr: 12, nr: 32,
+		mr: 12, nr: 32, scales: true,
 		kernel:  packed(kernel12x32),
 		direct:  inPlace(kernel12x32Direct),
 		rowsA:   copier(12, copyRows12f32),
@@ -60,7 +61,7 @@ var avx512 = &kernelSet{
 		directW: inPlace(kernel12x32WDirect),
 	},
 	f64: kernels[float64]{
-		mr: 12, nr: 16,
+		mr: 12, nr: 16, scales: true,
 		kernel:  packed(kernel12x16),
 		direct:  inPlace(kernel12x16Direct),
 		rowsA:   copier(12, copyRows12f64),
@@ -75,12 +76,14 @@ var avx512 = &kernelSet{
 
 // packed and inPlace wrap an assembly kernel on panels, or on A where it
 // lies, as a function of slices.
-func packed[T Float](f func(k int, a, b, c *T, ldc int, store bool)) func(int, []T, []T, []T, int, bool) {
-	return func(k int, a, b, c []T, ldc int, store bool) { f(k, &a[0], &b[0], &c[0], ldc, store) }
+func packed[T Float](f func(k int, a, b, c *T, ldc int, alpha T, store bool)) func(int, []T, []T, []T, int, T, bool) {
+	return func(k int, a, b, c []T, ldc int, alpha T, store bool) { f(k, &a[0], &b[0], &c[0], ldc, alpha, store) }
 }
 
-func inPlace[T Float](f func(k int, a *T, lda int, b, c *T, ldc int, store bool)) func(int, []T, int, []T, []T, int, bool) {
-	return func(k int, a []T, lda int, b, c []T, ldc int, store bool) { f(k, &a[0], lda, &b[0], &c[0], ldc, store) }
+func inPlace[T Float](f func(k int, a *T, lda int, b, c *T, ldc int, alpha T, store bool)) func(int, []T, int, []T, []T, int, T, bool) {
+	return func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool) {
+		f(k, &a[0], lda, &b[0], &c[0], ldc, alpha, store)
+	}
 }
 
 // kernelSets lists the sets this CPU can run, the fastest first; Gemm runs
@@ -126,27 +129,27 @@ func kernel6x16Direct(k int, a *float32, lda int, b, c *float32, ldc int)
 func kernel6x8Direct(k int, a *float64, lda int, b, c *float64, ldc int)
 
 // kernel12x32 is kernel6x16 on AVX-512: a 12x32 float32 tile, from packed
-// panels of 12 and 32; with store, the tile is set to the product instead
-// of having it added.
+// panels of 12 and 32, times alpha; with store, the tile is set to that
+// instead of having it added.
 //
 //go:noescape
-func kernel12x32(k int, a, b, c *float32, ldc int, store bool)
+func kernel12x32(k int, a, b, c *float32, ldc int, alpha float32, store bool)
 
 // kernel12x16 is kernel12x32 for float64: a 12x16 tile.
 //
 //go:noescape
-func kernel12x16(k int, a, b, c *float64, ldc int, store bool)
+func kernel12x16(k int, a, b, c *float64, ldc int, alpha float64, store bool)
 
 // kernel12x32Direct is kernel12x32 reading A's twelve rows, lda apart, from
 // a instead of a packed panel.
 //
 //go:noescape
-func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, store bool)
+func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
 
 // kernel12x16Direct is kernel12x32Direct for float64.
 //
 //go:noescape
-func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, store bool)
+func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
 
 // copyRows12f32 copies n rows of 12 float32, ld apart from src, to
 // consecutive rows at dst; n >= 0. The others are the same for 32 float32,
@@ -169,28 +172,28 @@ func copyRows16f64(n int, src *float64, ld int, dst *float64)
 // (float64) columns, HW both.
 //
 //go:noescape
-func kernel12x32H(k int, a, b, c *float32, ldc int, store bool)
+func kernel12x32H(k int, a, b, c *float32, ldc int, alpha float32, store bool)
 
 //go:noescape
-func kernel12x32W(k int, a, b, c *float32, ldc int, store bool)
+func kernel12x32W(k int, a, b, c *float32, ldc int, alpha float32, store bool)
 
 //go:noescape
-func kernel12x32HW(k int, a, b, c *float32, ldc int, store bool)
+func kernel12x32HW(k int, a, b, c *float32, ldc int, alpha float32, store bool)
 
 //go:noescape
-func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, store bool)
+func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
 
 //go:noescape
-func kernel12x16H(k int, a, b, c *float64, ldc int, store bool)
+func kernel12x16H(k int, a, b, c *float64, ldc int, alpha float64, store bool)
 
 //go:noescape
-func kernel12x16W(k int, a, b, c *float64, ldc int, store bool)
+func kernel12x16W(k int, a, b, c *float64, ldc int, alpha float64, store bool)
 
 //go:noescape
-func kernel12x16HW(k int, a, b, c *float64, ldc int, store bool)
+func kernel12x16HW(k int, a, b, c *float64, ldc int, alpha float64, store bool)
 
 //go:noescape
-func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, store bool)
+func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
 
 // gatherCols32f32 sets row q of the 32-column panel at dst, for q < n, to
 // element q of each of the 32 rows at src, ld apart (ld*32 < 2^31);

@@ -339,8 +339,8 @@ kernel6x8Direct_loop:
 	VZEROUPPER
 	RET
 
-// func kernel12x32(k int, a, b, c *float32, ldc int, store bool)
-TEXT ·kernel12x32(SB), NOSPLIT, $0-41
+// func kernel12x32(k int, a, b, c *float32, ldc int, alpha float32, store bool)
+TEXT ·kernel12x32(SB), NOSPLIT, $0-45
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -415,7 +415,32 @@ kernel12x32_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x32_loop
-	MOVBQZX store+40(FP), AX
+	VBROADCASTSS alpha+40(FP), Z31
+	VMULPS Z31, Z0, Z0
+	VMULPS Z31, Z1, Z1
+	VMULPS Z31, Z2, Z2
+	VMULPS Z31, Z3, Z3
+	VMULPS Z31, Z4, Z4
+	VMULPS Z31, Z5, Z5
+	VMULPS Z31, Z6, Z6
+	VMULPS Z31, Z7, Z7
+	VMULPS Z31, Z8, Z8
+	VMULPS Z31, Z9, Z9
+	VMULPS Z31, Z10, Z10
+	VMULPS Z31, Z11, Z11
+	VMULPS Z31, Z12, Z12
+	VMULPS Z31, Z13, Z13
+	VMULPS Z31, Z14, Z14
+	VMULPS Z31, Z15, Z15
+	VMULPS Z31, Z16, Z16
+	VMULPS Z31, Z17, Z17
+	VMULPS Z31, Z18, Z18
+	VMULPS Z31, Z19, Z19
+	VMULPS Z31, Z20, Z20
+	VMULPS Z31, Z21, Z21
+	VMULPS Z31, Z22, Z22
+	VMULPS Z31, Z23, Z23
+	MOVBQZX store+44(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x32_store
 	VADDPS (DX), Z0, Z0
@@ -518,8 +543,8 @@ kernel12x32_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16(k int, a, b, c *float64, ldc int, store bool)
-TEXT ·kernel12x16(SB), NOSPLIT, $0-41
+// func kernel12x16(k int, a, b, c *float64, ldc int, alpha float64, store bool)
+TEXT ·kernel12x16(SB), NOSPLIT, $0-49
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -594,7 +619,32 @@ kernel12x16_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x16_loop
-	MOVBQZX store+40(FP), AX
+	VBROADCASTSD alpha+40(FP), Z31
+	VMULPD Z31, Z0, Z0
+	VMULPD Z31, Z1, Z1
+	VMULPD Z31, Z2, Z2
+	VMULPD Z31, Z3, Z3
+	VMULPD Z31, Z4, Z4
+	VMULPD Z31, Z5, Z5
+	VMULPD Z31, Z6, Z6
+	VMULPD Z31, Z7, Z7
+	VMULPD Z31, Z8, Z8
+	VMULPD Z31, Z9, Z9
+	VMULPD Z31, Z10, Z10
+	VMULPD Z31, Z11, Z11
+	VMULPD Z31, Z12, Z12
+	VMULPD Z31, Z13, Z13
+	VMULPD Z31, Z14, Z14
+	VMULPD Z31, Z15, Z15
+	VMULPD Z31, Z16, Z16
+	VMULPD Z31, Z17, Z17
+	VMULPD Z31, Z18, Z18
+	VMULPD Z31, Z19, Z19
+	VMULPD Z31, Z20, Z20
+	VMULPD Z31, Z21, Z21
+	VMULPD Z31, Z22, Z22
+	VMULPD Z31, Z23, Z23
+	MOVBQZX store+48(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x16_store
 	VADDPD (DX), Z0, Z0
@@ -697,8 +747,8 @@ kernel12x16_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, store bool)
-TEXT ·kernel12x32Direct(SB), NOSPLIT, $0-49
+// func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
+TEXT ·kernel12x32Direct(SB), NOSPLIT, $0-53
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -784,7 +834,32 @@ kernel12x32Direct_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x32Direct_loop
-	MOVBQZX store+48(FP), AX
+	VBROADCASTSS alpha+48(FP), Z31
+	VMULPS Z31, Z0, Z0
+	VMULPS Z31, Z1, Z1
+	VMULPS Z31, Z2, Z2
+	VMULPS Z31, Z3, Z3
+	VMULPS Z31, Z4, Z4
+	VMULPS Z31, Z5, Z5
+	VMULPS Z31, Z6, Z6
+	VMULPS Z31, Z7, Z7
+	VMULPS Z31, Z8, Z8
+	VMULPS Z31, Z9, Z9
+	VMULPS Z31, Z10, Z10
+	VMULPS Z31, Z11, Z11
+	VMULPS Z31, Z12, Z12
+	VMULPS Z31, Z13, Z13
+	VMULPS Z31, Z14, Z14
+	VMULPS Z31, Z15, Z15
+	VMULPS Z31, Z16, Z16
+	VMULPS Z31, Z17, Z17
+	VMULPS Z31, Z18, Z18
+	VMULPS Z31, Z19, Z19
+	VMULPS Z31, Z20, Z20
+	VMULPS Z31, Z21, Z21
+	VMULPS Z31, Z22, Z22
+	VMULPS Z31, Z23, Z23
+	MOVBQZX store+52(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x32Direct_store
 	VADDPS (DX), Z0, Z0
@@ -887,8 +962,8 @@ kernel12x32Direct_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, store bool)
-TEXT ·kernel12x16Direct(SB), NOSPLIT, $0-49
+// func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
+TEXT ·kernel12x16Direct(SB), NOSPLIT, $0-57
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -974,7 +1049,32 @@ kernel12x16Direct_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x16Direct_loop
-	MOVBQZX store+48(FP), AX
+	VBROADCASTSD alpha+48(FP), Z31
+	VMULPD Z31, Z0, Z0
+	VMULPD Z31, Z1, Z1
+	VMULPD Z31, Z2, Z2
+	VMULPD Z31, Z3, Z3
+	VMULPD Z31, Z4, Z4
+	VMULPD Z31, Z5, Z5
+	VMULPD Z31, Z6, Z6
+	VMULPD Z31, Z7, Z7
+	VMULPD Z31, Z8, Z8
+	VMULPD Z31, Z9, Z9
+	VMULPD Z31, Z10, Z10
+	VMULPD Z31, Z11, Z11
+	VMULPD Z31, Z12, Z12
+	VMULPD Z31, Z13, Z13
+	VMULPD Z31, Z14, Z14
+	VMULPD Z31, Z15, Z15
+	VMULPD Z31, Z16, Z16
+	VMULPD Z31, Z17, Z17
+	VMULPD Z31, Z18, Z18
+	VMULPD Z31, Z19, Z19
+	VMULPD Z31, Z20, Z20
+	VMULPD Z31, Z21, Z21
+	VMULPD Z31, Z22, Z22
+	VMULPD Z31, Z23, Z23
+	MOVBQZX store+56(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x16Direct_store
 	VADDPD (DX), Z0, Z0
@@ -1077,8 +1177,8 @@ kernel12x16Direct_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32H(k int, a, b, c *float32, ldc int, store bool)
-TEXT ·kernel12x32H(SB), NOSPLIT, $0-41
+// func kernel12x32H(k int, a, b, c *float32, ldc int, alpha float32, store bool)
+TEXT ·kernel12x32H(SB), NOSPLIT, $0-45
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -1123,7 +1223,20 @@ kernel12x32H_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x32H_loop
-	MOVBQZX store+40(FP), AX
+	VBROADCASTSS alpha+40(FP), Z31
+	VMULPS Z31, Z0, Z0
+	VMULPS Z31, Z1, Z1
+	VMULPS Z31, Z2, Z2
+	VMULPS Z31, Z3, Z3
+	VMULPS Z31, Z4, Z4
+	VMULPS Z31, Z5, Z5
+	VMULPS Z31, Z6, Z6
+	VMULPS Z31, Z7, Z7
+	VMULPS Z31, Z8, Z8
+	VMULPS Z31, Z9, Z9
+	VMULPS Z31, Z10, Z10
+	VMULPS Z31, Z11, Z11
+	MOVBQZX store+44(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x32H_store
 	VADDPS (DX), Z0, Z0
@@ -1178,8 +1291,8 @@ kernel12x32H_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32W(k int, a, b, c *float32, ldc int, store bool)
-TEXT ·kernel12x32W(SB), NOSPLIT, $0-41
+// func kernel12x32W(k int, a, b, c *float32, ldc int, alpha float32, store bool)
+TEXT ·kernel12x32W(SB), NOSPLIT, $0-45
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -1229,7 +1342,20 @@ kernel12x32W_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x32W_loop
-	MOVBQZX store+40(FP), AX
+	VBROADCASTSS alpha+40(FP), Z31
+	VMULPS Z31, Z0, Z0
+	VMULPS Z31, Z1, Z1
+	VMULPS Z31, Z2, Z2
+	VMULPS Z31, Z3, Z3
+	VMULPS Z31, Z4, Z4
+	VMULPS Z31, Z5, Z5
+	VMULPS Z31, Z6, Z6
+	VMULPS Z31, Z7, Z7
+	VMULPS Z31, Z8, Z8
+	VMULPS Z31, Z9, Z9
+	VMULPS Z31, Z10, Z10
+	VMULPS Z31, Z11, Z11
+	MOVBQZX store+44(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x32W_store
 	VADDPS (DX), Z0, Z0
@@ -1296,8 +1422,8 @@ kernel12x32W_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32HW(k int, a, b, c *float32, ldc int, store bool)
-TEXT ·kernel12x32HW(SB), NOSPLIT, $0-41
+// func kernel12x32HW(k int, a, b, c *float32, ldc int, alpha float32, store bool)
+TEXT ·kernel12x32HW(SB), NOSPLIT, $0-45
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -1329,7 +1455,14 @@ kernel12x32HW_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x32HW_loop
-	MOVBQZX store+40(FP), AX
+	VBROADCASTSS alpha+40(FP), Z31
+	VMULPS Z31, Z0, Z0
+	VMULPS Z31, Z1, Z1
+	VMULPS Z31, Z2, Z2
+	VMULPS Z31, Z3, Z3
+	VMULPS Z31, Z4, Z4
+	VMULPS Z31, Z5, Z5
+	MOVBQZX store+44(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x32HW_store
 	VADDPS (DX), Z0, Z0
@@ -1366,8 +1499,8 @@ kernel12x32HW_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, store bool)
-TEXT ·kernel12x32WDirect(SB), NOSPLIT, $0-49
+// func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
+TEXT ·kernel12x32WDirect(SB), NOSPLIT, $0-53
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -1428,7 +1561,20 @@ kernel12x32WDirect_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x32WDirect_loop
-	MOVBQZX store+48(FP), AX
+	VBROADCASTSS alpha+48(FP), Z31
+	VMULPS Z31, Z0, Z0
+	VMULPS Z31, Z1, Z1
+	VMULPS Z31, Z2, Z2
+	VMULPS Z31, Z3, Z3
+	VMULPS Z31, Z4, Z4
+	VMULPS Z31, Z5, Z5
+	VMULPS Z31, Z6, Z6
+	VMULPS Z31, Z7, Z7
+	VMULPS Z31, Z8, Z8
+	VMULPS Z31, Z9, Z9
+	VMULPS Z31, Z10, Z10
+	VMULPS Z31, Z11, Z11
+	MOVBQZX store+52(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x32WDirect_store
 	VADDPS (DX), Z0, Z0
@@ -1495,8 +1641,8 @@ kernel12x32WDirect_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16H(k int, a, b, c *float64, ldc int, store bool)
-TEXT ·kernel12x16H(SB), NOSPLIT, $0-41
+// func kernel12x16H(k int, a, b, c *float64, ldc int, alpha float64, store bool)
+TEXT ·kernel12x16H(SB), NOSPLIT, $0-49
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -1541,7 +1687,20 @@ kernel12x16H_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x16H_loop
-	MOVBQZX store+40(FP), AX
+	VBROADCASTSD alpha+40(FP), Z31
+	VMULPD Z31, Z0, Z0
+	VMULPD Z31, Z1, Z1
+	VMULPD Z31, Z2, Z2
+	VMULPD Z31, Z3, Z3
+	VMULPD Z31, Z4, Z4
+	VMULPD Z31, Z5, Z5
+	VMULPD Z31, Z6, Z6
+	VMULPD Z31, Z7, Z7
+	VMULPD Z31, Z8, Z8
+	VMULPD Z31, Z9, Z9
+	VMULPD Z31, Z10, Z10
+	VMULPD Z31, Z11, Z11
+	MOVBQZX store+48(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x16H_store
 	VADDPD (DX), Z0, Z0
@@ -1596,8 +1755,8 @@ kernel12x16H_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16W(k int, a, b, c *float64, ldc int, store bool)
-TEXT ·kernel12x16W(SB), NOSPLIT, $0-41
+// func kernel12x16W(k int, a, b, c *float64, ldc int, alpha float64, store bool)
+TEXT ·kernel12x16W(SB), NOSPLIT, $0-49
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -1647,7 +1806,20 @@ kernel12x16W_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x16W_loop
-	MOVBQZX store+40(FP), AX
+	VBROADCASTSD alpha+40(FP), Z31
+	VMULPD Z31, Z0, Z0
+	VMULPD Z31, Z1, Z1
+	VMULPD Z31, Z2, Z2
+	VMULPD Z31, Z3, Z3
+	VMULPD Z31, Z4, Z4
+	VMULPD Z31, Z5, Z5
+	VMULPD Z31, Z6, Z6
+	VMULPD Z31, Z7, Z7
+	VMULPD Z31, Z8, Z8
+	VMULPD Z31, Z9, Z9
+	VMULPD Z31, Z10, Z10
+	VMULPD Z31, Z11, Z11
+	MOVBQZX store+48(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x16W_store
 	VADDPD (DX), Z0, Z0
@@ -1714,8 +1886,8 @@ kernel12x16W_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16HW(k int, a, b, c *float64, ldc int, store bool)
-TEXT ·kernel12x16HW(SB), NOSPLIT, $0-41
+// func kernel12x16HW(k int, a, b, c *float64, ldc int, alpha float64, store bool)
+TEXT ·kernel12x16HW(SB), NOSPLIT, $0-49
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -1747,7 +1919,14 @@ kernel12x16HW_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x16HW_loop
-	MOVBQZX store+40(FP), AX
+	VBROADCASTSD alpha+40(FP), Z31
+	VMULPD Z31, Z0, Z0
+	VMULPD Z31, Z1, Z1
+	VMULPD Z31, Z2, Z2
+	VMULPD Z31, Z3, Z3
+	VMULPD Z31, Z4, Z4
+	VMULPD Z31, Z5, Z5
+	MOVBQZX store+48(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x16HW_store
 	VADDPD (DX), Z0, Z0
@@ -1784,8 +1963,8 @@ kernel12x16HW_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, store bool)
-TEXT ·kernel12x16WDirect(SB), NOSPLIT, $0-49
+// func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
+TEXT ·kernel12x16WDirect(SB), NOSPLIT, $0-57
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -1846,7 +2025,20 @@ kernel12x16WDirect_loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ kernel12x16WDirect_loop
-	MOVBQZX store+48(FP), AX
+	VBROADCASTSD alpha+48(FP), Z31
+	VMULPD Z31, Z0, Z0
+	VMULPD Z31, Z1, Z1
+	VMULPD Z31, Z2, Z2
+	VMULPD Z31, Z3, Z3
+	VMULPD Z31, Z4, Z4
+	VMULPD Z31, Z5, Z5
+	VMULPD Z31, Z6, Z6
+	VMULPD Z31, Z7, Z7
+	VMULPD Z31, Z8, Z8
+	VMULPD Z31, Z9, Z9
+	VMULPD Z31, Z10, Z10
+	VMULPD Z31, Z11, Z11
+	MOVBQZX store+56(FP), AX
 	TESTQ AX, AX
 	JNZ kernel12x16WDirect_store
 	VADDPD (DX), Z0, Z0
