@@ -182,9 +182,10 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 	}
 	ks := kernelsOf[T]()
 	mr, nr := ks.mr, ks.nr
-	// A neither transposed nor scaled is read where it lies, but for a last
-	// panel of fewer than mr rows, which is packed.
-	inPlace := !p.transA && (p.alpha == 1 || ks.scales)
+	// A is read where it lies, but for a last panel of fewer than mr rows,
+	// which is packed, unless it is scaled and the kernels do not scale, or
+	// transposed and there is no kernel for that.
+	inPlace := (p.alpha == 1 || ks.scales) && (!p.transA || ks.directT != nil)
 	// alpha scales either the kernels' tiles or A as it is packed.
 	kAlpha, packAlpha := T(1), p.alpha
 	if ks.scales {
@@ -228,6 +229,15 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 						// that half is computed.
 						tile := func(c []T, ldc int, store bool) {
 							h, w := rows <= mr/2 && ks.h != nil, cols <= nr/2 && ks.w != nil
+							if ip < packed && p.transA {
+								a := p.a[pc*p.lda+ic+ip*mr:]
+								if w {
+									ks.directTW(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+								} else {
+									ks.directT(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+								}
+								return
+							}
 							if ip < packed {
 								a := p.a[(ic+ip*mr)*p.lda+pc:]
 								if w {
@@ -293,20 +303,14 @@ func (p *problem[T]) scaleC(i0, i1, j0, j1 int) {
 // packA copies alpha op(A)[ic:ic+mb, pc:pc+kb] into panels of mr rows, each
 // laid out column after column (mr values for each p), zero-padded below.
 func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int, alpha T) {
-	mr, rowsA := kernelsOf[T]().mr, kernelsOf[T]().rowsA
+	mr := kernelsOf[T]().mr
 	full := 0 // panels already packed
-	if p.transA && alpha == 1 && rowsA != nil {
-		// op(A)[i, q] = a[q*lda + i]: the panel's kb columns are pieces of
-		// kb rows of a, copied in assembly.
-		full = mb / mr
-		for ip := range full {
-			rowsA(kb, p.a[pc*p.lda+ic+ip*mr:], p.lda, dst[ip*mr*kb:])
-		}
-	} else if p.transA {
+	if p.transA {
 		// op(A)[i, q] = a[q*lda + i]: a column of op(A) is a row of a,
 		// read once, in order, each mr of its values copied into their
-		// panel; as one array for the kernels' mr, which the compiler
-		// turns into a few vector moves instead of a call to memmove.
+		// panel; as one array for the AVX2 kernels' 6, which the compiler
+		// turns into a few moves instead of a call to memmove. (The
+		// AVX-512 kernels read a transposed A in place.)
 		full = mb / mr
 		for q := range kb {
 			src := p.a[(pc+q)*p.lda+ic:][:full*mr]
@@ -319,8 +323,6 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int, alpha T) {
 					}
 				case mr == 6:
 					*(*[6]T)(out) = [6]T(in)
-				case mr == 12:
-					*(*[12]T)(out) = [12]T(in)
 				default:
 					copy(out, in)
 				}

@@ -166,11 +166,15 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 		rows, cols int // of the tile, computed
 		packed     func(k int, a, b, c []T, ldc int, alpha T, store bool)
 		direct     func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+		trans      bool // direct reads A transposed
 	}
-	variants := []variant{{"kernel", mr, nr, ks.kernel, nil}, {"direct", mr, nr, nil, ks.direct}}
+	variants := []variant{{"kernel", mr, nr, ks.kernel, nil, false}, {"direct", mr, nr, nil, ks.direct, false}}
 	if ks.h != nil {
-		variants = append(variants, variant{"h", mr / 2, nr, ks.h, nil}, variant{"w", mr, nr / 2, ks.w, nil},
-			variant{"hw", mr / 2, nr / 2, ks.hw, nil}, variant{"directW", mr, nr / 2, nil, ks.directW})
+		variants = append(variants, variant{"h", mr / 2, nr, ks.h, nil, false}, variant{"w", mr, nr / 2, ks.w, nil, false},
+			variant{"hw", mr / 2, nr / 2, ks.hw, nil, false}, variant{"directW", mr, nr / 2, nil, ks.directW, false})
+	}
+	if ks.directT != nil {
+		variants = append(variants, variant{"directT", mr, nr, nil, ks.directT, true}, variant{"directTW", mr, nr / 2, nil, ks.directTW, true})
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{1, 2, 7, 256, 301} {
@@ -180,6 +184,13 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 		for i := range mr {
 			for q := range k {
 				packed[q*mr+i] = at[i*lda+q]
+			}
+		}
+		ldaT := mr + 3
+		aT := make([]T, k*ldaT) // the same A transposed: k rows of mr, ldaT apart
+		for i := range mr {
+			for q := range k {
+				aT[q*ldaT+i] = at[i*lda+q]
 			}
 		}
 		b := randSlice[T](r, k*nr)
@@ -204,7 +215,9 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 				want := append([]T(nil), c...)
 				naive(false, false, v.rows, v.cols, k, alpha, at, lda, b, nr, beta, want, ldc)
 				got := append([]T(nil), c...)
-				if v.direct != nil {
+				if v.trans {
+					v.direct(k, aT, ldaT, b, got, ldc, alpha, store)
+				} else if v.direct != nil {
 					v.direct(k, at, lda, b, got, ldc, alpha, store)
 				} else {
 					v.packed(k, packed, b, got, ldc, alpha, store)

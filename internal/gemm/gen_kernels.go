@@ -23,6 +23,10 @@ type kernel struct {
 	// avx512: zmm registers (64 bytes, 32 of them) instead of ymm (32
 	// bytes, 16 of them).
 	avx512 bool
+	// trans, with direct: op(A) is A transposed, read in place: the mr
+	// values of a column of op(A) are consecutive, the next column lda
+	// further.
+	trans bool
 	// mr rows of C, each nv registers wide.
 	mr, nv int
 	// panelMR and panelNR, when not 0, are the tile of the panels the
@@ -58,29 +62,31 @@ func main() {
 // 12 x 65) more often than 14 or 16.
 `)
 	for _, k := range []kernel{
-		{"kernel6x16", true, false, false, 6, 2, 0, 0}, {"kernel6x8", false, false, false, 6, 2, 0, 0},
-		{"kernel6x16Direct", true, true, false, 6, 2, 0, 0}, {"kernel6x8Direct", false, true, false, 6, 2, 0, 0},
-		{"kernel12x32", true, false, true, 12, 2, 0, 0}, {"kernel12x16", false, false, true, 12, 2, 0, 0},
-		{"kernel12x32Direct", true, true, true, 12, 2, 0, 0}, {"kernel12x16Direct", false, true, true, 12, 2, 0, 0},
+		{"kernel6x16", true, false, false, false, 6, 2, 0, 0}, {"kernel6x8", false, false, false, false, 6, 2, 0, 0},
+		{"kernel6x16Direct", true, true, false, false, 6, 2, 0, 0}, {"kernel6x8Direct", false, true, false, false, 6, 2, 0, 0},
+		{"kernel12x32", true, false, true, false, 12, 2, 0, 0}, {"kernel12x16", false, false, true, false, 12, 2, 0, 0},
+		{"kernel12x32Direct", true, true, true, false, 12, 2, 0, 0}, {"kernel12x16Direct", false, true, true, false, 12, 2, 0, 0},
 		// The AVX-512 edge kernels: H, the first 6 rows of the tile; W,
 		// its first register of columns.
-		{"kernel12x32H", true, false, true, 6, 2, 12, 32}, {"kernel12x32W", true, false, true, 12, 1, 12, 32},
-		{"kernel12x32HW", true, false, true, 6, 1, 12, 32}, {"kernel12x32WDirect", true, true, true, 12, 1, 12, 32},
-		{"kernel12x16H", false, false, true, 6, 2, 12, 16}, {"kernel12x16W", false, false, true, 12, 1, 12, 16},
-		{"kernel12x16HW", false, false, true, 6, 1, 12, 16}, {"kernel12x16WDirect", false, true, true, 12, 1, 12, 16},
+		{"kernel12x32H", true, false, true, false, 6, 2, 12, 32}, {"kernel12x32W", true, false, true, false, 12, 1, 12, 32},
+		{"kernel12x32HW", true, false, true, false, 6, 1, 12, 32}, {"kernel12x32WDirect", true, true, true, false, 12, 1, 12, 32},
+		{"kernel12x16H", false, false, true, false, 6, 2, 12, 16}, {"kernel12x16W", false, false, true, false, 12, 1, 12, 16},
+		{"kernel12x16HW", false, false, true, false, 6, 1, 12, 16}, {"kernel12x16WDirect", false, true, true, false, 12, 1, 12, 16},
+		// The AVX-512 kernels reading a transposed A in place (the weight
+		// gradient Xᵀ dY), whole tiles and the first columns.
+		{"kernel12x32T", true, true, true, true, 12, 2, 0, 0}, {"kernel12x32WT", true, true, true, true, 12, 1, 12, 32},
+		{"kernel12x16T", false, true, true, true, 12, 2, 0, 0}, {"kernel12x16WT", false, true, true, true, 12, 1, 12, 16},
 	} {
 		write(&b, k)
 	}
 	b.WriteString(`
 // The copyRows functions copy n rows of a fixed width, ld elements apart,
-// into consecutive rows of a panel: packing a transposed A into panels of
-// 12, and B into panels of 32 (float32) or 16 (float64), for the AVX-512
-// kernels. In Go, each row is a call to memmove or a loop of scalar moves,
-// which took a quarter of the time of a weight gradient's product.
+// into consecutive rows of a panel: packing B into panels of 32 (float32)
+// or 16 (float64) for the AVX-512 kernels. In Go, each row is a call to
+// memmove.
 `)
 	for _, c := range []copyRows{
-		{"copyRows12f32", "float32", 2, 48}, {"copyRows32f32", "float32", 2, 128},
-		{"copyRows12f64", "float64", 3, 96}, {"copyRows16f64", "float64", 3, 128},
+		{"copyRows32f32", "float32", 2, 128}, {"copyRows16f64", "float64", 3, 128},
 	} {
 		writeCopy(&b, c)
 	}
@@ -222,8 +228,12 @@ func write(b *bytes.Buffer, k kernel) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
 	mov, fma, add := "VMOVUP"+suffix, "VFMADD231P"+suffix, "VADDP"+suffix
 	broadcast := "VBROADCASTS" + suffix
-	// Row r of A in place is at bases[r/3] + (r%3) lda.
+	// Row r of A in place is at bases[r/3] + (r%3) lda; transposed, the
+	// column of op(A) is mr consecutive values, the next lda further.
 	bases := []string{"SI", "R10", "R11", "R12", "R13"}[:(k.mr+2)/3]
+	if k.trans {
+		bases = bases[:1]
+	}
 	p("")
 	if k.direct {
 		if k.avx512 {
@@ -284,7 +294,7 @@ func write(b *bytes.Buffer, k kernel) {
 	for r := range k.mr {
 		a := fmt.Sprintf("%s%d", reg, acc+k.nv+r%bc)
 		src := fmt.Sprintf("%d(SI)", r*size)
-		if k.direct {
+		if k.direct && !k.trans {
 			src = "(" + bases[r/3] + ")"
 			if r%3 > 0 {
 				src += fmt.Sprintf("(R8*%d)", r%3)
@@ -295,7 +305,9 @@ func write(b *bytes.Buffer, k kernel) {
 			p("\t%s %s%d, %s, %s%d", fma, reg, acc+v, a, reg, r*k.nv+v)
 		}
 	}
-	if k.direct {
+	if k.trans {
+		p("\tADDQ R8, SI")
+	} else if k.direct {
 		for _, base := range bases {
 			p("\tADDQ $%d, %s", size, base)
 		}

@@ -14,10 +14,9 @@ type kernels[T Float] struct {
 	// scales: the kernels apply alpha; without it they take only 1, and
 	// A is scaled as it is packed.
 	scales bool
-	// rowsA and rowsB, where not nil, copy n rows of mr (rowsA) or nr
-	// (rowsB) elements, ld apart in src, to consecutive rows of dst: the
-	// packing of a transposed A and of B, in assembly.
-	rowsA, rowsB func(n int, src []T, ld int, dst []T)
+	// rowsB, where not nil, copies n rows of nr elements, ld apart in src,
+	// to consecutive rows of dst: the packing of B, in assembly.
+	rowsB func(n int, src []T, ld int, dst []T)
 	// colsB, where not nil, packs a transposed B: row q of dst (nr
 	// elements) is element q of each of nr rows of src, ld apart, for
 	// q < n; ld*nr must be below 2^31.
@@ -28,6 +27,10 @@ type kernels[T Float] struct {
 	// the work.
 	h, w, hw func(k int, a, b, c []T, ldc int, alpha T, store bool)
 	directW  func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+	// directT and directTW, where not nil, are direct and directW for a
+	// transposed A read in place: a column of op(A) is mr consecutive
+	// values of a row of a, the next column lda further.
+	directT, directTW func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
 }
 
 // kernelSet is one family of assembly kernels, for both element types.

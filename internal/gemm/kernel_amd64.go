@@ -50,27 +50,29 @@ var avx512 = &kernelSet{
 	name: "AVX-512 assembly (12x32)",
 	f32: kernels[float32]{
 		mr: 12, nr: 32, scales: true,
-		kernel:  packed(kernel12x32),
-		direct:  inPlace(kernel12x32Direct),
-		rowsA:   copier(12, copyRows12f32),
-		rowsB:   copier(32, copyRows32f32),
-		colsB:   gatherer(32, gatherCols32f32),
-		h:       packed(kernel12x32H),
-		w:       packed(kernel12x32W),
-		hw:      packed(kernel12x32HW),
-		directW: inPlace(kernel12x32WDirect),
+		kernel:   packed(kernel12x32),
+		direct:   inPlace(kernel12x32Direct),
+		rowsB:    copier(32, copyRows32f32),
+		colsB:    gatherer(32, gatherCols32f32),
+		h:        packed(kernel12x32H),
+		w:        packed(kernel12x32W),
+		hw:       packed(kernel12x32HW),
+		directW:  inPlace(kernel12x32WDirect),
+		directT:  inPlace(kernel12x32T),
+		directTW: inPlace(kernel12x32WT),
 	},
 	f64: kernels[float64]{
 		mr: 12, nr: 16, scales: true,
-		kernel:  packed(kernel12x16),
-		direct:  inPlace(kernel12x16Direct),
-		rowsA:   copier(12, copyRows12f64),
-		rowsB:   copier(16, copyRows16f64),
-		colsB:   gatherer(16, gatherCols16f64),
-		h:       packed(kernel12x16H),
-		w:       packed(kernel12x16W),
-		hw:      packed(kernel12x16HW),
-		directW: inPlace(kernel12x16WDirect),
+		kernel:   packed(kernel12x16),
+		direct:   inPlace(kernel12x16Direct),
+		rowsB:    copier(16, copyRows16f64),
+		colsB:    gatherer(16, gatherCols16f64),
+		h:        packed(kernel12x16H),
+		w:        packed(kernel12x16W),
+		hw:       packed(kernel12x16HW),
+		directW:  inPlace(kernel12x16WDirect),
+		directT:  inPlace(kernel12x16T),
+		directTW: inPlace(kernel12x16WT),
 	},
 }
 
@@ -151,18 +153,12 @@ func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha
 //go:noescape
 func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
 
-// copyRows12f32 copies n rows of 12 float32, ld apart from src, to
-// consecutive rows at dst; n >= 0. The others are the same for 32 float32,
-// 12 float64 and 16 float64.
+// copyRows32f32 copies n rows of 32 float32, ld apart from src, to
+// consecutive rows at dst; n >= 0. copyRows16f64 is the same for 16
+// float64.
 //
 //go:noescape
-func copyRows12f32(n int, src *float32, ld int, dst *float32)
-
-//go:noescape
 func copyRows32f32(n int, src *float32, ld int, dst *float32)
-
-//go:noescape
-func copyRows12f64(n int, src *float64, ld int, dst *float64)
 
 //go:noescape
 func copyRows16f64(n int, src *float64, ld int, dst *float64)
@@ -204,3 +200,20 @@ func gatherCols32f32(n int, src *float32, ld int, dst *float32)
 
 //go:noescape
 func gatherCols16f64(n int, src *float64, ld int, dst *float64)
+
+// kernel12x32T is kernel12x32Direct for a transposed A read in place: the
+// twelve values of each column of op(A) are consecutive, lda apart from
+// one column to the next. kernel12x32WT computes the first 16 columns of
+// the tile; kernel12x16T and kernel12x16WT are the same for float64.
+//
+//go:noescape
+func kernel12x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
+
+//go:noescape
+func kernel12x32WT(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
+
+//go:noescape
+func kernel12x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
+
+//go:noescape
+func kernel12x16WT(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
