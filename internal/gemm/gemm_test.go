@@ -39,14 +39,16 @@ func naive[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b
 
 type shape struct{ m, n, k, pad int }
 
-// shapes cover single elements, partial tiles on every side, each blocking
-// size crossed (kc, mc, nc), padded leading dimensions, and a Transformer's
-// products (rows x model width x hidden width).
+// shapes cover single elements, partial tiles on every side (of both
+// kernel sets' tiles, 6x16 and 12x32), each blocking size crossed (kc, mc,
+// nc), padded leading dimensions, products split along m and along n, and
+// a Transformer's products (rows x model width x hidden width).
 var shapes = []shape{
 	{1, 1, 1, 0}, {6, 16, 1, 0}, {7, 17, 3, 2}, {5, 9, 300, 1}, {130, 20, 5, 0},
 	{3, 2100, 4, 3}, {64, 64, 1024, 0}, {1024, 64, 64, 0}, {61, 33, 257, 5}, {0, 5, 5, 0}, {5, 5, 0, 0},
 	{5, 0, 5, 0}, {0, 0, 0, 0}, {12, 32, 1, 0}, {11, 31, 2, 0}, {13, 33, 9, 4}, {25, 70, 40, 3},
 	{24, 64, 513, 0}, {65, 65, 32, 1}, {65, 32, 65, 0}, {250, 106, 20, 2}, {1, 100, 7, 0}, {100, 1, 7, 1},
+	{20, 1100, 100, 1}, // split along n: few rows, over parallelWork
 }
 
 func randSlice[T Float](r *rand.Rand, n int) []T {
