@@ -41,11 +41,12 @@
 // tensor from one run of the graph to the next (so a node's value is valid
 // until the graph runs again: copy what you keep, as G.Read, Float64s, train
 // and infer do), and compute in the data's dtype:
-//   - matrix products on internal/gemm, a packed GEMM in Go assembly (AVX2
-//     and FMA), which blas.go also installs as gorgonia's and gonum's BLAS in
-//     the default build (OpenBLAS instead with the openblas build tag,
-//     blas_openblas.go). Attention multiplies each head where it lies in the
-//     (B, S, D) tensors, rows D apart, without gathering it;
+//   - matrix products on internal/gemm, a packed GEMM in Go assembly
+//     (AVX-512, or AVX2 and FMA), which blas.go also installs as gorgonia's
+//     and gonum's BLAS in the default build (OpenBLAS instead with the
+//     openblas build tag, blas_openblas.go). Attention multiplies each head
+//     where it lies in the (B, S, D) tensors, rows D apart, without
+//     gathering it;
 //   - float32 elementwise work (GELU, ReLU, softmax's exponentials, layer
 //     norm's rows) on internal/vec's eight-lane kernels.
 //

@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"math"
 	"runtime"
 	"sync"
 
@@ -22,7 +23,11 @@ const (
 
 // parallelWork is the number of multiply-adds (m n k) above which a product
 // is split over goroutines: below it, starting them costs more than it saves.
-const parallelWork = 1 << 16
+// Measured on two cores with the AVX-512 kernels (about 10 µs of one core's
+// work): 65x32x65 took 7 µs split against 3 alone, 128x128x128 32 against
+// 23, 192x128x192 the same either way; the default bench model's step went
+// from 10.0 to 9.4 ms when 1 << 16 became 1 << 21.
+const parallelWork = 1 << 21
 
 // Gemm sets C = alpha op(A) op(B) + beta C, where op(A) is (m, k), op(B) is
 // (k, n), and C is (m, n), all row-major with leading dimensions lda, ldb and
@@ -30,7 +35,7 @@ const parallelWork = 1 << 16
 // those of BLAS's ?gemm for row-major matrices and are not checked: the
 // BLAS type checks them.
 func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	if workers := runtime.GOMAXPROCS(0); workers > 1 && m*n*k >= parallelWork && kernel[T]() != nil {
+	if workers := runtime.GOMAXPROCS(0); workers > 1 && m*n*k >= parallelWork && kernelsOf[T]() != nil {
 		problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}.split(m, n, workers)
 		return
 	}
@@ -53,7 +58,7 @@ func (w *Workspace[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, ld
 		return
 	}
 	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
-	if kernel[T]() == nil {
+	if kernelsOf[T]() == nil {
 		p.gonum(m, n)
 		return
 	}
@@ -169,38 +174,52 @@ func (p *problem[T]) runPooled(i0, i1, j0, j1 int) {
 
 // run computes rows [i0, i1) and columns [j0, j1) of C, packing into buf.
 func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
-	p.scaleC(i0, i1, j0, j1)
 	if p.k == 0 || p.alpha == 0 {
+		p.scaleC(i0, i1, j0, j1)
 		return
 	}
-	mr, nr := tile[T]()
-	kern := kernel[T]()
-	// A neither transposed nor scaled is read where it lies, but for a last
-	// panel of fewer than mr rows, which is packed.
-	direct := directKernel[T]()
-	if p.transA || p.alpha != 1 {
-		direct = nil
+	// With beta 0 the first block of the shared dimension stores its tiles
+	// instead of adding them to C, which is then neither cleared first nor
+	// read (NaNs in it do not survive, as BLAS specifies).
+	if p.beta != 0 {
+		p.scaleC(i0, i1, j0, j1)
 	}
-	if buf.edge == nil {
-		buf.edge = make([]T, mr*nr)
+	ks := kernelsOf[T]()
+	mr, nr := ks.mr, ks.nr
+	// A is read where it lies, but for a last panel of fewer than mr rows,
+	// which is packed, unless it is scaled and the kernels do not scale, or
+	// transposed and there is no kernel for that.
+	inPlace := (p.alpha == 1 || ks.scales) && (!p.transA || ks.directT != nil)
+	// alpha scales either the kernels' tiles or A as it is packed.
+	kAlpha, packAlpha := T(1), p.alpha
+	if ks.scales {
+		kAlpha, packAlpha = p.alpha, 1
 	}
+	// grown, not made once: tests switch kernel sets, and with them the
+	// tile, while the pooled workspaces live on.
+	buf.edge = grow(buf.edge, mr*nr)
 	for jc := j0; jc < j1; jc += nc {
 		nb := min(nc, j1-jc)
 		nPanels := (nb + nr - 1) / nr
-		for pc := 0; pc < p.k; pc += kc {
-			kb := min(kc, p.k-pc)
+		// The shared dimension in equal blocks of at most kc, so that no
+		// block is a thin remainder (780 = 4 x 195, not 3 x 256 + 12)
+		// whose C tiles cost more to load and store than to compute.
+		kStep := (p.k + (p.k+kc-1)/kc - 1) / ((p.k + kc - 1) / kc)
+		for pc := 0; pc < p.k; pc += kStep {
+			kb := min(kStep, p.k-pc)
+			store := p.beta == 0 && pc == 0
 			buf.b = grow(buf.b, nPanels*nr*kb)
 			p.packB(buf.b, pc, kb, jc, nb)
 			for ic := i0; ic < i1; ic += mc {
 				mb := min(mc, i1-ic)
 				mPanels := (mb + mr - 1) / mr
 				packed := 0 // the first panel packed into buf.a
-				if direct != nil {
+				if inPlace {
 					packed = mb / mr
 				}
 				if packed < mPanels {
 					buf.a = grow(buf.a, (mPanels-packed)*mr*kb)
-					p.packA(buf.a, ic+packed*mr, mb-packed*mr, pc, kb)
+					p.packA(buf.a, ic+packed*mr, mb-packed*mr, pc, kb, packAlpha)
 				}
 				for jp := 0; jp < nPanels; jp++ {
 					bp := buf.b[jp*nr*kb : (jp+1)*nr*kb]
@@ -208,24 +227,56 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					for ip := 0; ip < mPanels; ip++ {
 						rows := min(mr, mb-ip*mr)
 						ci := (ic+ip*mr)*p.ldc + jc + jp*nr
-						// tile adds this tile's product into c, ldc apart.
-						tile := func(c []T, ldc int) {
+						// tile adds this tile's product into c, ldc
+						// apart, or with store sets c to it; of a last
+						// tile of at most half the rows or columns, only
+						// that half is computed.
+						tile := func(c []T, ldc int, store bool) {
+							h, w := rows <= mr/2 && ks.h != nil, cols <= nr/2 && ks.w != nil
+							if ip < packed && p.transA {
+								a := p.a[pc*p.lda+ic+ip*mr:]
+								if w {
+									ks.directTW(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+								} else {
+									ks.directT(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+								}
+								return
+							}
 							if ip < packed {
-								direct(kb, p.a[(ic+ip*mr)*p.lda+pc:], p.lda, bp, c, ldc)
-							} else {
-								kern(kb, buf.a[(ip-packed)*mr*kb:(ip-packed+1)*mr*kb], bp, c, ldc)
+								a := p.a[(ic+ip*mr)*p.lda+pc:]
+								if w {
+									ks.directW(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+								} else {
+									ks.direct(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+								}
+								return
+							}
+							a := buf.a[(ip-packed)*mr*kb:][:mr*kb]
+							switch {
+							case h && w:
+								ks.hw(kb, a, bp, c, ldc, kAlpha, store)
+							case h:
+								ks.h(kb, a, bp, c, ldc, kAlpha, store)
+							case w:
+								ks.w(kb, a, bp, c, ldc, kAlpha, store)
+							default:
+								ks.kernel(kb, a, bp, c, ldc, kAlpha, store)
 							}
 						}
 						if rows == mr && cols == nr {
-							tile(p.c[ci:], p.ldc)
+							tile(p.c[ci:], p.ldc, store)
 							continue
 						}
-						clear(buf.edge)
-						tile(buf.edge, nr)
+						tile(buf.edge, nr, true)
 						for r := 0; r < rows; r++ {
 							row := p.c[ci+r*p.ldc : ci+r*p.ldc+cols]
+							edge := buf.edge[r*nr:][:cols]
+							if store {
+								copy(row, edge)
+								continue
+							}
 							for j := range row {
-								row[j] += buf.edge[r*nr+j]
+								row[j] += edge[j]
 							}
 						}
 					}
@@ -255,18 +306,30 @@ func (p *problem[T]) scaleC(i0, i1, j0, j1 int) {
 
 // packA copies alpha op(A)[ic:ic+mb, pc:pc+kb] into panels of mr rows, each
 // laid out column after column (mr values for each p), zero-padded below.
-func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
-	mr, _ := tile[T]()
+func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int, alpha T) {
+	mr := kernelsOf[T]().mr
 	full := 0 // panels already packed
-	if p.transA && mr == 6 && p.alpha == 1 {
+	if p.transA {
 		// op(A)[i, q] = a[q*lda + i]: a column of op(A) is a row of a,
-		// read once, in order, each six of its values copied as one array
-		// into their panel.
-		full = mb / 6
+		// read once, in order, each mr of its values copied into their
+		// panel; as one array for the AVX2 kernels' 6, which the compiler
+		// turns into a few moves instead of a call to memmove. (The
+		// AVX-512 kernels read a transposed A in place.)
+		full = mb / mr
 		for q := range kb {
-			src := p.a[(pc+q)*p.lda+ic:][:full*6]
+			src := p.a[(pc+q)*p.lda+ic:][:full*mr]
 			for ip := range full {
-				*(*[6]T)(dst[ip*6*kb+q*6:]) = [6]T(src[ip*6 : ip*6+6])
+				out, in := dst[ip*mr*kb+q*mr:][:mr], src[ip*mr:][:mr]
+				switch {
+				case alpha != 1:
+					for r, v := range in {
+						out[r] = alpha * v
+					}
+				case mr == 6:
+					*(*[6]T)(out) = [6]T(in)
+				default:
+					copy(out, in)
+				}
 			}
 		}
 	}
@@ -282,26 +345,30 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 				src := p.a[(pc+q)*p.lda+i : (pc+q)*p.lda+i+rows]
 				out := panel[q*mr : q*mr+rows]
 				for r, v := range src {
-					out[r] = p.alpha * v
+					out[r] = alpha * v
 				}
 			}
 			continue
 		}
-		if rows == mr && mr == 6 && p.alpha == 1 {
-			// The usual case, unrolled: six rows read in step, the panel
-			// written in order.
-			at := func(r int) []T { return p.a[(i+r)*p.lda+pc:][:kb] }
-			a0, a1, a2, a3, a4, a5 := at(0), at(1), at(2), at(3), at(4), at(5)
+		if rows == mr && mr <= 16 {
+			// A whole panel (A scaled, or no direct kernel): its rows
+			// read in step, the panel written in order.
+			var at [16][]T
+			for r := range mr {
+				at[r] = p.a[(i+r)*p.lda+pc:][:kb]
+			}
 			for q := range kb {
-				out := panel[q*6 : q*6+6]
-				out[0], out[1], out[2], out[3], out[4], out[5] = a0[q], a1[q], a2[q], a3[q], a4[q], a5[q]
+				out := panel[q*mr:][:mr]
+				for r := range out {
+					out[r] = alpha * at[r][q]
+				}
 			}
 			continue
 		}
 		for r := 0; r < rows; r++ {
 			src := p.a[(i+r)*p.lda+pc : (i+r)*p.lda+pc+kb]
 			for q, v := range src {
-				panel[q*mr+r] = p.alpha * v
+				panel[q*mr+r] = alpha * v
 			}
 		}
 	}
@@ -310,13 +377,24 @@ func (p *problem[T]) packA(dst []T, ic, mb, pc, kb int) {
 // packB copies op(B)[pc:pc+kb, jc:jc+nb] into panels of nr columns, each
 // laid out row after row (nr values for each p), zero-padded on the right.
 func (p *problem[T]) packB(dst []T, pc, kb, jc, nb int) {
-	_, nr := tile[T]()
+	nr, rowsB, colsB := kernelsOf[T]().nr, kernelsOf[T]().rowsB, kernelsOf[T]().colsB
+	if int64(p.ldb)*int64(nr) > math.MaxInt32 {
+		colsB = nil // its 32-bit indices would overflow
+	}
 	for jp := 0; jp*nr < nb; jp++ {
 		panel := dst[jp*nr*kb : (jp+1)*nr*kb]
 		cols := min(nr, nb-jp*nr)
 		j := jc + jp*nr
 		if cols < nr {
 			clear(panel)
+		}
+		if !p.transB && cols == nr && rowsB != nil {
+			rowsB(kb, p.b[pc*p.ldb+j:], p.ldb, panel)
+			continue
+		}
+		if p.transB && cols == nr && colsB != nil {
+			colsB(kb, p.b[j*p.ldb+pc:], p.ldb, panel)
+			continue
 		}
 		if !p.transB { // op(B)[q, j] = b[q*ldb + j]: rows are contiguous
 			for q := 0; q < kb; q++ {

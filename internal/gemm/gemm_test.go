@@ -39,12 +39,16 @@ func naive[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b
 
 type shape struct{ m, n, k, pad int }
 
-// shapes cover single elements, partial tiles on every side, each blocking
-// size crossed (kc, mc, nc), padded leading dimensions, and a Transformer's
-// products (rows x model width x hidden width).
+// shapes cover single elements, partial tiles on every side (of both
+// kernel sets' tiles, 6x16 and 12x32), each blocking size crossed (kc, mc,
+// nc), padded leading dimensions, products split along m and along n, and
+// a Transformer's products (rows x model width x hidden width).
 var shapes = []shape{
 	{1, 1, 1, 0}, {6, 16, 1, 0}, {7, 17, 3, 2}, {5, 9, 300, 1}, {130, 20, 5, 0},
 	{3, 2100, 4, 3}, {64, 64, 1024, 0}, {1024, 64, 64, 0}, {61, 33, 257, 5}, {0, 5, 5, 0}, {5, 5, 0, 0},
+	{5, 0, 5, 0}, {0, 0, 0, 0}, {12, 32, 1, 0}, {11, 31, 2, 0}, {13, 33, 9, 4}, {25, 70, 40, 3},
+	{24, 64, 513, 0}, {65, 65, 32, 1}, {65, 32, 65, 0}, {250, 106, 20, 2}, {1, 100, 7, 0}, {100, 1, 7, 1},
+	{20, 1100, 100, 1}, // split along n: few rows, over parallelWork
 }
 
 func randSlice[T Float](r *rand.Rand, n int) []T {
@@ -95,25 +99,174 @@ func testGemm[T Float](t *testing.T, tol float64) {
 	}
 }
 
-// TestGemm compares the assembly kernels (packed and direct), serial and
-// split over two goroutines, and the path without them (gonum's GEMM), with
-// the definition for every transpose, alpha and beta.
+// paths are the kernel sets this machine can run, by name, and "gonum"
+// (nil), the path of other CPUs and of the purego tag, which runs anywhere.
+func paths() []struct {
+	name string
+	set  *kernelSet
+} {
+	var ps []struct {
+		name string
+		set  *kernelSet
+	}
+	for _, s := range kernelSets() {
+		name := "avx2"
+		if s.f32.mr == 12 {
+			name = "avx512"
+		}
+		ps = append(ps, struct {
+			name string
+			set  *kernelSet
+		}{name, s})
+	}
+	return append(ps, struct {
+		name string
+		set  *kernelSet
+	}{"gonum", nil})
+}
+
+// usePath makes set the active kernels until the test or benchmark ends.
+func usePath(tb testing.TB, set *kernelSet) {
+	prev := active
+	active = set
+	tb.Cleanup(func() { active = prev })
+}
+
+// TestGemm compares every path (each assembly kernel set, packed and
+// direct kernels, and gonum's GEMM), serial and split over two goroutines,
+// with the definition for every transpose, alpha and beta.
 func TestGemm(t *testing.T) {
-	asm32, asm64, direct32, direct64 := asmKernel32, asmKernel64, asmDirect32, asmDirect64
-	defer func() { asmKernel32, asmKernel64, asmDirect32, asmDirect64 = asm32, asm64, direct32, direct64 }()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	for _, k := range []string{"asm", "gonum"} {
-		if k == "asm" && asm32 == nil {
-			t.Log("no AVX2 and FMA here: only the path without them is tested")
-			continue
-		}
-		if k == "gonum" {
-			asmKernel32, asmKernel64, asmDirect32, asmDirect64 = nil, nil, nil, nil
-		}
+	if len(kernelSets()) == 0 {
+		t.Log("no AVX2 and FMA here: only the path without them is tested")
+	}
+	for _, path := range paths() {
+		usePath(t, path.set)
 		for _, procs := range []int{1, 2} {
 			runtime.GOMAXPROCS(procs)
-			t.Run(fmt.Sprintf("%s/procs=%d/float32", k, procs), func(t *testing.T) { testGemm[float32](t, 2e-5) })
-			t.Run(fmt.Sprintf("%s/procs=%d/float64", k, procs), func(t *testing.T) { testGemm[float64](t, 1e-13) })
+			t.Run(fmt.Sprintf("%s/procs=%d/float32", path.name, procs), func(t *testing.T) { testGemm[float32](t, 2e-5) })
+			t.Run(fmt.Sprintf("%s/procs=%d/float64", path.name, procs), func(t *testing.T) { testGemm[float64](t, 1e-13) })
+		}
+	}
+}
+
+// TestKernels calls each assembly kernel directly, packed and direct, edge
+// kernels too, adding and storing, on one tile of its own size, against the
+// definition: Gemm's tests would also pass if some kernel were never
+// reached.
+func TestKernels(t *testing.T) {
+	for _, set := range kernelSets() {
+		t.Run(set.name+"/float32", func(t *testing.T) { testKernels(t, &set.f32, 2e-5) })
+		t.Run(set.name+"/float64", func(t *testing.T) { testKernels(t, &set.f64, 1e-13) })
+	}
+}
+
+func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
+	mr, nr := ks.mr, ks.nr
+	type variant struct {
+		name       string
+		rows, cols int // of the tile, computed
+		packed     func(k int, a, b, c []T, ldc int, alpha T, store bool)
+		direct     func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+		trans      bool // direct reads A transposed
+	}
+	variants := []variant{{"kernel", mr, nr, ks.kernel, nil, false}, {"direct", mr, nr, nil, ks.direct, false}}
+	if ks.h != nil {
+		variants = append(variants, variant{"h", mr / 2, nr, ks.h, nil, false}, variant{"w", mr, nr / 2, ks.w, nil, false},
+			variant{"hw", mr / 2, nr / 2, ks.hw, nil, false}, variant{"directW", mr, nr / 2, nil, ks.directW, false})
+	}
+	if ks.directT != nil {
+		variants = append(variants, variant{"directT", mr, nr, nil, ks.directT, true}, variant{"directTW", mr, nr / 2, nil, ks.directTW, true})
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, k := range []int{1, 2, 7, 256, 301} {
+		ldc, lda := nr+3, k+5
+		at := randSlice[T](r, mr*lda) // A in place: mr rows of k, lda apart
+		packed := make([]T, k*mr)     // the same A packed: k columns of mr
+		for i := range mr {
+			for q := range k {
+				packed[q*mr+i] = at[i*lda+q]
+			}
+		}
+		ldaT := mr + 3
+		aT := make([]T, k*ldaT) // the same A transposed: k rows of mr, ldaT apart
+		for i := range mr {
+			for q := range k {
+				aT[q*ldaT+i] = at[i*lda+q]
+			}
+		}
+		b := randSlice[T](r, k*nr)
+		alphas := []T{1}
+		if ks.scales {
+			alphas = append(alphas, -0.75)
+		}
+		for _, v := range variants {
+			for _, st := range []struct {
+				store bool
+				alpha T
+			}{{false, alphas[0]}, {true, alphas[0]}, {false, alphas[len(alphas)-1]}, {true, alphas[len(alphas)-1]}} {
+				store, alpha := st.store, st.alpha
+				c := randSlice[T](r, mr*ldc)
+				beta := T(1)
+				if store { // C's values, even NaN, are overwritten
+					beta = 0
+					for i := range c {
+						c[i] = T(math.NaN())
+					}
+				}
+				want := append([]T(nil), c...)
+				naive(false, false, v.rows, v.cols, k, alpha, at, lda, b, nr, beta, want, ldc)
+				got := append([]T(nil), c...)
+				if v.trans {
+					v.direct(k, aT, ldaT, b, got, ldc, alpha, store)
+				} else if v.direct != nil {
+					v.direct(k, at, lda, b, got, ldc, alpha, store)
+				} else {
+					v.packed(k, packed, b, got, ldc, alpha, store)
+				}
+				for i := range got {
+					// Outside the computed rows and columns C is
+					// untouched, NaN included.
+					outside := i/ldc >= v.rows || i%ldc >= v.cols
+					same := got[i] == c[i] || got[i] != got[i] && c[i] != c[i]
+					if outside && !same || !outside && !(math.Abs(float64(got[i]-want[i])) <= tol*(1+math.Abs(float64(want[i])))) {
+						t.Fatalf("%s %dx%d k %d alpha %v store %v: C[%d] = %v, want %v", v.name, v.rows, v.cols, k, alpha, store, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDeterministic: on one path, a product is the same bit for bit from
+// one call to the next, whatever the goroutines' timing and whatever the
+// pooled workspaces held before, and the same on one core or two (each
+// element's sum runs in an order fixed by k alone): training runs repeat
+// exactly because of it.
+func TestDeterministic(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, path := range paths() {
+		usePath(t, path.set)
+		for _, s := range []shape{{780, 128, 128, 0}, {128, 106, 780, 3}, {65, 65, 32, 1}, {30, 700, 300, 0}} {
+			for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}} {
+				a, lda, b, ldb, c, ldc := operands[float32](r, s, tr[0], tr[1])
+				var first []float32
+				for _, procs := range []int{1, 2, 2, 1, 2} {
+					runtime.GOMAXPROCS(procs)
+					got := append([]float32(nil), c...)
+					Gemm(tr[0], tr[1], s.m, s.n, s.k, 0.5, a, lda, b, ldb, 0.25, got, ldc)
+					if first == nil {
+						first = got
+						continue
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+							t.Fatalf("%s %+v trans %v: C[%d] = %v on one core, %v with GOMAXPROCS %d", path.name, s, tr, i, first[i], got[i], procs)
+						}
+					}
+				}
+			}
 		}
 	}
 }
@@ -150,9 +303,12 @@ func panicOf(f func()) (msg string) {
 	return ""
 }
 
-// A Transformer step's products at batch 32 x sequence 32, width 64 and
-// feed-forward 256: forward (rows x in x out), the input gradient, and the
-// weight gradient (in x out over all rows).
+// benchShapes are a Transformer step's products, forward (xW: rows x in x
+// out), the input gradient (dyWt: rows x out x in) and the weight gradient
+// (xtdy: in x out x rows, the rows summed over): at batch 32 x sequence 32, width 64 and feed-forward
+// 256; and nanoGPT's CPU character model that qkv trains, 780 tokens (batch
+// 12 x 65 positions) of width 128, feed-forward 512, 106 characters in the
+// head, and attention's per-head products (65 positions, head width 32).
 var benchShapes = []struct {
 	name           string
 	transA, transB bool
@@ -162,31 +318,63 @@ var benchShapes = []struct {
 	{"dyWt/1024x256x64", false, true, 1024, 64, 256},
 	{"xtdy/64x256x1024", true, false, 64, 256, 1024},
 	{"square/256", false, false, 256, 256, 256},
+	{"nano/xW/780x128x128", false, false, 780, 128, 128},
+	{"nano/xW/780x128x512", false, false, 780, 512, 128},
+	{"nano/xW/780x512x128", false, false, 780, 128, 512},
+	{"nano/head/780x128x106", false, false, 780, 106, 128},
+	{"nano/dyWt/780x128x128", false, true, 780, 128, 128},
+	{"nano/dyWt/780x512x128", false, true, 780, 128, 512},
+	{"nano/dyWt/780x128x512", false, true, 780, 512, 128},
+	{"nano/dyWt/780x106x128", false, true, 780, 128, 106},
+	{"nano/xtdy/128x128x780", true, false, 128, 128, 780},
+	{"nano/xtdy/128x512x780", true, false, 128, 512, 780},
+	{"nano/xtdy/512x128x780", true, false, 512, 128, 780},
+	{"nano/xtdy/128x106x780", true, false, 128, 106, 780},
+	{"nano/qkt/65x32x65", false, true, 65, 65, 32},
+	{"nano/pv/65x65x32", false, false, 65, 32, 65},
 }
 
-func BenchmarkSgemm(b *testing.B) {
+// BenchmarkSgemm runs each shape on every path this machine has, side by
+// side, in GFLOP/s; -cpu 1 measures one core, -cpu 2 the split over two.
+func BenchmarkSgemm(b *testing.B) { benchGemm[float32](b) }
+
+// BenchmarkDgemm is BenchmarkSgemm in float64.
+func BenchmarkDgemm(b *testing.B) { benchGemm[float64](b) }
+
+func benchGemm[T Float](b *testing.B) {
 	for _, s := range benchShapes {
-		for _, impl := range []struct {
-			name string
-			blas blas.Float32Level3
-		}{{"qkv", BLAS{}}, {"gonum", gonum.Implementation{}}} {
-			b.Run(s.name+"/"+impl.name, func(b *testing.B) {
+		for _, path := range paths() {
+			b.Run(s.name+"/"+path.name, func(b *testing.B) {
+				usePath(b, path.set)
 				r := rand.New(rand.NewPCG(1, 2))
-				a, lda, bm, ldb, c, ldc := operands[float32](r, shape{s.m, s.n, s.k, 0}, s.transA, s.transB)
-				tA, tB := blas.NoTrans, blas.NoTrans
-				if s.transA {
-					tA = blas.Trans
-				}
-				if s.transB {
-					tB = blas.Trans
-				}
+				a, lda, bm, ldb, c, ldc := operands[T](r, shape{s.m, s.n, s.k, 0}, s.transA, s.transB)
 				for b.Loop() {
-					impl.blas.Sgemm(tA, tB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, ldc)
+					Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, c, ldc)
 				}
 				b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}
+}
+
+// BenchmarkKernel is one kernel call after another on the same panels,
+// which stay in L1: the most its FMAs give, against which Gemm's GFLOP/s
+// are measured.
+func BenchmarkKernel(b *testing.B) {
+	for _, set := range kernelSets() {
+		b.Run(set.name+"/float32", func(b *testing.B) { benchKernel(b, set.f32.mr, set.f32.nr, set.f32.kernel) })
+		b.Run(set.name+"/float64", func(b *testing.B) { benchKernel(b, set.f64.mr, set.f64.nr, set.f64.kernel) })
+	}
+}
+
+func benchKernel[T Float](b *testing.B, mr, nr int, kern func(int, []T, []T, []T, int, T, bool)) {
+	const k = 256
+	r := rand.New(rand.NewPCG(1, 2))
+	a, bm, c := randSlice[T](r, k*mr), randSlice[T](r, k*nr), make([]T, mr*nr)
+	for b.Loop() {
+		kern(k, a, bm, c, nr, 1, false)
+	}
+	b.ReportMetric(2*float64(mr*nr*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
 // TestWorkspaceEqualsGemm: a Workspace's Gemm gives the package's Gemm's

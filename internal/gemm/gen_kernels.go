@@ -1,9 +1,10 @@
 //go:build ignore
 
-// gen_kernels writes kernel_amd64.s: the four register-blocked kernels
-// (float32 and float64, A packed or read in place), whose loops are the same
-// but for widths, instructions and where the six values of A come from.
-// Run go generate in internal/gemm after changing it.
+// gen_kernels writes kernel_amd64.s: the register-blocked kernels, for
+// float32 and float64, A packed or read in place, on AVX2 (ymm, 16
+// registers) or AVX-512 (zmm, 32 registers). Their loops are the same but
+// for the tile's size, register width, instructions and where the values of
+// A come from. Run go generate in internal/gemm after changing it.
 package main
 
 import (
@@ -16,9 +17,23 @@ import (
 type kernel struct {
 	name string
 	f32  bool
-	// direct: A's six rows are read in place, lda apart, instead of from a
+	// direct: A's rows are read in place, lda apart, instead of from a
 	// packed panel.
 	direct bool
+	// avx512: zmm registers (64 bytes, 32 of them) instead of ymm (32
+	// bytes, 16 of them).
+	avx512 bool
+	// trans, with direct: op(A) is A transposed, read in place: the mr
+	// values of a column of op(A) are consecutive, the next column lda
+	// further.
+	trans bool
+	// mr rows of C, each nv registers wide.
+	mr, nv int
+	// panelMR and panelNR, when not 0, are the tile of the panels the
+	// kernel reads, of which it computes only the first mr rows and nv
+	// registers: the edge kernels, for a last tile of at most half a
+	// tile's rows or columns.
+	panelMR, panelNR int
 }
 
 func main() {
@@ -29,25 +44,166 @@ func main() {
 
 #include "textflag.h"
 
-// Each iteration of a kernel's loop takes one row of the B panel (two
-// registers) and multiplies it by each of the column's six values of A
-// (broadcast), accumulating into the 6 rows of the tile held in Y0-Y11;
-// k >= 1. The tile is added to C once, at the end.
+// Each iteration of a kernel's loop takes one row of the B panel (nv
+// registers) and multiplies it by each of the column's mr values of A
+// (broadcast), accumulating into the mr rows of the tile held in the first
+// mr*nv registers; k >= 1. The tile is added to C once, at the end.
 //
-// The direct kernels read the six rows of A where they lie, lda apart,
+// The direct kernels read the mr rows of A where they lie, lda apart,
 // instead of from a packed panel: for A neither transposed nor scaled,
 // packing it costs a copy of A per product, a large part of the work when
 // op(B) has few columns.
+//
+// The AVX2 kernels (6 rows of 2 ymm) use 12 of the 16 registers for the
+// tile, 2 for B and 2 for broadcasts. The AVX-512 ones (12 rows of 2 zmm)
+// use 24 of the 32 for the tile, 2 for B and 6 for broadcasts: two FMAs per
+// value of A and 24 independent accumulators hide the FMA latency at two
+// FMAs a cycle, and 12 rows divide a Transformer's token counts (780 =
+// 12 x 65) more often than 14 or 16.
 `)
 	for _, k := range []kernel{
-		{"kernel6x16", true, false}, {"kernel6x8", false, false},
-		{"kernel6x16Direct", true, true}, {"kernel6x8Direct", false, true},
+		{"kernel6x16", true, false, false, false, 6, 2, 0, 0}, {"kernel6x8", false, false, false, false, 6, 2, 0, 0},
+		{"kernel6x16Direct", true, true, false, false, 6, 2, 0, 0}, {"kernel6x8Direct", false, true, false, false, 6, 2, 0, 0},
+		{"kernel12x32", true, false, true, false, 12, 2, 0, 0}, {"kernel12x16", false, false, true, false, 12, 2, 0, 0},
+		{"kernel12x32Direct", true, true, true, false, 12, 2, 0, 0}, {"kernel12x16Direct", false, true, true, false, 12, 2, 0, 0},
+		// The AVX-512 edge kernels: H, the first 6 rows of the tile; W,
+		// its first register of columns.
+		{"kernel12x32H", true, false, true, false, 6, 2, 12, 32}, {"kernel12x32W", true, false, true, false, 12, 1, 12, 32},
+		{"kernel12x32HW", true, false, true, false, 6, 1, 12, 32}, {"kernel12x32WDirect", true, true, true, false, 12, 1, 12, 32},
+		{"kernel12x16H", false, false, true, false, 6, 2, 12, 16}, {"kernel12x16W", false, false, true, false, 12, 1, 12, 16},
+		{"kernel12x16HW", false, false, true, false, 6, 1, 12, 16}, {"kernel12x16WDirect", false, true, true, false, 12, 1, 12, 16},
+		// The AVX-512 kernels reading a transposed A in place (the weight
+		// gradient Xᵀ dY), whole tiles and the first columns.
+		{"kernel12x32T", true, true, true, true, 12, 2, 0, 0}, {"kernel12x32WT", true, true, true, true, 12, 1, 12, 32},
+		{"kernel12x16T", false, true, true, true, 12, 2, 0, 0}, {"kernel12x16WT", false, true, true, true, 12, 1, 12, 16},
 	} {
 		write(&b, k)
 	}
+	b.WriteString(`
+// The copyRows functions copy n rows of a fixed width, ld elements apart,
+// into consecutive rows of a panel: packing B into panels of 32 (float32)
+// or 16 (float64) for the AVX-512 kernels. In Go, each row is a call to
+// memmove.
+`)
+	for _, c := range []copyRows{
+		{"copyRows32f32", "float32", 2, 128}, {"copyRows16f64", "float64", 3, 128},
+	} {
+		writeCopy(&b, c)
+	}
+	b.WriteString(`
+// The gatherCols functions pack a transposed B for the AVX-512 kernels: row
+// q of the panel is element q of each of nr rows of b, ld apart, read by two
+// gathers of nr/2 (VGATHERDPS, VGATHERDPD) instead of one scalar move
+// each. The indices c*ld are 32-bit: ld*nr < 2^31, as their Go callers
+// check.
+
+// iota16 is 0, 1, ..., 15 as 32-bit integers.
+DATA iota16<>+0(SB)/8, $0x0000000100000000
+DATA iota16<>+8(SB)/8, $0x0000000300000002
+DATA iota16<>+16(SB)/8, $0x0000000500000004
+DATA iota16<>+24(SB)/8, $0x0000000700000006
+DATA iota16<>+32(SB)/8, $0x0000000900000008
+DATA iota16<>+40(SB)/8, $0x0000000b0000000a
+DATA iota16<>+48(SB)/8, $0x0000000d0000000c
+DATA iota16<>+56(SB)/8, $0x0000000f0000000e
+GLOBL iota16<>(SB), RODATA|NOPTR, $64
+`)
+	writeGather(&b, "gatherCols32f32", true)
+	writeGather(&b, "gatherCols16f64", false)
 	if err := os.WriteFile("kernel_amd64.s", b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
+}
+
+type copyRows struct {
+	name, elem string
+	shift      int // log2 of the element's size
+	bytes      int // of a row
+}
+
+func writeCopy(b *bytes.Buffer, c copyRows) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+	p("")
+	p("// func %s(n int, src *%s, ld int, dst *%s)", c.name, c.elem, c.elem)
+	p("TEXT ·%s(SB), NOSPLIT, $0-32", c.name)
+	p("\tMOVQ n+0(FP), CX")
+	p("\tMOVQ src+8(FP), SI")
+	p("\tMOVQ ld+16(FP), R8")
+	p("\tMOVQ dst+24(FP), DI")
+	p("\tSHLQ $%d, R8", c.shift)
+	p("\tTESTQ CX, CX")
+	p("\tJZ %s_done", c.name)
+	p("%s_loop:", c.name)
+	// The row in 64-, 32- and 16-byte pieces, all loaded, then stored.
+	type piece struct {
+		reg string
+		off int
+	}
+	var pieces []piece
+	for off, r := 0, 0; off < c.bytes; r++ {
+		switch rest := c.bytes - off; {
+		case rest >= 64:
+			pieces = append(pieces, piece{fmt.Sprintf("Z%d", r), off})
+			off += 64
+		case rest >= 32:
+			pieces = append(pieces, piece{fmt.Sprintf("Y%d", r), off})
+			off += 32
+		default:
+			pieces = append(pieces, piece{fmt.Sprintf("X%d", r), off})
+			off += 16
+		}
+	}
+	for _, x := range pieces {
+		p("\tVMOVUPS %d(SI), %s", x.off, x.reg)
+	}
+	for _, x := range pieces {
+		p("\tVMOVUPS %s, %d(DI)", x.reg, x.off)
+	}
+	p("\tADDQ R8, SI")
+	p("\tADDQ $%d, DI", c.bytes)
+	p("\tDECQ CX")
+	p("\tJNZ %s_loop", c.name)
+	p("%s_done:", c.name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// writeGather writes the gather of nr = 32 float32 or 16 float64 columns.
+func writeGather(b *bytes.Buffer, name string, f32 bool) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+	elem, shift, half, gather, index := "float64", 3, 8, "VGATHERDPD", "Y1"
+	if f32 {
+		elem, shift, half, gather, index = "float32", 2, 16, "VGATHERDPS", "Z1"
+	}
+	size := 1 << shift
+	p("")
+	p("// func %s(n int, src *%s, ld int, dst *%s)", name, elem, elem)
+	p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	p("\tMOVQ n+0(FP), CX")
+	p("\tMOVQ src+8(FP), SI")
+	p("\tMOVQ ld+16(FP), R8")
+	p("\tMOVQ dst+24(FP), DI")
+	p("\tTESTQ CX, CX")
+	p("\tJZ %s_done", name)
+	p("\tVPBROADCASTD R8, Z2")
+	p("\tVPMULLD iota16<>(SB), Z2, Z1 // c*ld, the indices of the first half")
+	p("\tIMULQ $%d, R8", half*size)
+	p("\tLEAQ (SI)(R8*1), R10 // the second half's rows")
+	p("%s_loop:", name)
+	p("\tKXNORW K0, K0, K1 // gathers clear their mask")
+	p("\tKXNORW K0, K0, K2")
+	p("\t%s (SI)(%s*%d), K1, Z4", gather, index, size)
+	p("\t%s (R10)(%s*%d), K2, Z5", gather, index, size)
+	p("\tVMOVUPS Z4, (DI)")
+	p("\tVMOVUPS Z5, 64(DI)")
+	p("\tADDQ $%d, SI", size)
+	p("\tADDQ $%d, R10", size)
+	p("\tADDQ $128, DI")
+	p("\tDECQ CX")
+	p("\tJNZ %s_loop", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
 }
 
 func write(b *bytes.Buffer, k kernel) {
@@ -55,13 +211,38 @@ func write(b *bytes.Buffer, k kernel) {
 	if k.f32 {
 		size, suffix, elem, shift = 4, "S", "float32", 2
 	}
+	reg, vbytes, nregs := "Y", 32, 16
+	if k.avx512 {
+		reg, vbytes, nregs = "Z", 64, 32
+	}
+	panelMR, panelNR := k.mr, k.nv*vbytes/size
+	if k.panelMR != 0 {
+		panelMR, panelNR = k.panelMR, k.panelNR
+	}
+	acc := k.mr * k.nv // registers 0..acc-1 hold the tile, row after row
+	bc := nregs - acc - k.nv
+	if bc < 2 {
+		log.Fatalf("%s: %d registers left for broadcasts", k.name, bc)
+	}
+	bc = min(bc, k.mr)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
 	mov, fma, add := "VMOVUP"+suffix, "VFMADD231P"+suffix, "VADDP"+suffix
 	broadcast := "VBROADCASTS" + suffix
+	// Row r of A in place is at bases[r/3] + (r%3) lda; transposed, the
+	// column of op(A) is mr consecutive values, the next lda further.
+	bases := []string{"SI", "R10", "R11", "R12", "R13"}[:(k.mr+2)/3]
+	if k.trans {
+		bases = bases[:1]
+	}
 	p("")
 	if k.direct {
-		p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int)", k.name, elem, elem)
-		p("TEXT ·%s(SB), NOSPLIT, $0-48", k.name)
+		if k.avx512 {
+			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int, alpha %s, store bool)", k.name, elem, elem, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-%d", k.name, 48+size+1)
+		} else {
+			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int)", k.name, elem, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-48", k.name)
+		}
 		p("\tMOVQ k+0(FP), CX")
 		p("\tMOVQ a+8(FP), SI")
 		p("\tMOVQ lda+16(FP), R8")
@@ -70,11 +251,18 @@ func write(b *bytes.Buffer, k kernel) {
 		p("\tMOVQ ldc+40(FP), R9")
 		p("\tSHLQ $%d, R8", shift)
 		p("\tSHLQ $%d, R9", shift)
-		p("\tLEAQ (SI)(R8*2), R10")
-		p("\tADDQ R8, R10 // row 3")
+		for i := 1; i < len(bases); i++ {
+			p("\tLEAQ (%s)(R8*2), %s", bases[i-1], bases[i])
+			p("\tADDQ R8, %s // row %d", bases[i], 3*i)
+		}
 	} else {
-		p("// func %s(k int, a, b, c *%s, ldc int)", k.name, elem)
-		p("TEXT ·%s(SB), NOSPLIT, $0-40", k.name)
+		if k.avx512 {
+			p("// func %s(k int, a, b, c *%s, ldc int, alpha %s, store bool)", k.name, elem, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-%d", k.name, 40+size+1)
+		} else {
+			p("// func %s(k int, a, b, c *%s, ldc int)", k.name, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-40", k.name)
+		}
 		p("\tMOVQ k+0(FP), CX")
 		p("\tMOVQ a+8(FP), SI")
 		p("\tMOVQ b+16(FP), DI")
@@ -82,41 +270,94 @@ func write(b *bytes.Buffer, k kernel) {
 		p("\tMOVQ ldc+32(FP), R9")
 		p("\tSHLQ $%d, R9", shift)
 	}
-	for r := range 12 {
-		p("\tVXORPS Y%d, Y%d, Y%d", r, r, r)
+	for r := range acc {
+		if k.avx512 {
+			// VXORPS on zmm needs AVX512DQ; VPXORD is AVX512F.
+			p("\tVPXORD Z%d, Z%d, Z%d", r, r, r)
+		} else {
+			p("\tVXORPS Y%d, Y%d, Y%d", r, r, r)
+		}
+	}
+	if k.avx512 {
+		// Measured: unaligned, the loop ran at two thirds of the FMAs'
+		// rate; aligned, within a few percent of it.
+		p("\tPCALIGN $64")
 	}
 	p("%s_loop:", k.name)
-	p("\t%s (DI), Y12", mov)
-	p("\t%s 32(DI), Y13", mov)
-	rows := []string{"(SI)", "(SI)(R8*1)", "(SI)(R8*2)", "(R10)", "(R10)(R8*1)", "(R10)(R8*2)"}
-	for r := range 6 {
-		reg := []string{"Y14", "Y15"}[r%2]
-		src := rows[r]
-		if !k.direct {
-			src = fmt.Sprintf("%d(SI)", r*size)
+	for v := range k.nv {
+		if v == 0 {
+			p("\t%s (DI), %s%d", mov, reg, acc)
+		} else {
+			p("\t%s %d(DI), %s%d", mov, v*vbytes, reg, acc+v)
 		}
-		p("\t%s %s, %s", broadcast, src, reg)
-		p("\t%s Y12, %s, Y%d", fma, reg, 2*r)
-		p("\t%s Y13, %s, Y%d", fma, reg, 2*r+1)
 	}
-	if k.direct {
-		p("\tADDQ $%d, SI", size)
-		p("\tADDQ $%d, R10", size)
+	for r := range k.mr {
+		a := fmt.Sprintf("%s%d", reg, acc+k.nv+r%bc)
+		src := fmt.Sprintf("%d(SI)", r*size)
+		if k.direct && !k.trans {
+			src = "(" + bases[r/3] + ")"
+			if r%3 > 0 {
+				src += fmt.Sprintf("(R8*%d)", r%3)
+			}
+		}
+		p("\t%s %s, %s", broadcast, src, a)
+		for v := range k.nv {
+			p("\t%s %s%d, %s, %s%d", fma, reg, acc+v, a, reg, r*k.nv+v)
+		}
+	}
+	if k.trans {
+		p("\tADDQ R8, SI")
+	} else if k.direct {
+		for _, base := range bases {
+			p("\tADDQ $%d, %s", size, base)
+		}
 	} else {
-		p("\tADDQ $%d, SI", 6*size)
+		p("\tADDQ $%d, SI", panelMR*size)
 	}
-	p("\tADDQ $64, DI")
+	p("\tADDQ $%d, DI", panelNR*size)
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", k.name)
-	for r := range 6 {
-		p("\t%s (DX), Y%d, Y%d", add, 2*r, 2*r)
-		p("\t%s Y%d, (DX)", mov, 2*r)
-		p("\t%s 32(DX), Y%d, Y%d", add, 2*r+1, 2*r+1)
-		p("\t%s Y%d, 32(DX)", mov, 2*r+1)
-		if r < 5 {
-			p("\tADDQ R9, DX")
+	if k.avx512 {
+		// alpha scales the tile here, so that A is read in place, not
+		// packed to be scaled, for any alpha (attention's Q Kᵀ); 1 is
+		// exact. Z31 is not an accumulator in any of the kernels.
+		alphaAt := 40
+		if k.direct {
+			alphaAt = 48
 		}
+		p("\t%s alpha+%d(FP), Z31", broadcast, alphaAt)
+		for r := range acc {
+			p("\tVMULP%s Z31, Z%d, Z%d", suffix, r, r)
+		}
+		// store: the tile overwrites C instead of adding to it (C = A B,
+		// for beta 0), so that C is neither cleared first nor read.
+		p("\tMOVBQZX store+%d(FP), AX", alphaAt+size)
+		p("\tTESTQ AX, AX")
+		p("\tJNZ %s_store", k.name)
 	}
-	p("\tVZEROUPPER")
-	p("\tRET")
+	epilogue := func(store bool) {
+		for r := range k.mr {
+			for v := range k.nv {
+				dst := "(DX)"
+				if v > 0 {
+					dst = fmt.Sprintf("%d(DX)", v*vbytes)
+				}
+				x := fmt.Sprintf("%s%d", reg, r*k.nv+v)
+				if !store {
+					p("\t%s %s, %s, %s", add, dst, x, x)
+				}
+				p("\t%s %s, %s", mov, x, dst)
+			}
+			if r < k.mr-1 {
+				p("\tADDQ R9, DX")
+			}
+		}
+		p("\tVZEROUPPER")
+		p("\tRET")
+	}
+	epilogue(false)
+	if k.avx512 {
+		p("%s_store:", k.name)
+		epilogue(true)
+	}
 }

@@ -1,58 +1,105 @@
 package gemm
 
-// tile is the block of C a kernel call keeps in registers: mr rows by nr
-// columns. 6 rows of two AVX2 registers each take 12 of the 16, leaving two
-// for a row of the B panel and two for broadcasts of A.
-func tile[T Float]() (mr, nr int) {
+// kernels are one element type's assembly kernels and the tile of C they
+// keep in registers, mr rows by nr columns. Packing, edge tiles and the
+// split over goroutines all follow the selected set's tile.
+type kernels[T Float] struct {
+	mr, nr int
+	// kernel adds to the (mr, nr) tile of C at c, with leading dimension
+	// ldc, alpha times the product of a packed panel of A (k columns of mr)
+	// and one of B (k rows of nr), or with store sets the tile to it.
+	kernel func(k int, a, b, c []T, ldc int, alpha T, store bool)
+	// direct is kernel reading A's mr rows where they lie, lda apart.
+	direct func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+	// scales: the kernels apply alpha; without it they take only 1, and
+	// A is scaled as it is packed.
+	scales bool
+	// rowsB, where not nil, copies n rows of nr elements, ld apart in src,
+	// to consecutive rows of dst: the packing of B, in assembly.
+	rowsB func(n int, src []T, ld int, dst []T)
+	// colsB, where not nil, packs a transposed B: row q of dst (nr
+	// elements) is element q of each of nr rows of src, ld apart, for
+	// q < n; ld*nr must be below 2^31.
+	colsB func(n int, src []T, ld int, dst []T)
+	// The edge kernels, where not nil, are kernel (and direct) computing
+	// from the same panels only the tile's first mr/2 rows (h), first nr/2
+	// columns (w), or both (hw): for a last tile that small, about half
+	// the work.
+	h, w, hw func(k int, a, b, c []T, ldc int, alpha T, store bool)
+	directW  func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+	// directT and directTW, where not nil, are direct and directW for a
+	// transposed A read in place: a column of op(A) is mr consecutive
+	// values of a row of a, the next column lda further.
+	directT, directTW func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+}
+
+// kernelSet is one family of assembly kernels, for both element types.
+type kernelSet struct {
+	name string // as Kernels reports it
+	f32  kernels[float32]
+	f64  kernels[float64]
+}
+
+// active is the kernel set Gemm runs, chosen by kernel_amd64.go for this
+// CPU: AVX-512 where there is AVX-512, else AVX2 and FMA. nil elsewhere
+// (then Gemm is gonum's), and in tests of that path, which also set it to
+// each set the machine can run.
+var active *kernelSet
+
+// kernelsOf returns the active set's kernels for T, or nil where there are
+// none (then Gemm is gonum's).
+func kernelsOf[T Float]() *kernels[T] {
+	if active == nil {
+		return nil
+	}
+	var ks any = &active.f64
 	if poolIndex[T]() == 0 {
-		return 6, 16 // 2 registers of 8 float32
+		ks = &active.f32
 	}
-	return 6, 8 // 2 registers of 4 float64
+	return ks.(*kernels[T])
 }
 
-// The assembly kernels, set by kernel_amd64.go when the CPU has AVX2 and
-// FMA; nil elsewhere (then Gemm is gonum's), and in tests of that path.
-var (
-	asmKernel32 func(k int, a, b, c []float32, ldc int)
-	asmKernel64 func(k int, a, b, c []float64, ldc int)
-	asmDirect32 func(k int, a []float32, lda int, b, c []float32, ldc int)
-	asmDirect64 func(k int, a []float64, lda int, b, c []float64, ldc int)
-)
-
-// kernel returns the function that adds to the (mr, nr) tile of C at c, with
-// leading dimension ldc, the product of a packed panel of A (k columns of mr)
-// and one of B (k rows of nr); nil where there is no assembly kernel.
-func kernel[T Float]() func(k int, a, b, c []T, ldc int) {
-	var f any
-	if poolIndex[T]() == 0 && asmKernel32 != nil {
-		f = asmKernel32
-	} else if poolIndex[T]() == 1 && asmKernel64 != nil {
-		f = asmKernel64
-	} else {
-		return nil
-	}
-	return f.(func(int, []T, []T, []T, int))
+// tile is the block of C the active kernels keep in registers: mr rows by
+// nr columns. Only called where there is an active set.
+func tile[T Float]() (mr, nr int) {
+	ks := kernelsOf[T]()
+	return ks.mr, ks.nr
 }
 
-// directKernel returns the kernel that reads A's mr rows where they lie, lda
-// apart, or nil where there is none (then A is packed).
-func directKernel[T Float]() func(k int, a []T, lda int, b, c []T, ldc int) {
-	var f any
-	if poolIndex[T]() == 0 && asmDirect32 != nil {
-		f = asmDirect32
-	} else if poolIndex[T]() == 1 && asmDirect64 != nil {
-		f = asmDirect64
-	} else {
-		return nil
+// clearTile sets the tile of mr rows of nr at c to zero: it gives kernels
+// that can only add to C the store argument of the others.
+func clearTile[T Float](c []T, ldc, mr, nr int) {
+	for r := range mr {
+		clear(c[r*ldc:][:nr])
 	}
-	return f.(func(int, []T, int, []T, []T, int))
 }
 
-// Kernels names the kernels this machine runs: "AVX2+FMA assembly", or
-// "gonum" on other CPUs and architectures and with the purego tag.
+// copier wraps an assembly row copy of w elements a row, slicing src and
+// dst to what it reads and writes so that short ones panic instead.
+func copier[T Float](w int, f func(n int, src *T, ld int, dst *T)) func(int, []T, int, []T) {
+	return func(n int, src []T, ld int, dst []T) {
+		if n > 0 {
+			f(n, &src[:(n-1)*ld+w][0], ld, &dst[:n*w][0])
+		}
+	}
+}
+
+// gatherer wraps an assembly gather of nr columns as copier does a row
+// copy.
+func gatherer[T Float](nr int, f func(n int, src *T, ld int, dst *T)) func(int, []T, int, []T) {
+	return func(n int, src []T, ld int, dst []T) {
+		if n > 0 {
+			f(n, &src[:(nr-1)*ld+n][0], ld, &dst[:n*nr][0])
+		}
+	}
+}
+
+// Kernels names the kernels this machine runs: "AVX-512 assembly" or
+// "AVX2+FMA assembly" with their float32 tile, or "gonum" on other CPUs and
+// architectures and with the purego tag.
 func Kernels() string {
-	if asmKernel32 != nil {
-		return "AVX2+FMA assembly"
+	if active != nil {
+		return active.name
 	}
 	return "gonum"
 }
