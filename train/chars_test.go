@@ -1,7 +1,6 @@
 package train
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -144,28 +143,7 @@ func TestCharsResumeBitForBit(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, Options{Out: split, Resume: true}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
-		x, err := os.ReadFile(checkpoint.File(straight, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, err := os.ReadFile(checkpoint.File(split, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(x, y) {
-			t.Errorf("%s differs between the straight and the resumed run", name)
-		}
-	}
-	ms, mr := readMetrics(t, straight), readMetrics(t, split)
-	if len(ms) != len(mr) {
-		t.Fatalf("%d metric lines straight, %d resumed", len(ms), len(mr))
-	}
-	for i := range ms {
-		if ms[i].Loss != mr[i].Loss || (ms[i].Eval == nil) != (mr[i].Eval == nil) || ms[i].Eval != nil && ms[i].Eval.Loss != mr[i].Eval.Loss {
-			t.Errorf("step %d: loss %v and eval %+v straight, %v and %+v resumed", ms[i].Step, ms[i].Loss, ms[i].Eval, mr[i].Loss, mr[i].Eval)
-		}
-	}
+	sameRun(t, straight, split)
 }
 
 // A chars run refuses what a language model cannot be: an encoder–decoder,

@@ -154,28 +154,7 @@ func TestResumeBitForBit(t *testing.T) {
 			if _, err := Run(context.Background(), cfg, Options{Out: split, Resume: true}); err != nil {
 				t.Fatal(err)
 			}
-			for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
-				x, err := os.ReadFile(checkpoint.File(straight, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				y, err := os.ReadFile(checkpoint.File(split, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(x, y) {
-					t.Errorf("%s differs between the straight and the resumed run", name)
-				}
-			}
-			ms, mr := readMetrics(t, straight), readMetrics(t, split)
-			if len(ms) != len(mr) {
-				t.Fatalf("%d metric lines straight, %d resumed", len(ms), len(mr))
-			}
-			for i := range ms {
-				if ms[i].Loss != mr[i].Loss {
-					t.Errorf("step %d: loss %v straight, %v resumed", ms[i].Step, ms[i].Loss, mr[i].Loss)
-				}
-			}
+			sameRun(t, straight, split)
 		})
 	}
 }
@@ -370,5 +349,34 @@ func TestBetasReachTheOptimizer(t *testing.T) {
 	}
 	if slices.Equal(def, other) {
 		t.Errorf("Beta2 0.9 trains exactly as the default (losses %v): the betas do not reach the optimizer", def)
+	}
+}
+
+// sameRun checks that the run in split, stopped and resumed, ended with the
+// weights and optimizer state, bytes for bytes, and the losses and held-out
+// scores of the run in straight, which never stopped.
+func sameRun(t *testing.T, straight, split string) {
+	t.Helper()
+	for _, name := range []string{checkpoint.ModelFile, checkpoint.OptimizerFile} {
+		x, err := os.ReadFile(checkpoint.File(straight, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := os.ReadFile(checkpoint.File(split, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between the straight and the resumed run", name)
+		}
+	}
+	ms, mr := readMetrics(t, straight), readMetrics(t, split)
+	if len(ms) != len(mr) {
+		t.Fatalf("%d metric lines straight, %d resumed", len(ms), len(mr))
+	}
+	for i := range ms {
+		if ms[i].Loss != mr[i].Loss || (ms[i].Eval == nil) != (mr[i].Eval == nil) || ms[i].Eval != nil && *ms[i].Eval != *mr[i].Eval {
+			t.Errorf("step %d: loss %v and eval %+v straight, %v and %+v resumed", ms[i].Step, ms[i].Loss, ms[i].Eval, mr[i].Loss, mr[i].Eval)
+		}
 	}
 }

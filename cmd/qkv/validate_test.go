@@ -280,8 +280,9 @@ func TestResumeFlags(t *testing.T) {
 	if err := checkpoint.Save(dir, &ck); err != nil {
 		t.Fatal(err)
 	}
-	// eval's own batch (128 held-out prompts) is checked against --max-memory.
-	validationCase{args("eval --checkpoint " + dir + " --max-memory 100KiB"), 2, []string{"--max-memory:", "inference B=128", "more than 100.0 KiB"}}.check(t)
+	// eval's own batch (the run's evaluation batch: its 8 held-out
+	// prompts) is checked against --max-memory.
+	validationCase{args("eval --checkpoint " + dir + " --max-memory 20KiB"), 2, []string{"--max-memory:", "inference B=8", "more than 20.0 KiB"}}.check(t)
 	if code, out, stderr := qkvNoPanic(t, "eval", "--checkpoint", dir, "--max-memory", "1GiB"); code != 0 || !strings.Contains(out, "exact match") {
 		t.Errorf("eval within --max-memory: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
