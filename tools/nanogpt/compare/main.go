@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -63,7 +64,7 @@ func run(args []string, w io.Writer) error {
 		return err
 	}
 	trainSeconds := sum.WallSeconds - sum.EvalSeconds
-	fmt.Fprintf(w, "| run | parameters | validation loss (nats) | bits per character | training seconds (no evaluation) | ms per step |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| run | parameters | validation loss (nats) | bits per character | training seconds (no evaluation) | ms per step (mean) |\n|---|---|---|---|---|---|\n")
 	fmt.Fprintf(w, "| qkv (%s) | %d | %.4f | %.4f | %.1f | %.1f |\n", sum.Config.DType, sum.Params, sum.ValLoss, sum.ValBPC, trainSeconds, 1000*trainSeconds/float64(sum.Steps))
 	series := []plot.LossSeries{q}
 	for _, path := range fs.Args() {
@@ -81,7 +82,7 @@ func run(args []string, w io.Writer) error {
 		if r.Threads != 1 {
 			name += "s"
 		}
-		fmt.Fprintf(w, "| %s | %d | %.4f | %.4f | %.1f | %.1f |\n", name, r.Params, r.ValLossFixed, r.ValLossFixed/0.6931471805599453, r.TrainSeconds, r.MsPerStep)
+		fmt.Fprintf(w, "| %s | %d | %.4f | %.4f | %.1f | %.1f (median %.1f) |\n", name, r.Params, r.ValLossFixed, r.ValLossFixed/math.Ln2, r.TrainSeconds, 1000*r.TrainSeconds/float64(r.Iters), r.MsPerStep)
 		s := plot.LossSeries{Name: name}
 		for _, p := range r.Curve {
 			if p.Iter > 0 { // qkv evaluates from its first eval_every on
