@@ -127,6 +127,17 @@ func TestCharsTrainAndSample(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "32 validation windows: loss") {
 		t.Errorf("eval: exit %d, %q, %q", code, stdout, stderr)
 	}
+	// Without its text the checkpoint still samples (config.json records the
+	// vocabulary); eval, which reads the text, says which is missing.
+	if err := os.Remove(text); err != nil {
+		t.Fatal(err)
+	}
+	if code, again, stderr := qkv(args...); code != 0 || again != cached {
+		t.Errorf("sample without the text: exit %d, %q (stderr %q), want %q", code, again, stderr, cached)
+	}
+	if code, _, stderr := qkv("eval", "--checkpoint", out); code == 0 || !strings.Contains(stderr, text) {
+		t.Errorf("eval without the text: exit %d, stderr %q: want a failure naming %s", code, stderr, text)
+	}
 }
 
 // bench --torch runs PyTorch's step from any directory: the reference
