@@ -330,8 +330,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	// This process's steps and seconds, and the run's in all when resumed:
 	// MsPerStep is of this process's steps.
 	n := sum.Steps - startStep
-	fmt.Fprintf(stdout, "task %s (%s): %d steps in %.1f s (%.1f ms/step; %.1f s of it evaluating), %d params",
-		sum.Task.Name, sum.Task.Params, n, float64(n)*sum.MsPerStep/1000, sum.MsPerStep, sum.EvalSeconds, sum.Params)
+	fmt.Fprintf(stdout, "task %s (%s): %s in %.1f s (%.1f ms/step; %.1f s of it evaluating), %d params",
+		sum.Task.Name, sum.Task.Params, plural(n, "step"), float64(n)*sum.MsPerStep/1000, sum.MsPerStep, sum.EvalSeconds, sum.Params)
 	if startStep > 0 {
 		fmt.Fprintf(stdout, "; resumed at step %d, the run has %d steps in %.1f s in all", startStep, sum.Steps, sum.WallSeconds)
 	}
