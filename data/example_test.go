@@ -106,3 +106,26 @@ func ExampleTask_Generate() {
 	fmt.Println(len(ex.Prompt), len(ex.Answer), fmt.Sprint(solved) == fmt.Sprint(ex.Answer))
 	// Output: 7 1 true
 }
+
+// A character vocabulary reads text character by character, white space
+// included; its special tokens are spelt so as not to be characters.
+func ExampleNewCharVocab() {
+	v, err := data.NewCharVocab([]rune("\n (){}acfimnu"), false)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ids, err := v.Encode("func main() {}")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(ids)
+	fmt.Printf("%q\n", v.Decode(append([]int{v.SEP()}, ids...)))
+	_, err = v.Encode("func main() { x }")
+	fmt.Println(err)
+	// Output:
+	// [10 14 13 9 3 12 8 11 13 4 5 3 6 7]
+	// "<bos>func main() {}"
+	// data: task "chars": vocab: unknown symbol 'x' at character 14 of "func main() { x }" (the vocabulary has the 13 characters of the training text)
+}

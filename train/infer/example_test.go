@@ -50,3 +50,26 @@ func ExampleLoad() {
 	// 1 1 1 0 0 0 -> 0 0 0 1 1 1
 	// 2 2 1 0 2 1 -> 0 1 1 2 2 2
 }
+
+// A sampler at temperature 0 is greedy decoding; above it, it draws from
+// the softmax restricted by top-k, the same tokens for the same seed.
+func ExampleNewSampler() {
+	logits := []float64{0.1, 2.0, 1.5, -1}
+	greedy, err := infer.NewSampler(0, 0, 0, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("greedy:", greedy.Next(logits))
+	s, err := infer.NewSampler(1, 2, 0, 1337) // tokens 1 and 2 only
+	if err != nil {
+		log.Fatal(err)
+	}
+	counts := map[int]int{}
+	for range 1000 {
+		counts[s.Next(logits)]++
+	}
+	fmt.Println("drawn from the top 2:", counts[0]+counts[3] == 0)
+	// Output:
+	// greedy: 1
+	// drawn from the top 2: true
+}
