@@ -128,6 +128,11 @@ func TestBenchGenerate(t *testing.T) {
 	if code, _, _ := qkv("bench", "--generate", "0"); code != 2 {
 		t.Errorf("bench --generate 0: exit %d, want 2", code)
 	}
+	// nanoGPT's character model (tied, bias-free) generates too, at its width.
+	code, out, stderr = qkv("bench", "--preset", "nanogpt-cpu", "--generate", "4", "--layers", "1", "-n", "1")
+	if code != 0 || !strings.Contains(out, `"dim":128`) || !strings.Contains(out, "tokens_per_s") {
+		t.Errorf("bench --preset nanogpt-cpu --generate 4: exit %d: %s%s", code, out, stderr)
+	}
 }
 
 // TestEncDecCommandLine: --arch encdec trains an encoder-decoder that eval

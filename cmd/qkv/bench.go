@@ -45,7 +45,7 @@ var benchModes = []benchMode{
 	{"", "a training step", append([]string{"torch", "profile"}, benchTrainFlags...)},
 	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "window", "dtype", "plot"}},
 	{"generate", "generating with a decoder of random weights: one sequence, no dropout, its own vocabulary",
-		[]string{"generate", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "attention", "dtype", "seed"}},
+		[]string{"generate", "preset", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "bias", "tie-embeddings", "bias-free-norm", "attention", "dtype", "seed"}},
 }
 
 // benchMode is one of bench's modes.
