@@ -323,6 +323,9 @@ type torchBench struct {
 	Results []struct {
 		Threads   int     `json:"threads"`
 		MsPerStep float64 `json:"ms_per_step"`
+		// Skipped says why a thread count was not timed: the machine
+		// had no idle core for its extra threads (torchref.py's rule).
+		Skipped string `json:"skipped"`
 	} `json:"results"`
 }
 
@@ -372,6 +375,10 @@ func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int, q
 	}
 	best := math.Inf(1)
 	for _, r := range res.Results {
+		if r.Skipped != "" {
+			fmt.Fprintf(stdout, "PyTorch %s %d thread(s): not timed: %s\n", res.Torch, r.Threads, r.Skipped)
+			continue
+		}
 		fmt.Fprintf(stdout, "PyTorch %s %d thread(s): %7.1f ms/step (BLAS %s)\n", res.Torch, r.Threads, r.MsPerStep, res.BLAS)
 		best = min(best, r.MsPerStep)
 	}

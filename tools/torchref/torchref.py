@@ -863,6 +863,26 @@ def time_steps(cfg, model, dt, steps, warmup, seed):
     return 1000 * (time.perf_counter() - t0) / steps
 
 
+def spare_cores_missing(threads):
+    """Why timing with `threads` threads would be hopeless, or "": a thread
+    count above 1 is timed only when the 1-minute load average leaves that
+    many cores idle besides this process (load <= cpu_count - threads + 1,
+    the 1 being this process). On a shared machine whose other cores are
+    busy, PyTorch's threads wait for each other: its 2-thread step was 10 to
+    30 times its 1-thread step here at load 3 to 7, a figure about the
+    machine's load, not about PyTorch."""
+    if threads <= 1:
+        return ""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return ""
+    cpus = os.cpu_count() or 1
+    if load > cpus - threads + 1:
+        return "1-minute load average %.2f on %d CPUs leaves fewer than %d idle (rule: load <= cpu_count - threads + 1; --all-threads times it anyway)" % (load, cpus, threads - 1)
+    return ""
+
+
 def cmd_bench(a):
     if a.checkpoint:
         cfg, _, _ = load_checkpoint(a.checkpoint)  # checks the weights load
@@ -880,6 +900,10 @@ def cmd_bench(a):
     results = []
     blas = blas_library()
     for threads in sorted({1, default_threads, os.cpu_count() or 1}):
+        busy = spare_cores_missing(threads) if not a.all_threads else ""
+        if busy:
+            results.append({"threads": threads, "skipped": busy})
+            continue
         torch.set_num_threads(threads)
         set_blas_threads(blas, threads)
         torch.manual_seed(a.seed)
@@ -924,6 +948,7 @@ def main(argv=None):
     src.add_argument("--config", help="a qkv config.json (train.Config as JSON)")
     bn.add_argument("--steps", type=int, default=20, help="timed steps")
     bn.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    bn.add_argument("--all-threads", action="store_true", help="time every thread count, even on a machine too busy for it (see spare_cores_missing)")
     bn.add_argument("--batch", type=int, help="override the config's batch size")
     bn.add_argument("--dtype", choices=["float32", "float64"], help="override the config's dtype")
     bn.add_argument("--seed", type=int, default=1)
