@@ -863,24 +863,40 @@ def time_steps(cfg, model, dt, steps, warmup, seed):
     return 1000 * (time.perf_counter() - t0) / steps
 
 
+def idle_cpus(window=0.5):
+    """The CPUs idle now: the idle share of /proc/stat's CPU time over a
+    short window, times the CPU count; None where /proc/stat is missing.
+    A load average would count the run that just finished (qkv bench times
+    its own step first), not what is free now."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v)  # idle + iowait, total
+    try:
+        i0, t0 = sample()
+        time.sleep(window)
+        i1, t1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    if t1 <= t0:
+        return None
+    return (os.cpu_count() or 1) * (i1 - i0) / (t1 - t0)
+
+
 def spare_cores_missing(threads):
     """Why timing with `threads` threads would be hopeless, or "": a thread
-    count above 1 is timed only when the 1-minute load average leaves that
-    many cores idle besides this process (load <= cpu_count - threads + 1,
-    the 1 being this process). On a shared machine whose other cores are
-    busy, PyTorch's threads wait for each other: its 2-thread step was 10 to
-    30 times its 1-thread step here at load 3 to 7, a figure about the
-    machine's load, not about PyTorch."""
+    count above 1 is timed only when at least threads - 0.5 CPUs are idle
+    just before (the script sleeps while it looks, so it counts as idle).
+    On a shared machine whose other cores are busy, PyTorch's threads wait
+    for each other: its 2-thread step was 10 to 30 times its 1-thread step
+    here at load 3 to 7, a figure about the machine's load, not about
+    PyTorch."""
     if threads <= 1:
         return ""
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
+    idle = idle_cpus()
+    if idle is None or idle >= threads - 0.5:
         return ""
-    cpus = os.cpu_count() or 1
-    if load > cpus - threads + 1:
-        return "1-minute load average %.2f on %d CPUs leaves fewer than %d idle (rule: load <= cpu_count - threads + 1; --all-threads times it anyway)" % (load, cpus, threads - 1)
-    return ""
+    return "%.1f of %d CPUs idle, fewer than the %d threads need (rule: at least threads - 0.5 idle over 0.5 s; --all-threads times it anyway)" % (idle, os.cpu_count() or 1, threads)
 
 
 def cmd_bench(a):
