@@ -123,6 +123,10 @@ func TestCharsTrainAndSample(t *testing.T) {
 	if code, _, stderr := qkv("train", "--resume", out, "--preset", "nanogpt-cpu", "--steps", "50"); code != 2 || !strings.Contains(stderr, "--preset starts a run") {
 		t.Errorf("--resume with --preset: exit %d, stderr %q", code, stderr)
 	}
+	png := filepath.Join(t.TempDir(), "attend.png")
+	if code, stdout, stderr := qkv("attend", "--checkpoint", out, "--input", "func ", "--out", png); code != 0 || !strings.Contains(stdout, `answer "func `) || strings.Count(stdout, "\n") != 1 {
+		t.Errorf("attend: exit %d, %q, %q: want one line, the text quoted", code, stdout, stderr)
+	}
 	code, stdout, stderr = qkv("eval", "--checkpoint", out, "--test-size", "32")
 	if code != 0 || !strings.Contains(stdout, "32 validation windows: loss") {
 		t.Errorf("eval: exit %d, %q, %q", code, stdout, stderr)

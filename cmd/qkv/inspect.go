@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
@@ -250,11 +251,11 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
+	title := fmt.Sprintf("%s: %s -> %s", task.Name(), oneLine(vocab, prompt), oneLine(vocab, answer[0]))
 	if err := plot.Attention(*out, title, vocab.Labels(seq), maps); err != nil {
 		return outputErr("out", err)
 	}
-	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", vocab.Decode(answer[0]), len(maps)/max(1, m.Decoder.Config().Heads), *out)
+	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", oneLine(vocab, answer[0]), len(maps)/max(1, m.Decoder.Config().Heads), *out)
 	return nil
 }
 
@@ -315,7 +316,7 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	}
 	ext := filepath.Ext(out)
 	base := strings.TrimSuffix(out, ext)
-	title := fmt.Sprintf("%s: %s -> %s", task.Name(), vocab.Decode(prompt), vocab.Decode(answer[0]))
+	title := fmt.Sprintf("%s: %s -> %s", task.Name(), oneLine(vocab, prompt), oneLine(vocab, answer[0]))
 	var written []string
 	var pngs plot.Set // all three or none
 	for _, kind := range kinds {
@@ -336,4 +337,14 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "answer %s; encoder, decoder and cross-attention written to %s\n", vocab.Decode(answer[0]), strings.Join(written, ", "))
 	return nil
+}
+
+// oneLine writes ids for a title or a one-line report: decoded, and for a
+// character vocabulary quoted, so that the newlines and tabs of a text
+// stay on the line as \n and \t.
+func oneLine(v *data.Vocab, ids []int) string {
+	if v.IsChars() {
+		return strconv.Quote(v.Decode(ids))
+	}
+	return v.Decode(ids)
 }
