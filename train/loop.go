@@ -243,9 +243,6 @@ func (m *EncDecModel) parameters() []graph.Param { return m.Params }
 type decoderEval struct{ *infer.Model }
 
 func (e decoderEval) Evaluate(task data.Task, examples []data.Example) (infer.EvalResult, error) {
-	if data.IsLanguageModel(task) {
-		return infer.EvaluateLoss(e.Model, task, examples)
-	}
 	return infer.Evaluate(e.Model, task, examples)
 }
 

@@ -116,9 +116,6 @@ func (l *loaded) evaluate(examples []data.Example) (infer.EvalResult, error) {
 	if l.encdec != nil {
 		return l.encdec.Evaluate(l.task, examples)
 	}
-	if data.IsLanguageModel(l.task) {
-		return infer.EvaluateLoss(l.dec, l.task, examples)
-	}
 	return infer.Evaluate(l.dec, l.task, examples)
 }
 

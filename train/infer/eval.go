@@ -157,10 +157,15 @@ func fill(frames []data.Example, seqs [][]int, gen func(seqs [][]int, steps []in
 // Evaluate decodes every example's prompt greedily and scores the answers.
 // Every example must be one of task's: a valid prompt and an answer of the
 // task's length for it (the length Greedy decodes), or an error names the
-// example; a shorter answer would otherwise score its few tokens alone.
+// example; a shorter answer would otherwise score its few tokens alone. A
+// language model (data.IsLanguageModel) has no answers to decode: it is
+// scored by its loss on the examples (EvaluateLoss).
 func Evaluate(m *Model, task data.Task, examples []data.Example) (EvalResult, error) {
 	if err := checkModelTask(m, task); err != nil {
 		return EvalResult{}, err
+	}
+	if data.IsLanguageModel(task) {
+		return EvaluateLoss(m, task, examples)
 	}
 	if err := checkExamples(task, examples); err != nil {
 		return EvalResult{}, err
