@@ -55,32 +55,46 @@ func TestLinearMatchesLoops(t *testing.T) {
 	}
 }
 
+// TestLinearGradients checks dx, dW and db of Linear (W (In, Out)) and of
+// LinearT (W (Out, In), a tied head's) against central finite differences
+// in float64.
 func TestLinearGradients(t *testing.T) {
 	const in, out = 4, 3
-	for _, bias := range []bool{true, false} {
-		rng := newRand(22)
-		g := G.NewGraph()
-		x := param(g, tensor.Shape{2, 3, in}, uniform(rng, 2*3*in, -1, 1), "x")
-		w := param(g, tensor.Shape{in, out}, uniform(rng, in*out, -1, 1), "w")
-		params := []Param{x, w}
-		var b *G.Node
-		if bias {
-			bp := param(g, tensor.Shape{out}, uniform(rng, out, -1, 1), "b")
-			b, params = bp.Node, append(params, bp)
-		}
-		y, err := Linear(x.Node, w.Node, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := GradCheck(weightedSum(t, y, rng), params, nil, GradCheckConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range rep {
-			if e.Rel > 1e-8 || e.Norm == 0 {
-				t.Errorf("linear gradients (bias %v):\n%s", bias, rep)
-				break
+	for _, op := range []struct {
+		name    string
+		seed    uint64
+		wShape  tensor.Shape
+		forward func(x, w, b *G.Node) (*G.Node, error)
+	}{
+		{"linear", 22, tensor.Shape{in, out}, Linear},
+		{"linearT", 24, tensor.Shape{out, in}, LinearT},
+	} {
+		for _, bias := range []bool{true, false} {
+			rng := newRand(op.seed)
+			g := G.NewGraph()
+			x := param(g, tensor.Shape{2, 3, in}, uniform(rng, 2*3*in, -1, 1), "x")
+			w := param(g, op.wShape, uniform(rng, in*out, -1, 1), "w")
+			params := []Param{x, w}
+			var b *G.Node
+			if bias {
+				bp := param(g, tensor.Shape{out}, uniform(rng, out, -1, 1), "b")
+				b, params = bp.Node, append(params, bp)
 			}
+			y, err := op.forward(x.Node, w.Node, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := GradCheck(weightedSum(t, y, rng), params, nil, GradCheckConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range rep {
+				if e.Rel > 1e-8 || e.Norm == 0 {
+					t.Errorf("%s gradients (bias %v):\n%s", op.name, bias, rep)
+					break
+				}
+			}
+			t.Logf("%s, bias %v:\n%s", op.name, bias, rep)
 		}
 	}
 }

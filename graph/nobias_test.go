@@ -54,39 +54,6 @@ func TestLinearTMatchesLoops(t *testing.T) {
 	}
 }
 
-// TestLinearTGradients checks dx, dW (Out, In) and db of LinearT against
-// central finite differences in float64.
-func TestLinearTGradients(t *testing.T) {
-	const in, out = 4, 3
-	for _, bias := range []bool{true, false} {
-		rng := newRand(24)
-		g := G.NewGraph()
-		x := param(g, tensor.Shape{2, 3, in}, uniform(rng, 2*3*in, -1, 1), "x")
-		w := param(g, tensor.Shape{out, in}, uniform(rng, out*in, -1, 1), "w")
-		params := []Param{x, w}
-		var b *G.Node
-		if bias {
-			bp := param(g, tensor.Shape{out}, uniform(rng, out, -1, 1), "b")
-			b, params = bp.Node, append(params, bp)
-		}
-		y, err := LinearT(x.Node, w.Node, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := GradCheck(weightedSum(t, y, rng), params, nil, GradCheckConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range rep {
-			if e.Rel > 1e-8 || e.Norm == 0 {
-				t.Errorf("linearT gradients (bias %v):\n%s", bias, rep)
-				break
-			}
-		}
-		t.Logf("bias %v:\n%s", bias, rep)
-	}
-}
-
 // TestLinearTErrors: LinearT wants W (Out, In) and says so.
 func TestLinearTErrors(t *testing.T) {
 	g := G.NewGraph()
