@@ -182,7 +182,9 @@ func TestDefectMiddleAxisReduction(t *testing.T) {
 // graph.Reshape copied, a sum and a mean taken along the same middle
 // axis of one tensor through a reshaped view hit exactly this (hash-consing
 // made them share the inner sum node); TestDefectMiddleAxisReduction reads
-// both from one graph to keep it fixed.
+// both from one graph to keep it fixed. qkv's Machine runs no op in place
+// and gets it right; the defect is pinned on the tape machine, which a user
+// may still run qkv's layers on.
 func TestDefectReshapeAliasesInput(t *testing.T) {
 	shape := tensor.Shape{2, 3, 4, 5}
 	xs := uniform(newRand(11), shape.TotalSize(), -1, 1)
@@ -204,8 +206,12 @@ func TestDefectReshapeAliasesInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := eval(t, map[*G.Node]G.Value{x: NewDense(tensor.Float64, shape, xs)}, r, m)
+	lets := map[*G.Node]G.Value{x: NewDense(tensor.Float64, shape, xs)}
 	wantSum, wantMean := reduceRef(xs, shape, 2)
+	ours := eval(t, lets, r, m) // qkv's Machine runs no op in place
+	checkClose(t, "graph.Machine: sum", ours[0], wantSum, 1e-12)
+	checkClose(t, "graph.Machine: sum / 4", ours[1], wantMean, 1e-12)
+	got := evalTape(t, lets, r, m)
 	checkClose(t, "sum / 4", got[1], wantMean, 1e-12)
 	sumOK, isMean := true, true
 	for i := range wantSum {

@@ -41,6 +41,19 @@ func param(g *G.ExprGraph, shape tensor.Shape, vals []float64, name string) Para
 // them.
 func eval(t *testing.T, lets map[*G.Node]G.Value, nodes ...*G.Node) [][]float64 {
 	t.Helper()
+	return evalOn(t, func(g *G.ExprGraph) (G.VM, error) { return NewMachine(g) }, lets, nodes...)
+}
+
+// evalTape is eval on gorgonia's own tape machine, for the defects that are
+// that machine's.
+func evalTape(t *testing.T, lets map[*G.Node]G.Value, nodes ...*G.Node) [][]float64 {
+	t.Helper()
+	return evalOn(t, func(g *G.ExprGraph) (G.VM, error) { return G.NewTapeMachine(g), nil }, lets, nodes...)
+}
+
+// evalOn is eval on the machine that compile makes.
+func evalOn(t *testing.T, compile func(*G.ExprGraph) (G.VM, error), lets map[*G.Node]G.Value, nodes ...*G.Node) [][]float64 {
+	t.Helper()
 	if len(nodes) == 0 {
 		t.Fatal("eval: no nodes")
 	}
@@ -48,7 +61,7 @@ func eval(t *testing.T, lets map[*G.Node]G.Value, nodes ...*G.Node) [][]float64 
 	for i, n := range nodes {
 		G.Read(n, &vals[i])
 	}
-	vm, err := NewMachine(nodes[0].Graph())
+	vm, err := compile(nodes[0].Graph())
 	if err != nil {
 		t.Fatalf("eval: %v", err)
 	}

@@ -36,7 +36,7 @@ func benchDecoderStep(b *testing.B, dt tensor.Dtype, batch, seq int, cfg StackCo
 	if _, err := G.Grad(cost, params...); err != nil {
 		b.Fatal(err)
 	}
-	vm, err := graph.NewMachine(g, G.BindDualValues(params...))
+	vm, err := graph.NewMachine(g)
 	if err != nil {
 		b.Fatal(err)
 	}

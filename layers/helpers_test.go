@@ -149,15 +149,14 @@ type runner struct {
 }
 
 // newRunner compiles the graph of nodes[0]. The nodes are read through G.Read,
-// which clones, so that a later run cannot overwrite a returned value. Extra
-// machine options (G.BindDualValues) go in opts.
-func newRunner(t *testing.T, nodes []*G.Node, opts ...G.VMOpt) *runner {
+// which clones, so that a later run cannot overwrite a returned value.
+func newRunner(t *testing.T, nodes []*G.Node) *runner {
 	t.Helper()
 	r := &runner{vals: make([]G.Value, len(nodes)), nodes: nodes}
 	for i, n := range nodes {
 		G.Read(n, &r.vals[i])
 	}
-	vm, err := graph.NewMachine(nodes[0].Graph(), opts...)
+	vm, err := graph.NewMachine(nodes[0].Graph())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func ExampleOptimizer() {
 
 	params := append(append(emb.Params(), attn.Params()...), cls.Params()...)
 	must(G.Grad(loss, graph.Nodes(params)...))
-	vm := must(graph.NewMachine(g, G.BindDualValues(graph.Nodes(params)...)))
+	vm := must(graph.NewMachine(g))
 	defer vm.Close()
 	opt := must(train.NewOptimizer(train.OptimizerConfig{Kind: "adamw"}, params))
 

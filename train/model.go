@@ -47,15 +47,14 @@ func BuildModel(cfg config.Config, b, s int) (*Model, error) {
 	return m, nil
 }
 
-// compile differentiates cost with respect to params and compiles g with
-// the gradients accumulated into the parameters' dual values, where the
-// optimizer reads them: BuildModel and BuildEncDec alike.
+// compile differentiates cost with respect to params and compiles g: each
+// parameter's gradient is then the value of its gradient node, where
+// p.Node.Grad() and the optimizer read it. BuildModel and BuildEncDec alike.
 func compile(g *G.ExprGraph, cost *G.Node, params []graph.Param) (G.VM, error) {
-	nodes := graph.Nodes(params)
-	if _, err := G.Grad(cost, nodes...); err != nil {
+	if _, err := G.Grad(cost, graph.Nodes(params)...); err != nil {
 		return nil, fmt.Errorf("train: gradient: %w", err)
 	}
-	return graph.NewMachine(g, G.BindDualValues(nodes...))
+	return graph.NewMachine(g)
 }
 
 // loss returns the targets of n positions over vocab tokens and the

@@ -245,7 +245,7 @@ func build(g *G.ExprGraph, attn *layers.MultiHeadAttention, x, r *G.Node) (G.VM,
 	if _, err := G.Grad(cost, nodes...); err != nil {
 		return nil, nil, err
 	}
-	vm, err := graph.NewMachine(g, G.BindDualValues(nodes...))
+	vm, err := graph.NewMachine(g)
 	if err != nil {
 		return nil, nil, err
 	}
