@@ -1,6 +1,9 @@
 package data
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Batch is B examples laid out for next-token training of a decoder-only
 // model, every slice row-major (B, S). Row b holds seq = prompt + SEP + answer
@@ -67,6 +70,7 @@ func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
 		Lengths: make([]int, B),
 		Starts:  make([]int, B),
 	}
+	var seq []int // one example's tokens: the prompt, SEP, the answer
 	for i, ex := range examples {
 		if ex.Given != nil && len(ex.Given) != len(ex.Answer) {
 			return Batch{}, fmt.Errorf("data: batch: example %d marks %s given or not, but its answer has %d", i, count(len(ex.Given), "answer position"), len(ex.Answer))
@@ -74,7 +78,7 @@ func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
 		if len(ex.Answer) == 0 {
 			return Batch{}, fmt.Errorf("data: batch: example %d has an empty answer, so no position would carry loss", i)
 		}
-		if len(ex.Targets()) == 0 {
+		if !slices.Contains(ex.Given, false) && len(ex.Given) > 0 {
 			return Batch{}, fmt.Errorf("data: batch: example %d has no target in its answer of %s, so no position would carry loss", i, count(len(ex.Answer), "token"))
 		}
 		for _, part := range []struct {
@@ -91,8 +95,7 @@ func MakeBatch(examples []Example, sepID, padID, S int) (Batch, error) {
 		if n > S {
 			return Batch{}, fmt.Errorf("data: batch: example %d: prompt (%d) + separator + answer (%d) is %d tokens, needs S >= %d, got S = %d", i, len(ex.Prompt), len(ex.Answer), n+1, n, S)
 		}
-		seq := make([]int, 0, n+1)
-		seq = append(seq, ex.Prompt...)
+		seq = append(seq[:0], ex.Prompt...)
 		seq = append(seq, sepID)
 		seq = append(seq, ex.Answer...)
 		row := i * S

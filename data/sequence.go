@@ -79,17 +79,19 @@ func (s *sequence) Generate(rng *rand.Rand) Example {
 	if s.maxLen > s.minLen {
 		n += rng.IntN(s.maxLen - s.minLen + 1)
 	}
-	p := make([]int, n)
+	both := make([]int, 2*n) // one allocation for the prompt and the answer
+	p := both[:n:n]
 	for i := range p {
 		p[i] = firstSymbol + rng.IntN(s.k)
 	}
-	return Example{Prompt: p, Answer: s.answer(p)}
+	return Example{Prompt: p, Answer: s.answer(both[n:], p)}
 }
 
-// answer computes the answer of a valid prompt. Symbol ids increase with the
-// symbols' order, so sorting ids sorts symbols.
-func (s *sequence) answer(p []int) []int {
-	a := slices.Clone(p)
+// answer writes the answer of a valid prompt p into a, as long as p, and
+// returns it. Symbol ids increase with the symbols' order, so sorting ids
+// sorts symbols.
+func (s *sequence) answer(a, p []int) []int {
+	copy(a, p)
 	switch s.name {
 	case "reverse":
 		slices.Reverse(a)
@@ -122,7 +124,7 @@ func (s *sequence) Solve(prompt []int) ([]int, error) {
 	if err := s.ValidatePrompt(prompt); err != nil {
 		return nil, err
 	}
-	return s.answer(prompt), nil
+	return s.answer(make([]int, len(prompt)), prompt), nil
 }
 
 // ValidatePrompt checks the length against the range and that every token is

@@ -62,6 +62,7 @@ type Stream struct {
 	pcg   *rand.PCG
 	rng   *rand.Rand
 	drawn uint64
+	key   []byte // next's scratch: a drawn example's promptKey
 }
 
 // NewStream draws a test set of nTest distinct examples (distinct prompts)
@@ -227,7 +228,8 @@ func (s *Stream) next() (Example, error) {
 	}
 	for range maxNextDraws {
 		ex := s.task.Generate(s.rng)
-		if _, held := s.held[promptKey(ex.Shown())]; !held {
+		s.key = appendShownKey(s.key[:0], ex)
+		if _, held := s.held[string(s.key)]; !held { // no string allocated to look it up
 			s.drawn++
 			return ex, nil
 		}

@@ -161,11 +161,27 @@ func orDefault(rng *rand.Rand) *rand.Rand {
 // promptKey returns a map key identifying prompt: its ids as uvarints, which
 // no two different id slices share.
 func promptKey(prompt []int) string {
-	b := make([]byte, 0, len(prompt)+1)
+	return string(appendKey(make([]byte, 0, len(prompt)+1), prompt))
+}
+
+// appendKey appends prompt's key to b.
+func appendKey(b []byte, prompt []int) []byte {
 	for _, id := range prompt {
 		b = binary.AppendUvarint(b, uint64(id))
 	}
-	return string(b)
+	return b
+}
+
+// appendShownKey appends to b the key of what e shows, promptKey(e.Shown()),
+// without making Shown's slice.
+func appendShownKey(b []byte, e Example) []byte {
+	b = appendKey(b, e.Prompt)
+	for j, id := range e.Answer {
+		if e.IsGiven(j) {
+			b = binary.AppendUvarint(b, uint64(id))
+		}
+	}
+	return b
 }
 
 // PromptError is a prompt that a task refuses: ValidatePrompt's and

@@ -16,6 +16,7 @@ import (
 type Targets struct {
 	Node       *G.Node
 	N, Classes int
+	buf        *tensor.Dense // Set's matrix, rewritten in place by every Set
 }
 
 // NewTargets returns a targets input for N predictions over classes classes.
@@ -59,22 +60,44 @@ func (t *Targets) Set(targets []int, weights []float64) error {
 	if total == 0 {
 		return fmt.Errorf("graph: targets %q: every weight is 0, the loss would be 0/0", name)
 	}
-	vals := make([]float64, t.N*t.Classes)
-	for i, w := range weights {
-		if w > 0 {
-			vals[i*t.Classes+targets[i]] = w / total
-		}
+	if t.buf == nil {
+		t.buf = tensor.New(tensor.Of(t.Node.Dtype()), tensor.WithShape(t.N, t.Classes))
 	}
-	if err := G.Let(t.Node, NewDense(t.Node.Dtype(), tensor.Shape{t.N, t.Classes}, vals)); err != nil {
+	switch t.buf.Dtype() {
+	case tensor.Float64:
+		setTargets(t.buf.Float64s(), t.Classes, targets, weights, total)
+	case tensor.Float32:
+		setTargets(t.buf.Float32s(), t.Classes, targets, weights, total)
+	}
+	if t.Node.Value() == G.Value(t.buf) {
+		return nil // bound already, and written in place
+	}
+	if err := G.Let(t.Node, t.buf); err != nil {
 		return fmt.Errorf("graph: targets %q: %w", name, err)
 	}
 	return nil
 }
 
+// setTargets writes the targets' matrix into m, rows of classes entries:
+// weight_i / total at column target_i, 0 elsewhere.
+func setTargets[T float32 | float64](m []T, classes int, targets []int, weights []float64, total float64) {
+	clear(m)
+	for i, w := range weights {
+		if w > 0 {
+			m[i*classes+targets[i]] = T(w / total)
+		}
+	}
+}
+
 // CrossEntropy returns the weighted mean negative log-likelihood of the
-// targets under softmax(logits), a scalar. logits are (N, Classes) or
-// (B, S, Classes) with B*S = N. It goes through LogSoftmax, so it is stable for
-// large float32 logits.
+// targets under softmax(logits), a scalar:
+//
+//	loss = -Σ_i Σ_j t_ij log softmax(logits_i)_j
+//
+// with t the Targets' (N, Classes) matrix of weights. logits are (N,
+// Classes) or (B, S, Classes) with B*S = N. It is one op each way
+// (crossentropy.go), which subtracts each row's max before the exponentials,
+// so it is stable for large float32 logits.
 func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
 	if err := CheckNode(logits, "logits"); err != nil {
 		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
@@ -89,25 +112,7 @@ func CrossEntropy(logits *G.Node, t *Targets) (*G.Node, error) {
 	if logits.Dtype() != t.Node.Dtype() {
 		return nil, fmt.Errorf("graph: cross-entropy: logits are %v but targets are %v", logits.Dtype(), t.Node.Dtype())
 	}
-	if len(s) != 2 {
-		var err error
-		if logits, err = Reshape(logits, tensor.Shape{t.N, t.Classes}); err != nil {
-			return nil, fmt.Errorf("graph: cross-entropy: %w", err)
-		}
-	}
-	logp, err := LogSoftmax(logits)
-	if err != nil {
-		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
-	}
-	picked, err := G.HadamardProd(logp, t.Node)
-	if err != nil {
-		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
-	}
-	sum, err := G.Sum(picked)
-	if err != nil {
-		return nil, fmt.Errorf("graph: cross-entropy: %w", err)
-	}
-	return G.Neg(sum)
+	return crossEntropy(logits, t.Node, t.Classes)
 }
 
 // Check returns an error unless t was made by NewTargets: a nil or zero-value

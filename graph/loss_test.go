@@ -216,3 +216,124 @@ func TestCrossEntropyErrors(t *testing.T) {
 		}
 	}
 }
+
+// crossEntropyComposed is the readable form of CrossEntropy, composed of
+// gorgonia's ops: -sum(targets ⊙ LogSoftmax(logits)). The fused op must
+// equal it, in value and gradient.
+func crossEntropyComposed(t *testing.T, logits *G.Node, tg *Targets) *G.Node {
+	t.Helper()
+	if logits.Dims() != 2 {
+		var err error
+		if logits, err = Reshape(logits, tensor.Shape{tg.N, tg.Classes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logp, err := LogSoftmax(logits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return G.Must(G.Neg(G.Must(G.Sum(G.Must(G.HadamardProd(logp, tg.Node))))))
+}
+
+// The fused cross-entropy equals the composed one, loss and logits'
+// gradient, in both dtypes, with weight-0 rows, 3-D logits, soft targets
+// (several classes of one row weighted, as Targets' matrix allows) and
+// logits far apart.
+func TestCrossEntropyFusedEqualsComposed(t *testing.T) {
+	for i, test := range []struct {
+		shape tensor.Shape
+		scale float64
+		soft  bool
+	}{
+		{shape: tensor.Shape{6, 5}, scale: 2},
+		{shape: tensor.Shape{2, 3, 7}, scale: 8},
+		{shape: tensor.Shape{4, 9}, scale: 3, soft: true},
+		{shape: tensor.Shape{3, 17}, scale: 60},
+	} {
+		for _, dt := range floatTypes {
+			classes := test.shape[len(test.shape)-1]
+			n := test.shape.TotalSize() / classes
+			rng := newRand(uint64(700 + i))
+			xs := roundTo(dt, uniform(rng, test.shape.TotalSize(), -test.scale, test.scale))
+			ts := make([]float64, n*classes)
+			for r := 0; r < n; r++ {
+				if r%3 == 1 {
+					continue // a row of weight 0
+				}
+				ts[r*classes+(r*5)%classes] = float64(r + 1)
+				if test.soft {
+					ts[r*classes+(r*5+2)%classes] = 0.5
+				}
+			}
+			var total float64
+			for _, v := range ts {
+				total += v
+			}
+			for j := range ts {
+				ts[j] /= total
+			}
+			var got, want [][]float64
+			for k, build := range []func(*G.Node, *Targets) *G.Node{
+				func(z *G.Node, tg *Targets) *G.Node { return G.Must(CrossEntropy(z, tg)) },
+				func(z *G.Node, tg *Targets) *G.Node { return crossEntropyComposed(t, z, tg) },
+			} {
+				g := G.NewGraph()
+				logits := input(g, dt, test.shape, "logits")
+				tg, err := NewTargets(g, dt, n, classes, "targets")
+				if err != nil {
+					t.Fatal(err)
+				}
+				loss := build(logits, tg)
+				dz, err := G.Grad(loss, logits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vals := eval(t, map[*G.Node]G.Value{
+					logits:  NewDense(dt, test.shape, xs),
+					tg.Node: NewDense(dt, tensor.Shape{n, classes}, ts),
+				}, loss, dz[0])
+				if k == 0 {
+					got = vals
+				} else {
+					want = vals
+				}
+			}
+			tol := 1e-12
+			if dt == tensor.Float32 {
+				tol = 2e-5
+			}
+			checkClose(t, "loss", got[0], want[0], tol)
+			checkClose(t, "gradient", got[1], want[1], tol)
+		}
+	}
+}
+
+// A finite-difference check of the fused op's gradient, float64, through a
+// product with a fixed matrix so that the logits' gradient is not the
+// softmax's alone.
+func TestCrossEntropyGradCheck(t *testing.T) {
+	const n, classes = 5, 6
+	rng := newRand(41)
+	g := G.NewGraph()
+	x := param(g, tensor.Shape{n, classes}, uniform(rng, n*classes, -2, 2), "x")
+	w := G.NewConstant(NewDense(tensor.Float64, tensor.Shape{classes, classes}, uniform(rng, classes*classes, -1, 1)))
+	tg, err := NewTargets(g, tensor.Float64, n, classes, "targets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Set([]int{0, 3, 5, 2, 1}, []float64{1, 0, 2, 1, 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	loss, err := CrossEntropy(G.Must(G.Mul(x.Node, w)), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := GradCheck(loss, []Param{x}, nil, GradCheckConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("relative error %.2g", rep[0].Rel)
+	if rep[0].Rel > 1e-8 {
+		t.Errorf("cross-entropy gradient: relative error %.2e against finite differences, want < 1e-8", rep[0].Rel)
+	}
+}

@@ -244,7 +244,7 @@ func CombineMasks(a, b *MaskNode) (*MaskNode, error) {
 		return nil, fmt.Errorf("graph: combine masks: (B, Sq, Sk) = (%d, %d, %d) and (%d, %d, %d) differ", a.B, a.Sq, a.Sk, b.B, b.Sq, b.Sk)
 	}
 	// The sum of the biases is -Inf wherever either mask hides, 0 elsewhere.
-	bias, err := G.Add(a.Bias, b.Bias)
+	bias, err := Add(a.Bias, b.Bias)
 	if err != nil {
 		return nil, fmt.Errorf("graph: combine masks: %w", err)
 	}

@@ -724,7 +724,7 @@ func writeSlot(cache, row, slot *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return G.Add(cache, put)
+	return graph.Add(cache, put)
 }
 
 // checkShapes returns B, Sq, Sk after checking that the inputs and mask agree

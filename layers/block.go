@@ -426,7 +426,7 @@ func (b *Block) residual(x *G.Node, ln *LayerNorm, f func(*G.Node) (*G.Node, err
 			return nil, layerErr(kind, b.s.prefix, err)
 		}
 	}
-	sum, err := G.Add(x, fx)
+	sum, err := graph.Add(x, fx)
 	if err != nil {
 		return nil, layerErr(kind, b.s.prefix, fmt.Errorf("residual: %w", err))
 	}

@@ -140,14 +140,11 @@ func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
 	if p.table == nil {
 		return x, nil
 	}
-	pe := p.table // (MaxLen, D)
-	var err error
-	if s[1] < p.cfg.MaxLen {
-		if pe, err = G.Slice(pe, G.S(0, s[1])); err != nil { // (S, D)
-			return nil, fmt.Errorf("layers: positions %q (%s): %w", p.name, kind, err)
-		}
+	out, err := graph.AddPositions(x, p.table) // (B, S, D) + (MaxLen, D)[:S]
+	if err != nil {
+		return nil, fmt.Errorf("layers: positions %q (%s): %w", p.name, kind, err)
 	}
-	return G.BroadcastAdd(x, pe, nil, []byte{0}) // (B, S, D)
+	return out, nil
 }
 
 // At returns the rows PE[pos] (B, S, D) for positions pos (B, S), to add

@@ -381,7 +381,7 @@ func (st *stack) step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.Nod
 		return nil, nil, nil, err
 	}
 	if pe != nil {
-		if x, err = G.Add(x, pe); err != nil {
+		if x, err = graph.Add(x, pe); err != nil {
 			return nil, nil, nil, fmt.Errorf("layers: %s: step: %w", name, err)
 		}
 	}

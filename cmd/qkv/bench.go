@@ -42,7 +42,7 @@ var benchTrainFlags = []string{"preset", "task", "data", "context", "val-fractio
 // the training step), what it times, and the flags it uses besides -n and
 // --max-memory.
 var benchModes = []benchMode{
-	{"", "a training step", append([]string{"torch", "profile"}, benchTrainFlags...)},
+	{"", "a training step", append([]string{"torch", "profile", "memprofile"}, benchTrainFlags...)},
 	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "window", "dtype", "plot"}},
 	{"generate", "generating with a decoder of random weights: one sequence, no dropout, its own vocabulary",
 		[]string{"generate", "preset", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "bias", "tie-embeddings", "bias-free-norm", "attention", "dtype", "seed"}},
@@ -129,18 +129,19 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "[flags]", stderr)
 	resolveTask := benchConfigFlags(fs, &cfg)
 	steps := fs.Int("n", 30, "timed training steps (after 3 untimed), or with --seq and --generate timed repeats (after 1), at least 1")
-	torch := fs.String("torch", "", "also time the same model and step in PyTorch with this python (e.g. /usr/bin/python3), run from the repository root")
+	torch := fs.String("torch", "", "also time the same model and step in PyTorch with this python (e.g. /usr/bin/python3)")
 	seq := fs.String("seq", "", "time one attention layer (forward and backward) instead of a training step, at these sequence lengths, e.g. 512 or 128,256,512 (each in a process of its own); --attention may list several implementations, e.g. composed,fused,flash")
 	headDim := fs.Int("head-dim", 32, "with --seq: d_k, the width of each head")
 	causal := fs.Bool("causal", true, "with --seq: causal attention")
 	plotFile := fs.String("plot", "", "with --seq: write a log-log PNG of time and peak memory against the sequence length")
 	profile := fs.String("profile", "", "write a CPU profile of the timed steps to this file (go tool pprof reads it)")
+	memprofile := fs.String("memprofile", "", "write a profile of every allocation of the timed steps to this file (go tool pprof -sample_index=alloc_objects); it records each one, so the steps run slower")
 	generate := fs.String("generate", "", "time generating one token at these positions, e.g. 32,128,512, with the key/value cache and without (the model of --dim --heads --layers --hidden, random weights)")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	if err := cmp.Or(checkOutput("plot", *plotFile, ".png"), checkOutput("profile", *profile, "")); err != nil {
+	if err := cmp.Or(checkOutput("plot", *plotFile, ".png"), checkOutput("profile", *profile, ""), checkOutput("memprofile", *memprofile, "")); err != nil {
 		return err
 	}
 	if *steps < 1 {
@@ -255,6 +256,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile() // on an early return; a second call does nothing
 	}
+	var memprof *fsx.Pending
+	if *memprofile != "" {
+		if memprof, err = fsx.Create(*memprofile, ""); err != nil {
+			return outputErr("memprofile", err)
+		}
+		defer memprof.Abort() // does nothing once committed
+		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 1 // from here on, every allocation
+	}
 	var before, after runtime.MemStats
 	gcBefore := gcSeconds()
 	runtime.ReadMemStats(&before)
@@ -272,6 +282,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	runtime.ReadMemStats(&after)
+	if memprof != nil {
+		runtime.GC() // the profile holds what the last collection saw
+		if err := cmp.Or(pprof.Lookup("allocs").WriteTo(memprof, 0), memprof.Commit()); err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+	}
 	gcShare := (gcSeconds() - gcBefore) / elapsed.Seconds()
 	per := max(elapsed/time.Duration(*steps), time.Nanosecond)
 	fmt.Fprintf(stdout, "%s %s, %s, B=%d S=%d D=%d H=%d L=%d FF=%d, %d params\n",
@@ -289,6 +305,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if *profile != "" {
 		fmt.Fprintf(stdout, "CPU profile of the timed steps in %s (go tool pprof -top %s)\n", *profile, *profile)
+	}
+	if *memprofile != "" {
+		fmt.Fprintf(stdout, "allocations of the timed steps in %s (go tool pprof -sample_index=alloc_objects -top %s)\n", *memprofile, *memprofile)
 	}
 	if *torch == "" {
 		return nil
