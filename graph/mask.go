@@ -138,6 +138,8 @@ type MaskNode struct {
 	// Causal records that the mask hides every j > i, so that a causal
 	// attention layer need not add a causal mask again.
 	Causal bool
+
+	buf *tensor.Dense // Set's bias, rewritten in place by every Set
 }
 
 // Check returns an error unless n is a usable mask: a nil *MaskNode means "no
@@ -148,15 +150,17 @@ func (n *MaskNode) Check() error {
 	if n == nil {
 		return nil
 	}
-	name := "mask"
-	if n.Bias != nil && n.Bias.Type() != nil {
-		name = fmt.Sprintf("mask %q", n.Bias.Name())
+	name := func() string { // only for an error: Check runs at every Set
+		if n.Bias != nil && n.Bias.Type() != nil {
+			return fmt.Sprintf("mask %q", n.Bias.Name())
+		}
+		return "mask"
 	}
-	if err := CheckNode(n.Bias, name+": bias"); err != nil {
-		return fmt.Errorf("graph: %w: make masks with NewMaskInput or NewMaskConst", err)
+	if err := CheckNode(n.Bias, "bias"); err != nil {
+		return fmt.Errorf("graph: %s: %w: make masks with NewMaskInput or NewMaskConst", name(), err)
 	}
-	if n.B <= 0 || n.Sq <= 0 || n.Sk <= 0 || !n.Bias.Shape().Eq(tensor.Shape{n.B, n.Sq, n.Sk}) {
-		return fmt.Errorf("graph: %s: bias shape %v, want (B, Sq, Sk) = (%d, %d, %d) with positive sizes", name, n.Bias.Shape(), n.B, n.Sq, n.Sk)
+	if s := n.Bias.Shape(); n.B <= 0 || n.Sq <= 0 || n.Sk <= 0 || len(s) != 3 || s[0] != n.B || s[1] != n.Sq || s[2] != n.Sk {
+		return fmt.Errorf("graph: %s: bias shape %v, want (B, Sq, Sk) = (%d, %d, %d) with positive sizes", name(), s, n.B, n.Sq, n.Sk)
 	}
 	return nil
 }
@@ -214,16 +218,33 @@ func (n *MaskNode) Set(m Mask) error {
 	if m.B != n.B || m.Sq != n.Sq || m.Sk != n.Sk {
 		return fmt.Errorf("graph: mask %q: got (B, Sq, Sk) = (%d, %d, %d), want (%d, %d, %d)", n.Bias.Name(), m.B, m.Sq, m.Sk, n.B, n.Sq, n.Sk)
 	}
-	bias := make([]float64, len(m.Allow)) // 0: allowed
-	for i, ok := range m.Allow {
-		if !ok {
-			bias[i] = maskedBias
-		}
+	if n.buf == nil {
+		n.buf = tensor.New(tensor.Of(n.Bias.Dtype()), tensor.WithShape(n.B, n.Sq, n.Sk))
 	}
-	if err := G.Let(n.Bias, NewDense(n.Bias.Dtype(), tensor.Shape{n.B, n.Sq, n.Sk}, bias)); err != nil {
+	switch n.buf.Dtype() {
+	case tensor.Float64:
+		setBias(n.buf.Float64s(), m.Allow)
+	case tensor.Float32:
+		setBias(n.buf.Float32s(), m.Allow)
+	}
+	if n.Bias.Value() == G.Value(n.buf) {
+		return nil // bound already, and written in place
+	}
+	if err := G.Let(n.Bias, n.buf); err != nil {
 		return fmt.Errorf("graph: mask %q: %w", n.Bias.Name(), err)
 	}
 	return nil
+}
+
+// setBias writes a mask's additive bias: 0 where allow is true, maskedBias
+// where it is false.
+func setBias[T float32 | float64](bias []T, allow []bool) {
+	for i, ok := range allow {
+		bias[i] = 0
+		if !ok {
+			bias[i] = T(maskedBias)
+		}
+	}
 }
 
 // CombineMasks returns, in the graph, the mask that allows what both a and b

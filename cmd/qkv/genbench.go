@@ -81,9 +81,10 @@ func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writ
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "%-10s %16s %16s\n", "position", "cached ms/token", "uncached ms/token")
+	fmt.Fprintf(stdout, "%-10s %16s %18s %16s %18s\n", "position", "cached ms/token", "cached tokens/s", "uncached ms/token", "uncached tokens/s")
 	for i := 0; i < len(results); i += 2 {
-		fmt.Fprintf(stdout, "%-10d %16.3f %16.3f\n", results[i].Position, results[i].MsPerToken, results[i+1].MsPerToken)
+		c, u := results[i].MsPerToken, results[i+1].MsPerToken
+		fmt.Fprintf(stdout, "%-10d %16.3f %18.0f %16.3f %18.0f\n", results[i].Position, c, 1000/c, u, 1000/u)
 	}
 	for _, r := range results {
 		r.TokensPerS = 1000 / r.MsPerToken
