@@ -16,8 +16,7 @@ import (
 
 // Model is a decoder compiled for training: the inference model's graph
 // (infer.Assemble) with the targets, the weighted cross-entropy cost and the
-// gradients of every parameter, which its machine accumulates into the
-// parameters' dual values.
+// gradient of every parameter, which p.Node.Grad() returns after a run.
 type Model struct {
 	*infer.Model
 	Targets *graph.Targets

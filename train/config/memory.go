@@ -101,9 +101,9 @@ const (
 	// attention layer keeps in training (measured: about 5).
 	flashTrainingValues = 5
 	// gradCopies is how many copies of the weights' size their gradients
-	// take: gorgonia keeps the bound dual value besides the backward
-	// node's value (measured: about 2).
-	gradCopies = 2
+	// take: the gradient nodes' values, which graph.Machine binds as they
+	// are (gorgonia's tape machine kept a dual value besides: 2).
+	gradCopies = 1
 )
 
 // EstimateMemory estimates what a model of cfg needs for batches of b
