@@ -266,7 +266,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		runtime.MemProfileRate = 1 // from here on, every allocation
 	}
 	var before, after runtime.MemStats
-	gcBefore := gcSeconds()
+	gcBefore := readGC()
 	runtime.ReadMemStats(&before)
 	start := time.Now()
 	for i := 0; i < *steps; i++ {
@@ -288,14 +288,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--memprofile: %w", err)
 		}
 	}
-	gcShare := (gcSeconds() - gcBefore) / elapsed.Seconds()
+	gc := readGC().since(gcBefore)
 	per := max(elapsed/time.Duration(*steps), time.Nanosecond)
 	fmt.Fprintf(stdout, "%s %s, %s, B=%d S=%d D=%d H=%d L=%d FF=%d, %d params\n",
 		cfg.Task.Name, cfg.Task.Params, cfg.DType, cfg.Batch, m.S, cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Layers, cfg.Model.Hidden, m.NumParams())
 	fmt.Fprintf(stdout, "kernels: GEMM %s, elementwise %s; GOMAXPROCS %d\n", gemm.Kernels(), vec.Kernels(), runtime.GOMAXPROCS(0))
 	ms := float64(per.Microseconds()) / 1000
-	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s, %d allocations/step, GC %.1f%% of the time\n",
-		ms, float64(cfg.Batch*m.S)/per.Seconds(), (after.Mallocs-before.Mallocs)/uint64(*steps), 100*gcShare)
+	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s, %d allocations/step, GC %.1f%% of the time (%.0f cycles; background marking %.1f%% more, on spare CPU)\n",
+		ms, float64(cfg.Batch*m.S)/per.Seconds(), (after.Mallocs-before.Mallocs)/uint64(*steps),
+		100*gc.held/elapsed.Seconds(), gc.cycles, 100*gc.background/elapsed.Seconds())
 	flops := stepFLOPs(m.Params, cfg, m.S)
 	fmt.Fprintf(stdout, "matrix products:     %7.1f MFLOP/step, %.1f GFLOP/s (go test ./internal/gemm -bench Sgemm measures the GEMM's peak)\n",
 		flops/1e6, flops/per.Seconds()/1e9)
@@ -407,12 +408,39 @@ func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int, q
 	return nil
 }
 
-// gcSeconds is the CPU time the garbage collector has used so far.
-func gcSeconds() float64 {
-	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindFloat64 {
-		return 0
+// gcTimes is what the garbage collector has done so far: the seconds it
+// held the program up (mark assists, which allocating goroutines do, and
+// stop-the-world pauses), the seconds of background marking (its own
+// workers: on a quarter of the Ps, and on any P that is otherwise idle),
+// and the cycles it has run. The runtime measures these in wall time, so
+// on a loaded machine, where its threads wait for a CPU, they grow.
+type gcTimes struct {
+	held, background, cycles float64
+}
+
+// readGC returns the garbage collector's times so far.
+func readGC() gcTimes {
+	s := []metrics.Sample{
+		{Name: "/cpu/classes/gc/mark/assist:cpu-seconds"},
+		{Name: "/cpu/classes/gc/pause:cpu-seconds"},
+		{Name: "/cpu/classes/gc/mark/dedicated:cpu-seconds"},
+		{Name: "/cpu/classes/gc/mark/idle:cpu-seconds"},
+		{Name: "/gc/cycles/total:gc-cycles"},
 	}
-	return s[0].Value.Float64()
+	metrics.Read(s)
+	v := make([]float64, len(s))
+	for i, x := range s {
+		switch x.Value.Kind() {
+		case metrics.KindFloat64:
+			v[i] = x.Value.Float64()
+		case metrics.KindUint64:
+			v[i] = float64(x.Value.Uint64())
+		}
+	}
+	return gcTimes{held: v[0] + v[1], background: v[2] + v[3], cycles: v[4]}
+}
+
+// since returns the collector's work from t to g.
+func (g gcTimes) since(t gcTimes) gcTimes {
+	return gcTimes{held: g.held - t.held, background: g.background - t.background, cycles: g.cycles - t.cycles}
 }
