@@ -77,3 +77,74 @@ func (op addOp) DiffWRT(inputs int) []bool { return []bool{true, true} }
 func (op addOp) SymDiff(_ G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{grad, grad}, nil
 }
+
+// WriteSlot returns cache + slot ⊗ row for a cache (B, L, D), a slot (B, L,
+// 1) and a row (B, 1, D): each sequence's new key or value written into
+// the positions its slot marks (1 at the step's position, 0 elsewhere), in
+// a cache that is zero there. It is how a cached decoding step grows its
+// key/value cache by one position. Only the marked rows are multiplied,
+// where gorgonia's broadcast product and sum repeated the slot and the row
+// to (B, L, D) at every step. It is for inference: it has no gradient.
+func WriteSlot(cache, slot, row *G.Node) (*G.Node, error) {
+	for _, n := range []struct {
+		node *G.Node
+		name string
+	}{{cache, "cache"}, {slot, "slot"}, {row, "row"}} {
+		if err := CheckNode(n.node, n.name); err != nil {
+			return nil, fmt.Errorf("graph: write slot: %w", err)
+		}
+	}
+	c, s, r := cache.Shape(), slot.Shape(), row.Shape()
+	if len(c) != 3 || !s.Eq(tensor.Shape{c[0], c[1], 1}) || !r.Eq(tensor.Shape{c[0], 1, c[2]}) || slot.Dtype() != cache.Dtype() || row.Dtype() != cache.Dtype() {
+		return nil, shapeErrorf("graph: write slot: cache %v, slot %v and row %v: want (B, L, D), (B, L, 1) and (B, 1, D) of one dtype", c, s, r)
+	}
+	if err := CheckFloat(cache.Dtype()); err != nil {
+		return nil, fmt.Errorf("graph: write slot: %w", err)
+	}
+	return apply(slotOp{shape: c.Clone()}, cache, slot, row)
+}
+
+// slotOp computes WriteSlot.
+type slotOp struct {
+	shape tensor.Shape // the cache's (B, L, D)
+	buf   *output
+}
+
+func (op slotOp) withOutput(b *output) G.Op { op.buf = b; return op }
+
+func (op slotOp) Arity() int                                     { return 3 }
+func (op slotOp) Type() hm.Type                                  { return opType([]int{3, 3, 3}, 3) }
+func (op slotOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape.Clone(), nil }
+func (op slotOp) Do(vals ...G.Value) (G.Value, error) {
+	return runKernel(op, vals, 3, op.shape, op.buf, false)
+}
+func (op slotOp) run64(in [][]float64, out []float64) { writeSlot(op, in, out) }
+func (op slotOp) run32(in [][]float32, out []float32) { writeSlot(op, in, out) }
+func (op slotOp) ReturnsPtr() bool                    { return false }
+func (op slotOp) CallsExtern() bool                   { return false }
+func (op slotOp) OverwritesInput() int                { return -1 }
+func (op slotOp) WriteHash(h hash.Hash)               { fmt.Fprintf(h, "qkv.writeSlot %v", op.shape) }
+func (op slotOp) Hashcode() uint32                    { return hashOf(op) }
+func (op slotOp) String() string                      { return "qkv.writeSlot" }
+func (op slotOp) DiffWRT(inputs int) []bool           { return make([]bool, inputs) }
+func (op slotOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, fmt.Errorf("graph: %v is for inference and has no gradient", op)
+}
+
+// writeSlot copies the cache and adds slot[b, l] row[b] to the rows whose
+// slot is not 0.
+func writeSlot[T float32 | float64](op slotOp, in [][]T, out []T) {
+	cache, slot, row := in[0], in[1], in[2]
+	l, d := op.shape[1], op.shape[2]
+	copy(out, cache)
+	for b := range op.shape[0] {
+		for p := range l {
+			if s := slot[b*l+p]; s != 0 {
+				y := out[(b*l+p)*d : (b*l+p+1)*d]
+				for j, v := range row[b*d : (b+1)*d] {
+					y[j] += s * v
+				}
+			}
+		}
+	}
+}

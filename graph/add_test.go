@@ -99,3 +99,38 @@ func TestEmbedRefusesOutOfRangeID(t *testing.T) {
 		t.Errorf("RunAll with id 3 of a 3-row table: got %v, want an error naming the id", err)
 	}
 }
+
+// WriteSlot equals cache + slot ⊗ row, the broadcast it replaces, in both
+// dtypes, with a row written at a different position per sequence and a
+// sequence that writes nowhere.
+func TestWriteSlot(t *testing.T) {
+	const b, l, d = 3, 4, 5
+	slot := make([]float64, b*l)
+	slot[0*l+2], slot[1*l+0] = 1, 1 // sequence 2 writes nowhere
+	for _, dt := range floatTypes {
+		rng := newRand(5)
+		cache, row := uniform(rng, b*l*d, -1, 1), uniform(rng, b*d, -1, 1)
+		g := G.NewGraph()
+		cn, sn, rn := input(g, dt, tensor.Shape{b, l, d}, "cache"), input(g, dt, tensor.Shape{b, l, 1}, "slot"), input(g, dt, tensor.Shape{b, 1, d}, "row")
+		out, err := WriteSlot(cn, sn, rn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := eval(t, map[*G.Node]G.Value{
+			cn: NewDense(dt, tensor.Shape{b, l, d}, cache),
+			sn: NewDense(dt, tensor.Shape{b, l, 1}, slot),
+			rn: NewDense(dt, tensor.Shape{b, 1, d}, row),
+		}, out)[0]
+		cr, rr := roundTo(dt, cache), roundTo(dt, row)
+		want := make([]float64, b*l*d)
+		for i := range want {
+			bi, p, j := i/(l*d), i/d%l, i%d
+			want[i] = cr[i] + slot[bi*l+p]*rr[bi*d+j]
+		}
+		checkClose(t, dt.String(), got, roundTo(dt, want), 0)
+	}
+	g := G.NewGraph()
+	if _, err := WriteSlot(input(g, tensor.Float64, tensor.Shape{b, l, d}, "c"), input(g, tensor.Float64, tensor.Shape{b, l, 2}, "s"), input(g, tensor.Float64, tensor.Shape{b, 1, d}, "r")); err == nil {
+		t.Error("a (B, L, 2) slot: got no error")
+	}
+}

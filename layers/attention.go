@@ -486,10 +486,10 @@ func (a *MultiHeadAttention) Step(x *G.Node, pos *graph.IDs, cacheK, cacheV, slo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if keys, err = writeSlot(cacheK, k, slot); err != nil { // (B, L, G·dk)
+	if keys, err = graph.WriteSlot(cacheK, slot, k); err != nil { // (B, L, G·dk)
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
-	if values, err = writeSlot(cacheV, v, slot); err != nil { // (B, L, G·dk)
+	if values, err = graph.WriteSlot(cacheV, slot, v); err != nil { // (B, L, G·dk)
 		return nil, nil, nil, fmt.Errorf("layers: attention %q: step: %w", name, err)
 	}
 	// The query is at pos; the cache's row j holds position j.
@@ -717,15 +717,6 @@ func checkStep(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode, d, kv int)
 	return nil
 }
 
-// writeSlot returns cache + slot ⊗ row: row (B, 1, D) written into the
-// positions where slot (B, L, 1) is 1, in a cache that is zero there.
-func writeSlot(cache, row, slot *G.Node) (*G.Node, error) {
-	put, err := G.BroadcastHadamardProd(slot, row, []byte{2}, []byte{1}) // (B, L, D)
-	if err != nil {
-		return nil, err
-	}
-	return graph.Add(cache, put)
-}
 
 // checkShapes returns B, Sq, Sk after checking that the inputs and mask agree
 // with each other and with the configuration.

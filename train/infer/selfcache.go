@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -28,13 +29,19 @@ type selfCache struct {
 	cacheK, cacheV []*G.Node       // inputs, one (B, L, D) per block
 	keys, values   []*G.Node       // the same with the step's row written in
 	logits         *G.Node         // (B, 1, Vocab)
-	bufK, bufV     [][]float64     // the caches' contents between steps
+	// bufK and bufV hold the caches between steps, in the model's dtype,
+	// bound to cacheK and cacheV: a step copies its keys and values back
+	// into them, with no conversion and nothing allocated.
+	bufK, bufV       []*tensor.Dense
+	slotBuf          *tensor.Dense
+	posIDs, seenLens []int // a step's positions and visible lengths
 }
 
 // newSelfCache adds the inputs of a cached step with blocks blocks to g.
 // The caller sets keys, values and logits from the decoder's Step.
 func newSelfCache(g *G.ExprGraph, what string, dt tensor.Dtype, b, l, dim, vocab, blocks int) (*selfCache, error) {
-	c := &selfCache{what: what, b: b, l: l, dim: dim, vocab: vocab, dt: dt}
+	c := &selfCache{what: what, b: b, l: l, dim: dim, vocab: vocab, dt: dt,
+		slotBuf: tensor.New(tensor.Of(dt), tensor.WithShape(b, l, 1)), posIDs: make([]int, b), seenLens: make([]int, b)}
 	var err error
 	if c.tok, err = graph.NewIDs(g, b, 1, vocab, "tok"); err != nil {
 		return nil, err
@@ -49,8 +56,8 @@ func newSelfCache(g *G.ExprGraph, what string, dt tensor.Dtype, b, l, dim, vocab
 	for i := 0; i < blocks; i++ {
 		c.cacheK = append(c.cacheK, G.NewTensor(g, dt, 3, G.WithShape(b, l, dim), G.WithName(fmt.Sprintf("cache.%d.k", i))))
 		c.cacheV = append(c.cacheV, G.NewTensor(g, dt, 3, G.WithShape(b, l, dim), G.WithName(fmt.Sprintf("cache.%d.v", i))))
-		c.bufK = append(c.bufK, make([]float64, b*l*dim))
-		c.bufV = append(c.bufV, make([]float64, b*l*dim))
+		c.bufK = append(c.bufK, tensor.New(tensor.Of(dt), tensor.WithShape(b, l, dim)))
+		c.bufV = append(c.bufV, tensor.New(tensor.Of(dt), tensor.WithShape(b, l, dim)))
 	}
 	return c, nil
 }
@@ -96,8 +103,8 @@ func (c *selfCache) decode(vm G.VM, prefixes [][]int, steps []int, tokens [][]in
 // reset empties the caches, for a new batch of sequences.
 func (c *selfCache) reset() {
 	for i := range c.bufK {
-		clear(c.bufK[i])
-		clear(c.bufV[i])
+		c.bufK[i].Zero()
+		c.bufV[i].Zero()
 	}
 }
 
@@ -107,13 +114,14 @@ func (c *selfCache) reset() {
 // token that follows.
 func (c *selfCache) feed(vm G.VM, ids []int, t int) ([][]float64, error) {
 	p := min(t, c.l-1)
-	pos, seen := make([]int, c.b), make([]int, c.b)
-	slot := make([]float64, c.b*c.l)
+	c.slotBuf.Zero()
 	for i := range c.b {
-		pos[i], seen[i] = p, p+1
-		slot[i*c.l+p] = 1
+		c.posIDs[i], c.seenLens[i] = p, p+1
+		if err := c.slotBuf.SetAt(oneOf(c.dt), i, p, 0); err != nil {
+			return nil, fmt.Errorf("infer: %s: %w", c.what, err)
+		}
 	}
-	if err := c.bind(ids, pos, seen, slot); err != nil {
+	if err := c.bind(ids); err != nil {
 		return nil, err
 	}
 	rows := make([][]float64, c.b)
@@ -130,50 +138,74 @@ func (c *selfCache) feed(vm G.VM, ids []int, t int) ([][]float64, error) {
 	return rows, err
 }
 
-// bind sets one step's tokens, positions, mask and slot, and the caches.
-func (c *selfCache) bind(ids, pos, seen []int, slot []float64) error {
+// bind sets one step's tokens, and its positions, mask, slot and caches
+// from c.
+func (c *selfCache) bind(ids []int) error {
 	if err := c.tok.Set(ids); err != nil {
 		return err
 	}
-	if err := c.pos.Set(pos); err != nil {
+	if err := c.pos.Set(c.posIDs); err != nil {
 		return err
 	}
-	mask, err := graph.KeyPadding(seen, 1, c.l)
+	mask, err := graph.KeyPadding(c.seenLens, 1, c.l)
 	if err != nil {
 		return err
 	}
 	if err := c.seen.Set(mask); err != nil {
 		return err
 	}
-	if err := G.Let(c.slot, graph.NewDense(c.dt, tensor.Shape{c.b, c.l, 1}, slot)); err != nil {
+	if err := letOnce(c.slot, c.slotBuf); err != nil {
 		return fmt.Errorf("infer: %s: %w", c.what, err)
 	}
-	shape := tensor.Shape{c.b, c.l, c.dim}
 	for i := range c.cacheK {
-		if err := G.Let(c.cacheK[i], graph.NewDense(c.dt, shape, c.bufK[i])); err != nil {
-			return fmt.Errorf("infer: %s: %w", c.what, err)
-		}
-		if err := G.Let(c.cacheV[i], graph.NewDense(c.dt, shape, c.bufV[i])); err != nil {
+		if err := cmp.Or(letOnce(c.cacheK[i], c.bufK[i]), letOnce(c.cacheV[i], c.bufV[i])); err != nil {
 			return fmt.Errorf("infer: %s: %w", c.what, err)
 		}
 	}
 	return nil
 }
 
+// letOnce binds v to n unless n holds v already: the buffers are written in
+// place between steps.
+func letOnce(n *G.Node, v *tensor.Dense) error {
+	if n.Value() == G.Value(v) {
+		return nil
+	}
+	return G.Let(n, v)
+}
+
+// oneOf returns 1 in dtype dt, as SetAt wants it.
+func oneOf(dt tensor.Dtype) any {
+	if dt == tensor.Float32 {
+		return float32(1)
+	}
+	return 1.0
+}
+
 // readCaches copies the caches with the step's row written in back into
 // the buffers the next step binds.
 func (c *selfCache) readCaches() error {
 	for i := range c.keys {
-		k, err := graph.Float64s(c.keys[i].Value())
-		if err != nil {
-			return err
+		if err := cmp.Or(copyDense(c.bufK[i], c.keys[i].Value()), copyDense(c.bufV[i], c.values[i].Value())); err != nil {
+			return fmt.Errorf("infer: %s: %w", c.what, err)
 		}
-		v, err := graph.Float64s(c.values[i].Value())
-		if err != nil {
-			return err
-		}
-		copy(c.bufK[i], k)
-		copy(c.bufV[i], v)
+	}
+	return nil
+}
+
+// copyDense copies src, a dense tensor of dst's dtype and size, into dst.
+func copyDense(dst *tensor.Dense, src G.Value) error {
+	d, ok := src.(*tensor.Dense)
+	if !ok || d.Dtype() != dst.Dtype() || d.Size() != dst.Size() {
+		return fmt.Errorf("cache: got %T %v %v, want a dense %v of %d elements", src, src.Dtype(), src.Shape(), dst.Dtype(), dst.Size())
+	}
+	switch dst.Dtype() {
+	case tensor.Float32:
+		copy(dst.Float32s(), d.Float32s())
+	case tensor.Float64:
+		copy(dst.Float64s(), d.Float64s())
+	default:
+		return fmt.Errorf("cache: dtype %v is not supported", dst.Dtype())
 	}
 	return nil
 }
