@@ -717,7 +717,6 @@ func checkStep(x, cacheK, cacheV, slot *G.Node, mask *graph.MaskNode, d, kv int)
 	return nil
 }
 
-
 // checkShapes returns B, Sq, Sk after checking that the inputs and mask agree
 // with each other and with the configuration.
 func (a *MultiHeadAttention) checkShapes(query, key, value *G.Node, mask *graph.MaskNode) (b, sq, sk int, err error) {
