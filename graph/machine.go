@@ -74,6 +74,9 @@ func NewMachine(g *G.ExprGraph) (*Machine, error) {
 			continue // an input or a constant: its value is already there
 		}
 		in := children(g, n)
+		if add := plainAdd(n, in); add != nil {
+			op = add
+		}
 		s := step{node: n, op: op, in: in, args: make([]G.Value, len(in))}
 		s.into, _ = op.(G.UsePreallocDoer)
 		s.read = readInto(op)
@@ -89,6 +92,31 @@ func children(g *G.ExprGraph, n *G.Node) []*G.Node {
 		in = append(in, it.Node().(*G.Node))
 	}
 	return in
+}
+
+// plainAdd returns qkv's add op for n if n is gorgonia's add of two float
+// tensors of n's shape, else nil.
+//
+// Workaround: gorgonia's add allocates at every run, even writing into a
+// given output (its tensor.WithReuse option and its engine's iterators;
+// TestGorgoniaAddAllocates pins it), and G.Grad sums every gradient with
+// more than one contribution with it: a residual stream's, a tied table's.
+// qkv's add (add.go) is the same arithmetic, a[i] + b[i], into an output it
+// keeps.
+func plainAdd(n *G.Node, in []*G.Node) G.Op {
+	if len(in) != 2 || n.IsScalar() || reflect.TypeOf(n.Op()).String() != "gorgonia.elemBinOp" || n.Op().String() != "+ false" {
+		return nil
+	}
+	shape := n.Shape()
+	for _, c := range in {
+		if c.IsScalar() || !c.Shape().Eq(shape) || c.Dtype() != n.Dtype() {
+			return nil
+		}
+	}
+	if n.Dtype() != tensor.Float64 && n.Dtype() != tensor.Float32 {
+		return nil
+	}
+	return addOp{shape: shape, buf: new(output)}
 }
 
 // isConstant reports whether op is one of gorgonia's constants, whose node
