@@ -73,13 +73,16 @@ func (s *sequence) Frame(prompt []int) Example {
 
 // Generate draws a length uniformly from the range, then each symbol
 // uniformly from the alphabet.
-func (s *sequence) Generate(rng *rand.Rand) Example {
+func (s *sequence) Generate(rng *rand.Rand) Example { return s.generateIn(rng, nil) }
+
+// generateIn is Generate with the prompt and answer carved from a.
+func (s *sequence) generateIn(rng *rand.Rand, a *intArena) Example {
 	rng = orDefault(rng)
 	n := s.minLen
 	if s.maxLen > s.minLen {
 		n += rng.IntN(s.maxLen - s.minLen + 1)
 	}
-	both := make([]int, 2*n) // one allocation for the prompt and the answer
+	both := a.make(2 * n)
 	p := both[:n:n]
 	for i := range p {
 		p[i] = firstSymbol + rng.IntN(s.k)

@@ -63,6 +63,37 @@ type Stream struct {
 	rng   *rand.Rand
 	drawn uint64
 	key   []byte // next's scratch: a drawn example's promptKey
+	arena intArena
+}
+
+// arenaGenerator is a Task that can generate an example into slices of an
+// intArena: a training batch then costs a few allocations instead of one
+// or more per example.
+type arenaGenerator interface {
+	generateIn(rng *rand.Rand, a *intArena) Example
+}
+
+// intArena hands out int slices carved from blocks it allocates. Each slice
+// is capped at its length, so that an append to it reallocates rather than
+// writing into the next; a block is never reused, so an example stays valid
+// for as long as its holder keeps it.
+type intArena struct{ free []int }
+
+// arenaBlock is how many ints an arena allocates at a time: a few batches
+// of the toy tasks' examples.
+const arenaBlock = 4096
+
+// make returns a slice of n zeros from a, or a new one for a nil arena.
+func (a *intArena) make(n int) []int {
+	if a == nil {
+		return make([]int, n)
+	}
+	if len(a.free) < n {
+		a.free = make([]int, max(n, arenaBlock))
+	}
+	s := a.free[:n:n]
+	a.free = a.free[n:]
+	return s
 }
 
 // NewStream draws a test set of nTest distinct examples (distinct prompts)
@@ -227,7 +258,12 @@ func (s *Stream) next() (Example, error) {
 		return Example{}, err
 	}
 	for range maxNextDraws {
-		ex := s.task.Generate(s.rng)
+		var ex Example
+		if a, ok := s.task.(arenaGenerator); ok {
+			ex = a.generateIn(s.rng, &s.arena)
+		} else {
+			ex = s.task.Generate(s.rng)
+		}
 		s.key = appendShownKey(s.key[:0], ex)
 		if _, held := s.held[string(s.key)]; !held { // no string allocated to look it up
 			s.drawn++

@@ -241,3 +241,39 @@ func TestSortNeverHoldsOutConstantPrompts(t *testing.T) {
 		t.Error("a test set of 7 of the 6 holdable prompts: no error")
 	}
 }
+
+// Examples a stream carves from one arena block are independent: appending
+// to one leaves the next as it was, and they are the examples that
+// Generate's own allocations give (a task wrapped to hide the arena).
+func TestStreamArenaExamplesIndependent(t *testing.T) {
+	task, err := data.New("sort", data.DefaultConfig("sort"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := data.NewStream(task, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin, err := data.NewStream(struct{ data.Task }{task}, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Draw(600) // more than one arena block
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := twin.Draw(600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := slices.Clone(got[1].Prompt)
+	grown := append(got[0].Answer, 99, 99, 99) // the answer is last in its carving
+	if !slices.Equal(got[1].Prompt, next) || len(grown) != len(got[0].Answer)+3 {
+		t.Errorf("appending to example 0's answer changed example 1's prompt: %v, want %v", got[1].Prompt, next)
+	}
+	for i := range got {
+		if !slices.Equal(got[i].Prompt, want[i].Prompt) || !slices.Equal(got[i].Answer, want[i].Answer) {
+			t.Fatalf("example %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+}
