@@ -2,8 +2,13 @@
 // builds on: Linear, embedding lookup, numerically stable log-softmax,
 // attention masks, scaled dot-product attention, LayerNorm, cross-entropy,
 // dropout, GELU and ReLU, a copying reshape, validated token-id inputs and a
-// reusable finite-difference gradient checker, GradCheck.
+// reusable finite-difference gradient checker, GradCheck, and Machine, the
+// executor that runs a gorgonia graph without the tape machine's per-run
+// allocations (machine.go). The cross-entropy, embedding lookup, position
+// add and residual add are ops of qkv's too (crossentropy.go, embed.go,
+// add.go): gorgonia's forms of them allocated at every step.
 //
+
 // gorgonia v0.9.18 has ops whose forward pass or gradient is wrong: SoftMax
 // forward, Log(SoftMax) rewritten in place, middle-axis reductions of 4-D
 // tensors, InverseSqrt's gradient, Dropout's backward scale, out-of-range
@@ -55,8 +60,9 @@
 // architectures, or the purego build tag) the products run on gonum's GEMM
 // and the elementwise kernels on Go loops, tested the same way.
 //
-// Bad input is an error, never a panic: a panic inside the engine happens in
-// the VM's goroutine, where the caller cannot recover it, so every exported
+// Bad input is an error, never a panic: a panic inside the engine happens,
+// on gorgonia's tape machine, in the VM's goroutine, where the caller cannot
+// recover it (Machine returns it as an error naming the node), so every exported
 // function checks its nodes (CheckNode), masks (MaskNode.Check), ids
 // (IDs.Check) and targets (Targets.Check) while the graph is built, and every
 // size it will allocate against MaxElements (CheckElements), the one cap on
