@@ -21,8 +21,7 @@
 	MOVL $0xffff, AX \
 	KMOVW AX, K1
 
-// ALL_LANES64 sets K1 to 8 lanes, a full block of float64. A zmm store of
-// float32 converted from them (Adam) writes only these 8.
+// ALL_LANES64 sets K1 to 8 lanes, a full block of float64.
 #define ALL_LANES64 \
 	MOVL $0xff, AX \
 	KMOVW AX, K1

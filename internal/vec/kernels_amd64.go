@@ -25,7 +25,8 @@ var avx2 = &kernelSet{
 
 // avx512 is the set of sixteen-lane kernels on zmm registers (eight
 // float64 lanes); they take any n >= 1, the last block under a mask, and
-// use only AVX512F instructions.
+// use AVX512F instructions and AVX512VL's masked ymm store (Adam's eight
+// float32).
 var avx512 = &kernelSet{
 	name:   "AVX-512 assembly",
 	step32: 1, step64: 1,
@@ -48,7 +49,7 @@ var avx512 = &kernelSet{
 // zmm and mask registers.
 func kernelSets() []*kernelSet {
 	var sets []*kernelSet
-	if cpu.X86.HasAVX512F {
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
 		sets = append(sets, avx512)
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
