@@ -15,7 +15,10 @@ func Sum[T float32 | float64](x []T) T {
 			s = T(active.sum32(&x32[0], n))
 		}
 	}
-	return s + sum4(x[n:])
+	if n < len(x) {
+		s += sum4(x[n:])
+	}
+	return s
 }
 
 // Dot returns the dot product of x and y, which have the same length.
@@ -28,7 +31,10 @@ func Dot[T float32 | float64](x, y []T) T {
 			s = T(active.dot32(&x32[0], &any(y).([]float32)[0], n))
 		}
 	}
-	return s + dot4(x[n:], y[n:])
+	if n < len(x) {
+		s += dot4(x[n:], y[n:])
+	}
+	return s
 }
 
 // Lin sets y[i] = a x1[i] + b x2[i] + c; y, x1 and x2 have the same length
