@@ -48,6 +48,7 @@ func Tanh(x float32) float32 {
 
 // GELU sets y[i] = GELU(x[i]); y and x have the same length.
 func GELU(y, x []float32) {
+	y = y[:len(x)] // the assembly writes len(x) elements
 	n := span32(len(x))
 	if n > 0 {
 		active.gelu(&y[0], &x[0], n, &consts)
@@ -59,8 +60,10 @@ func GELU(y, x []float32) {
 }
 
 // GELUGrad sets dx[i] = dy[i] GELU'(x[i]), where
-// GELU'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) (c + 3 c a x^2), t = tanh(u).
+// GELU'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) (c + 3 c a x^2), t = tanh(u);
+// dx, x and dy have the same length.
 func GELUGrad(dx, x, dy []float32) {
+	dx, dy = dx[:len(x)], dy[:len(x)] // the assembly takes len(x) of each
 	n := span32(len(x))
 	if n > 0 {
 		active.geluGrad(&dx[0], &x[0], &dy[0], n, &consts)

@@ -1,7 +1,9 @@
 package vec
 
-// ReLU sets y[i] = max(x[i], 0); a NaN stays NaN.
+// ReLU sets y[i] = max(x[i], 0); a NaN stays NaN. y and x have the same
+// length.
 func ReLU[T float32 | float64](y, x []T) {
+	y = y[:len(x)] // the assembly writes len(x) elements
 	n := reluAsm(y, x, nil)
 	for i := n; i < len(x); i++ {
 		y[i] = max(x[i], 0)
@@ -9,8 +11,9 @@ func ReLU[T float32 | float64](y, x []T) {
 }
 
 // ReLUGrad sets dx[i] = dy[i] where x[i] > 0, and 0 elsewhere (0 and NaN
-// included), as PyTorch's.
+// included), as PyTorch's. dx, x and dy have the same length.
 func ReLUGrad[T float32 | float64](dx, x, dy []T) {
+	dx, dy = dx[:len(x)], dy[:len(x)] // the assembly takes len(x) of each
 	n := reluAsm(dx, x, dy)
 	for i := n; i < len(x); i++ {
 		if x[i] > 0 {
@@ -21,13 +24,13 @@ func ReLUGrad[T float32 | float64](dx, x, dy []T) {
 	}
 }
 
-// reluAsm runs the active assembly kernel for T on the longest prefix it
-// takes and returns its length, 0 without assembly; with dy it is the
-// gradient.
+// reluAsm runs the active assembly kernel for T on the longest prefix of
+// y, x and dy (nil or as long) it takes and returns its length, 0 without
+// assembly; with dy it is the gradient.
 func reluAsm[T float32 | float64](y, x, dy []T) int {
 	switch y := any(y).(type) {
 	case []float32:
-		n := span32(len(y))
+		n := span32(len(x))
 		if n > 0 {
 			x := any(x).([]float32)
 			if dy == nil {
@@ -38,7 +41,7 @@ func reluAsm[T float32 | float64](y, x, dy []T) int {
 		}
 		return n
 	case []float64:
-		n := span64(len(y))
+		n := span64(len(x))
 		if n > 0 {
 			x := any(x).([]float64)
 			if dy == nil {

@@ -56,6 +56,9 @@ func Lin[T float32 | float64](y, x1, x2 []T, a, b, c T) {
 // y's length and y may be any of them.
 func MulAdd[T float32 | float64](y, p, q, r []T) {
 	p, q = p[:len(y)], q[:len(y)]
+	if r != nil {
+		r = r[:len(y)]
+	}
 	n := 0
 	if y32, ok := any(y).([]float32); ok {
 		if n = span32(len(y)); n > 0 {
