@@ -26,7 +26,7 @@
 	VBROADCASTSD 40(R9), Z13 \
 	VBROADCASTSD 48(R9), Z14 \
 	VBROADCASTSD 56(R9), Z15 \
-	ALL_LANES64
+	ALL_LANES
 
 // ADAM512_STEP is ADAM_STEP under the mask K1: it takes the gradient g in
 // Z0 and the parameter x in Z5, updates m at (DX) and v at (R8), and leaves

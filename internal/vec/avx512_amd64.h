@@ -16,14 +16,10 @@
 //
 // with 8 for float64 lanes.
 
-// ALL_LANES sets K1 to all 16 lanes, the mask of a full block.
+// ALL_LANES sets K1 to all 16 lanes, the mask of a full block (8-lane
+// operations read its low 8 bits).
 #define ALL_LANES \
 	MOVL $0xffff, AX \
-	KMOVW AX, K1
-
-// ALL_LANES64 sets K1 to 8 lanes, a full block of float64.
-#define ALL_LANES64 \
-	MOVL $0xff, AX \
 	KMOVW AX, K1
 
 // LAST_BLOCK sets K1 to the low BX lanes, BX below the block's length.
