@@ -2,7 +2,8 @@
 // float64) under the mask K1: all lanes in every block but a last, partial
 // one, where K1 holds only its BX elements. Masked loads read and masked
 // stores write nothing beyond the slices (masked-off lanes do not fault), so
-// the kernels take any n >= 1 without a scalar tail. BX counts the elements
+// the kernels take any n >= 1 without a scalar tail; the loads zero the
+// lanes masked off (.Z), which the sums count on. BX counts the elements
 // left; AX and CX are scratch. Each loop is
 //
 //	loop:

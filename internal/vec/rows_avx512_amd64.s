@@ -134,6 +134,7 @@ lin_block:
 	RET
 
 // func mulAdd32AVX512(y, p, q, r *float32, n int)
+// Z0, Z2 and Z1 hold p, q and r; the operations are mulAdd32AVX2's.
 TEXT ·mulAdd32AVX512(SB), NOSPLIT, $0-40
 	MOVQ y+0(FP), DI
 	MOVQ p+8(FP), SI
