@@ -18,7 +18,7 @@ func TestExpShiftSum(t *testing.T) {
 		for _, n := range lengths {
 			for _, shift := range []float32{0, 3.5, -2} {
 				for _, off := range offsets {
-					x := make([]float32, n)
+					x, _ := guarded[float32](n, (off+1)%4) // at another offset than y
 					for i := range x {
 						if i%4 == 3 {
 							x[i] = edges[i%len(edges)] + shift

@@ -17,7 +17,8 @@ func testReLU[T float32 | float64](t *testing.T) {
 	edges := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 1e-40, -1e-40, 2.5, -2.5, -7}
 	for _, n := range lengths {
 		for _, off := range offsets {
-			x, dy := make([]T, n), make([]T, n)
+			x, _ := guarded[T](n, (off+1)%4) // the inputs at other offsets than the outputs
+			dy, _ := guarded[T](n, (off+2)%4)
 			for i := range x {
 				x[i], dy[i] = T(edges[(i+off)%len(edges)]), T(i+1)
 			}
