@@ -32,11 +32,15 @@ func Adam[T float32 | float64](p, g []T, m, v []float64, c AdamCoef) {
 			active.adam64(&p[0], &any(g).([]float64)[0], &m[0], &v[0], n, &k)
 		}
 	}
+	// The float64 conversions of float64 products round them, as the
+	// assembly does: Go may otherwise fuse a product into the addition after
+	// it (it does with GOAMD64=v3), and the results would differ from the
+	// assembly's in the last bit.
 	for j := n; j < len(p); j++ {
 		gj := float64(g[j])
-		m[j] = c.Beta1*m[j] + (1-c.Beta1)*gj
-		v[j] = c.Beta2*v[j] + (1-c.Beta2)*gj*gj
-		x := float64(p[j]) * c.Keep
+		m[j] = float64(c.Beta1*m[j]) + float64((1-c.Beta1)*gj)
+		v[j] = float64(c.Beta2*v[j]) + float64((1-c.Beta2)*gj*gj)
+		x := float64(float64(p[j]) * c.Keep)
 		p[j] = T(x - c.StepSize*m[j]/(math.Sqrt(v[j])/c.SqrtBC2+c.Eps))
 	}
 }
