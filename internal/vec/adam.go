@@ -17,27 +17,30 @@ type AdamCoef struct {
 //	v = beta2 v + (1 - beta2) g g
 //	p = p Keep - StepSize m / (sqrt(v) / SqrtBC2 + Eps)
 //
-// The assembly (AVX2, four float64 lanes) does the same operations in the
-// same order without fused multiply-adds, so its results equal the Go
-// loop's bit for bit (TestAdam).
+// The assembly (AVX-512, eight float64 lanes, or AVX2, four) does the same
+// operations in the same order without fused multiply-adds, so its results
+// equal the Go loop's bit for bit (TestAdam).
 func Adam[T float32 | float64](p, g []T, m, v []float64, c AdamCoef) {
 	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
-	n := 0
-	if useAVX2 && len(p) >= 4 {
-		n = len(p) &^ 3
+	n := span64(len(p))
+	if n > 0 {
 		k := [8]float64{c.Beta1, 1 - c.Beta1, c.Beta2, 1 - c.Beta2, c.StepSize, c.SqrtBC2, c.Eps, c.Keep}
 		switch p := any(p).(type) {
 		case []float32:
-			adam32(&p[0], &any(g).([]float32)[0], &m[0], &v[0], n, &k)
+			active.adam32(&p[0], &any(g).([]float32)[0], &m[0], &v[0], n, &k)
 		case []float64:
-			adam64(&p[0], &any(g).([]float64)[0], &m[0], &v[0], n, &k)
+			active.adam64(&p[0], &any(g).([]float64)[0], &m[0], &v[0], n, &k)
 		}
 	}
+	// The float64 conversions of float64 products round them, as the
+	// assembly does: Go may otherwise fuse a product into the addition after
+	// it (it does with GOAMD64=v3), and the results would differ from the
+	// assembly's in the last bit.
 	for j := n; j < len(p); j++ {
 		gj := float64(g[j])
-		m[j] = c.Beta1*m[j] + (1-c.Beta1)*gj
-		v[j] = c.Beta2*v[j] + (1-c.Beta2)*gj*gj
-		x := float64(p[j]) * c.Keep
+		m[j] = float64(c.Beta1*m[j]) + float64((1-c.Beta1)*gj)
+		v[j] = float64(c.Beta2*v[j]) + float64((1-c.Beta2)*gj*gj)
+		x := float64(float64(p[j]) * c.Keep)
 		p[j] = T(x - c.StepSize*m[j]/(math.Sqrt(v[j])/c.SqrtBC2+c.Eps))
 	}
 }

@@ -52,8 +52,8 @@
 	ADDQ $32, DX \
 	ADDQ $32, R8
 
-// func adam32(p, grad *float32, m, v *float64, n int, k *[8]float64)
-TEXT ·adam32(SB), NOSPLIT, $0-48
+// func adam32AVX2(p, grad *float32, m, v *float64, n int, k *[8]float64)
+TEXT ·adam32AVX2(SB), NOSPLIT, $0-48
 	ADAM_SETUP
 
 adam32_loop:
@@ -69,8 +69,8 @@ adam32_loop:
 	VZEROUPPER
 	RET
 
-// func adam64(p, grad *float64, m, v *float64, n int, k *[8]float64)
-TEXT ·adam64(SB), NOSPLIT, $0-48
+// func adam64AVX2(p, grad *float64, m, v *float64, n int, k *[8]float64)
+TEXT ·adam64AVX2(SB), NOSPLIT, $0-48
 	ADAM_SETUP
 
 adam64_loop:

@@ -6,57 +6,79 @@ import (
 	"testing"
 )
 
-// TestAdam: the assembly and the Go loop give the same parameters and
-// moments bit for bit, in both dtypes, with and without decay, over several
-// steps; and one step of the Go loop is Adam's formula.
+// TestAdam: each assembly path gives the same parameters and moments as
+// the Go loop bit for bit, in both dtypes, with and without decay, over
+// several steps and the test lengths and offsets, writing nothing beyond
+// the slices; and one step is Adam's formula on every path, the Go loop's
+// included.
 func TestAdam(t *testing.T) {
 	t.Run("float32", func(t *testing.T) { testAdam[float32](t) })
 	t.Run("float64", func(t *testing.T) { testAdam[float64](t) })
 }
 
-func testAdam[T float32 | float64](t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2 here: only the Go loop runs")
+// adamRun is three Adam steps from zero moments on a copy of p, in slices
+// off elements into guarded buffers, on the active path.
+func adamRun[T float32 | float64](t *testing.T, p, g []T, off int, keep float64) ([]T, []float64, []float64) {
+	n := len(p)
+	q, checkQ := guarded[T](n, off)
+	m, checkM := guarded[float64](n, off)
+	v, checkV := guarded[float64](n, off)
+	copy(q, p)
+	clear(m)
+	clear(v)
+	for step := 1; step <= 3; step++ {
+		c := AdamCoef{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Keep: keep,
+			StepSize: 3e-3 / (1 - math.Pow(0.9, float64(step))), SqrtBC2: math.Sqrt(1 - math.Pow(0.999, float64(step)))}
+		Adam(q, g, m, v, c)
 	}
-	defer func(v bool) { useAVX2 = v }(useAVX2)
+	checkQ(t)
+	checkM(t)
+	checkV(t)
+	return q, m, v
+}
+
+func testAdam[T float32 | float64](t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, n := range []int{1, 3, 4, 5, 8, 13, 100} {
+	for _, n := range lengths {
 		for _, keep := range []float64{1, 1 - 3e-3*0.01} {
 			p, g := make([]T, n), make([]T, n)
 			for i := range p {
 				p[i], g[i] = T(r.NormFloat64()), T(r.NormFloat64()*1e-2)
 			}
-			var runs [2]struct {
-				p    []T
-				m, v []float64
-			}
-			for i, avx := range []bool{true, false} {
-				useAVX2 = avx
-				runs[i].p = append([]T(nil), p...)
-				runs[i].m, runs[i].v = make([]float64, n), make([]float64, n)
-				for step := 1; step <= 3; step++ {
-					c := AdamCoef{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Keep: keep,
-						StepSize: 3e-3 / (1 - math.Pow(0.9, float64(step))), SqrtBC2: math.Sqrt(1 - math.Pow(0.999, float64(step)))}
-					Adam(runs[i].p, g, runs[i].m, runs[i].v, c)
+			usePath(t, nil)
+			wantP, wantM, wantV := adamRun(t, p, g, 0, keep)
+			for _, path := range paths() {
+				if path.set == nil {
+					continue // the reference
 				}
-			}
-			for j := range p {
-				if runs[0].p[j] != runs[1].p[j] || runs[0].m[j] != runs[1].m[j] || runs[0].v[j] != runs[1].v[j] {
-					t.Fatalf("n=%d keep=%v [%d]: assembly p, m, v = %v, %v, %v; Go %v, %v, %v", n, keep, j,
-						runs[0].p[j], runs[0].m[j], runs[0].v[j], runs[1].p[j], runs[1].m[j], runs[1].v[j])
+				usePath(t, path.set)
+				for _, off := range offsets {
+					gotP, gotM, gotV := adamRun(t, p, g, off, keep)
+					for j := range p {
+						if gotP[j] != wantP[j] || gotM[j] != wantM[j] || gotV[j] != wantV[j] {
+							t.Fatalf("%s n=%d keep=%v [%d]: p, m, v = %v, %v, %v; Go loop %v, %v, %v", path.name, n, keep, j,
+								gotP[j], gotM[j], gotV[j], wantP[j], wantM[j], wantV[j])
+						}
+					}
 				}
 			}
 		}
 	}
 	// One step from zero moments moves each parameter by lr * sign(g) (to
 	// within eps): m/(1-b1) = g and sqrt(v/(1-b2)) = |g|.
-	p, g := []T{1, 1, 1, 1, 1}, []T{0.5, -0.25, 2, -3, 1}
-	m, v := make([]float64, 5), make([]float64, 5)
-	Adam(p, g, m, v, AdamCoef{Beta1: 0.9, Beta2: 0.999, Eps: 1e-12, Keep: 1, StepSize: 0.1 / (1 - 0.9), SqrtBC2: math.Sqrt(1 - 0.999)})
-	for j := range p {
-		want := 1 - 0.1*math.Copysign(1, float64(g[j]))
-		if d := math.Abs(float64(p[j]) - want); d > 1e-6 {
-			t.Errorf("first step of parameter %d with gradient %v: %v, want %v", j, g[j], p[j], want)
+	forEachPath(t, func(t *testing.T) {
+		g := []T{0.5, -0.25, 2, -3, 1, 0.125, -1, 4, -0.5, 3}
+		p := make([]T, len(g))
+		for j := range p {
+			p[j] = 1
 		}
-	}
+		m, v := make([]float64, len(p)), make([]float64, len(p))
+		Adam(p, g, m, v, AdamCoef{Beta1: 0.9, Beta2: 0.999, Eps: 1e-12, Keep: 1, StepSize: 0.1 / (1 - 0.9), SqrtBC2: math.Sqrt(1 - 0.999)})
+		for j := range p {
+			want := 1 - 0.1*math.Copysign(1, float64(g[j]))
+			if d := math.Abs(float64(p[j]) - want); d > 1e-6 {
+				t.Errorf("first step of parameter %d with gradient %v: %v, want %v", j, g[j], p[j], want)
+			}
+		}
+	})
 }

@@ -2,20 +2,7 @@
 
 #include "textflag.h"
 
-// Offsets of the constants in expConsts (exp.go), 32 bytes each.
-#define HI 0
-#define LO 32
-#define LOG2E 64
-#define LN2HI 96
-#define LN2LO 128
-#define P0 160
-#define P1 192
-#define P2 224
-#define P3 256
-#define P4 288
-#define P5 320
-#define ONE 352
-#define BIAS 384
+#include "exp_amd64.h"
 
 // func expShiftSumAVX2(y, x *float32, n int, shift float32, k *[13][8]float32) float32
 //

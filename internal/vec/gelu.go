@@ -21,7 +21,7 @@ const (
 const gradX2Max = 1e4
 
 // consts is what the assembly reads: each constant repeated across the
-// eight lanes of a register, in the order kernels_amd64.s names them.
+// eight lanes of an AVX2 register, in the order gelu_amd64.h names them.
 var consts = func() (k [21][8]float32) {
 	for i, v := range []float32{geluC, geluCA, limit, -limit, a13, a11, a9, a7, a5, a3, a1, b6, b4, b2, b0, 0.5, 1, 3 * geluCA, gradX2Max, math.Float32frombits(0x7fffffff), math.Float32frombits(0x80000000)} {
 		for j := range k[i] {
@@ -48,10 +48,10 @@ func Tanh(x float32) float32 {
 
 // GELU sets y[i] = GELU(x[i]); y and x have the same length.
 func GELU(y, x []float32) {
-	n := 0
-	if useAVX2 && len(x) >= 8 {
-		n = len(x) &^ 7
-		geluAVX2(&y[0], &x[0], n, &consts)
+	y = y[:len(x)] // the assembly writes len(x) elements
+	n := span32(len(x))
+	if n > 0 {
+		active.gelu(&y[0], &x[0], n, &consts)
 	}
 	for i := n; i < len(x); i++ {
 		v := x[i]
@@ -60,12 +60,13 @@ func GELU(y, x []float32) {
 }
 
 // GELUGrad sets dx[i] = dy[i] GELU'(x[i]), where
-// GELU'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) (c + 3 c a x^2), t = tanh(u).
+// GELU'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) (c + 3 c a x^2), t = tanh(u);
+// dx, x and dy have the same length.
 func GELUGrad(dx, x, dy []float32) {
-	n := 0
-	if useAVX2 && len(x) >= 8 {
-		n = len(x) &^ 7
-		geluGradAVX2(&dx[0], &x[0], &dy[0], n, &consts)
+	dx, dy = dx[:len(x)], dy[:len(x)] // the assembly takes len(x) of each
+	n := span32(len(x))
+	if n > 0 {
+		active.geluGrad(&dx[0], &x[0], &dy[0], n, &consts)
 	}
 	for i := n; i < len(x); i++ {
 		v := x[i]

@@ -32,55 +32,61 @@ func inputs(r *rand.Rand, n int) []float32 {
 	return x
 }
 
-// TestGELU compares both kernels with float64 GELU and its derivative. GELU
+// TestGELU compares each path with float64 GELU and its derivative. GELU
 // is within 1e-6 absolute plus 4e-6 relative, a few float32 roundings; the
 // derivative within 1e-5 |dy| plus 4e-6 relative, since near x = -4 it is
 // 1 + t and 1 - t^2 with t near -1, where float32's tanh has 4e-7 absolute
 // error and the x^3 slope multiplies it.
 func TestGELU(t *testing.T) {
-	defer func(v bool) { useAVX2 = v }(useAVX2)
-	r := rand.New(rand.NewPCG(3, 4))
-	for _, avx := range []bool{true, false} {
-		if avx && !useAVX2 {
-			t.Log("no AVX2 and FMA here: only the Go kernel is tested")
-			continue
-		}
-		useAVX2 = avx
-		for _, n := range []int{0, 1, 7, 8, 9, 16, 1001} {
-			x, dy := inputs(r, n), inputs(r, n)
-			for i := range dy {
-				dy[i] = min(max(dy[i], -10), 10)
-			}
-			y, dx := make([]float32, n), make([]float32, n)
-			GELU(y, x)
-			GELUGrad(dx, x, dy)
-			for i, v := range x {
-				want, wantGrad := geluRef(float64(v)), float64(dy[i])*geluGradRef(float64(v))
-				if d := math.Abs(float64(y[i]) - want); !(d <= 1e-6+4e-6*math.Abs(want)) {
-					t.Errorf("avx=%t n=%d: GELU(%v) = %v, want %v", avx, n, v, y[i], want)
+	forEachPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 4))
+		for _, n := range lengths {
+			for _, off := range offsets {
+				// The inputs at other offsets than the outputs.
+				x, _ := guarded[float32](n, (off+1)%4)
+				dy, _ := guarded[float32](n, (off+2)%4)
+				copy(x, inputs(r, n))
+				copy(dy, inputs(r, n))
+				for i := range dy {
+					dy[i] = min(max(dy[i], -10), 10)
 				}
-				if d := math.Abs(float64(dx[i]) - wantGrad); !(d <= 1e-5*math.Abs(float64(dy[i]))+4e-6*math.Abs(wantGrad)) {
-					t.Errorf("avx=%t n=%d: GELU'(%v) * %v = %v, want %v", avx, n, v, dy[i], dx[i], wantGrad)
+				y, checkY := guarded[float32](n, off)
+				dx, checkDX := guarded[float32](n, off)
+				GELU(y, x)
+				GELUGrad(dx, x, dy)
+				checkY(t)
+				checkDX(t)
+				for i, v := range x {
+					want, wantGrad := geluRef(float64(v)), float64(dy[i])*geluGradRef(float64(v))
+					if d := math.Abs(float64(y[i]) - want); !(d <= 1e-6+4e-6*math.Abs(want)) {
+						t.Errorf("n=%d: GELU(%v) = %v, want %v", n, v, y[i], want)
+					}
+					if d := math.Abs(float64(dx[i]) - wantGrad); !(d <= 1e-5*math.Abs(float64(dy[i]))+4e-6*math.Abs(wantGrad)) {
+						t.Errorf("n=%d: GELU'(%v) * %v = %v, want %v", n, v, dy[i], dx[i], wantGrad)
+					}
 				}
 			}
 		}
-	}
+	})
 }
 
-// TestGELUNaN: a NaN input gives NaN, not the clamped tanh's finite value.
+// TestGELUNaN: on each path, a NaN input gives NaN, not the clamped
+// tanh's finite value, in a full block and a partial one.
 func TestGELUNaN(t *testing.T) {
-	x := make([]float32, 9)
-	for i := range x {
-		x[i] = float32(math.NaN())
-	}
-	y, dx := make([]float32, 9), make([]float32, 9)
-	GELU(y, x)
-	GELUGrad(dx, x, x)
-	for i := range y {
-		if y[i] == y[i] || dx[i] == dx[i] {
-			t.Errorf("element %d: GELU(NaN) = %v, gradient %v, want NaN", i, y[i], dx[i])
+	forEachPath(t, func(t *testing.T) {
+		x := make([]float32, 25)
+		for i := range x {
+			x[i] = float32(math.NaN())
 		}
-	}
+		y, dx := make([]float32, len(x)), make([]float32, len(x))
+		GELU(y, x)
+		GELUGrad(dx, x, x)
+		for i := range y {
+			if y[i] == y[i] || dx[i] == dx[i] {
+				t.Errorf("element %d: GELU(NaN) = %v, gradient %v, want NaN", i, y[i], dx[i])
+			}
+		}
+	})
 }
 
 // TestTanh: within 7 float32 units in the last place of math.Tanh from -20
@@ -101,36 +107,5 @@ func TestTanh(t *testing.T) {
 	}
 	if Tanh(0) != 0 || Tanh(100) != 1 || Tanh(float32(math.Inf(-1))) != -1 {
 		t.Errorf("Tanh(0, 100, -Inf) = %v, %v, %v; want 0, 1, -1", Tanh(0), Tanh(100), Tanh(float32(math.Inf(-1))))
-	}
-}
-
-// BenchmarkGELU runs each kernel each way on the default model's
-// feed-forward activations (64 x 12 x 192).
-func BenchmarkGELU(b *testing.B) {
-	defer func(v bool) { useAVX2 = v }(useAVX2)
-	avx := useAVX2
-	n := 64 * 12 * 192
-	r := rand.New(rand.NewPCG(1, 2))
-	x, dy, out := inputs(r, n), inputs(r, n), make([]float32, n)
-	for _, k := range []struct {
-		name string
-		avx  bool
-	}{{"avx2", true}, {"go", false}} {
-		if k.avx && !avx {
-			continue
-		}
-		useAVX2 = k.avx
-		b.Run(k.name+"/forward", func(b *testing.B) {
-			for b.Loop() {
-				GELU(out, x)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/element")
-		})
-		b.Run(k.name+"/backward", func(b *testing.B) {
-			for b.Loop() {
-				GELUGrad(out, x, dy)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/element")
-		})
 	}
 }

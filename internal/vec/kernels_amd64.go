@@ -4,65 +4,126 @@ package vec
 
 import "golang.org/x/sys/cpu"
 
-var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// avx2 is the set of eight-lane kernels on ymm registers, with AVX2 and
+// FMA; they take whole registers only, and the Go loops do the last few
+// elements.
+var avx2 = &kernelSet{
+	name:   "AVX2+FMA assembly",
+	step32: 8, step64: 4,
+	gelu:        geluAVX2,
+	geluGrad:    geluGradAVX2,
+	relu32:      relu32AVX2,
+	relu64:      relu64AVX2,
+	expShiftSum: expShiftSumAVX2,
+	sum32:       sum32AVX2,
+	dot32:       dot32AVX2,
+	lin32:       lin32AVX2,
+	mulAdd32:    mulAdd32AVX2,
+	adam32:      adam32AVX2,
+	adam64:      adam64AVX2,
+}
 
-// geluAVX2 is GELU on the first n elements, n a positive multiple of 8.
-//
+// avx512 is the set of sixteen-lane kernels on zmm registers (eight
+// float64 lanes); they take any n >= 1, the last block under a mask, and
+// use AVX512F instructions and AVX512VL's masked ymm store (Adam's eight
+// float32).
+var avx512 = &kernelSet{
+	name:   "AVX-512 assembly",
+	step32: 1, step64: 1,
+	gelu:        geluAVX512,
+	geluGrad:    geluGradAVX512,
+	relu32:      relu32AVX512,
+	relu64:      relu64AVX512,
+	expShiftSum: expShiftSumAVX512,
+	sum32:       sum32AVX512,
+	dot32:       dot32AVX512,
+	lin32:       lin32AVX512,
+	mulAdd32:    mulAdd32AVX512,
+	adam32:      adam32AVX512,
+	adam64:      adam64AVX512,
+}
+
+// kernelSets lists the sets this CPU can run, the fastest first; the
+// exported functions run the first, tests and benchmarks each of them.
+// x/sys/cpu reports AVX-512 only when the operating system also saves the
+// zmm and mask registers.
+func kernelSets() []*kernelSet {
+	var sets []*kernelSet
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
+		sets = append(sets, avx512)
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		sets = append(sets, avx2)
+	}
+	return sets
+}
+
+// The kernels, as kernelSet documents them; the AVX2 ones take n a
+// positive multiple of 8 (4 for relu64AVX2 and Adam), the AVX-512 ones any
+// n >= 1.
+
 //go:noescape
 func geluAVX2(y, x *float32, n int, k *[21][8]float32)
 
-// geluGradAVX2 is GELUGrad on the first n elements, n a positive multiple
-// of 8.
-//
 //go:noescape
 func geluGradAVX2(dx, x, dy *float32, n int, k *[21][8]float32)
 
-// relu32 sets y = max(x, 0) on n float32, n a positive multiple of 8, or with
-// dy non-nil, y = dy where x > 0 and 0 elsewhere.
-//
 //go:noescape
-func relu32(y, x, dy *float32, n int)
+func relu32AVX2(y, x, dy *float32, n int)
 
-// relu64 is relu32 for float64, n a positive multiple of 4.
-//
 //go:noescape
-func relu64(y, x, dy *float64, n int)
+func relu64AVX2(y, x, dy *float64, n int)
 
-// expShiftSumAVX2 is ExpShiftSum on the first n elements, n a positive
-// multiple of 8.
-//
 //go:noescape
 func expShiftSumAVX2(y, x *float32, n int, shift float32, k *[13][8]float32) float32
 
-// sum32 returns the sum of n float32, n a positive multiple of 8.
-//
 //go:noescape
-func sum32(x *float32, n int) float32
+func sum32AVX2(x *float32, n int) float32
 
-// dot32 returns the dot product of n float32, n a positive multiple of 8.
-//
 //go:noescape
-func dot32(x, y *float32, n int) float32
+func dot32AVX2(x, y *float32, n int) float32
 
-// lin32 sets y = a x1 + b x2 + c on n float32, n a positive multiple of 8.
-//
 //go:noescape
-func lin32(y, x1, x2 *float32, n int, a, b, c float32)
+func lin32AVX2(y, x1, x2 *float32, n int, a, b, c float32)
 
-// mulAdd32 sets y = p q + r, or p q with r nil, on n float32, n a positive
-// multiple of 8.
-//
 //go:noescape
-func mulAdd32(y, p, q, r *float32, n int)
+func mulAdd32AVX2(y, p, q, r *float32, n int)
 
-// adam32 is Adam on the first n float32 parameters, n a positive multiple
-// of 4; k holds beta1, 1-beta1, beta2, 1-beta2, StepSize, SqrtBC2, Eps and
-// Keep.
-//
 //go:noescape
-func adam32(p, grad *float32, m, v *float64, n int, k *[8]float64)
+func adam32AVX2(p, grad *float32, m, v *float64, n int, k *[8]float64)
 
-// adam64 is adam32 for float64 parameters.
-//
 //go:noescape
-func adam64(p, grad *float64, m, v *float64, n int, k *[8]float64)
+func adam64AVX2(p, grad *float64, m, v *float64, n int, k *[8]float64)
+
+//go:noescape
+func geluAVX512(y, x *float32, n int, k *[21][8]float32)
+
+//go:noescape
+func geluGradAVX512(dx, x, dy *float32, n int, k *[21][8]float32)
+
+//go:noescape
+func relu32AVX512(y, x, dy *float32, n int)
+
+//go:noescape
+func relu64AVX512(y, x, dy *float64, n int)
+
+//go:noescape
+func expShiftSumAVX512(y, x *float32, n int, shift float32, k *[13][8]float32) float32
+
+//go:noescape
+func sum32AVX512(x *float32, n int) float32
+
+//go:noescape
+func dot32AVX512(x, y *float32, n int) float32
+
+//go:noescape
+func lin32AVX512(y, x1, x2 *float32, n int, a, b, c float32)
+
+//go:noescape
+func mulAdd32AVX512(y, p, q, r *float32, n int)
+
+//go:noescape
+func adam32AVX512(p, grad *float32, m, v *float64, n int, k *[8]float64)
+
+//go:noescape
+func adam64AVX512(p, grad *float64, m, v *float64, n int, k *[8]float64)

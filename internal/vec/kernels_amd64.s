@@ -2,28 +2,7 @@
 
 #include "textflag.h"
 
-// Offsets of the constants in consts (gelu.go), 32 bytes each.
-#define C 0
-#define CA 32
-#define LIM 64
-#define NLIM 96
-#define A13 128
-#define A11 160
-#define A9 192
-#define A7 224
-#define A5 256
-#define A3 288
-#define A1 320
-#define B6 352
-#define B4 384
-#define B2 416
-#define B0 448
-#define HALF 480
-#define ONE 512
-#define CA3 544
-#define X2MAX 576
-#define ABS 608
-#define SIGN 640
+#include "gelu_amd64.h"
 
 // TANH sets Y4 = tanh(u), u = x (c + c a x^2), from x in Y0 and x^2 in Y1,
 // using Y2, Y3 and Y5. The rational is evaluated on u clamped to ±limit, and
@@ -112,11 +91,11 @@ grad_loop:
 	VZEROUPPER
 	RET
 
-// func relu32(y, x, dy *float32, n int)
+// func relu32AVX2(y, x, dy *float32, n int)
 // Forward: VMAXPS takes its second source (x) when either is NaN, so NaN
 // passes through. Gradient: the mask x > 0 (VCMPPS $0x1E, false for NaN)
 // selects dy.
-TEXT ·relu32(SB), NOSPLIT, $0-32
+TEXT ·relu32AVX2(SB), NOSPLIT, $0-32
 	MOVQ y+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ dy+16(FP), DX
@@ -150,11 +129,11 @@ relu32_grad:
 	VZEROUPPER
 	RET
 
-// func relu64(y, x, dy *float64, n int)
+// func relu64AVX2(y, x, dy *float64, n int)
 // Forward: VMAXPD takes its second source (x) when either is NaN, so NaN
 // passes through. Gradient: the mask x > 0 (VCMPPD $0x1E, false for NaN)
 // selects dy.
-TEXT ·relu64(SB), NOSPLIT, $0-32
+TEXT ·relu64AVX2(SB), NOSPLIT, $0-32
 	MOVQ y+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ dy+16(FP), DX

@@ -1,23 +1,20 @@
 package vec
 
-// ReLU sets y[i] = max(x[i], 0); a NaN stays NaN.
+// ReLU sets y[i] = max(x[i], 0); a NaN stays NaN. y and x have the same
+// length.
 func ReLU[T float32 | float64](y, x []T) {
-	n := 0
-	if useAVX2 {
-		n = reluAVX2(y, x, nil)
-	}
+	y = y[:len(x)] // the assembly writes len(x) elements
+	n := reluAsm(y, x, nil)
 	for i := n; i < len(x); i++ {
 		y[i] = max(x[i], 0)
 	}
 }
 
 // ReLUGrad sets dx[i] = dy[i] where x[i] > 0, and 0 elsewhere (0 and NaN
-// included), as PyTorch's.
+// included), as PyTorch's. dx, x and dy have the same length.
 func ReLUGrad[T float32 | float64](dx, x, dy []T) {
-	n := 0
-	if useAVX2 {
-		n = reluAVX2(dx, x, dy)
-	}
+	dx, dy = dx[:len(x)], dy[:len(x)] // the assembly takes len(x) of each
+	n := reluAsm(dx, x, dy)
 	for i := n; i < len(x); i++ {
 		if x[i] > 0 {
 			dx[i] = dy[i]
@@ -27,30 +24,30 @@ func ReLUGrad[T float32 | float64](dx, x, dy []T) {
 	}
 }
 
-// reluAVX2 runs the assembly kernel for T on the longest prefix it takes
-// (whole registers: 8 float32 or 4 float64) and returns its length; with dy
-// it is the gradient.
-func reluAVX2[T float32 | float64](y, x, dy []T) int {
+// reluAsm runs the active assembly kernel for T on the longest prefix of
+// y, x and dy (nil or as long) it takes and returns its length, 0 without
+// assembly; with dy it is the gradient.
+func reluAsm[T float32 | float64](y, x, dy []T) int {
 	switch y := any(y).(type) {
 	case []float32:
-		n := len(y) &^ 7
+		n := span32(len(x))
 		if n > 0 {
 			x := any(x).([]float32)
 			if dy == nil {
-				relu32(&y[0], &x[0], nil, n)
+				active.relu32(&y[0], &x[0], nil, n)
 			} else {
-				relu32(&y[0], &x[0], &any(dy).([]float32)[0], n)
+				active.relu32(&y[0], &x[0], &any(dy).([]float32)[0], n)
 			}
 		}
 		return n
 	case []float64:
-		n := len(y) &^ 3
+		n := span64(len(x))
 		if n > 0 {
 			x := any(x).([]float64)
 			if dy == nil {
-				relu64(&y[0], &x[0], nil, n)
+				active.relu64(&y[0], &x[0], nil, n)
 			} else {
-				relu64(&y[0], &x[0], &any(dy).([]float64)[0], n)
+				active.relu64(&y[0], &x[0], &any(dy).([]float64)[0], n)
 			}
 		}
 		return n

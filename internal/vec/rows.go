@@ -2,19 +2,23 @@ package vec
 
 // Row operations for layer norm and the softmax gradient: sums, dot
 // products and elementwise combinations of short rows. float32 rows run on
-// AVX2 (whole registers of 8; the rest in Go); float64 rows and machines
-// without AVX2 run the Go loops, whose sums are split four ways so that the
-// additions overlap.
+// the active assembly (AVX-512 whole rows, AVX2 whole registers of 8 and
+// the rest in Go); float64 rows and machines without AVX2 run the Go loops,
+// whose sums are split four ways so that the additions overlap.
 
 // Sum returns the sum of x.
 func Sum[T float32 | float64](x []T) T {
 	var s T
 	n := 0
-	if x32, ok := any(x).([]float32); ok && useAVX2 && len(x) >= 8 {
-		n = len(x) &^ 7
-		s = T(sum32(&x32[0], n))
+	if x32, ok := any(x).([]float32); ok {
+		if n = span32(len(x)); n > 0 {
+			s = T(active.sum32(&x32[0], n))
+		}
 	}
-	return s + sum4(x[n:])
+	if n < len(x) {
+		s += sum4(x[n:])
+	}
+	return s
 }
 
 // Dot returns the dot product of x and y, which have the same length.
@@ -22,11 +26,15 @@ func Dot[T float32 | float64](x, y []T) T {
 	y = y[:len(x)]
 	var s T
 	n := 0
-	if x32, ok := any(x).([]float32); ok && useAVX2 && len(x) >= 8 {
-		n = len(x) &^ 7
-		s = T(dot32(&x32[0], &any(y).([]float32)[0], n))
+	if x32, ok := any(x).([]float32); ok {
+		if n = span32(len(x)); n > 0 {
+			s = T(active.dot32(&x32[0], &any(y).([]float32)[0], n))
+		}
 	}
-	return s + dot4(x[n:], y[n:])
+	if n < len(x) {
+		s += dot4(x[n:], y[n:])
+	}
+	return s
 }
 
 // Lin sets y[i] = a x1[i] + b x2[i] + c; y, x1 and x2 have the same length
@@ -34,9 +42,10 @@ func Dot[T float32 | float64](x, y []T) T {
 func Lin[T float32 | float64](y, x1, x2 []T, a, b, c T) {
 	x1, x2 = x1[:len(y)], x2[:len(y)]
 	n := 0
-	if y32, ok := any(y).([]float32); ok && useAVX2 && len(y) >= 8 {
-		n = len(y) &^ 7
-		lin32(&y32[0], &any(x1).([]float32)[0], &any(x2).([]float32)[0], n, float32(a), float32(b), float32(c))
+	if y32, ok := any(y).([]float32); ok {
+		if n = span32(len(y)); n > 0 {
+			active.lin32(&y32[0], &any(x1).([]float32)[0], &any(x2).([]float32)[0], n, float32(a), float32(b), float32(c))
+		}
 	}
 	for i := n; i < len(y); i++ {
 		y[i] = a*x1[i] + b*x2[i] + c
@@ -47,14 +56,18 @@ func Lin[T float32 | float64](y, x1, x2 []T, a, b, c T) {
 // y's length and y may be any of them.
 func MulAdd[T float32 | float64](y, p, q, r []T) {
 	p, q = p[:len(y)], q[:len(y)]
+	if r != nil {
+		r = r[:len(y)]
+	}
 	n := 0
-	if y32, ok := any(y).([]float32); ok && useAVX2 && len(y) >= 8 {
-		n = len(y) &^ 7
-		var r0 *float32
-		if r != nil {
-			r0 = &any(r).([]float32)[0]
+	if y32, ok := any(y).([]float32); ok {
+		if n = span32(len(y)); n > 0 {
+			var r0 *float32
+			if r != nil {
+				r0 = &any(r).([]float32)[0]
+			}
+			active.mulAdd32(&y32[0], &any(p).([]float32)[0], &any(q).([]float32)[0], r0, n)
 		}
-		mulAdd32(&y32[0], &any(p).([]float32)[0], &any(q).([]float32)[0], r0, n)
 	}
 	for i := n; i < len(y); i++ {
 		if r != nil {
@@ -94,13 +107,4 @@ func dot4[T float32 | float64](x, y []T) T {
 		s0 += x[i] * y[i]
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// Kernels names the kernels this machine runs: "AVX2+FMA assembly", or
-// "portable Go" on other CPUs and architectures and with the purego tag.
-func Kernels() string {
-	if useAVX2 {
-		return "AVX2+FMA assembly"
-	}
-	return "portable Go"
 }

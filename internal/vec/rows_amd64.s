@@ -9,9 +9,9 @@
 	VHADDPS X0, X0, X0 \
 	VHADDPS X0, X0, X0
 
-// func sum32(x *float32, n int) float32
+// func sum32AVX2(x *float32, n int) float32
 // Two accumulators when n allows, so that consecutive additions overlap.
-TEXT ·sum32(SB), NOSPLIT, $0-20
+TEXT ·sum32AVX2(SB), NOSPLIT, $0-20
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	SHRQ $3, CX
@@ -35,8 +35,8 @@ sum_done:
 	MOVSS X0, ret+16(FP)
 	RET
 
-// func dot32(x, y *float32, n int) float32
-TEXT ·dot32(SB), NOSPLIT, $0-28
+// func dot32AVX2(x, y *float32, n int) float32
+TEXT ·dot32AVX2(SB), NOSPLIT, $0-28
 	MOVQ x+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ n+16(FP), CX
@@ -65,8 +65,8 @@ dot_done:
 	MOVSS X0, ret+24(FP)
 	RET
 
-// func lin32(y, x1, x2 *float32, n int, a, b, c float32)
-TEXT ·lin32(SB), NOSPLIT, $0-44
+// func lin32AVX2(y, x1, x2 *float32, n int, a, b, c float32)
+TEXT ·lin32AVX2(SB), NOSPLIT, $0-44
 	MOVQ y+0(FP), DI
 	MOVQ x1+8(FP), SI
 	MOVQ x2+16(FP), DX
@@ -89,8 +89,8 @@ lin_loop:
 	VZEROUPPER
 	RET
 
-// func mulAdd32(y, p, q, r *float32, n int)
-TEXT ·mulAdd32(SB), NOSPLIT, $0-40
+// func mulAdd32AVX2(y, p, q, r *float32, n int)
+TEXT ·mulAdd32AVX2(SB), NOSPLIT, $0-40
 	MOVQ y+0(FP), DI
 	MOVQ p+8(FP), SI
 	MOVQ q+16(FP), DX

@@ -1,0 +1,71 @@
+package vec
+
+// kernelSet is one family of assembly kernels. The exported functions run
+// the active set's kernel on the longest prefix it takes and the Go loop on
+// the rest; they pass it n >= 1 elements.
+type kernelSet struct {
+	name string // as Kernels reports it
+	// step32 and step64: the kernels take a multiple of step32 float32 or
+	// step64 float64 elements (Adam's moments are float64, so its step is
+	// step64 whatever the parameters' type): a register's lanes on AVX2,
+	// 1 on AVX-512, whose kernels mask their last block.
+	step32, step64 int
+
+	// gelu is GELU and geluGrad GELUGrad, reading consts.
+	gelu     func(y, x *float32, n int, k *[21][8]float32)
+	geluGrad func(dx, x, dy *float32, n int, k *[21][8]float32)
+	// relu32 sets y = max(x, 0), or with dy non-nil, y = dy where x > 0
+	// and 0 elsewhere; relu64 is the same for float64.
+	relu32 func(y, x, dy *float32, n int)
+	relu64 func(y, x, dy *float64, n int)
+	// expShiftSum is ExpShiftSum, reading expConsts.
+	expShiftSum func(y, x *float32, n int, shift float32, k *[13][8]float32) float32
+	// sum32 and dot32 are Sum and Dot, lin32 Lin and mulAdd32 MulAdd (r
+	// may be nil), for float32.
+	sum32    func(x *float32, n int) float32
+	dot32    func(x, y *float32, n int) float32
+	lin32    func(y, x1, x2 *float32, n int, a, b, c float32)
+	mulAdd32 func(y, p, q, r *float32, n int)
+	// adam32 and adam64 are Adam for float32 and float64 parameters; k
+	// holds beta1, 1-beta1, beta2, 1-beta2, StepSize, SqrtBC2, Eps and
+	// Keep.
+	adam32 func(p, grad *float32, m, v *float64, n int, k *[8]float64)
+	adam64 func(p, grad *float64, m, v *float64, n int, k *[8]float64)
+}
+
+// active is the kernel set the exported functions run: the first of
+// kernelSets, the fastest this CPU has; nil where there is none (other
+// CPUs and architectures, the purego tag), and in the tests of that path,
+// which also make it each set the machine can run.
+var active = func() *kernelSet {
+	if sets := kernelSets(); len(sets) > 0 {
+		return sets[0]
+	}
+	return nil
+}()
+
+// span32 and span64 return how many of n float32 or float64 elements the
+// active kernels take; the Go loops do the rest.
+func span32(n int) int {
+	if active == nil {
+		return 0
+	}
+	return n - n%active.step32
+}
+
+func span64(n int) int {
+	if active == nil {
+		return 0
+	}
+	return n - n%active.step64
+}
+
+// Kernels names the kernels this machine runs: "AVX-512 assembly",
+// "AVX2+FMA assembly", or "portable Go" on other CPUs and architectures and
+// with the purego tag.
+func Kernels() string {
+	if active != nil {
+		return active.name
+	}
+	return "portable Go"
+}

@@ -1,0 +1,184 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+#include "avx512_amd64.h"
+
+// HSUM512 leaves the sum of Z0's sixteen lanes in X0's lowest: halves
+// added down to four lanes, then two horizontal additions.
+#define HSUM512 \
+	VEXTRACTF64X4 $1, Z0, Y1 \
+	VADDPS Y1, Y0, Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS X1, X0, X0 \
+	VHADDPS X0, X0, X0 \
+	VHADDPS X0, X0, X0
+
+// func sum32AVX512(x *float32, n int) float32
+// Two accumulators, Z0 and Z2, over pairs of full blocks so that
+// consecutive additions overlap; the last one or two blocks (the last
+// maybe partial, its masked-off lanes loaded as 0) go to Z0.
+TEXT ·sum32AVX512(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+	ALL_LANES
+	CMPQ BX, $32
+	JB sum_loop
+
+sum_pairs:
+	VADDPS (SI), Z0, Z0
+	VADDPS 64(SI), Z2, Z2
+	ADDQ $128, SI
+	SUBQ $32, BX
+	CMPQ BX, $32
+	JAE sum_pairs
+	TESTQ BX, BX
+	JZ sum_done
+
+sum_loop:
+	CMPQ BX, $16
+	JAE sum_block
+	LAST_BLOCK
+
+sum_block:
+	VMOVUPS.Z (SI), K1, Z1
+	VADDPS Z1, Z0, Z0
+	ADDQ $64, SI
+	SUBQ $16, BX
+	JHI sum_loop
+
+sum_done:
+	VADDPS Z2, Z0, Z0
+	HSUM512
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
+// func dot32AVX512(x, y *float32, n int) float32
+// sum32AVX512's loops with a fused multiply-add of x and y.
+TEXT ·dot32AVX512(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+	ALL_LANES
+	CMPQ BX, $32
+	JB dot_loop
+
+dot_pairs:
+	VMOVUPS (SI), Z1
+	VFMADD231PS (DI), Z1, Z0
+	VMOVUPS 64(SI), Z3
+	VFMADD231PS 64(DI), Z3, Z2
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, BX
+	CMPQ BX, $32
+	JAE dot_pairs
+	TESTQ BX, BX
+	JZ dot_done
+
+dot_loop:
+	CMPQ BX, $16
+	JAE dot_block
+	LAST_BLOCK
+
+dot_block:
+	VMOVUPS.Z (SI), K1, Z1
+	VMOVUPS.Z (DI), K1, Z3
+	VFMADD231PS Z3, Z1, Z0
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI dot_loop
+
+dot_done:
+	VADDPS Z2, Z0, Z0
+	HSUM512
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func lin32AVX512(y, x1, x2 *float32, n int, a, b, c float32)
+// Z5, Z6 and Z7 hold a, b and c; the operations are lin32AVX2's.
+TEXT ·lin32AVX512(SB), NOSPLIT, $0-44
+	MOVQ y+0(FP), DI
+	MOVQ x1+8(FP), SI
+	MOVQ x2+16(FP), DX
+	MOVQ n+24(FP), BX
+	VBROADCASTSS a+32(FP), Z5
+	VBROADCASTSS b+36(FP), Z6
+	VBROADCASTSS c+40(FP), Z7
+	ALL_LANES
+
+lin_loop:
+	CMPQ BX, $16
+	JAE lin_block
+	LAST_BLOCK
+
+lin_block:
+	VMOVUPS.Z (DX), K1, Z0
+	VMOVUPS.Z (SI), K1, Z1
+	VFMADD213PS Z7, Z6, Z0     // b x2 + c
+	VFMADD231PS Z1, Z5, Z0     // + a x1
+	VMOVUPS Z0, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI lin_loop
+	VZEROUPPER
+	RET
+
+// func mulAdd32AVX512(y, p, q, r *float32, n int)
+// Z0, Z2 and Z1 hold p, q and r; the operations are mulAdd32AVX2's.
+TEXT ·mulAdd32AVX512(SB), NOSPLIT, $0-40
+	MOVQ y+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ q+16(FP), DX
+	MOVQ r+24(FP), R8
+	MOVQ n+32(FP), BX
+	ALL_LANES
+	TESTQ R8, R8
+	JZ mul_loop
+
+muladd_loop:
+	CMPQ BX, $16
+	JAE muladd_block
+	LAST_BLOCK
+
+muladd_block:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z2
+	VMOVUPS.Z (R8), K1, Z1
+	VFMADD231PS Z2, Z0, Z1     // p q + r
+	VMOVUPS Z1, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, R8
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI muladd_loop
+	VZEROUPPER
+	RET
+
+mul_loop:
+	CMPQ BX, $16
+	JAE mul_block
+	LAST_BLOCK
+
+mul_block:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z2
+	VMULPS Z2, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI mul_loop
+	VZEROUPPER
+	RET
