@@ -174,7 +174,7 @@ func rowShare[T float32 | float64](t []T) float64 {
 }
 
 // expRow writes e_j = exp(z_j - m), m the row's max, and returns m and the
-// sum of the e_j: float32 rows on internal/vec's eight-lane exponential,
+// sum of the e_j: float32 rows on internal/vec's vector exponential,
 // float64 rows with math.Exp. A NaN in the row is its max, and makes every
 // e_j NaN.
 func expRow[T float32 | float64](z, e []T) (m T, sum float64) {

@@ -53,7 +53,7 @@
 //     where it lies in the (B, S, D) tensors, rows D apart, without
 //     gathering it;
 //   - float32 elementwise work (GELU, ReLU, softmax's exponentials, layer
-//     norm's rows) on internal/vec's eight-lane kernels.
+//     norm's rows) on internal/vec's vector kernels (AVX-512, or AVX2).
 //
 // Each is tested against plain-loop references and finite differences in
 // float64, and runs in float32 too. Without AVX2 and FMA (other CPUs and
