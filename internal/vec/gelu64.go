@@ -80,13 +80,15 @@ func gelu64(y, x, dy []float64) {
 		}
 		gelu64Kernel(active)(&y[0], &x[0], dy0, n, &gelu64Consts)
 	}
+	// float64(p) rounds the product p before it is added or subtracted, as
+	// the assembly does: Go fuses the two with GOAMD64=v3 and on arm64.
 	for i := n; i < len(x); i++ {
 		v := x[i]
-		t := math.Tanh(geluC * (v + geluA*v*v*v))
+		t := math.Tanh(geluC * (v + float64(geluA*v*v*v)))
 		if dy == nil {
 			y[i] = 0.5 * v * (1 + t)
 		} else {
-			y[i] = dy[i] * (0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*geluA*v*v))
+			y[i] = dy[i] * (float64(0.5*(1+t)) + float64(0.5*v*(1-float64(t*t))*geluC*(1+float64(3*geluA*v*v))))
 		}
 	}
 }
