@@ -36,6 +36,7 @@ const (
 // names them.
 type gelu64Table [27][4]float64
 
+// gelu64Consts is the one gelu64Table, for every call.
 var gelu64Consts = func() (k gelu64Table) {
 	for i, v := range []float64{
 		geluC, geluA, 0.5, 1, 2, 3 * geluA,
@@ -53,19 +54,19 @@ var gelu64Consts = func() (k gelu64Table) {
 // GELU64 sets y[i] = 0.5 x (1 + tanh(c (x + a x^3))), x = x[i], the float64
 // GELU of graph's activations: c = sqrt(2/pi), a = 0.044715. One element at
 // a time with math.Tanh it took two fifths of a float64 training step. The
-// assembly rounds each operation as Go evaluates this expression and
-// math.Tanh on amd64 (no fused multiply-adds where Go has none), so every
-// path gives the Go loop's results bit for bit in a default amd64 build,
-// and float64 models still match PyTorch and their finite differences.
-// Like the formula, it gives 0 for large negative x and NaN for -Inf and
-// NaN. y and x have the same length.
+// assembly rounds each operation as Go rounds the formula (each product
+// before it is added) and as math.Tanh and math.Exp do on amd64, so every
+// path gives the bits of the formula with math.Tanh, which float64 models
+// are checked with against PyTorch and finite differences. Like the
+// formula, it gives x for large positive x, -0 for large negative x, and
+// NaN for -Inf and NaN. y and x have the same length.
 func GELU64(y, x []float64) { gelu64(y, x, nil) }
 
 // GELUGrad64 sets dx[i] = dy[i] (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)),
 // t = tanh(c (x + a x^3)), x = x[i]: GELU64's derivative times dy, rounded
 // as GELU64 is, so that gradient checks see the same function as the
-// forward pass. As in the formula, |x| above 1.3e154 (x^2 overflows, times
-// 1 - t^2 = 0) and ±Inf give NaN. dx, x and dy have the same length.
+// forward pass. As in the formula, |x| above 3.66e154 (3 a x^2 overflows,
+// times 1 - t^2 = 0) and ±Inf give NaN. dx, x and dy have the same length.
 func GELUGrad64(dx, x, dy []float64) { gelu64(dx, x, dy[:len(x)]) }
 
 // gelu64 is GELU64 with dy nil, GELUGrad64 otherwise: the active assembly

@@ -2,8 +2,8 @@
 
 package vec
 
-// gelu64Kernel returns set's float64 GELU kernel, as kernelSet's fields
-// would hold it (kernels.go is not this file's to change).
+// gelu64Kernel returns set's float64 GELU kernel: a kernelSet field, once
+// kernels.go can take one.
 func gelu64Kernel(set *kernelSet) func(y, x, dy *float64, n int, k *gelu64Table) {
 	if set == avx512 {
 		return gelu64AVX512

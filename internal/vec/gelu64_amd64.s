@@ -10,9 +10,10 @@
 // gelu64.go), so a fused multiply-add appears only where math.Exp's
 // assembly has one. Both branches of tanh are computed in every lane and
 // share one division: the small branch's u s P(s) / Q(s), or the large
-// one's 2 / (exp(2|u|) + 1), chosen by mask. The large branch's garbage in
-// lanes with |u| > tanhSat (2^m overflows there) is replaced by ±1 and in
-// NaN lanes by the small branch's NaN.
+// one's 2 / (exp(2|u|) + 1), chosen by mask. The large branch is wrong
+// where |u| > tanhSat (2^m's bias and shift wrap around beyond 2^1023, and
+// u = ±Inf gives NaN); those lanes take ±1, as in math.Tanh. NaN lanes are
+// not large and keep the small branch's NaN.
 //
 // Registers: DI y, SI x, DX dy (nil: GELU), CX blocks left, R9 k; Y0 x,
 // Y1 u, Y2 |u|, Y3 s = u^2, Y4 Q(s), the division's denominator, then t,

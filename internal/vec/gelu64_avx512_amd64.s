@@ -12,6 +12,9 @@
 // constants are broadcast from memory operands as AVX2 reads them whole,
 // 1 is kept in Z16; 2^m is VSCALEFPD's exact scaling instead of the bias
 // and shift, and the masks are K2 (large branch) and K3 (saturated).
+// VSCALEFPD overflows to +Inf, and gives +Inf for NaN times 2^+Inf, so
+// that t would be ±1 beyond tanhSat without K3 too (the tests cannot tell
+// the two apart); K3 keeps the kernel from leaning on those rules.
 //
 // Registers: DI y, SI x, DX dy (nil: GELU), BX elements left, R9 k; Z0 x,
 // Z1 u, Z2 |u|, Z3 s = u^2, Z4 Q(s), the division's denominator, then t,
