@@ -40,16 +40,32 @@ func ulps64(got, want float64) float64 {
 		}
 		return math.Inf(1)
 	}
-	// The bits of a negative float64, sign bit set, count up as it moves
-	// away from 0; mapped to minus its magnitude, the order is the floats'.
-	ordered := func(v float64) float64 {
-		b := math.Float64bits(v)
-		if b>>63 == 1 {
-			return -float64(b &^ (1 << 63))
-		}
-		return float64(b)
+	// Without the sign bit, a float64's bits count the values from 0 to
+	// it; across 0 the counts add.
+	g, w := math.Float64bits(got), math.Float64bits(want)
+	mg, mw := g&^(1<<63), w&^(1<<63)
+	switch {
+	case mg == 0 && mw == 0:
+		return 0
+	case g>>63 != w>>63:
+		return float64(mg + mw)
+	case mg > mw:
+		return float64(mg - mw)
 	}
-	return math.Abs(ordered(got) - ordered(want))
+	return float64(mw - mg)
+}
+
+// TestULPs64: ulps64 counts adjacent values, across 0 and to Inf, as 1.
+func TestULPs64(t *testing.T) {
+	for _, c := range []struct{ got, want, ulps float64 }{
+		{1, math.Nextafter(1, 2), 1}, {-1, math.Nextafter(-1, -2), 1}, {3, 3, 0},
+		{0, math.Copysign(0, -1), 0}, {5e-324, -5e-324, 2}, {math.MaxFloat64, math.Inf(1), 1},
+		{math.NaN(), math.NaN(), 0}, {math.NaN(), 1, math.Inf(1)},
+	} {
+		if got := ulps64(c.got, c.want); got != c.ulps {
+			t.Errorf("ulps64(%v, %v) = %v, want %v", c.got, c.want, got, c.ulps)
+		}
+	}
 }
 
 // geluU is the tanh's argument, c (x + a x^3), as the formula rounds it.
