@@ -15,10 +15,12 @@
 // u = ±Inf gives NaN); those lanes take ±1, as in math.Tanh. NaN lanes are
 // not large and keep the small branch's NaN.
 //
-// Registers: DI y, SI x, DX dy (nil: GELU), CX blocks left, R9 k; Y0 x,
-// Y1 u, Y2 |u|, Y3 s = u^2, Y4 Q(s), the division's denominator, then t,
-// Y5 the numerator, Y6 exp's r and result, Y7 m and 2^m, then the large
-// branch's mask, Y8 exp's polynomial and scratch.
+// Registers: DI y, SI x, DX dy (nil: GELU), CX blocks left, R9 k; Y0 x;
+// Y1 u; Y2 |u|, then 0.5 x and the result; Y3 s = u^2, then 1 + 3a x^2;
+// Y4 Q(s), the division's denominator, then t and 1 - t^2; Y5 the
+// numerator, the quotient, the large branch's t, then 1 + t; Y6 exp's r
+// and result, then 1; Y7 m and 2^m, then the large branch's mask; Y8 exp's
+// polynomial, then the saturation mask and u's sign.
 TEXT ·gelu64AVX2(SB), NOSPLIT, $0-40
 	MOVQ y+0(FP), DI
 	MOVQ x+8(FP), SI

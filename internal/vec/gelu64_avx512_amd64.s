@@ -16,10 +16,11 @@
 // that t would be ±1 beyond tanhSat without K3 too (the tests cannot tell
 // the two apart); K3 keeps the kernel from leaning on those rules.
 //
-// Registers: DI y, SI x, DX dy (nil: GELU), BX elements left, R9 k; Z0 x,
-// Z1 u, Z2 |u|, Z3 s = u^2, Z4 Q(s), the division's denominator, then t,
-// Z5 the numerator, Z6 exp's r and result, Z7 m, Z8 exp's polynomial and
-// scratch.
+// Registers: DI y, SI x, DX dy (nil: GELU), BX elements left, R9 k; Z0 x;
+// Z1 u; Z2 |u|, then 0.5 x and the result; Z3 s = u^2, then 1 + 3a x^2
+// and dy; Z4 Q(s), the division's denominator, then t and 1 - t^2; Z5 the
+// numerator, the quotient, the large branch's t, then 1 + t; Z6 exp's r
+// and result; Z7 m; Z8 exp's polynomial, then u's sign.
 TEXT ·gelu64AVX512(SB), NOSPLIT, $0-40
 	MOVQ y+0(FP), DI
 	MOVQ x+8(FP), SI
