@@ -153,7 +153,7 @@ func checkGELU64(t *testing.T, x, dy, y, dx []float64) (worstY, worstDX float64)
 
 // TestGELU64 runs each path on every length to 40 and longer rows, at
 // several offsets, with inputs at other offsets than the outputs and
-// canaries around the outputs, edges among the inputs and edges (0, Inf,
+// canaries around the outputs, edges among the inputs and edges (0, -Inf,
 // NaN, 1e300) among the dy.
 func TestGELU64(t *testing.T) {
 	var ns []int
