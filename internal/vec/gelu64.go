@@ -79,7 +79,7 @@ func gelu64(y, x, dy []float64) {
 		if dy != nil {
 			dy0 = &dy[0]
 		}
-		gelu64Kernel(active)(&y[0], &x[0], dy0, n, &gelu64Consts)
+		active.gelu64(&y[0], &x[0], dy0, n, &gelu64Consts)
 	}
 	// float64(p) rounds the product p before it is added or subtracted, as
 	// the assembly does: Go fuses the two with GOAMD64=v3 and on arm64.

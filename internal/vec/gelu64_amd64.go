@@ -2,15 +2,6 @@
 
 package vec
 
-// gelu64Kernel returns set's float64 GELU kernel: a kernelSet field, once
-// kernels.go can take one.
-func gelu64Kernel(set *kernelSet) func(y, x, dy *float64, n int, k *gelu64Table) {
-	if set == avx512 {
-		return gelu64AVX512
-	}
-	return gelu64AVX2
-}
-
 // gelu64AVX2 and gelu64AVX512 set y to GELU64 of x, or with dy non-nil to
 // GELUGrad64, reading gelu64Consts; gelu64AVX2 takes n a positive multiple
 // of 4, gelu64AVX512 any n >= 1.

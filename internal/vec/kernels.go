@@ -14,6 +14,9 @@ type kernelSet struct {
 	// gelu is GELU and geluGrad GELUGrad, reading consts.
 	gelu     func(y, x *float32, n int, k *[21][8]float32)
 	geluGrad func(dx, x, dy *float32, n int, k *[21][8]float32)
+	// gelu64 is GELU64, or with dy non-nil GELUGrad64, reading
+	// gelu64Consts.
+	gelu64 func(y, x, dy *float64, n int, k *gelu64Table)
 	// relu32 sets y = max(x, 0), or with dy non-nil, y = dy where x > 0
 	// and 0 elsewhere; relu64 is the same for float64.
 	relu32 func(y, x, dy *float32, n int)
