@@ -1,0 +1,197 @@
+// Package par shares a computation's independent items over the cores on a
+// pool of worker goroutines that is started once and kept, instead of
+// goroutines started for every call.
+//
+// A training step of a small model is hundreds of ops of tens of
+// microseconds each; starting goroutines and waiting for them costs a few
+// microseconds per op, and a goroutine that has gone to sleep takes tens of
+// microseconds to wake on a virtual machine. So the pool's workers, after a
+// job, keep looking for the next one for a little while (spinDuration)
+// before they sleep, and feeding them a job allocates nothing: the job is
+// an interface value the caller keeps from one call to the next.
+//
+// Which worker runs which item varies from run to run. Callers that sum
+// over items must keep one partial result per item, fixed by the data, and
+// add those in order: then the result does not depend on the number of
+// workers, nor on GOMAXPROCS.
+package par
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Job is a computation in n independent items, numbered from 0.
+type Job interface {
+	// Item computes item i on the goroutine numbered worker: two items
+	// with the same worker never run at once, so per-worker scratch
+	// indexed by worker needs no lock.
+	Item(worker, i int)
+}
+
+// Workers is how many goroutines Run shares a job among now:
+// runtime.GOMAXPROCS. Callers size their per-worker scratch with it and
+// pass it to Run.
+func Workers() int { return runtime.GOMAXPROCS(0) }
+
+// Run calls job.Item(w, i) once for every i in [0, n), on the calling
+// goroutine and up to workers-1 of the pool's, and returns when all have
+// returned; every w is below workers, which is Workers() unless the caller
+// wants fewer. It runs every item on the calling goroutine, as worker 0,
+// when workers or n is 1 or less, and when the pool is busy: with another goroutine's job, or with
+// the job whose item calls Run. A job thus never waits for a pool that
+// cannot serve it, and a nested Run (a GEMM inside a parallel item) stays
+// on its goroutine.
+func Run(n, workers int, job Job) {
+	workers = min(workers, n)
+	if workers <= 1 || !pool.mu.TryLock() {
+		for i := range n {
+			job.Item(0, i)
+		}
+		return
+	}
+	defer pool.mu.Unlock()
+	pool.run(n, workers, job)
+}
+
+// spinDuration is how long a worker keeps looking for a new job before it
+// sleeps. A training step's parallel ops come every few to few hundred
+// microseconds, so a worker that waits this long is still awake for the
+// next; one that slept would take tens of microseconds to wake.
+const spinDuration = 200 * time.Microsecond
+
+// The state word of the pool: the job's epoch in the high 32 bits, whether
+// it is open to workers in bit 31, and the number of workers inside it
+// below. The epoch changes with every job, so a worker that read the state
+// of an earlier job cannot join a later one by mistake.
+const (
+	openBit    = 1 << 31
+	insideMask = openBit - 1
+	epochShift = 32
+)
+
+// workerPool is the package's one pool; mu is held by the goroutine whose
+// job is running, the job's fields are written only while no worker is
+// inside it.
+type workerPool struct {
+	mu      sync.Mutex
+	state   atomic.Uint64
+	job     Job
+	n       int
+	limit   atomic.Int64 // workers numbered below limit may join
+	next    atomic.Int64 // the next item to claim
+	done    chan struct{}
+	workers []*worker
+}
+
+// worker is one goroutine of the pool, numbered from 1 (0 is the caller).
+type worker struct {
+	id     int
+	asleep atomic.Bool
+	wake   chan struct{}
+}
+
+var pool = workerPool{done: make(chan struct{}, 1)}
+
+// run is Run with the pool held and workers >= 2.
+func (p *workerPool) run(n, workers int, job Job) {
+	for len(p.workers) < workers-1 {
+		w := &worker{id: len(p.workers) + 1, wake: make(chan struct{}, 1)}
+		p.workers = append(p.workers, w)
+		go p.loop(w)
+	}
+	p.job, p.n = job, n
+	p.limit.Store(int64(workers))
+	p.next.Store(0)
+	epoch := (p.state.Load() >> epochShift) + 1
+	p.state.Store(epoch<<epochShift | openBit)
+	for _, w := range p.workers[:workers-1] {
+		// A worker sets asleep before its last look at the state, and the
+		// state is open before this reads asleep: either it sees the job
+		// or it is woken. A wake it does not need is harmless.
+		if w.asleep.Load() {
+			select {
+			case w.wake <- struct{}{}:
+			default: // a wake is already pending
+			}
+		}
+	}
+	p.items(0)
+	// Close the job to workers that have not joined yet, then wait for
+	// those inside: the last to leave a closed job signals done.
+	for {
+		s := p.state.Load()
+		if p.state.CompareAndSwap(s, s&^openBit) {
+			if s&insideMask != 0 {
+				<-p.done
+			}
+			break
+		}
+	}
+	p.job = nil // do not keep the caller's data alive
+}
+
+// items claims and computes items until none is left.
+func (p *workerPool) items(worker int) {
+	for {
+		i := int(p.next.Add(1) - 1)
+		if i >= p.n {
+			return
+		}
+		p.job.Item(worker, i)
+	}
+}
+
+// loop is a worker's life: join the open job, if any, and compute its
+// items; look for the next for spinDuration; then sleep until woken. While
+// it looks it yields the processor only now and then (yieldEvery looks):
+// runtime.Gosched takes the scheduler's lock, which the caller's goroutine
+// needs too.
+func (p *workerPool) loop(w *worker) {
+	for {
+		idle := time.Now()
+		for looks := 1; !p.join(w); looks++ {
+			if looks%yieldEvery != 0 {
+				continue
+			}
+			if time.Since(idle) < spinDuration {
+				runtime.Gosched()
+				continue
+			}
+			w.asleep.Store(true)
+			if !p.join(w) {
+				<-w.wake
+			}
+			w.asleep.Store(false)
+			idle = time.Now()
+		}
+	}
+}
+
+// yieldEvery is how many looks at the state a waiting worker takes between
+// yields: a look is a few nanoseconds, a yield a fraction of a microsecond.
+const yieldEvery = 256
+
+// join enters the open job, computes items and leaves, reporting whether
+// there was a job to join. A worker numbered limit or above stays out: the
+// caller's scratch has no room for it (GOMAXPROCS went down, or the job
+// has fewer items). limit may already be the next job's when s is not the
+// state any more, but then the swap fails and the worker looks again.
+func (p *workerPool) join(w *worker) bool {
+	for {
+		s := p.state.Load()
+		if s&openBit == 0 || int64(w.id) >= p.limit.Load() {
+			return false
+		}
+		if p.state.CompareAndSwap(s, s+1) {
+			break
+		}
+	}
+	p.items(w.id)
+	if s := p.state.Add(^uint64(0)); s&openBit == 0 && s&insideMask == 0 {
+		p.done <- struct{}{}
+	}
+	return true
+}
