@@ -144,13 +144,21 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 	j.scratch = perWorker(j.scratch, workers, 2*d)
 	par.Run(blocks, workers, j)
 	if op.out == lnGradGain || op.out == lnGradBias {
-		for c := range out {
-			var total float64
-			for blk := 0; blk < blocks; blk++ {
-				total += j.sums[blk*d+c]
-			}
-			out[c] = T(total)
+		sumBlocks(j.sums, out)
+	}
+}
+
+// sumBlocks sets out (d values) to the sum of the blocks of d in sums,
+// added in block order, so that the result does not depend on which
+// goroutine computed which block.
+func sumBlocks[T float32 | float64](sums []float64, out []T) {
+	d := len(out)
+	for c := range out {
+		var total float64
+		for blk := 0; blk*d < len(sums); blk++ {
+			total += sums[blk*d+c]
 		}
+		out[c] = T(total)
 	}
 }
 
