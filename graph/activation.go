@@ -79,7 +79,7 @@ func (op activationOp) Do(vals ...G.Value) (G.Value, error) {
 func (op activationOp) run64(in [][]float64, out []float64) { runActivation(op, in, out) }
 func (op activationOp) run32(in [][]float32, out []float32) { runActivation(op, in, out) }
 
-// activationChunk is the number of elements one goroutine takes at a time.
+// activationChunk is the number of elements in an item of the work.
 const activationChunk = 1 << 13
 
 // runActivation works elementwise in chunks over the cores. ReLU and

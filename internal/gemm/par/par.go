@@ -118,9 +118,16 @@ func (p *workerPool) run(n, workers int, job Job) {
 			}
 		}
 	}
+	defer p.close()
 	p.items(0)
-	// Close the job to workers that have not joined yet, then wait for
-	// those inside: the last to leave a closed job signals done.
+}
+
+// close ends the running job: it leaves no item for workers to claim (the
+// caller's item may have panicked), closes the job to workers that have not
+// joined yet, and waits for those inside, the last of which signals done
+// when it leaves. Then the next job may change the job's fields.
+func (p *workerPool) close() {
+	p.next.Store(int64(p.n))
 	for {
 		s := p.state.Load()
 		if p.state.CompareAndSwap(s, s&^openBit) {
