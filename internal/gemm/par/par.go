@@ -57,10 +57,15 @@ func Run(n, workers int, job Job) {
 }
 
 // spinDuration is how long a worker keeps looking for a new job before it
-// sleeps. A training step's parallel ops come every few to few hundred
-// microseconds, so a worker that waits this long is still awake for the
-// next; one that slept would take tens of microseconds to wake.
-const spinDuration = 200 * time.Microsecond
+// sleeps. The parallel ops of a training step come every few to few hundred
+// microseconds, and a worker that slept takes tens of microseconds to wake
+// on a virtual machine: one still looking starts the next op at once. But a
+// worker that looks is a busy thread, which on a machine shared with other
+// processes takes its share of the CPU from them and from the caller's
+// thread: with 200 µs, the nanoGPT preset's step on two cores took twice
+// as long as on one while another process kept a core busy. 50 µs covers
+// the short gaps, between the ops of a layer, and sleeps through the long.
+const spinDuration = 50 * time.Microsecond
 
 // The state word of the pool: the job's epoch in the high 32 bits, whether
 // it is open to workers in bit 31, and the number of workers inside it
