@@ -91,7 +91,7 @@ func runActivation[T float32 | float64](op activationOp, in [][]T, out []T) {
 	if op.grad {
 		j.dy = in[1]
 	}
-	par.Run((len(out)+activationChunk-1)/activationChunk, par.Workers(), j)
+	par.Run((len(out)+activationChunk-1)/activationChunk, par.WorkersFor(len(out)), j)
 }
 
 // activationJob is runActivation's work: item c is the chunk of elements

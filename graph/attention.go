@@ -347,7 +347,8 @@ func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 	d := op.dims
 	j := jobOf[attentionJob[T]](op.buf)
 	j.op, j.in, j.out = op, in, out
-	workers := par.Workers()
+	// The multiply-adds of a head's two products, for every head.
+	workers := par.WorkersFor(2 * d.B * d.H * d.Sq * d.Sk * (d.D / d.H))
 	for len(j.scratch) < workers {
 		j.scratch = append(j.scratch, &headScratch[T]{blocks: make([]T, 2*d.Sq*d.Sk)})
 	}

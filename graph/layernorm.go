@@ -140,7 +140,7 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 	if op.out == lnGradGain || op.out == lnGradBias {
 		j.sums = sized(j.sums, blocks*d)
 	}
-	workers := par.Workers()
+	workers := par.WorkersFor(len(j.x))
 	j.scratch = perWorker(j.scratch, workers, 2*d)
 	par.Run(blocks, workers, j)
 	if op.out == lnGradGain || op.out == lnGradBias {

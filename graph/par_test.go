@@ -13,7 +13,10 @@ import (
 // nothing, in float32 and float64, on one core and on two: its output, its
 // inputs' slices, its job for the worker pool and the scratch of each
 // worker are kept from run to run. Every op of everyOp's graph whose kind
-// is listed in allocFree is run again on the values it received.
+// is listed in allocFree is run again on the values it received. (Its
+// shapes are small enough that the ops run on the caller alone, below
+// par.WorkersFor's threshold; the pool and the split GEMM have allocation
+// tests of their own.)
 func TestOpsAllocateNothing(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, procs := range []int{1, 2} {

@@ -165,7 +165,7 @@ func runRMSNorm[T float32 | float64](op rmsNormOp, in [][]T, out []T) {
 	if op.out == rmsGradGain {
 		j.sums = sized(j.sums, blocks*d)
 	}
-	workers := par.Workers()
+	workers := par.WorkersFor(len(j.x))
 	j.scratch = perWorker(j.scratch, workers, d)
 	par.Run(blocks, workers, j)
 	if op.out == rmsGradGain {

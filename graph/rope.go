@@ -278,7 +278,7 @@ func runRoPE[T float32 | float64](op ropeOp, x []T, pos []int, lo int, out []T) 
 	j.op, j.x, j.pos, j.lo, j.out = op, x, pos, lo, out
 	j.per = max(1, ropeBlock/op.shape[2])
 	rows := len(x) / op.shape[2]
-	par.Run((rows+j.per-1)/j.per, par.Workers(), j)
+	par.Run((rows+j.per-1)/j.per, par.WorkersFor(len(x)), j)
 }
 
 // ropeJob is runRoPE's work: item blk is the block of rows

@@ -23,6 +23,7 @@ func GradNorm(params []graph.Param) (float64, error) {
 			return 0, fmt.Errorf("train: grad norm: %w", err)
 		}
 		j.grads[i] = gradSlices{f32, f64}
+		j.elements += len(f32) + len(f64)
 	}
 	sum, maxAbs := j.run(1)
 	// sum is +Inf with finite elements only when squares overflowed, and can
@@ -49,16 +50,17 @@ type normPart struct{ sum, maxAbs float64 }
 // in parameter order, so the norm is the same bit for bit whatever the
 // number of workers.
 type normJob struct {
-	grads []gradSlices
-	parts []normPart
-	scale float64
+	grads    []gradSlices
+	elements int // in all gradients
+	parts    []normPart
+	scale    float64
 }
 
 // run returns the sum of (x*scale)² over every gradient element, in
 // float64, and the largest |x|.
 func (j *normJob) run(scale float64) (sum, maxAbs float64) {
 	j.scale = scale
-	par.Run(len(j.grads), par.Workers(), j)
+	par.Run(len(j.grads), par.WorkersFor(j.elements), j)
 	for _, p := range j.parts {
 		sum += p.sum
 		maxAbs = max(maxAbs, p.maxAbs)
@@ -102,17 +104,19 @@ func ClipGradNorm(params []graph.Param, maxNorm float64) (norm float64, err erro
 			j.chunks = append(j.chunks, chunk{param: i, lo: lo, hi: min(lo+stepChunk, len(f32)+len(f64))})
 		}
 		j.grads = append(j.grads, gradSlices{f32, f64})
+		j.elements += len(f32) + len(f64)
 	}
-	par.Run(len(j.chunks), par.Workers(), &j)
+	par.Run(len(j.chunks), par.WorkersFor(j.elements), &j)
 	return norm, nil
 }
 
 // scaleJob multiplies the gradients by scale on the worker pool, a chunk
 // of a parameter an item.
 type scaleJob struct {
-	grads  []gradSlices
-	chunks []chunk
-	scale  float64
+	grads    []gradSlices
+	elements int // in all gradients
+	chunks   []chunk
+	scale    float64
 }
 
 func (j *scaleJob) Item(_, i int) {

@@ -191,6 +191,7 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 		n := o.shapes[i].TotalSize()
 		o.m[i] = make([]float64, n)
 		o.v[i] = make([]float64, n)
+		o.job.elements += n
 		for lo := 0; lo < n; lo += stepChunk {
 			o.job.chunks = append(o.job.chunks, chunk{param: i, lo: lo, hi: min(lo+stepChunk, n)})
 		}
@@ -294,12 +295,13 @@ type chunk struct{ param, lo, hi int }
 // finding non-finite gradients, then the update, which is elementwise, so
 // chunks change nothing in the result.
 type stepJob struct {
-	o      *Optimizer
-	chunks []chunk
-	update bool  // the update, else the check
-	bad    []int // the check's result: a chunk's first non-finite index, or -1
-	lr     float64
-	coef   vec.AdamCoef
+	o        *Optimizer
+	chunks   []chunk
+	elements int   // in all parameters
+	update   bool  // the update, else the check
+	bad      []int // the check's result: a chunk's first non-finite index, or -1
+	lr       float64
+	coef     vec.AdamCoef
 }
 
 // run runs the check, or with update the update, over every chunk. The
@@ -307,7 +309,7 @@ type stepJob struct {
 // order, whichever worker found it.
 func (j *stepJob) run(update bool) error {
 	j.update = update
-	par.Run(len(j.chunks), par.Workers(), j)
+	par.Run(len(j.chunks), par.WorkersFor(j.elements), j)
 	if update {
 		return nil
 	}

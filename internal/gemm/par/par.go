@@ -3,12 +3,12 @@
 // goroutines started for every call.
 //
 // A training step of a small model is hundreds of ops of tens of
-// microseconds each; starting goroutines and waiting for them costs a few
-// microseconds per op, and a goroutine that has gone to sleep takes tens of
-// microseconds to wake on a virtual machine. So the pool's workers, after a
-// job, keep looking for the next one for a little while (spinDuration)
-// before they sleep, and feeding them a job allocates nothing: the job is
-// an interface value the caller keeps from one call to the next.
+// microseconds each; starting goroutines for each, and the closures and
+// scratch they share, cost microseconds and allocations per op. Feeding the
+// pool a job allocates nothing: the job is an interface value the caller
+// keeps from one call to the next. The caller computes items too, and never
+// waits for a worker that has not started: a job too short for a sleeping
+// worker to wake in time runs on the caller alone.
 //
 // Which worker runs which item varies from run to run. Callers that sum
 // over items must keep one partial result per item, fixed by the data, and
@@ -20,7 +20,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Job is a computation in n independent items, numbered from 0.
@@ -35,6 +34,26 @@ type Job interface {
 // runtime.GOMAXPROCS. Callers size their per-worker scratch with it and
 // pass it to Run.
 func Workers() int { return runtime.GOMAXPROCS(0) }
+
+// WorkersFor is Workers for a job of the given work (values read and
+// written, or multiply-adds), or 1 below minWork: such a job runs on its
+// caller alone.
+func WorkersFor(work int) int {
+	if work < minWork {
+		return 1
+	}
+	return Workers()
+}
+
+// minWork is the least work worth sharing: about 20 µs of one core's. A
+// worker that the operating system deschedules, on a machine busy with
+// other processes, keeps the item it took until it runs again, milliseconds
+// later, and the caller waits for it; a job shorter than that gains less
+// from the second core than it risks, and waking a worker costs the caller
+// a system call. The default model's LayerNorm (768 rows of 48) is just
+// above it, so that train's TestSameSeedSameLosses still splits every
+// kernel.
+const minWork = 1 << 15
 
 // Run calls job.Item(w, i) once for every i in [0, n), on the calling
 // goroutine and up to workers-1 of the pool's, and returns when all have
@@ -56,16 +75,17 @@ func Run(n, workers int, job Job) {
 	pool.run(n, workers, job)
 }
 
-// spinDuration is how long a worker keeps looking for a new job before it
-// sleeps. The parallel ops of a training step come every few to few hundred
-// microseconds, and a worker that slept takes tens of microseconds to wake
-// on a virtual machine: one still looking starts the next op at once. But a
-// worker that looks is a busy thread, which on a machine shared with other
-// processes takes its share of the CPU from them and from the caller's
-// thread: with 200 µs, the nanoGPT preset's step on two cores took twice
-// as long as on one while another process kept a core busy. 50 µs covers
-// the short gaps, between the ops of a layer, and sleeps through the long.
-const spinDuration = 50 * time.Microsecond
+// spinLooks is how many times a worker that found no job looks again
+// before it sleeps: a few microseconds, enough for a job that follows at
+// once (the next GEMM of a layer), and no more. A worker that keeps looking
+// is a busy thread, which on a machine shared with other processes takes
+// CPU from them and from the caller; worse, the operating system may
+// deschedule it in the middle of an item it took, and the caller waits for
+// that item for milliseconds. With workers that looked for 200 µs, and with
+// 50, the small models' steps took twice as long on two cores as on one
+// while other processes kept the machine busy; a sleeping worker joins
+// only jobs long enough to outlast its waking.
+const spinLooks = 1 << 10
 
 // The state word of the pool: the job's epoch in the high 32 bits, whether
 // it is open to workers in bit 31, and the number of workers inside it
@@ -157,19 +177,11 @@ func (p *workerPool) items(worker int) {
 }
 
 // loop is a worker's life: join the open job, if any, and compute its
-// items; look for the next for spinDuration; then sleep until woken. While
-// it looks it yields the processor only now and then (yieldEvery looks):
-// runtime.Gosched takes the scheduler's lock, which the caller's goroutine
-// needs too.
+// items; look for the next spinLooks times; then sleep until woken.
 func (p *workerPool) loop(w *worker) {
 	for {
-		idle := time.Now()
-		for looks := 1; !p.join(w); looks++ {
-			if looks%yieldEvery != 0 {
-				continue
-			}
-			if time.Since(idle) < spinDuration {
-				runtime.Gosched()
+		for looks := 0; !p.join(w); looks++ {
+			if looks < spinLooks {
 				continue
 			}
 			w.asleep.Store(true)
@@ -177,14 +189,10 @@ func (p *workerPool) loop(w *worker) {
 				<-w.wake
 			}
 			w.asleep.Store(false)
-			idle = time.Now()
+			looks = 0
 		}
 	}
 }
-
-// yieldEvery is how many looks at the state a waiting worker takes between
-// yields: a look is a few nanoseconds, a yield a fraction of a microsecond.
-const yieldEvery = 256
 
 // join enters the open job, computes items and leaves, reporting whether
 // there was a job to join. A worker numbered limit or above stays out: the
