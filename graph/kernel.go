@@ -30,7 +30,7 @@ func opType(inputs []int, out int) hm.Type {
 //
 // It also keeps what the op needs at every run besides its output, so that
 // a run allocates nothing: the inputs' element slices, and the op's job for
-// the worker pool with its per-worker scratch (see jobOf).
+// internal/gemm/par with its per-worker scratch (see jobOf).
 type output struct {
 	t    *tensor.Dense
 	in32 [][]float32

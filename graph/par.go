@@ -4,8 +4,8 @@ import (
 	"github.com/qkv-dev/qkv/internal/gemm/par"
 )
 
-// Ops share their work over the cores on internal/gemm/par's pool of
-// workers, in items fixed by the data (rows, heads, chunks), never by the
+// Ops share their work over the cores with internal/gemm/par's Run, in
+// items fixed by the data (rows, heads, chunks), never by the
 // number of workers: a sum over items is kept per item and added in item
 // order, so results do not depend on GOMAXPROCS.
 //
@@ -70,7 +70,7 @@ func (j *closureJob) Item(w, i int) {
 	j.work(j.state[w], i)
 }
 
-// parallel calls work(s, i) for every i in [0, n) on the pool's workers,
+// parallel calls work(s, i) for every i in [0, n) over the cores (par.Run),
 // where s is the calling worker's scratch, made by scratch. Which worker
 // runs an item varies from run to run, so work must write only what item i
 // owns. It allocates its closures and scratch at every call: ops on the

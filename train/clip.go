@@ -45,7 +45,7 @@ type gradSlices struct {
 // normPart is one parameter's sum of squares and largest magnitude.
 type normPart struct{ sum, maxAbs float64 }
 
-// normJob sums the squares of the gradients on the worker pool, an item per
+// normJob sums the squares of the gradients over the cores (par.Run), an item per
 // parameter: each parameter's sum is computed alone and the sums are added
 // in parameter order, so the norm is the same bit for bit whatever the
 // number of workers.
@@ -110,7 +110,7 @@ func ClipGradNorm(params []graph.Param, maxNorm float64) (norm float64, err erro
 	return norm, nil
 }
 
-// scaleJob multiplies the gradients by scale on the worker pool, a chunk
+// scaleJob multiplies the gradients by scale over the cores (par.Run), a chunk
 // of a parameter an item.
 type scaleJob struct {
 	grads    []gradSlices

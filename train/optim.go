@@ -133,7 +133,7 @@ type Optimizer struct {
 	m, v   [][]float64 // first and second moment estimates
 	step   int         // updates applied so far
 	bufs   []stepBufs  // reused by Step
-	job    stepJob     // Step's work for the worker pool
+	job    stepJob     // Step's work, shared over the cores
 }
 
 // stepBufs are the backing slices of one parameter and its gradient, of
@@ -291,7 +291,7 @@ const stepChunk = 1 << 14
 // chunk is the elements [lo, hi) of parameter param.
 type chunk struct{ param, lo, hi int }
 
-// stepJob is Step's work on the worker pool, an item per chunk: first
+// stepJob is Step's work over the cores (par.Run), an item per chunk: first
 // finding non-finite gradients, then the update, which is elementwise, so
 // chunks change nothing in the result.
 type stepJob struct {

@@ -23,7 +23,7 @@ const (
 )
 
 // parallelWork is the number of multiply-adds (m n k) above which a product
-// is split over the pool's workers: below it, handing out the strips costs
+// is split over the cores (par.Run): below it, handing out the strips costs
 // more than it saves. Measured on two cores with the AVX-512 kernels when
 // every product started goroutines of its own (about 10 µs of one core's
 // work): 65x32x65 took 7 µs split against 3 alone, 128x128x128 32 against
@@ -108,7 +108,7 @@ func (p *problem[T]) gonum(m, n int) {
 }
 
 // splitJob is one Gemm call, kept from call to call with its workspaces:
-// one per worker of the pool, each keeping its packed panels, so that a
+// one per worker of par.Run, each keeping its packed panels, so that a
 // split product allocates nothing once they have grown.
 type splitJob[T Float] struct {
 	p         problem[T]
@@ -120,7 +120,7 @@ type splitJob[T Float] struct {
 
 // split computes C in strips along its longer side, in whole kernel tiles,
 // each an independent GEMM with its own packing, shared over workers
-// goroutines of the pool. No element of C is summed across strips, so the
+// goroutines (par.Run). No element of C is summed across strips, so the
 // result is the same however the strips fall.
 func (j *splitJob[T]) split(m, n, workers int) {
 	mr, nr := tile[T]()

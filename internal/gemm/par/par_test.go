@@ -88,19 +88,19 @@ type sumJob struct{ out []float64 }
 
 func (j *sumJob) Item(_, i int) { j.out[i] += float64(i) }
 
-// TestRunAllocatesNothing: feeding the pool a job it has run before
-// allocates nothing.
+// TestRunAllocatesNothing: running a job again, helpers and all, allocates
+// nothing.
 func TestRunAllocatesNothing(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	j := &sumJob{out: make([]float64, 64)}
-	Run(64, 2, j) // starts the worker
+	Run(64, 2, j)
 	if a := testing.AllocsPerRun(200, func() { Run(64, 2, j) }); a != 0 {
 		t.Fatalf("Run allocates %v times per call, want 0", a)
 	}
 }
 
-// BenchmarkRun is the cost of sharing a job of tiny items over the
-// workers: what an op pays to use the cores.
+// BenchmarkRun is the cost of sharing a job of tiny items over the cores:
+// what an op pays to use them.
 func BenchmarkRun(b *testing.B) {
 	j := &sumJob{out: make([]float64, 8)}
 	for b.Loop() {
