@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
@@ -78,41 +79,53 @@ func (op activationOp) Do(vals ...G.Value) (G.Value, error) {
 func (op activationOp) run64(in [][]float64, out []float64) { runActivation(op, in, out) }
 func (op activationOp) run32(in [][]float32, out []float32) { runActivation(op, in, out) }
 
-// activationChunk is the number of elements one goroutine takes at a time.
+// activationChunk is the number of elements in an item of the work.
 const activationChunk = 1 << 13
 
 // runActivation works elementwise in chunks over the cores. ReLU and
 // float32 GELU run on internal/vec's vector kernels; float64 GELU computes
 // math.Tanh one element at a time, to float64's precision.
 func runActivation[T float32 | float64](op activationOp, in [][]T, out []T) {
-	n := len(out)
-	parallel((n+activationChunk-1)/activationChunk, func() any { return nil }, func(_ any, c int) {
-		lo, hi := c*activationChunk, min((c+1)*activationChunk, n)
-		x := in[0][lo:hi]
-		y := out[lo:hi]
-		var dy []T
-		if op.grad {
-			dy = in[1][lo:hi]
+	j := jobOf[activationJob[T]](op.buf)
+	j.op, j.x, j.y, j.dy = op, in[0], out, nil
+	if op.grad {
+		j.dy = in[1]
+	}
+	par.Run((len(out)+activationChunk-1)/activationChunk, par.WorkersFor(len(out)), j)
+}
+
+// activationJob is runActivation's work: item c is the chunk of elements
+// [c activationChunk, (c+1) activationChunk).
+type activationJob[T float32 | float64] struct {
+	op       activationOp
+	x, y, dy []T // dy is nil forward
+}
+
+func (j *activationJob[T]) Item(_, c int) {
+	lo, hi := c*activationChunk, min((c+1)*activationChunk, len(j.y))
+	x, y := j.x[lo:hi], j.y[lo:hi]
+	var dy []T
+	if j.dy != nil {
+		dy = j.dy[lo:hi]
+	}
+	switch j.op.kind {
+	case actReLU:
+		if dy != nil {
+			vec.ReLUGrad(y, x, dy)
+		} else {
+			vec.ReLU(y, x)
 		}
-		switch op.kind {
-		case actReLU:
-			if op.grad {
-				vec.ReLUGrad(y, x, dy)
+	case actGELU:
+		if y32, ok := any(y).([]float32); ok {
+			if dy != nil {
+				vec.GELUGrad(y32, any(x).([]float32), any(dy).([]float32))
 			} else {
-				vec.ReLU(y, x)
+				vec.GELU(y32, any(x).([]float32))
 			}
-		case actGELU:
-			if y32, ok := any(y).([]float32); ok {
-				if op.grad {
-					vec.GELUGrad(y32, any(x).([]float32), any(dy).([]float32))
-				} else {
-					vec.GELU(y32, any(x).([]float32))
-				}
-				return
-			}
-			gelu64(any(y).([]float64), any(x).([]float64), any(dy).([]float64))
+			return
 		}
-	})
+		gelu64(any(y).([]float64), any(x).([]float64), any(dy).([]float64))
+	}
 }
 
 // gelu64 sets y = 0.5 x (1 + tanh(c (x + a x^3))), or with dy, the gradient

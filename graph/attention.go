@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	fastgemm "github.com/qkv-dev/qkv/internal/gemm"
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
@@ -245,15 +246,17 @@ type attentionOp struct {
 
 func (op attentionOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
-// inputs lists the number of dimensions of each input, in order. gorgonia
-// does not compare these with the nodes the op is applied to (the ranks of
-// a declared type are not unified), so TestOpDeclaredTypes does.
-func (op attentionOp) inputs() []int {
+// inputs lists the number of dimensions of each input, in order, in buf.
+// gorgonia does not compare these with the nodes the op is applied to (the
+// ranks of a declared type are not unified), so TestOpDeclaredTypes does.
+// Do asks for the arity at every run: buf, on the caller's stack, keeps
+// that from allocating.
+func (op attentionOp) inputs(buf *[5]int) []int {
 	d := op.dims
-	var in []int
+	in := buf[:0]
 	switch op.out {
 	case attnWeights: // q, k, [mask], [bias], [sinks]
-		in = []int{3, 3}
+		in = append(in, 3, 3)
 		if d.Masked {
 			in = append(in, 3)
 		}
@@ -266,20 +269,20 @@ func (op attentionOp) inputs() []int {
 		return in
 	case attnModDeriv: // q, k, [mask]
 		if d.Masked {
-			return []int{3, 3, 3}
+			return append(in, 3, 3, 3)
 		}
-		return []int{3, 3}
+		return append(in, 3, 3)
 	case attnGradQ, attnGradK: // P, dP, k or q, [deriv]
 		if d.Scored {
-			return []int{4, 4, 3, 4}
+			return append(in, 4, 4, 3, 4)
 		}
-		return []int{4, 4, 3}
+		return append(in, 4, 4, 3)
 	case attnGradBias, attnGradSinks: // P, dP
-		return []int{4, 4}
+		return append(in, 4, 4)
 	case attnOutput, attnGradV: // P, v or dout
-		in = []int{4, 3}
+		in = append(in, 4, 3)
 	case attnGradP: // dout, v
-		in = []int{3, 3}
+		in = append(in, 3, 3)
 	}
 	if d.Dropped { // [keep]
 		in = append(in, 4)
@@ -287,33 +290,46 @@ func (op attentionOp) inputs() []int {
 	return in
 }
 
-func (op attentionOp) shape() tensor.Shape {
+// shape is the output's shape, in buf: Do asks for it at every run.
+func (op attentionOp) shape(buf *[4]int) tensor.Shape {
 	d := op.dims
+	s := tensor.Shape(buf[:0])
 	switch op.out {
 	case attnWeights, attnGradP, attnModDeriv:
-		return tensor.Shape{d.B, d.H, d.Sq, d.Sk}
+		return append(s, d.B, d.H, d.Sq, d.Sk)
 	case attnGradK, attnGradV:
-		return tensor.Shape{d.B, d.Sk, d.kd()}
+		return append(s, d.B, d.Sk, d.kd())
 	case attnGradBias:
 		if d.Bias == 4 {
-			return tensor.Shape{d.B, d.H, d.Sq, d.Sk}
+			return append(s, d.B, d.H, d.Sq, d.Sk)
 		}
-		return tensor.Shape{d.H, d.Sq, d.Sk}
+		return append(s, d.H, d.Sq, d.Sk)
 	case attnGradSinks:
-		return tensor.Shape{d.H}
+		return append(s, d.H)
 	}
-	return tensor.Shape{d.B, d.Sq, d.D}
+	return append(s, d.B, d.Sq, d.D)
 }
 
-func (op attentionOp) Arity() int { return len(op.inputs()) }
+func (op attentionOp) Arity() int {
+	var buf [5]int
+	return len(op.inputs(&buf))
+}
 
-func (op attentionOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dims()) }
+func (op attentionOp) Type() hm.Type {
+	var in [5]int
+	var out [4]int
+	return opType(op.inputs(&in), op.shape(&out).Dims())
+}
 
-func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
+func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	var buf [4]int
+	return op.shape(&buf).Clone(), nil
+}
 
 func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
-	v, err := runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.out == attnGradBias)
-	if err == nil && op.mod != nil {
+	var buf [4]int
+	v, err := runKernel(op, vals, op.Arity(), op.shape(&buf), op.buf, op.out == attnGradBias)
+	if err == nil && op.mod != nil && op.mod.fail.pending() {
 		err = op.mod.fail.take(op)
 	}
 	return v, err
@@ -329,39 +345,59 @@ func (op attentionOp) run32(in [][]float32, out []float32) { runAttention(op, in
 // which the GEMM reads and writes in place.
 func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 	d := op.dims
-	scratch := func() any { return &headScratch[T]{blocks: make([]T, 2*d.Sq*d.Sk)} }
+	j := jobOf[attentionJob[T]](op.buf)
+	j.op, j.in, j.out = op, in, out
+	// The multiply-adds of a head's two products, for every head.
+	workers := par.WorkersFor(2 * d.B * d.H * d.Sq * d.Sk * (d.D / d.H))
+	for len(j.scratch) < workers {
+		j.scratch = append(j.scratch, &headScratch[T]{blocks: make([]T, 2*d.Sq*d.Sk)})
+	}
+	items := d.B * d.H
 	switch {
-	case op.out == attnGradBias && d.Bias == 3:
+	case op.out == attnGradBias && d.Bias == 3, op.out == attnGradSinks:
+		items = d.H
+	case (op.out == attnGradK || op.out == attnGradV) && d.KV < d.H:
+		items = d.B * d.KV
+	}
+	par.Run(items, workers, j)
+}
+
+// attentionJob is runAttention's work; what an item is depends on op.
+type attentionJob[T float32 | float64] struct {
+	op      attentionOp
+	in      [][]T
+	out     []T
+	scratch []*headScratch[T] // one per worker
+}
+
+func (j *attentionJob[T]) Item(w, item int) {
+	d, sc := j.op.dims, j.scratch[w]
+	switch {
+	case j.op.out == attnGradBias && d.Bias == 3:
 		// A bias shared by the batch collects every sequence's gradient in
 		// one block per head: one item per head, adding the sequences in
 		// order, so no two goroutines write a block and the sum is the same
 		// from run to run.
-		parallel(d.H, scratch, func(s any, h int) {
-			for b := 0; b < d.B; b++ {
-				attendHead(op, in, out, s.(*headScratch[T]), b, h)
-			}
-		})
-	case op.out == attnGradSinks:
-		parallel(d.H, func() any { return nil }, func(_ any, h int) { sinkGrad(d, in[0], in[1], out, h) })
-	case (op.out == attnGradK || op.out == attnGradV) && d.KV < d.H:
+		for b := 0; b < d.B; b++ {
+			attendHead(j.op, j.in, j.out, sc, b, item)
+		}
+	case j.op.out == attnGradSinks: // one item per head
+		sinkGrad(d, j.in[0], j.in[1], j.out, item)
+	case (j.op.out == attnGradK || j.op.out == attnGradV) && d.KV < d.H:
 		// The query heads of a group add into one KV head: one item per
 		// (sequence, KV head), its query heads in order.
 		group := d.H / d.KV
-		parallel(d.B*d.KV, scratch, func(s any, item int) {
-			b, g := item/d.KV, item%d.KV
-			for h := g * group; h < (g+1)*group; h++ {
-				attendHead(op, in, out, s.(*headScratch[T]), b, h)
-			}
-		})
-	default:
-		parallel(d.B*d.H, scratch, func(s any, item int) {
-			attendHead(op, in, out, s.(*headScratch[T]), item/d.H, item%d.H)
-		})
+		b, g := item/d.KV, item%d.KV
+		for h := g * group; h < (g+1)*group; h++ {
+			attendHead(j.op, j.in, j.out, sc, b, h)
+		}
+	default: // one item per (sequence, head)
+		attendHead(j.op, j.in, j.out, sc, item/d.H, item%d.H)
 	}
 }
 
-// headScratch is one goroutine's buffers: two (Sq, Sk) blocks, and the
-// GEMM's packed panels.
+// headScratch is one worker's buffers: two (Sq, Sk) blocks, and the GEMM's
+// packed panels.
 type headScratch[T float32 | float64] struct {
 	blocks []T
 	ws     fastgemm.Workspace[T]

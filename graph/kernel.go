@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -30,7 +27,16 @@ func opType(inputs []int, out int) hm.Type {
 // collection, and reusing one keeps it in cache. So, as in PyTorch's or any
 // framework's buffer reuse, a node's value is valid until the graph runs
 // again; read or copy it before then (train and infer copy what they keep).
-type output struct{ t *tensor.Dense }
+//
+// It also keeps what the op needs at every run besides its output, so that
+// a run allocates nothing: the inputs' element slices, and the op's job for
+// internal/gemm/par with its per-worker scratch (see jobOf).
+type output struct {
+	t    *tensor.Dense
+	in32 [][]float32
+	in64 [][]float64
+	job  any
+}
 
 // get returns the output tensor for dtype dt and the given shape: last run's
 // when it has them, else a new one; zero clears a reused tensor for kernels
@@ -88,19 +94,37 @@ func runKernel[K kernel](op K, vals []G.Value, arity int, shape tensor.Shape, bu
 	out := buf.get(dt, shape, zero)
 	switch dt {
 	case tensor.Float64:
-		op.run64(typed[float64](vals), out.Float64s())
+		op.run64(typed(vals, buf.inputs64()), out.Float64s())
 	case tensor.Float32:
-		op.run32(typed[float32](vals), out.Float32s())
+		op.run32(typed(vals, buf.inputs32()), out.Float32s())
 	}
 	return out, nil
 }
 
-func typed[T float32 | float64](vals []G.Value) [][]T {
-	out := make([][]T, len(vals))
-	for i, v := range vals {
-		out[i] = elements[T](v.(*tensor.Dense))
+// typed returns the element slices of vals, dense tensors of T's dtype, in
+// *in, which it reuses.
+func typed[T float32 | float64](vals []G.Value, in *[][]T) [][]T {
+	*in = (*in)[:0]
+	for _, v := range vals {
+		*in = append(*in, elements[T](v.(*tensor.Dense)))
 	}
-	return out
+	return *in
+}
+
+// inputs32 and inputs64 are where typed puts a run's inputs: o's, or a
+// new slice for an op without an output of its own.
+func (o *output) inputs32() *[][]float32 {
+	if o == nil {
+		return new([][]float32)
+	}
+	return &o.in32
+}
+
+func (o *output) inputs64() *[][]float64 {
+	if o == nil {
+		return new([][]float64)
+	}
+	return &o.in64
 }
 
 // elements returns d's elements as a []T, for d of T's dtype. Dense.Data
@@ -118,38 +142,6 @@ func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
 	h := fnv.New32a()
 	op.WriteHash(h)
 	return h.Sum32()
-}
-
-// parallel calls work(worker, i) for every i in [0, n) on up to
-// runtime.GOMAXPROCS goroutines; worker, in [0, workers), lets each goroutine
-// keep its own scratch. Which goroutine runs an item varies from run to run,
-// so work must write only what item i owns.
-func parallel(n int, scratch func() any, work func(s any, i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		s := scratch()
-		for i := 0; i < n; i++ {
-			work(s, i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := scratch()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				work(s, i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // heads returns head h of sequence b of an (B, n, w) tensor from row i on:

@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
@@ -105,7 +106,10 @@ func (op layerNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 }
 
 func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) {
-	shape, _ := op.InferShape()
+	shape := op.shape // not InferShape's copy: runKernel copies it if it keeps it
+	if op.out == lnGradGain || op.out == lnGradBias {
+		shape = op.shape[len(op.shape)-1:]
+	}
 	return runKernel(op, vals, op.Arity(), shape, op.buf, false)
 }
 
@@ -119,57 +123,79 @@ func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in
 //	dbias = sum over rows of dy,  dgain = sum over rows of dy * xhat
 //	dx    = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * gain
 //
-// A row is computed in the data's dtype, on internal/vec's row operations. Blocks of rows go to the cores; the sums over rows for dgain and
-// dbias are summed per block in float64, then the blocks in order, so the
-// result does not depend on how many goroutines ran.
+// A row is computed in the data's dtype, on internal/vec's row operations.
+// Blocks of rows go to the cores; the sums over rows for dgain and dbias
+// are summed per block in float64, then the blocks in order, so the result
+// does not depend on how many goroutines ran.
 func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
-	x, gain := in[0], in[1]
-	var third []T // bias (nil without one), or dy for gradients
+	j := jobOf[layerNormJob[T]](op.buf)
+	j.op, j.x, j.gain, j.third, j.out = op, in[0], in[1], nil, out
 	if len(in) > 2 {
-		third = in[2]
+		j.third = in[2]
 	}
-	d := len(gain)
-	rows := len(x) / d
-	per := max(1, layerNormBlock/d) // rows in a block
-	blocks := (rows + per - 1) / per
-	var sums []float64 // each block's sum over its rows, for dgain and dbias
+	d := len(j.gain)
+	rows := len(j.x) / d
+	j.per = max(1, layerNormBlock/d)
+	blocks := (rows + j.per - 1) / j.per
 	if op.out == lnGradGain || op.out == lnGradBias {
-		sums = make([]float64, blocks*d)
+		j.sums = sized(j.sums, blocks*d)
 	}
-	parallel(blocks, func() any { return make([]T, 2*d) }, func(s any, blk int) {
-		xhat, g := s.([]T)[:d], s.([]T)[d:]
-		for r := blk * per; r < min((blk+1)*per, rows); r++ {
-			xr := x[r*d : (r+1)*d]
-			switch op.out {
-			case lnOutput:
-				normalise(xr, xhat, op.eps)
-				vec.MulAdd(out[r*d:(r+1)*d], xhat, gain, third)
-			case lnGradBias:
-				for j, dy := range third[r*d : (r+1)*d] {
-					sums[blk*d+j] += float64(dy)
-				}
-			case lnGradGain:
-				normalise(xr, xhat, op.eps)
-				for j, dy := range third[r*d : (r+1)*d] {
-					sums[blk*d+j] += float64(dy * xhat[j])
-				}
-			case lnGradX:
-				rstd := normalise(xr, xhat, op.eps)
-				vec.MulAdd(g, third[r*d:(r+1)*d], gain, nil)
-				gMean, gxMean := vec.Sum(g)/T(d), vec.Dot(g, xhat)/T(d)
-				vec.Lin(out[r*d:(r+1)*d], g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
-			}
-		}
-	})
-	if sums == nil {
-		return
+	workers := par.WorkersFor(len(j.x))
+	j.scratch = perWorker(j.scratch, workers, 2*d)
+	par.Run(blocks, workers, j)
+	if op.out == lnGradGain || op.out == lnGradBias {
+		sumBlocks(j.sums, out)
 	}
-	for j := range out {
+}
+
+// sumBlocks sets out (d values) to the sum of the blocks of d in sums,
+// added in block order, so that the result does not depend on which
+// goroutine computed which block.
+func sumBlocks[T float32 | float64](sums []float64, out []T) {
+	d := len(out)
+	for c := range out {
 		var total float64
-		for blk := 0; blk < blocks; blk++ {
-			total += sums[blk*d+j]
+		for blk := 0; blk*d < len(sums); blk++ {
+			total += sums[blk*d+c]
 		}
-		out[j] = T(total)
+		out[c] = T(total)
+	}
+}
+
+// layerNormJob is runLayerNorm's work: item blk is the block of rows
+// [blk per, (blk+1) per).
+type layerNormJob[T float32 | float64] struct {
+	op                  layerNormOp
+	x, gain, third, out []T // third: the bias (nil without one), or dy for gradients
+	per                 int
+	sums                []float64 // each block's sum over its rows, for dgain and dbias
+	scratch             [][]T     // each worker's xhat and g, d values each
+}
+
+func (j *layerNormJob[T]) Item(w, blk int) {
+	d := len(j.gain)
+	xhat, g := j.scratch[w][:d], j.scratch[w][d:]
+	for r := blk * j.per; r < min((blk+1)*j.per, len(j.x)/d); r++ {
+		xr := j.x[r*d : (r+1)*d]
+		switch j.op.out {
+		case lnOutput:
+			normalise(xr, xhat, j.op.eps)
+			vec.MulAdd(j.out[r*d:(r+1)*d], xhat, j.gain, j.third)
+		case lnGradBias:
+			for c, dy := range j.third[r*d : (r+1)*d] {
+				j.sums[blk*d+c] += float64(dy)
+			}
+		case lnGradGain:
+			normalise(xr, xhat, j.op.eps)
+			for c, dy := range j.third[r*d : (r+1)*d] {
+				j.sums[blk*d+c] += float64(dy * xhat[c])
+			}
+		case lnGradX:
+			rstd := normalise(xr, xhat, j.op.eps)
+			vec.MulAdd(g, j.third[r*d:(r+1)*d], j.gain, nil)
+			gMean, gxMean := vec.Sum(g)/T(d), vec.Dot(g, xhat)/T(d)
+			vec.Lin(j.out[r*d:(r+1)*d], g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
+		}
 	}
 }
 

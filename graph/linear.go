@@ -60,7 +60,8 @@ func linear(x, w, b *G.Node, trans bool) (*G.Node, error) {
 	op := linearOp{x: s.Clone(), in: in, out: out, trans: trans, step: linOutput}
 	// The output is allocated when the graph runs, where a failed make
 	// cannot be caught: a small input and weight can still make a huge one.
-	if err := CheckElements(op.yShape()...); err != nil {
+	var y [8]int
+	if err := CheckElements(op.shape(&y)...); err != nil {
 		return nil, fmt.Errorf("graph: linear: output: %w", err)
 	}
 	if b == nil {
@@ -95,50 +96,61 @@ func (op linearOp) withOutput(b *output) G.Op { op.buf = b; return op }
 // rows is the number of vectors x holds.
 func (op linearOp) rows() int { return op.x.TotalSize() / op.in }
 
-func (op linearOp) yShape() tensor.Shape {
-	return append(op.x[:len(op.x)-1].Clone(), op.out)
-}
-
-// inputs lists the number of dimensions of each input.
-func (op linearOp) inputs() []int {
+// inputs lists the number of dimensions of each input, in buf: Do asks
+// for the arity at every run.
+func (op linearOp) inputs(buf *[3]int) []int {
 	n := op.x.Dims()
+	in := buf[:0]
 	switch op.step {
 	case linOutput:
 		if op.bias {
-			return []int{n, 2, 1}
+			return append(in, n, 2, 1)
 		}
-		return []int{n, 2}
+		return append(in, n, 2)
 	case linGradX:
-		return []int{n, 2}
+		return append(in, n, 2)
 	case linGradW:
-		return []int{n, n}
+		return append(in, n, n)
 	}
-	return []int{n}
+	return append(in, n)
 }
 
-func (op linearOp) shape() tensor.Shape {
+// shape is the output's shape: op.x itself for dx, else in buf, as Do asks
+// for it at every run.
+func (op linearOp) shape(buf *[8]int) tensor.Shape {
 	switch op.step {
 	case linGradX:
-		return op.x.Clone()
+		return op.x
 	case linGradW:
 		if op.trans {
-			return tensor.Shape{op.out, op.in}
+			return append(buf[:0], op.out, op.in)
 		}
-		return tensor.Shape{op.in, op.out}
+		return append(buf[:0], op.in, op.out)
 	case linGradB:
-		return tensor.Shape{op.out}
+		return append(buf[:0], op.out)
 	}
-	return op.yShape()
+	return append(append(tensor.Shape(buf[:0]), op.x[:len(op.x)-1]...), op.out)
 }
 
-func (op linearOp) Arity() int { return len(op.inputs()) }
+func (op linearOp) Arity() int {
+	var buf [3]int
+	return len(op.inputs(&buf))
+}
 
-func (op linearOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dims()) }
+func (op linearOp) Type() hm.Type {
+	var in [3]int
+	var out [8]int
+	return opType(op.inputs(&in), op.shape(&out).Dims())
+}
 
-func (op linearOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
+func (op linearOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	var buf [8]int
+	return op.shape(&buf).Clone(), nil
+}
 
 func (op linearOp) Do(vals ...G.Value) (G.Value, error) {
-	return runKernel(op, vals, op.Arity(), op.shape(), op.buf, op.step == linGradB)
+	var buf [8]int
+	return runKernel(op, vals, op.Arity(), op.shape(&buf), op.buf, op.step == linGradB)
 }
 
 func (op linearOp) run64(in [][]float64, out []float64) { runLinear(op, in, out) }

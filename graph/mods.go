@@ -557,6 +557,14 @@ func lessAt(a, b [4]int) bool {
 	return false
 }
 
+// pending reports whether a failure was kept since the last take: callers
+// ask before take, whose argument would allocate at every run.
+func (f *modFailure) pending() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err != nil
+}
+
 // take returns the failure kept since the last take, as an error naming op,
 // and forgets it.
 func (f *modFailure) take(op fmt.Stringer) error {

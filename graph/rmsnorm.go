@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
@@ -124,9 +125,15 @@ func (op rmsNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 }
 
 func (op rmsNormOp) Do(vals ...G.Value) (G.Value, error) {
-	shape, _ := op.InferShape()
+	shape := op.shape // not InferShape's copy: runKernel copies it if it keeps it
+	var width [1]int
+	if op.out == rmsGradGain {
+		width[0] = op.width
+		shape = width[:]
+	}
 	// Sizes the kernel relies on: gorgonia checks ranks, not sizes.
-	for i, want := range []int{op.shape.TotalSize(), op.width, op.shape.TotalSize()}[:min(len(vals), 3)] {
+	sizes := [3]int{op.shape.TotalSize(), op.width, op.shape.TotalSize()}
+	for i, want := range sizes[:min(len(vals), 3)] {
 		if d, ok := vals[i].(*tensor.Dense); ok && d != nil && d.Shape().TotalSize() != want {
 			return nil, fmt.Errorf("graph: %v: input %d has shape %v, want %d elements", op, i, d.Shape(), want)
 		}
@@ -147,50 +154,56 @@ func (op rmsNormOp) run32(in [][]float32, out []float32) { runRMSNorm(op, in, ou
 // the blocks in order, so the result does not depend on how many goroutines
 // ran.
 func runRMSNorm[T float32 | float64](op rmsNormOp, in [][]T, out []T) {
-	x, gain := in[0], in[1]
-	var dy []T
+	j := jobOf[rmsNormJob[T]](op.buf)
+	j.op, j.x, j.gain, j.dy, j.out = op, in[0], in[1], nil, out
 	if op.out != rmsOutput {
-		dy = in[2]
+		j.dy = in[2]
 	}
-	d := len(gain)
-	rows := len(x) / d
-	per := max(1, layerNormBlock/d)
-	blocks := (rows + per - 1) / per
-	var sums []float64
+	d := len(j.gain)
+	j.per = max(1, layerNormBlock/d)
+	blocks := (len(j.x)/d + j.per - 1) / j.per
 	if op.out == rmsGradGain {
-		sums = make([]float64, blocks*d)
+		j.sums = sized(j.sums, blocks*d)
 	}
-	parallel(blocks, func() any { return make([]T, d) }, func(s any, blk int) {
-		g := s.([]T)
-		for r := blk * per; r < min((blk+1)*per, rows); r++ {
-			xr := x[r*d : (r+1)*d]
-			rstd := T(1 / math.Sqrt(float64(vec.Dot(xr, xr))/float64(d)+op.eps))
-			switch op.out {
-			case rmsOutput:
-				o := out[r*d : (r+1)*d]
-				vec.Lin(o, xr, xr, rstd, 0, 0)
-				vec.MulAdd(o, o, gain, nil)
-			case rmsGradGain:
-				for j, v := range dy[r*d : (r+1)*d] {
-					sums[blk*d+j] += float64(v * (xr[j] * rstd))
-				}
-			case rmsGradX:
-				// dx = rstd g - rstd^3 x mean(g x)
-				vec.MulAdd(g, dy[r*d:(r+1)*d], gain, nil)
-				gx := vec.Dot(g, xr) / T(d)
-				vec.Lin(out[r*d:(r+1)*d], g, xr, rstd, -rstd*rstd*rstd*gx, 0)
+	workers := par.WorkersFor(len(j.x))
+	j.scratch = perWorker(j.scratch, workers, d)
+	par.Run(blocks, workers, j)
+	if op.out == rmsGradGain {
+		sumBlocks(j.sums, out)
+	}
+}
+
+// rmsNormJob is runRMSNorm's work: item blk is the block of rows
+// [blk per, (blk+1) per).
+type rmsNormJob[T float32 | float64] struct {
+	op               rmsNormOp
+	x, gain, dy, out []T // dy is nil forward
+	per              int
+	sums             []float64 // each block's sum over its rows, for dgain
+	scratch          [][]T     // each worker's g, d values
+}
+
+func (j *rmsNormJob[T]) Item(w, blk int) {
+	d := len(j.gain)
+	g := j.scratch[w]
+	for r := blk * j.per; r < min((blk+1)*j.per, len(j.x)/d); r++ {
+		xr := j.x[r*d : (r+1)*d]
+		rstd := T(1 / math.Sqrt(float64(vec.Dot(xr, xr))/float64(d)+j.op.eps))
+		switch j.op.out {
+		case rmsOutput:
+			o := j.out[r*d : (r+1)*d]
+			vec.Lin(o, xr, xr, rstd, 0, 0)
+			vec.MulAdd(o, o, j.gain, nil)
+		case rmsGradGain:
+			for c, v := range j.dy[r*d : (r+1)*d] {
+				j.sums[blk*d+c] += float64(v * (xr[c] * rstd))
 			}
+		case rmsGradX:
+			// dx = rstd g - rstd^3 x mean(g x)
+			vec.MulAdd(g, j.dy[r*d:(r+1)*d], j.gain, nil)
+			gx := vec.Dot(g, xr) / T(d)
+			vec.Lin(j.out[r*d:(r+1)*d], g, xr, rstd, -rstd*rstd*rstd*gx, 0)
 		}
-	})
-	if sums == nil {
-		return
-	}
-	for j := range out {
-		var total float64
-		for blk := 0; blk < blocks; blk++ {
-			total += sums[blk*d+j]
-		}
-		out[j] = T(total)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 )
 
 // DefaultRoPEBase is the base θ of RoPE's frequencies when RoPEOptions.Base
@@ -272,37 +274,51 @@ const ropeBlock = 1 << 13
 // in float64, with the table op.table filled for pos (lo as it returned).
 // Blocks of rows go to the cores; each writes only its rows.
 func runRoPE[T float32 | float64](op ropeOp, x []T, pos []int, lo int, out []T) {
+	j := jobOf[ropeJob[T]](op.buf)
+	j.op, j.x, j.pos, j.lo, j.out = op, x, pos, lo, out
+	j.per = max(1, ropeBlock/op.shape[2])
+	rows := len(x) / op.shape[2]
+	par.Run((rows+j.per-1)/j.per, par.WorkersFor(len(x)), j)
+}
+
+// ropeJob is runRoPE's work: item blk is the block of rows
+// [blk per, (blk+1) per).
+type ropeJob[T float32 | float64] struct {
+	op     ropeOp
+	x, out []T
+	pos    []int
+	lo     int
+	per    int
+}
+
+func (j *ropeJob[T]) Item(_, blk int) {
+	op := j.op
 	d := op.shape[2]
 	dk, half := d/op.heads, op.rot/2
-	rows := len(x) / d
-	per := max(1, ropeBlock/d)
-	cs := op.tab.cs
-	parallel((rows+per-1)/per, func() any { return nil }, func(_ any, blk int) {
-		for r := blk * per; r < min((blk+1)*per, rows); r++ {
-			t := r
-			if lo >= 0 {
-				t = pos[r] - lo
-			}
-			c := cs[t*op.rot : (t+1)*op.rot] // (r/2, 2): cos, sin of each pair
-			for h := 0; h < op.heads; h++ {
-				xh, oh := x[r*d+h*dk:r*d+(h+1)*dk], out[r*d+h*dk:r*d+(h+1)*dk] // (dk)
-				if op.interleaved {
-					for m := 0; m < half; m++ {
-						cos, sin := c[2*m], c[2*m+1]
-						a, b := float64(xh[2*m]), float64(xh[2*m+1])
-						oh[2*m], oh[2*m+1] = T(a*cos-b*sin), T(b*cos+a*sin)
-					}
-				} else {
-					for m := 0; m < half; m++ {
-						cos, sin := c[2*m], c[2*m+1]
-						a, b := float64(xh[m]), float64(xh[m+half])
-						oh[m], oh[m+half] = T(a*cos-b*sin), T(b*cos+a*sin)
-					}
-				}
-				copy(oh[op.rot:], xh[op.rot:])
-			}
+	for r := blk * j.per; r < min((blk+1)*j.per, len(j.x)/d); r++ {
+		t := r
+		if j.lo >= 0 {
+			t = j.pos[r] - j.lo
 		}
-	})
+		c := op.tab.cs[t*op.rot : (t+1)*op.rot] // (r/2, 2): cos, sin of each pair
+		for h := 0; h < op.heads; h++ {
+			xh, oh := j.x[r*d+h*dk:r*d+(h+1)*dk], j.out[r*d+h*dk:r*d+(h+1)*dk] // (dk)
+			if op.interleaved {
+				for m := 0; m < half; m++ {
+					cos, sin := c[2*m], c[2*m+1]
+					a, b := float64(xh[2*m]), float64(xh[2*m+1])
+					oh[2*m], oh[2*m+1] = T(a*cos-b*sin), T(b*cos+a*sin)
+				}
+			} else {
+				for m := 0; m < half; m++ {
+					cos, sin := c[2*m], c[2*m+1]
+					a, b := float64(xh[m]), float64(xh[m+half])
+					oh[m], oh[m+half] = T(a*cos-b*sin), T(b*cos+a*sin)
+				}
+			}
+			copy(oh[op.rot:], xh[op.rot:])
+		}
+	}
 }
 
 func (op ropeOp) ReturnsPtr() bool     { return false }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 )
 
 // GradNorm returns the global L2 norm of the gradients of params, as if all
@@ -15,34 +16,62 @@ import (
 // gradients is finite and accurate. Gradients are read from p.Node.Grad(),
 // which needs a machine made with G.BindDualValues(params...) that has run.
 func GradNorm(params []graph.Param) (float64, error) {
-	var sum, maxAbs float64
-	for _, p := range params {
+	j := normJob{grads: make([]gradSlices, len(params)), parts: make([]normPart, len(params))}
+	for i, p := range params {
 		f32, f64, err := gradData(p)
 		if err != nil {
 			return 0, fmt.Errorf("train: grad norm: %w", err)
 		}
-		s, m := sumSquares(f32, 1)
-		sum += s
-		maxAbs = max(maxAbs, m)
-		s, m = sumSquares(f64, 1)
-		sum += s
-		maxAbs = max(maxAbs, m)
+		j.grads[i] = gradSlices{f32, f64}
+		j.elements += len(f32) + len(f64)
 	}
+	sum, maxAbs := j.run(1)
 	// sum is +Inf with finite elements only when squares overflowed, and can
 	// lose tiny gradients to underflow: recompute relative to the largest.
 	finite := !math.IsNaN(sum) && !math.IsInf(maxAbs, 0)
 	if finite && maxAbs > 0 && (math.IsInf(sum, 1) || sum < 0x1p-900) {
-		sum = 0
-		for _, p := range params {
-			f32, f64, _ := gradData(p)
-			s, _ := sumSquares(f32, 1/maxAbs)
-			sum += s
-			s, _ = sumSquares(f64, 1/maxAbs)
-			sum += s
-		}
+		sum, _ = j.run(1 / maxAbs)
 		return maxAbs * math.Sqrt(sum), nil
 	}
 	return math.Sqrt(sum), nil
+}
+
+// gradSlices is one parameter's gradient, of which one slice is set.
+type gradSlices struct {
+	f32 []float32
+	f64 []float64
+}
+
+// normPart is one parameter's sum of squares and largest magnitude.
+type normPart struct{ sum, maxAbs float64 }
+
+// normJob sums the squares of the gradients over the cores (par.Run), an item per
+// parameter: each parameter's sum is computed alone and the sums are added
+// in parameter order, so the norm is the same bit for bit whatever the
+// number of workers.
+type normJob struct {
+	grads    []gradSlices
+	elements int // in all gradients
+	parts    []normPart
+	scale    float64
+}
+
+// run returns the sum of (x*scale)² over every gradient element, in
+// float64, and the largest |x|.
+func (j *normJob) run(scale float64) (sum, maxAbs float64) {
+	j.scale = scale
+	par.Run(len(j.grads), par.WorkersFor(j.elements), j)
+	for _, p := range j.parts {
+		sum += p.sum
+		maxAbs = max(maxAbs, p.maxAbs)
+	}
+	return sum, maxAbs
+}
+
+func (j *normJob) Item(_, i int) {
+	s32, m32 := sumSquares(j.grads[i].f32, j.scale)
+	s64, m64 := sumSquares(j.grads[i].f64, j.scale)
+	j.parts[i] = normPart{s32 + s64, max(m32, m64)}
 }
 
 // ClipGradNorm scales all gradients of params in place by maxNorm/norm when
@@ -68,17 +97,42 @@ func ClipGradNorm(params []graph.Param, maxNorm float64) (norm float64, err erro
 	if math.IsNaN(norm) || math.IsInf(norm, 0) || norm <= maxNorm {
 		return norm, nil
 	}
-	scale := maxNorm / norm
-	for _, p := range params {
+	j := scaleJob{scale: maxNorm / norm}
+	for i, p := range params {
 		f32, f64, _ := gradData(p)
-		for j, x := range f32 {
-			f32[j] = float32(float64(x) * scale)
+		for lo := 0; lo < len(f32)+len(f64); lo += stepChunk {
+			j.chunks = append(j.chunks, chunk{param: i, lo: lo, hi: min(lo+stepChunk, len(f32)+len(f64))})
 		}
-		for j, x := range f64 {
-			f64[j] = x * scale
-		}
+		j.grads = append(j.grads, gradSlices{f32, f64})
+		j.elements += len(f32) + len(f64)
 	}
+	par.Run(len(j.chunks), par.WorkersFor(j.elements), &j)
 	return norm, nil
+}
+
+// scaleJob multiplies the gradients by scale over the cores (par.Run), a chunk
+// of a parameter an item.
+type scaleJob struct {
+	grads    []gradSlices
+	elements int // in all gradients
+	chunks   []chunk
+	scale    float64
+}
+
+func (j *scaleJob) Item(_, i int) {
+	c := j.chunks[i]
+	g := j.grads[c.param]
+	if g.f32 != nil {
+		f32 := g.f32[c.lo:c.hi]
+		for k, x := range f32 {
+			f32[k] = float32(float64(x) * j.scale)
+		}
+		return
+	}
+	f64 := g.f64[c.lo:c.hi]
+	for k, x := range f64 {
+		f64[k] = x * j.scale
+	}
 }
 
 // ZeroGrads sets the gradients of params to zero. A machine made with

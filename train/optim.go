@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
@@ -132,6 +133,7 @@ type Optimizer struct {
 	m, v   [][]float64 // first and second moment estimates
 	step   int         // updates applied so far
 	bufs   []stepBufs  // reused by Step
+	job    stepJob     // Step's work, shared over the cores
 }
 
 // stepBufs are the backing slices of one parameter and its gradient, of
@@ -189,7 +191,13 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 		n := o.shapes[i].TotalSize()
 		o.m[i] = make([]float64, n)
 		o.v[i] = make([]float64, n)
+		o.job.elements += n
+		for lo := 0; lo < n; lo += stepChunk {
+			o.job.chunks = append(o.job.chunks, chunk{param: i, lo: lo, hi: min(lo+stepChunk, n)})
+		}
 	}
+	o.job.o = o
+	o.job.bad = make([]int, len(o.job.chunks))
 	return o, nil
 }
 
@@ -256,37 +264,103 @@ func (o *Optimizer) Step(lr float64) error {
 		if err != nil {
 			return fmt.Errorf("train: optimizer: parameter %q: %w", p.Name, err)
 		}
-		if j, x, ok := firstNonFinite(b.g32, b.g64); !ok {
-			return fmt.Errorf("train: optimizer: gradient of %q is not finite: element %d is %v", p.Name, j, x)
-		}
 		o.bufs[i] = b
+	}
+	defer clear(o.bufs) // drop references to the graph's buffers
+	if err := o.job.run(false); err != nil {
+		return err
 	}
 	o.step++
 	t := float64(o.step)
-	c := vec.AdamCoef{
+	o.job.lr = lr
+	o.job.coef = vec.AdamCoef{
 		Beta1:    o.cfg.Beta1,
 		Beta2:    o.cfg.Beta2,
 		Eps:      o.cfg.Eps,
 		StepSize: lr / (1 - math.Pow(o.cfg.Beta1, t)),
 		SqrtBC2:  math.Sqrt(1 - math.Pow(o.cfg.Beta2, t)),
 	}
-	for i, b := range o.bufs {
-		c.Keep = 1
-		if o.decay[i] {
-			c.Keep = 1 - lr*o.cfg.WeightDecay
+	return o.job.run(true)
+}
+
+// stepChunk is the number of elements an item of Step takes: parameters are
+// cut into chunks of it so that the update of a large one is shared over
+// the cores and many small ones are not an item each.
+const stepChunk = 1 << 14
+
+// chunk is the elements [lo, hi) of parameter param.
+type chunk struct{ param, lo, hi int }
+
+// stepJob is Step's work over the cores (par.Run), an item per chunk: first
+// finding non-finite gradients, then the update, which is elementwise, so
+// chunks change nothing in the result.
+type stepJob struct {
+	o        *Optimizer
+	chunks   []chunk
+	elements int   // in all parameters
+	update   bool  // the update, else the check
+	bad      []int // the check's result: a chunk's first non-finite index, or -1
+	lr       float64
+	coef     vec.AdamCoef
+}
+
+// run runs the check, or with update the update, over every chunk. The
+// check's error names the first non-finite gradient element, in parameter
+// order, whichever worker found it.
+func (j *stepJob) run(update bool) error {
+	j.update = update
+	par.Run(len(j.chunks), par.WorkersFor(j.elements), j)
+	if update {
+		return nil
+	}
+	for i, at := range j.bad {
+		if at >= 0 {
+			c := j.chunks[i]
+			b := j.o.bufs[c.param]
+			x := 0.0
+			if b.g64 != nil {
+				x = b.g64[at]
+			} else {
+				x = float64(b.g32[at])
+			}
+			return fmt.Errorf("train: optimizer: gradient of %q is not finite: element %d is %v", j.o.params[c.param].Name, at, x)
 		}
-		// In float64 whatever the parameters' dtype, on internal/vec's
-		// four-lane kernel.
-		if b.p64 != nil {
-			vec.Adam(b.p64, b.g64, o.m[i], o.v[i], c)
-		} else {
-			vec.Adam(b.p32, b.g32, o.m[i], o.v[i], c)
-		}
-		clear(b.g32)
-		clear(b.g64)
-		o.bufs[i] = stepBufs{} // drop references to the graph's buffers
 	}
 	return nil
+}
+
+func (j *stepJob) Item(_, i int) {
+	c := j.chunks[i]
+	b := j.o.bufs[c.param]
+	var g32 []float32
+	var g64 []float64
+	if b.g64 != nil {
+		g64 = b.g64[c.lo:c.hi]
+	} else {
+		g32 = b.g32[c.lo:c.hi]
+	}
+	if !j.update {
+		j.bad[i] = -1
+		if at, _, ok := firstNonFinite(g32, g64); !ok {
+			j.bad[i] = c.lo + at
+		}
+		return
+	}
+	coef := j.coef
+	coef.Keep = 1
+	if j.o.decay[c.param] {
+		coef.Keep = 1 - j.lr*j.o.cfg.WeightDecay
+	}
+	// In float64 whatever the parameters' dtype, on internal/vec's
+	// four-lane kernel.
+	m, v := j.o.m[c.param][c.lo:c.hi], j.o.v[c.param][c.lo:c.hi]
+	if b.p64 != nil {
+		vec.Adam(b.p64[c.lo:c.hi], g64, m, v, coef)
+	} else {
+		vec.Adam(b.p32[c.lo:c.hi], g32, m, v, coef)
+	}
+	clear(g32)
+	clear(g64)
 }
 
 // buffers returns the current backing slices of parameter i and of its

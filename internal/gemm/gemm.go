@@ -2,11 +2,12 @@ package gemm
 
 import (
 	"math"
-	"runtime"
 	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 )
 
 // Float is the element type of the matrices.
@@ -22,12 +23,19 @@ const (
 )
 
 // parallelWork is the number of multiply-adds (m n k) above which a product
-// is split over goroutines: below it, starting them costs more than it saves.
-// Measured on two cores with the AVX-512 kernels (about 10 µs of one core's
+// is split over the cores (par.Run): below it, handing out the strips costs
+// more than it saves. Measured on two cores with the AVX-512 kernels when
+// every product started goroutines of its own (about 10 µs of one core's
 // work): 65x32x65 took 7 µs split against 3 alone, 128x128x128 32 against
 // 23, 192x128x192 the same either way; the default bench model's step went
 // from 10.0 to 9.4 ms when 1 << 16 became 1 << 21.
 const parallelWork = 1 << 21
+
+// stripsPerWorker is how many strips of C a split hands each worker: more
+// than one, so that a worker that starts late (its core busy with another
+// process) leaves its strips to the others instead of making them wait;
+// few, because each strip packs its own panels of B.
+const stripsPerWorker = 2
 
 // Gemm sets C = alpha op(A) op(B) + beta C, where op(A) is (m, k), op(B) is
 // (k, n), and C is (m, n), all row-major with leading dimensions lda, ldb and
@@ -35,13 +43,19 @@ const parallelWork = 1 << 21
 // those of BLAS's ?gemm for row-major matrices and are not checked: the
 // BLAS type checks them.
 func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	if workers := runtime.GOMAXPROCS(0); workers > 1 && m*n*k >= parallelWork && kernelsOf[T]() != nil {
-		problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}.split(m, n, workers)
-		return
+	j := splitsOf[T]().get()
+	j.p = problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
+	workers := par.Workers()
+	for len(j.ws) < workers {
+		j.ws = append(j.ws, Workspace[T]{})
 	}
-	w := getWorkspace[T]()
-	w.Gemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-	putWorkspace(w)
+	if workers > 1 && m*n*k >= parallelWork && kernelsOf[T]() != nil {
+		j.split(m, n, workers)
+	} else {
+		j.ws[0].gemm(&j.p, m, n)
+	}
+	j.p = problem[T]{} // do not keep the caller's matrices alive
+	splitsOf[T]().put(j)
 }
 
 // Workspace holds the packed panels of one goroutine's products from one
@@ -54,10 +68,14 @@ type Workspace[T Float] struct{ buf buffers[T] }
 // heads, flash tiles) and keep a workspace per goroutine. The result is
 // Gemm's, bit for bit.
 func (w *Workspace[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	w.gemm(&problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}, m, n)
+}
+
+// gemm computes p, of C (m, n), on the calling goroutine.
+func (w *Workspace[T]) gemm(p *problem[T], m, n int) {
 	if m == 0 || n == 0 {
 		return
 	}
-	p := problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
 	if kernelsOf[T]() == nil {
 		p.gonum(m, n)
 		return
@@ -89,31 +107,43 @@ func (p *problem[T]) gonum(m, n int) {
 	}
 }
 
-// split computes C in one strip per worker along its longer side, in whole
-// kernel tiles, so each strip is an independent GEMM with its own packing.
-// It takes p by value: the goroutines share this copy, and the serial path's
-// p stays on the stack.
-func (p problem[T]) split(m, n, workers int) {
+// splitJob is one Gemm call, kept from call to call with its workspaces:
+// one per worker of par.Run, each keeping its packed panels, so that a
+// split product allocates nothing once they have grown.
+type splitJob[T Float] struct {
+	p         problem[T]
+	m, n      int
+	rows      bool // strips of rows of C, else of columns
+	size, per int  // the side split into strips, and a strip's width
+	ws        []Workspace[T]
+}
+
+// split computes C in strips along its longer side, in whole kernel tiles,
+// each an independent GEMM with its own packing, shared over workers
+// goroutines (par.Run). No element of C is summed across strips, so the
+// result is the same however the strips fall.
+func (j *splitJob[T]) split(m, n, workers int) {
 	mr, nr := tile[T]()
-	var wg sync.WaitGroup
-	strips := func(size, step int, run func(lo, hi int)) {
-		per := (size + workers - 1) / workers
-		per = (per + step - 1) / step * step
-		for lo := 0; lo < size; lo += per {
-			hi := min(lo+per, size)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				run(lo, hi)
-			}()
-		}
+	j.m, j.n = m, n
+	j.rows = m/mr >= n/nr
+	step := nr
+	j.size = n
+	if j.rows {
+		j.size, step = m, mr
 	}
-	if m/mr >= n/nr {
-		strips(m, mr, func(lo, hi int) { p.runPooled(lo, hi, 0, n) })
+	per := (j.size + workers*stripsPerWorker - 1) / (workers * stripsPerWorker)
+	j.per = (per + step - 1) / step * step
+	par.Run((j.size+j.per-1)/j.per, workers, j)
+}
+
+// Item computes strip i of C on worker w's workspace.
+func (j *splitJob[T]) Item(w, i int) {
+	lo, hi := i*j.per, min((i+1)*j.per, j.size)
+	if j.rows {
+		j.p.run(&j.ws[w].buf, lo, hi, 0, j.n)
 	} else {
-		strips(n, nr, func(lo, hi int) { p.runPooled(0, m, lo, hi) })
+		j.p.run(&j.ws[w].buf, 0, j.m, lo, hi)
 	}
-	wg.Wait()
 }
 
 // problem holds one call's arguments.
@@ -136,25 +166,51 @@ type buffers[T Float] struct {
 	edge []T // one tile of C for the partial tiles at the right and bottom
 }
 
-var pools = [2]sync.Pool{}
-
-// getWorkspace and putWorkspace keep workspaces for Gemm's callers that
-// have none of their own, one pool per element type.
-func getWorkspace[T Float]() *Workspace[T] {
-	if v, ok := pools[poolIndex[T]()].Get().(*Workspace[T]); ok {
-		return v
-	}
-	return new(Workspace[T])
+// freeList keeps values for reuse from one call to the next. Unlike a
+// sync.Pool's, its values survive garbage collection: a training step
+// collects garbage every few steps, and packed panels dropped by a
+// collection would be allocated and zeroed again. It holds at most as many
+// values as calls were ever in progress at once.
+type freeList[V any] struct {
+	mu   sync.Mutex
+	free []*V
 }
 
-func putWorkspace[T Float](w *Workspace[T]) { pools[poolIndex[T]()].Put(w) }
-
-func poolIndex[T Float]() int {
-	var zero T
-	if _, ok := any(zero).(float32); ok {
-		return 0
+func (l *freeList[V]) get() *V {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.free) == 0 {
+		return new(V)
 	}
-	return 1
+	v := l.free[len(l.free)-1]
+	l.free = l.free[:len(l.free)-1]
+	return v
+}
+
+func (l *freeList[V]) put(v *V) {
+	l.mu.Lock()
+	l.free = append(l.free, v)
+	l.mu.Unlock()
+}
+
+// The split jobs of Gemm's callers, one free list per element type.
+var (
+	splits32 freeList[splitJob[float32]]
+	splits64 freeList[splitJob[float64]]
+)
+
+func splitsOf[T Float]() *freeList[splitJob[T]] {
+	var l any = &splits64
+	if isFloat32[T]() {
+		l = &splits32
+	}
+	return l.(*freeList[splitJob[T]])
+}
+
+func isFloat32[T Float]() bool {
+	var zero T
+	_, ok := any(zero).(float32)
+	return ok
 }
 
 // grow returns s resized to n elements, reallocating only when it is short.
@@ -163,13 +219,6 @@ func grow[T Float](s []T, n int) []T {
 		return make([]T, n)
 	}
 	return s[:n]
-}
-
-// runPooled is run with a workspace from the pool.
-func (p *problem[T]) runPooled(i0, i1, j0, j1 int) {
-	w := getWorkspace[T]()
-	p.run(&w.buf, i0, i1, j0, j1)
-	putWorkspace(w)
 }
 
 // run computes rows [i0, i1) and columns [j0, j1) of C, packing into buf.

@@ -395,3 +395,30 @@ func TestWorkspaceEqualsGemm(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmAllocatesNothing: once its workspaces have grown, a product
+// allocates nothing, on one core or split over two, in both element types.
+// gonum's GEMM, where there are no assembly kernels, allocates its own.
+func TestGemmAllocatesNothing(t *testing.T) {
+	if active == nil {
+		t.Skip("no assembly kernels: Gemm is gonum's")
+	}
+	testGemmAllocs[float32](t)
+	testGemmAllocs[float64](t)
+}
+
+func testGemmAllocs[T Float](t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		for _, s := range []shape{{780, 128, 128, 0}, {65, 65, 32, 0}} {
+			a, lda, b, ldb, c, ldc := operands[T](r, s, true, false)
+			run := func() { Gemm(true, false, s.m, s.n, s.k, 1, a, lda, b, ldb, 0, c, ldc) }
+			run()
+			if n := testing.AllocsPerRun(20, run); n != 0 {
+				t.Errorf("%T %+v at GOMAXPROCS %d: %v allocations per product, want 0", T(0), s, procs, n)
+			}
+		}
+	}
+}

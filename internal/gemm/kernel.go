@@ -53,7 +53,7 @@ func kernelsOf[T Float]() *kernels[T] {
 		return nil
 	}
 	var ks any = &active.f64
-	if poolIndex[T]() == 0 {
+	if isFloat32[T]() {
 		ks = &active.f32
 	}
 	return ks.(*kernels[T])

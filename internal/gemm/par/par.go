@@ -1,0 +1,175 @@
+// Package par shares a computation's independent items over the cores
+// without allocating.
+//
+// A training step of a small model is hundreds of ops of tens of
+// microseconds each; the closures and per-goroutine scratch that each
+// allocated were most of qkv's own allocations. Run allocates nothing: the
+// job is an interface value the caller keeps from one call to the next,
+// with its scratch. The caller computes items too, and never waits for a
+// helper that has not started: items not yet taken are the caller's.
+//
+// Which worker runs which item varies from run to run. Callers that sum
+// over items must keep one partial result per item, fixed by the data, and
+// add those in order: then the result does not depend on the number of
+// workers, nor on GOMAXPROCS.
+package par
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Job is a computation in n independent items, numbered from 0.
+type Job interface {
+	// Item computes item i on the goroutine numbered worker: two items
+	// with the same worker never run at once, so per-worker scratch
+	// indexed by worker needs no lock.
+	Item(worker, i int)
+}
+
+// Workers is how many goroutines Run shares a job among now:
+// runtime.GOMAXPROCS. Callers size their per-worker scratch with it and
+// pass it to Run.
+func Workers() int { return runtime.GOMAXPROCS(0) }
+
+// WorkersFor is Workers for a job of the given work (values read and
+// written, or multiply-adds), or 1 below minWork: such a job runs on its
+// caller alone.
+func WorkersFor(work int) int {
+	if work < minWork {
+		return 1
+	}
+	return Workers()
+}
+
+// minWork is the least work worth sharing: about 20 µs of one core's. A
+// helper that the operating system deschedules, on a machine busy with
+// other processes, keeps the item it took until it runs again, milliseconds
+// later, and the caller waits for it; a job shorter than that gains less
+// from the second core than it risks, and starting a helper costs the
+// caller a goroutine and often the wake of a thread. The default model's LayerNorm (768 rows of 48) is just
+// above it, so that train's TestSameSeedSameLosses still splits every
+// kernel.
+const minWork = 1 << 15
+
+// Run calls job.Item(w, i) once for every i in [0, n), on the calling
+// goroutine and up to workers-1 helper goroutines, and returns when all
+// have returned; every w is below workers, which is Workers() unless the
+// caller wants fewer. It runs every item on the calling goroutine, as
+// worker 0, when workers or n is 1 or less, and when the package is busy
+// with another goroutine's job, or with the job whose item calls Run: a
+// job never waits for another, and a nested Run (a GEMM inside a parallel
+// item) stays on its goroutine.
+func Run(n, workers int, job Job) {
+	workers = min(workers, n)
+	if workers <= 1 || !pool.mu.TryLock() {
+		for i := range n {
+			job.Item(0, i)
+		}
+		return
+	}
+	defer pool.mu.Unlock()
+	pool.run(n, workers, job)
+}
+
+// The state word of a job: its epoch in the high 32 bits, whether it is
+// open to helpers in bit 31, and the number of helpers inside it below.
+// The epoch changes with every job, so a helper started for an earlier job
+// cannot join a later one by mistake.
+const (
+	openBit    = 1 << 31
+	insideMask = openBit - 1
+	epochShift = 32
+)
+
+// jobPool is the state of the package's job; mu is held by the goroutine
+// whose job is running, and the job's fields are written only while no
+// helper is inside it.
+type jobPool struct {
+	mu    sync.Mutex
+	state atomic.Uint64
+	job   Job
+	n     int
+	limit int64        // helpers numbered below limit may take items
+	ids   atomic.Int64 // the last number given to a helper of this job
+	next  atomic.Int64 // the next item to claim
+	done  chan struct{}
+}
+
+var pool = jobPool{done: make(chan struct{}, 1)}
+
+// run is Run with the package's job held and workers >= 2. Each helper is a new
+// goroutine, started without allocating (a static function, and the Go
+// runtime reuses goroutines), rather than a worker kept waiting: a new
+// goroutine waits in the caller's run queue, where the caller's own thread
+// runs it when it has nothing else to do and another thread takes it when
+// it is free. On a machine shared with other processes, kept workers that
+// spun or slept between jobs made two cores slower than one (a worker the
+// system descheduled in the middle of an item made the caller wait for
+// it), as starting goroutines did not.
+func (p *jobPool) run(n, workers int, job Job) {
+	p.job, p.n, p.limit = job, n, int64(workers)
+	p.ids.Store(0)
+	p.next.Store(0)
+	epoch := (p.state.Load() >> epochShift) + 1
+	p.state.Store(epoch<<epochShift | openBit)
+	for range workers - 1 {
+		go help()
+	}
+	defer p.close()
+	p.items(0)
+}
+
+// close ends the running job: it leaves no item for helpers to claim (the
+// caller's item may have panicked), closes the job to helpers that have not
+// joined yet, and waits for those inside, the last of which signals done
+// when it leaves. Then the next job may change the job's fields.
+func (p *jobPool) close() {
+	p.next.Store(int64(p.n))
+	for {
+		s := p.state.Load()
+		if p.state.CompareAndSwap(s, s&^openBit) {
+			if s&insideMask != 0 {
+				<-p.done
+			}
+			break
+		}
+	}
+	p.job = nil // do not keep the caller's data alive
+}
+
+// items claims and computes items until none is left.
+func (p *jobPool) items(worker int) {
+	for {
+		i := int(p.next.Add(1) - 1)
+		if i >= p.n {
+			return
+		}
+		p.job.Item(worker, i)
+	}
+}
+
+// help joins the open job, if it is still open, computes items and leaves.
+// A helper that starts after its job closed finds it closed, or another
+// job open, which it joins as well: every open job is a job to help with.
+// Its number, from 1, is taken once inside; one above the caller's limit
+// (more helpers than the job wanted) takes no item.
+func help() {
+	p := &pool
+	for {
+		s := p.state.Load()
+		if s&openBit == 0 {
+			return
+		}
+		if p.state.CompareAndSwap(s, s+1) {
+			break
+		}
+	}
+	if id := p.ids.Add(1); id < p.limit {
+		p.items(int(id))
+	}
+	if s := p.state.Add(^uint64(0)); s&openBit == 0 && s&insideMask == 0 {
+		p.done <- struct{}{}
+	}
+}
