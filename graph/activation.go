@@ -3,7 +3,6 @@ package graph
 import (
 	"fmt"
 	"hash"
-	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -82,9 +81,9 @@ func (op activationOp) run32(in [][]float32, out []float32) { runActivation(op, 
 // activationChunk is the number of elements in an item of the work.
 const activationChunk = 1 << 13
 
-// runActivation works elementwise in chunks over the cores. ReLU and
-// float32 GELU run on internal/vec's vector kernels; float64 GELU computes
-// math.Tanh one element at a time, to float64's precision.
+// runActivation works elementwise in chunks over the cores, on
+// internal/vec's vector kernels; float64 GELU's (GELU64) give the bits of
+// the formula computed with math.Tanh.
 func runActivation[T float32 | float64](op activationOp, in [][]T, out []T) {
 	j := jobOf[activationJob[T]](op.buf)
 	j.op, j.x, j.y, j.dy = op, in[0], out, nil
@@ -124,20 +123,11 @@ func (j *activationJob[T]) Item(_, c int) {
 			}
 			return
 		}
-		gelu64(any(y).([]float64), any(x).([]float64), any(dy).([]float64))
-	}
-}
-
-// gelu64 sets y = 0.5 x (1 + tanh(c (x + a x^3))), or with dy, the gradient
-// dy (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)).
-func gelu64(y, x, dy []float64) {
-	const c, a = 0.7978845608028654, 0.044715 // sqrt(2/pi), the cubic's coefficient
-	for i, u := range x {
-		t := math.Tanh(c * (u + a*u*u*u))
-		if dy == nil {
-			y[i] = 0.5 * u * (1 + t)
+		y64, x64 := any(y).([]float64), any(x).([]float64)
+		if dy != nil {
+			vec.GELUGrad64(y64, x64, any(dy).([]float64))
 		} else {
-			y[i] = dy[i] * (0.5*(1+t) + 0.5*u*(1-t*t)*c*(1+3*a*u*u))
+			vec.GELU64(y64, x64)
 		}
 	}
 }
