@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	_ "unsafe" // go:linkname
 
 	G "gorgonia.org/gorgonia"
@@ -32,6 +33,16 @@ import (
 type Machine struct {
 	steps []step
 	ran   bool // at least once
+
+	// What RunConcurrently sets up: how many goroutines run steps, the
+	// steps that read each step's output, how many steps each waits for,
+	// how many it still waits for in this run, and the queue of steps
+	// ready to run.
+	workers int
+	users   [][]int
+	needs   []int32
+	pending []atomic.Int32
+	ready   chan int
 }
 
 // step is one op node and what its runs reuse.
@@ -136,6 +147,9 @@ func (m *Machine) RunAll() (err error) {
 			err = fmt.Errorf("graph: run: node %v (%v): panic: %v", at.node.Name(), at.op, r)
 		}
 	}()
+	if m.ran && m.workers > 1 {
+		return m.runConcurrently()
+	}
 	for i := range m.steps {
 		at = &m.steps[i]
 		if err := at.run(); err != nil {

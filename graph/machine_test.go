@@ -96,3 +96,71 @@ func TestMachineErrors(t *testing.T) {
 		t.Errorf("RunAll with an unbound input: got %v, want an error naming the node and the input", err)
 	}
 }
+
+// Run concurrently, a graph of many independent branches gives the values
+// of running it in order, run after run, and an op that fails on one
+// branch is an error naming its node, with the other branches unharmed.
+func TestMachineRunsConcurrently(t *testing.T) {
+	g := G.NewGraph()
+	x := input(g, tensor.Float64, tensor.Shape{3, 4}, "x")
+	ids, err := NewIDs(g, 1, 2, 5, "ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := input(g, tensor.Float64, tensor.Shape{5, 4}, "table")
+	var outs []*G.Node
+	for k := range 8 {
+		h := x
+		for range k + 1 {
+			h = G.Must(Add(h, x))
+		}
+		outs = append(outs, G.Must(GELU(h)))
+	}
+	rows := G.Must(Embed(table, ids))
+	reads := make([]G.Value, len(outs))
+	for i, o := range outs {
+		G.Read(o, &reads[i])
+	}
+	rng := newRand(8)
+	lets := func(id int) {
+		if err := G.Let(x, NewDense(tensor.Float64, tensor.Shape{3, 4}, uniform(rng, 12, -1, 1))); err != nil {
+			t.Fatal(err)
+		}
+		if err := G.Let(table, NewDense(tensor.Float64, tensor.Shape{5, 4}, uniform(rng, 20, -1, 1))); err != nil {
+			t.Fatal(err)
+		}
+		if err := G.Let(ids.Node, tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{1, id}))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq, err := NewMachine(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conc, err := NewMachine(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conc.RunConcurrently(4)
+	for run := range 5 {
+		lets(run % 5)
+		if err := seq.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		want := make([][]float64, len(reads))
+		for i, v := range reads {
+			want[i], _ = Float64s(v)
+		}
+		if err := conc.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range reads {
+			got, _ := Float64s(v)
+			checkClose(t, "concurrent branch", got, want[i], 0)
+		}
+	}
+	lets(7) // outside the table
+	if err := conc.RunAll(); err == nil || !strings.Contains(err.Error(), rows.Name()) {
+		t.Errorf("concurrent run with an id outside the table: got %v, want an error naming %s", err, rows.Name())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -53,7 +54,14 @@ func compile(g *G.ExprGraph, cost *G.Node, params []graph.Param) (G.VM, error) {
 	if _, err := G.Grad(cost, graph.Nodes(params)...); err != nil {
 		return nil, fmt.Errorf("train: gradient: %w", err)
 	}
-	return graph.NewMachine(g)
+	m, err := graph.NewMachine(g)
+	if err != nil {
+		return nil, err
+	}
+	// Backward has independent ops throughout (every projection's input
+	// and weight gradients): both cores run them.
+	m.RunConcurrently(runtime.GOMAXPROCS(0))
+	return m, nil
 }
 
 // loss returns the targets of n positions over vocab tokens and the

@@ -1,0 +1,112 @@
+package graph
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	G "gorgonia.org/gorgonia"
+)
+
+// RunConcurrently makes every run after the first run independent ops at
+// once, on up to workers goroutines (the caller's among them; 1, the
+// default, runs them one after another, as the first run always does). A
+// step runs once every step whose output it reads has run, so the values
+// are the same as in order: each op writes only its own output, and qkv's
+// ops and GEMM give the same bits whichever goroutine runs them.
+//
+// Why: in a training step the input and weight gradients of every
+// projection, the three projections of q, k and v, and the two branches of
+// every residual connection do not wait for each other. Products too small
+// to split well over the cores (a model of width 128) then still keep both
+// busy.
+func (m *Machine) RunConcurrently(workers int) {
+	m.workers = max(workers, 1)
+	if m.users != nil {
+		return
+	}
+	index := make(map[*G.Node]int, len(m.steps))
+	for i := range m.steps {
+		index[m.steps[i].node] = i
+	}
+	m.users = make([][]int, len(m.steps))
+	m.needs = make([]int32, len(m.steps))
+	for i := range m.steps {
+		seen := map[int]bool{}
+		for _, c := range m.steps[i].in {
+			if j, ok := index[c]; ok && !seen[j] {
+				seen[j] = true
+				m.users[j] = append(m.users[j], i)
+				m.needs[i]++
+			}
+		}
+	}
+	m.pending = make([]atomic.Int32, len(m.steps))
+	m.ready = make(chan int, len(m.steps)+runtime.NumCPU()+workers)
+}
+
+// runConcurrently is one run of RunConcurrently's kind: workers take ready
+// steps from a queue and queue each step whose last input they completed.
+// After an error the remaining steps are passed over, not run.
+func (m *Machine) runConcurrently() error {
+	for i, k := range m.needs {
+		m.pending[i].Store(k)
+		if k == 0 {
+			m.ready <- i
+		}
+	}
+	var done atomic.Int64
+	var first atomic.Pointer[error]
+	work := func() {
+		for i := range m.ready {
+			if i < 0 {
+				return // the run is over
+			}
+			if first.Load() == nil {
+				if err := m.steps[i].runRecovering(); err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+			for _, u := range m.users[i] {
+				if m.pending[u].Add(-1) == 0 {
+					m.ready <- u
+				}
+			}
+			if done.Add(1) == int64(len(m.steps)) {
+				for range m.workers {
+					m.ready <- -1
+				}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for range m.workers - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
+	wg.Wait()
+	if err := first.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// runRecovering runs the step, returning a panic inside its op as an error,
+// both naming the node: on another goroutine than RunAll's, a panic would
+// not reach RunAll's recover.
+func (s *step) runRecovering() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("graph: run: node %v (%v): panic: %v", s.node.Name(), s.op, r)
+		}
+	}()
+	if err := s.run(); err != nil {
+		return fmt.Errorf("graph: run: node %v (%v): %w", s.node.Name(), s.op, err)
+	}
+	return nil
+}
