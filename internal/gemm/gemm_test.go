@@ -308,7 +308,9 @@ func panicOf(f func()) (msg string) {
 // (xtdy: in x out x rows, the rows summed over): at batch 32 x sequence 32, width 64 and feed-forward
 // 256; and nanoGPT's CPU character model that qkv trains, 780 tokens (batch
 // 12 x 65 positions) of width 128, feed-forward 512, 106 characters in the
-// head, and attention's per-head products (65 positions, head width 32).
+// head, and attention's per-head products (65 positions, head width 32);
+// and the default sort model's, 768 tokens (64 x 12) of width 48,
+// feed-forward 192.
 var benchShapes = []struct {
 	name           string
 	transA, transB bool
@@ -332,6 +334,14 @@ var benchShapes = []struct {
 	{"nano/xtdy/128x106x780", true, false, 128, 106, 780},
 	{"nano/qkt/65x32x65", false, true, 65, 65, 32},
 	{"nano/pv/65x65x32", false, false, 65, 32, 65},
+	{"sort/xW/768x48x48", false, false, 768, 48, 48},
+	{"sort/xW/768x48x192", false, false, 768, 192, 48},
+	{"sort/xW/768x192x48", false, false, 768, 48, 192},
+	{"sort/dyWt/768x48x192", false, true, 768, 192, 48},
+	{"sort/dyWt/768x192x48", false, true, 768, 48, 192},
+	{"sort/xtdy/48x48x768", true, false, 48, 48, 768},
+	{"sort/xtdy/48x192x768", true, false, 48, 192, 768},
+	{"sort/xtdy/192x48x768", true, false, 192, 48, 768},
 }
 
 // BenchmarkSgemm runs each shape on every path this machine has, side by
