@@ -57,15 +57,22 @@ func (m *Machine) runConcurrently() error {
 		}
 	}
 	var done atomic.Int64
-	var first atomic.Pointer[error]
+	var failed atomic.Bool
+	var mu sync.Mutex
+	var first error
 	work := func() {
 		for i := range m.ready {
 			if i < 0 {
 				return // the run is over
 			}
-			if first.Load() == nil {
+			if !failed.Load() {
 				if err := m.steps[i].runRecovering(); err != nil {
-					first.CompareAndSwap(nil, &err)
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					failed.Store(true)
 				}
 			}
 			for _, u := range m.users[i] {
@@ -90,10 +97,7 @@ func (m *Machine) runConcurrently() error {
 	}
 	work()
 	wg.Wait()
-	if err := first.Load(); err != nil {
-		return *err
-	}
-	return nil
+	return first
 }
 
 // runRecovering runs the step, returning a panic inside its op as an error,
