@@ -13,8 +13,9 @@ import (
 // gradient element gives a NaN or +Inf norm and no error, so that the
 // training loop can log it and skip the batch. Finite gradients whose squares
 // overflow or underflow float64 are rescaled, so the norm of finite
-// gradients is finite and accurate. Gradients are read from p.Node.Grad(),
-// which needs a machine made with G.BindDualValues(params...) that has run.
+// gradients is finite and accurate. Gradients are read from p.Node.Grad():
+// after G.Grad and a run of the graph on a graph.Machine (or on a tape
+// machine made with G.BindDualValues(params...)).
 func GradNorm(params []graph.Param) (float64, error) {
 	j := normJob{grads: make([]gradSlices, len(params)), parts: make([]normPart, len(params))}
 	for i, p := range params {
@@ -135,8 +136,9 @@ func (j *scaleJob) Item(_, i int) {
 	}
 }
 
-// ZeroGrads sets the gradients of params to zero. A machine made with
-// G.BindDualValues accumulates gradients over runs; Optimizer.Step zeroes
+// ZeroGrads sets the gradients of params to zero. gorgonia's tape machine
+// made with G.BindDualValues accumulates gradients over runs (a
+// graph.Machine overwrites them at every run); Optimizer.Step zeroes
 // them after each update, and a loop that skips a batch (say, one with a
 // non-finite gradient) calls ZeroGrads so that the next batch starts clean.
 func ZeroGrads(params []graph.Param) error {
@@ -158,7 +160,7 @@ func gradData(p graph.Param) ([]float32, []float64, error) {
 	}
 	gv, err := p.Node.Grad()
 	if err != nil || gv == nil {
-		return nil, nil, fmt.Errorf("parameter %q has no gradient: make the machine with G.BindDualValues(params...) and run it first", p.Name)
+		return nil, nil, fmt.Errorf("parameter %q has no gradient: differentiate the cost with G.Grad and run the graph (graph.NewMachine) first", p.Name)
 	}
 	f32, f64, err := floatData(gv)
 	if err != nil {

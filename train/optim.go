@@ -149,8 +149,8 @@ var errNilOptimizer = errors.New("train: optimizer: nil optimizer")
 // NewOptimizer returns an optimizer for params with zero moments and step
 // count 0. Every parameter must have a unique non-empty name and a float32
 // or float64 *tensor.Dense value. Gradients are read from p.Node.Grad() at
-// each Step, so the training machine must be made with
-// G.BindDualValues(params...).
+// each Step: G.Grad's gradient nodes after a run on a graph.Machine, or the
+// dual values of a tape machine made with G.BindDualValues(params...).
 func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -378,7 +378,7 @@ func (o *Optimizer) buffers(i int) (stepBufs, error) {
 	}
 	gv, err := p.Node.Grad()
 	if err != nil || gv == nil {
-		return b, errors.New("no gradient: make the machine with G.BindDualValues(params...) and run it before Step")
+		return b, errors.New("no gradient: differentiate the cost with G.Grad and run the graph (graph.NewMachine) before Step")
 	}
 	if b.g32, b.g64, err = floatData(gv); err != nil {
 		return b, fmt.Errorf("gradient: %w", err)
