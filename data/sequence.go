@@ -82,7 +82,7 @@ func (s *sequence) generateIn(rng *rand.Rand, a *intArena) Example {
 	if s.maxLen > s.minLen {
 		n += rng.IntN(s.maxLen - s.minLen + 1)
 	}
-	both := a.make(2 * n)
+	both := a.ints(2 * n)
 	p := both[:n:n]
 	for i := range p {
 		p[i] = firstSymbol + rng.IntN(s.k)

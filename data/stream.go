@@ -83,8 +83,8 @@ type intArena struct{ free []int }
 // of the toy tasks' examples.
 const arenaBlock = 4096
 
-// make returns a slice of n zeros from a, or a new one for a nil arena.
-func (a *intArena) make(n int) []int {
+// ints returns a slice of n zeros from a, or a new one for a nil arena.
+func (a *intArena) ints(n int) []int {
 	if a == nil {
 		return make([]int, n)
 	}

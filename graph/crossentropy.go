@@ -32,7 +32,7 @@ type crossEntropyOp struct {
 	classes int
 	grad    bool
 	buf     *output      // grad: the (N, C) gradient
-	loss    *lossScalars // forward: the scalar, kept from run to run
+	loss    *lossScalars // the forward's scalar, kept from run to run
 }
 
 // lossScalars holds the loss value that crossEntropyOp returns, one per
@@ -91,28 +91,27 @@ func (op crossEntropyOp) Do(vals ...G.Value) (G.Value, error) {
 			return nil, fmt.Errorf("graph: %v: output gradient: %w", op, err)
 		}
 	}
-	c := op.classes
 	switch z.Dtype() {
 	case tensor.Float64:
-		if op.grad {
-			out := op.buf.get(tensor.Float64, op.shape, false)
-			crossEntropyGrad(z.Float64s(), t.Float64s(), out.Float64s(), c, g)
-			return out, nil
-		}
-		op.loss.row64 = grown(op.loss.row64, c)
-		op.loss.f64 = G.F64(crossEntropyLoss(z.Float64s(), t.Float64s(), op.loss.row64))
-		return &op.loss.f64, nil
+		return crossEntropyRun(op, z, t, g, &op.loss.row64, &op.loss.f64)
 	case tensor.Float32:
-		if op.grad {
-			out := op.buf.get(tensor.Float32, op.shape, false)
-			crossEntropyGrad(z.Float32s(), t.Float32s(), out.Float32s(), c, g)
-			return out, nil
-		}
-		op.loss.row32 = grown(op.loss.row32, c)
-		op.loss.f32 = G.F32(crossEntropyLoss(z.Float32s(), t.Float32s(), op.loss.row32))
-		return &op.loss.f32, nil
+		return crossEntropyRun(op, z, t, g, &op.loss.row32, &op.loss.f32)
 	}
 	return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, z.Dtype())
+}
+
+// crossEntropyRun is Do for logits z and targets t of T's dtype: the
+// gradient into op's output, or the loss into *loss (with *row, grown to
+// the class count, as scratch).
+func crossEntropyRun[T float32 | float64, S G.F32 | G.F64](op crossEntropyOp, z, t *tensor.Dense, g float64, row *[]T, loss *S) (G.Value, error) {
+	if op.grad {
+		out := op.buf.get(z.Dtype(), op.shape, false)
+		crossEntropyGrad(elements[T](z), elements[T](t), elements[T](out), op.classes, g)
+		return out, nil
+	}
+	*row = grown(*row, op.classes)
+	*loss = S(crossEntropyLoss(elements[T](z), elements[T](t), *row))
+	return any(loss).(G.Value), nil
 }
 
 // grown returns s with length n, reallocated only when it is shorter.
@@ -247,7 +246,7 @@ func (op crossEntropyOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, erro
 		return nil, fmt.Errorf("graph: %v is not differentiable", op)
 	}
 	g := op
-	g.grad, g.loss, g.buf = true, nil, new(output)
+	g.grad, g.buf = true, new(output) // g.loss is the forward's, unused by the gradient
 	dz, err := G.ApplyOp(g, inputs[0], inputs[1], grad)
 	if err != nil {
 		return nil, err

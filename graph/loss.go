@@ -69,10 +69,7 @@ func (t *Targets) Set(targets []int, weights []float64) error {
 	case tensor.Float32:
 		setTargets(t.buf.Float32s(), t.Classes, targets, weights, total)
 	}
-	if t.Node.Value() == G.Value(t.buf) {
-		return nil // bound already, and written in place
-	}
-	if err := G.Let(t.Node, t.buf); err != nil {
+	if err := LetOnce(t.Node, t.buf); err != nil {
 		return fmt.Errorf("graph: targets %q: %w", name, err)
 	}
 	return nil

@@ -140,20 +140,13 @@ func isConstant(op G.Op) bool {
 // RunAll runs every op of the graph once. An error names the node whose op
 // failed; a panic inside an op is returned as such an error too, since it
 // happens in the caller's goroutine here.
-func (m *Machine) RunAll() (err error) {
-	var at *step
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("graph: run: node %v (%v): panic: %v", at.node.Name(), at.op, r)
-		}
-	}()
+func (m *Machine) RunAll() error {
 	if m.ran && m.workers > 1 {
 		return m.runConcurrently()
 	}
 	for i := range m.steps {
-		at = &m.steps[i]
-		if err := at.run(); err != nil {
-			return fmt.Errorf("graph: run: node %v (%v): %w", at.node.Name(), at.op, err)
+		if err := m.steps[i].runRecovering(); err != nil {
+			return err
 		}
 	}
 	if !m.ran {
@@ -273,6 +266,17 @@ func (s *step) copyOwned(v G.Value) error {
 	}
 	_, err := G.Copy(s.owned, v)
 	return err
+}
+
+// LetOnce binds v to n with G.Let unless n holds v already: for inputs
+// whose buffer the caller rewrites in place between runs (targets, masks,
+// a decoder's caches), so that a run costs no G.Let, which clones the
+// node's shape to check it.
+func LetOnce(n *G.Node, v *tensor.Dense) error {
+	if n.Value() == G.Value(v) {
+		return nil
+	}
+	return G.Let(n, v)
 }
 
 // bind binds v to n as the tape machine does, without G.UnsafeLet's checks:

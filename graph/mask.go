@@ -227,10 +227,7 @@ func (n *MaskNode) Set(m Mask) error {
 	case tensor.Float32:
 		setBias(n.buf.Float32s(), m.Allow)
 	}
-	if n.Bias.Value() == G.Value(n.buf) {
-		return nil // bound already, and written in place
-	}
-	if err := G.Let(n.Bias, n.buf); err != nil {
+	if err := LetOnce(n.Bias, n.buf); err != nil {
 		return fmt.Errorf("graph: mask %q: %w", n.Bias.Name(), err)
 	}
 	return nil

@@ -154,24 +154,15 @@ func (c *selfCache) bind(ids []int) error {
 	if err := c.seen.Set(mask); err != nil {
 		return err
 	}
-	if err := letOnce(c.slot, c.slotBuf); err != nil {
+	if err := graph.LetOnce(c.slot, c.slotBuf); err != nil {
 		return fmt.Errorf("infer: %s: %w", c.what, err)
 	}
 	for i := range c.cacheK {
-		if err := cmp.Or(letOnce(c.cacheK[i], c.bufK[i]), letOnce(c.cacheV[i], c.bufV[i])); err != nil {
+		if err := cmp.Or(graph.LetOnce(c.cacheK[i], c.bufK[i]), graph.LetOnce(c.cacheV[i], c.bufV[i])); err != nil {
 			return fmt.Errorf("infer: %s: %w", c.what, err)
 		}
 	}
 	return nil
-}
-
-// letOnce binds v to n unless n holds v already: the buffers are written in
-// place between steps.
-func letOnce(n *G.Node, v *tensor.Dense) error {
-	if n.Value() == G.Value(v) {
-		return nil
-	}
-	return G.Let(n, v)
 }
 
 // oneOf returns 1 in dtype dt, as SetAt wants it.
