@@ -14,115 +14,28 @@ import (
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
-// Attention returns scaled dot-product attention of H heads over projected
-// queries q (B, Sq, D), keys k (B, Sk, D) and values v (B, Sk, D), with
-// dk = D/H and head h reading columns [h*dk, (h+1)*dk):
+// fusedAttention is Attend's Fused implementation, in two custom ops:
 //
-//	P_h = softmax(Q_h K_h^T / sqrt(dk) + mask.Bias)   weights (B, H, Sq, Sk)
-//	out = Concat(P_1 V_1, ..., P_H V_H)                (B, Sq, D)
+//	P   = attnWeights(q, k, [mask], [bias], [sinks])   (B, H, Sq, Sk)
+//	out = attnOutput(P, v, [keep])                     (B, Sq, D)
 //
-// mask (B, Sq, Sk), shared by the heads, may be nil: its Bias is 0 where a
-// query may see a key and -Inf where it may not, so hidden keys get weight
-// exactly 0. keep, the keep-mask of attention dropout (B, H, Sq, Sk), may be
-// nil too, else out uses P * keep in place of P. For an additive bias of the
-// scores (a learned relative-position bias) use AttentionWithBias; for
-// masks and score modifiers by position (sliding windows, ALiBi,
-// softcapping), grouped-query heads and sinks, AttentionMods.
-//
-// The softmax subtracts each row's own max; a query that may see no key gets
-// all-zero weights and zero gradients, not NaN.
-//
-// Each of the two steps is one op forward and one per input backward,
-// computed head by head in plain loops on the (B, S, D) layout, instead of
-// gorgonia's reshapes, transposes, batched matmuls and broadcasts: the same
-// arithmetic without copying the heads around. The tests check both steps
-// against plain loops and their gradients against finite differences.
-func Attention(q, k, v *G.Node, heads int, mask *MaskNode, keep *G.Node) (out, weights *G.Node, err error) {
-	return attention(q, k, v, heads, mask, nil, keep, Mods{})
-}
-
-// AttentionWithBias is Attention with an additive bias of the scores:
-//
-//	P_h = softmax(Q_h K_h^T / sqrt(dk) + bias_h + mask.Bias)
-//
-// bias is (H, Sq, Sk), one (Sq, Sk) block per head shared by the batch (ALiBi,
-// relative-position biases), or (B, H, Sq, Sk); nil means no bias. Its values
-// should be finite: the mask, not the bias, says what is hidden (a -Inf entry
-// hides its key as the mask does; +Inf or NaN make the row NaN). A hidden key
-// still gets weight exactly 0, whatever its bias.
-//
-// The bias is differentiable: G.Grad gives its gradient, summed over the
-// batch for an (H, Sq, Sk) bias, so a learned relative-position bias can be
-// trained. The gradient op runs whenever the attention is differentiated,
-// even for a constant bias (B*H*Sq*Sk multiply-adds, a fraction of the
-// backward pass).
-func AttentionWithBias(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (out, weights *G.Node, err error) {
-	if bias == nil {
-		// A nil bias is "no bias", as a nil mask is "no mask": callers that
-		// pass an optional bias along need no branch of their own.
-		return attention(q, k, v, heads, mask, nil, keep, Mods{})
-	}
-	return AttentionMods(q, k, v, heads, mask, bias, keep, Mods{})
-}
-
-// AttentionMods is AttentionWithBias with the modifiers of mods (masks and
-// score modifiers by position, grouped-query heads, sinks): see Mods for
-// the formula. With KVHeads = G, k and v are (B, Sk, G*dk). The weights
-// (B, H, Sq, Sk) are those of the keys, without the sink's: with sinks a row
-// sums to 1 - p_sink. mods.Sinks is differentiable, as q, k, v and bias are.
-//
-// The forward pass returns an error, naming the modifier and (b, h, i, j),
-// when a score modifier's value or derivative is not finite. The backward
-// pass multiplies each score's gradient by the modifier's derivative, which
-// one more op (B, H, Sq, Sk) recomputes from q and k.
-func AttentionMods(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (out, weights *G.Node, err error) {
-	if bias != nil {
-		if err := CheckNode(bias, "score bias"); err != nil {
-			return nil, nil, fmt.Errorf("graph: attention: %w", err)
-		}
-	}
-	return attention(q, k, v, heads, mask, bias, keep, mods)
-}
-
-func attention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (out, weights *G.Node, err error) {
-	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
-		return nil, nil, fmt.Errorf("graph: attention: %w", err)
-	}
-	if err := mask.Check(); err != nil {
-		return nil, nil, fmt.Errorf("graph: attention: %w", err)
-	}
-	if keep != nil {
-		if err := CheckNode(keep, "dropout keep-mask"); err != nil {
-			return nil, nil, fmt.Errorf("graph: attention: %w", err)
-		}
-	}
-	d, err := attentionDims(q, k, v, heads, mask, bias, keep, mods)
-	if err != nil {
-		return nil, nil, fmt.Errorf("graph: attention: %w", err)
-	}
-	scoreIn := G.Nodes{q, k} // (B, Sq, D), (B, Sk, KVHeads*dk)
-	if mask != nil {
-		scoreIn = append(scoreIn, mask.Bias) // (B, Sq, Sk)
-	}
-	if bias != nil {
-		scoreIn = append(scoreIn, bias) // (H, Sq, Sk) or (B, H, Sq, Sk)
-	}
-	if mods.Sinks != nil {
-		scoreIn = append(scoreIn, mods.Sinks) // (H)
-	}
+// Each is one op forward and one per input backward, computed head by head
+// in plain loops on the (B, S, D) layout, instead of gorgonia's reshapes,
+// transposes, batched matmuls and broadcasts: the same arithmetic without
+// copying the heads around. The tests hold both steps to plain loops, to
+// the composed graph and to finite differences.
+func fusedAttention(q, k, v *G.Node, s Spec, d attnDims) (out, weights *G.Node, err error) {
 	var run *modRun
-	if mods.active() {
-		run = newModRun(mods, d.Sq, d.Sk)
+	if s.active() {
+		run = newModRun(s, d.Sq, d.Sk)
 	}
-	if weights, err = apply(attentionOp{dims: d, out: attnWeights, mod: run}, scoreIn...); err != nil {
-		return nil, nil, fmt.Errorf("graph: attention weights: %w", err)
+	wop := attentionOp{dims: d, out: attnWeights, mod: run}
+	if weights, err = apply(wop, wop.args(map[role]*G.Node{roleQ: q, roleK: k, roleMask: s.Mask.bias(), roleBias: s.Bias, roleSinks: s.Sinks})...); err != nil {
+		return nil, nil, fmt.Errorf("weights: %w", err)
 	}
-	mixIn := G.Nodes{weights, v} // (B, H, Sq, Sk), (B, Sk, KVHeads*dk)
-	if keep != nil {
-		mixIn = append(mixIn, keep) // (B, H, Sq, Sk)
-	}
-	if out, err = apply(attentionOp{dims: d, out: attnOutput}, mixIn...); err != nil {
-		return nil, nil, fmt.Errorf("graph: attention: %w", err)
+	oop := attentionOp{dims: d, out: attnOutput}
+	if out, err = apply(oop, oop.args(map[role]*G.Node{roleP: weights, roleV: v, roleKeep: s.Keep})...); err != nil {
+		return nil, nil, err
 	}
 	return out, weights, nil
 }
@@ -157,20 +70,23 @@ func (d attnDims) biasBlock(b, h int) int {
 	return h
 }
 
-func attentionDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (attnDims, error) {
+// attentionDims checks the shapes and dtypes of q, k, v and of s's inputs
+// against each other and returns the attention's sizes.
+func attentionDims(q, k, v *G.Node, s Spec) (attnDims, error) {
+	heads, mask, bias, keep := s.Heads, s.Mask, s.Bias, s.Keep
 	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
 	if len(qs) != 3 || len(ks) != 3 || !ks.Eq(vs) || ks[0] != qs[0] {
 		return attnDims{}, shapeErrorf("q %v, k %v, v %v: want (B, Sq, D), (B, Sk, KVHeads*dk), (B, Sk, KVHeads*dk)", qs, ks, vs)
 	}
 	d := attnDims{B: qs[0], Sq: qs[1], Sk: ks[1], D: qs[2], H: heads, Masked: mask != nil, Dropped: keep != nil,
-		Scored: mods.Score != nil, Sinks: mods.Sinks != nil}
+		Scored: s.ScoreMod != nil, Sinks: s.Sinks != nil}
 	if heads <= 0 || d.D%heads != 0 {
 		return attnDims{}, shapeErrorf("width %d is not divisible by %d heads", d.D, heads)
 	}
-	if err := mods.check(heads, d.B, d.Sq, d.Sk, q.Dtype()); err != nil {
+	if err := s.checkMods(heads, d.B, d.Sq, d.Sk, q.Dtype()); err != nil {
 		return attnDims{}, err
 	}
-	d.KV = mods.kvHeads(heads)
+	d.KV = s.kvHeads(heads)
 	if ks[2] != d.kd() {
 		if d.KV == d.H {
 			return attnDims{}, shapeErrorf("q %v, k %v, v %v: want (B, Sq, D), (B, Sk, D), (B, Sk, D)", qs, ks, vs)
@@ -246,49 +162,63 @@ type attentionOp struct {
 
 func (op attentionOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
-// inputs lists the number of dimensions of each input, in order, in buf.
-// gorgonia does not compare these with the nodes the op is applied to (the
-// ranks of a declared type are not unified), so TestOpDeclaredTypes does.
-// Do asks for the arity at every run: buf, on the caller's stack, keeps
-// that from allocating.
-func (op attentionOp) inputs(buf *[5]int) []int {
+// roles lists the op's inputs, in order ([x] when present).
+func (op attentionOp) roles() roleList {
 	d := op.dims
-	in := buf[:0]
+	var l roleList
 	switch op.out {
 	case attnWeights: // q, k, [mask], [bias], [sinks]
-		in = append(in, 3, 3)
-		if d.Masked {
-			in = append(in, 3)
-		}
-		if d.Bias != 0 {
-			in = append(in, d.Bias)
-		}
-		if d.Sinks {
-			in = append(in, 1)
-		}
-		return in
+		l.add(roleQ, true)
+		l.add(roleK, true)
+		l.add(roleMask, d.Masked)
+		l.add(roleBias, d.Bias != 0)
+		l.add(roleSinks, d.Sinks)
 	case attnModDeriv: // q, k, [mask]
-		if d.Masked {
-			return append(in, 3, 3, 3)
-		}
-		return append(in, 3, 3)
+		l.add(roleQ, true)
+		l.add(roleK, true)
+		l.add(roleMask, d.Masked)
 	case attnGradQ, attnGradK: // P, dP, k or q, [deriv]
-		if d.Scored {
-			return append(in, 4, 4, 3, 4)
-		}
-		return append(in, 4, 4, 3)
+		l.add(roleP, true)
+		l.add(roleDP, true)
+		l.add(roleK, op.out == attnGradQ)
+		l.add(roleQ, op.out == attnGradK)
+		l.add(roleDeriv, d.Scored)
 	case attnGradBias, attnGradSinks: // P, dP
-		return append(in, 4, 4)
-	case attnOutput, attnGradV: // P, v or dout
-		in = append(in, 4, 3)
-	case attnGradP: // dout, v
-		in = append(in, 3, 3)
+		l.add(roleP, true)
+		l.add(roleDP, true)
+	case attnOutput: // P, v, [keep]
+		l.add(roleP, true)
+		l.add(roleV, true)
+		l.add(roleKeep, d.Dropped)
+	case attnGradV: // P, dout, [keep]
+		l.add(roleP, true)
+		l.add(roleDOut, true)
+		l.add(roleKeep, d.Dropped)
+	case attnGradP: // dout, v, [keep]
+		l.add(roleDOut, true)
+		l.add(roleV, true)
+		l.add(roleKeep, d.Dropped)
 	}
-	if d.Dropped { // [keep]
-		in = append(in, 4)
-	}
-	return in
+	return l
 }
+
+// rank is the number of dimensions of an input of role r. gorgonia does not
+// compare these with the nodes the op is applied to (the ranks of a
+// declared type are not unified), so TestOpDeclaredTypes does.
+func (op attentionOp) rank(r role) int {
+	switch r {
+	case roleP, roleDP, roleKeep, roleDeriv:
+		return 4
+	case roleBias:
+		return op.dims.Bias
+	case roleSinks:
+		return 1
+	}
+	return 3
+}
+
+// args returns the op's arguments from nodes by role.
+func (op attentionOp) args(nodes map[role]*G.Node) G.Nodes { return nodesFor(op.roles(), nodes) }
 
 // shape is the output's shape, in buf: Do asks for it at every run.
 func (op attentionOp) shape(buf *[4]int) tensor.Shape {
@@ -311,14 +241,18 @@ func (op attentionOp) shape(buf *[4]int) tensor.Shape {
 }
 
 func (op attentionOp) Arity() int {
-	var buf [5]int
-	return len(op.inputs(&buf))
+	l := op.roles()
+	return l.n
 }
 
 func (op attentionOp) Type() hm.Type {
-	var in [5]int
+	l := op.roles()
+	ranks := make([]int, l.n)
+	for i, r := range l.all() {
+		ranks[i] = op.rank(r)
+	}
 	var out [4]int
-	return opType(op.inputs(&in), op.shape(&out).Dims())
+	return opType(ranks, op.shape(&out).Dims())
 }
 
 func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
@@ -382,7 +316,8 @@ func (j *attentionJob[T]) Item(w, item int) {
 			attendHead(j.op, j.in, j.out, sc, b, item)
 		}
 	case j.op.out == attnGradSinks: // one item per head
-		sinkGrad(d, j.in[0], j.in[1], j.out, item)
+		l := j.op.roles()
+		sinkGrad(d, inputOf(l, j.in, roleP), inputOf(l, j.in, roleDP), j.out, item)
 	case (j.op.out == attnGradK || j.op.out == attnGradV) && d.KV < d.H:
 		// The query heads of a group add into one KV head: one item per
 		// (sequence, KV head), its query heads in order.
@@ -423,13 +358,16 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	// weights returns the (Sq, Sk) block of head h of sequence b of an
 	// (B, H, Sq, Sk) tensor.
 	weights := func(x []T) []T { return x[(b*d.H+h)*block:][:block] }
+	// x returns the op's input of role r, nil if it has none.
+	roles := op.roles()
+	x := func(r role) []T { return inputOf(roles, in, r) }
 	// dropped returns P * keep in scratch, or P without dropout.
 	dropped := func(p []T) []T {
 		if !d.Dropped {
 			return p
 		}
 		pk := scratch[:block]
-		for i, k := range weights(in[2]) {
+		for i, k := range weights(x(roleKeep)) {
 			pk[i] = p[i] * k
 		}
 		return pk
@@ -437,63 +375,58 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	// modded returns dS times the score modifier's derivative.
 	modded := func(ds []T) []T {
 		if d.Scored {
-			for i, der := range weights(in[3]) {
+			for i, der := range weights(x(roleDeriv)) {
 				ds[i] *= der
 			}
 		}
 		return ds
 	}
 	var mask []T // the mask's (Sq, Sk) block of sequence b, if any
-	if d.Masked && (op.out == attnWeights || op.out == attnModDeriv) {
-		mask = in[2][b*block:][:block]
+	if m := x(roleMask); m != nil {
+		mask = m[b*block:][:block]
 	}
 	gemm := sc.ws.Gemm // the heads are already spread over the cores
 	switch op.out {
 	case attnWeights: // P = softmax(mods(Q K^T * scale + mask) + bias | sink)   (Sq, Sk)
 		p := weights(out)
-		gemm(false, true, d.Sq, d.Sk, dk, scale, head(in[0], d.Sq), d.D, kvHead(in[1], d.Sk), kd, 0, p, d.Sk)
-		next := 2
-		if d.Masked {
-			next++
-		}
+		gemm(false, true, d.Sq, d.Sk, dk, scale, head(x(roleQ), d.Sq), d.D, kvHead(x(roleK), d.Sk), kd, 0, p, d.Sk)
 		if op.mod != nil {
 			modRows(op.mod, p, nil, mask, b, h, d.Sk)
 			mask = nil // added by modRows
 		}
 		var bias []T
-		if d.Bias != 0 {
-			bias = in[next][d.biasBlock(b, h)*block:][:block]
-			next++
+		if bs := x(roleBias); bs != nil {
+			bias = bs[d.biasBlock(b, h)*block:][:block]
 		}
 		sink := math.Inf(-1)
-		if d.Sinks {
-			sink = float64(in[next][h])
+		if sinks := x(roleSinks); sinks != nil {
+			sink = float64(sinks[h])
 		}
 		softmaxHead(p, mask, bias, sink, d.Sk)
 	case attnModDeriv: // deriv = mods'(Q K^T * scale + mask), 0 where hidden  (Sq, Sk)
 		s := scratch[:block]
-		gemm(false, true, d.Sq, d.Sk, dk, scale, head(in[0], d.Sq), d.D, kvHead(in[1], d.Sk), kd, 0, s, d.Sk)
+		gemm(false, true, d.Sq, d.Sk, dk, scale, head(x(roleQ), d.Sq), d.D, kvHead(x(roleK), d.Sk), kd, 0, s, d.Sk)
 		modRows(op.mod, s, weights(out), mask, b, h, d.Sk)
 	case attnOutput: // out = (P * keep) V                                (Sq, dk)
-		gemm(false, false, d.Sq, dk, d.Sk, 1, dropped(weights(in[0])), d.Sk, kvHead(in[1], d.Sk), kd, 0, head(out, d.Sq), d.D)
+		gemm(false, false, d.Sq, dk, d.Sk, 1, dropped(weights(x(roleP))), d.Sk, kvHead(x(roleV), d.Sk), kd, 0, head(out, d.Sq), d.D)
 	case attnGradP: // dP = (dout V^T) * keep                              (Sq, Sk)
 		dp := weights(out)
-		gemm(false, true, d.Sq, d.Sk, dk, 1, head(in[0], d.Sq), d.D, kvHead(in[1], d.Sk), kd, 0, dp, d.Sk)
+		gemm(false, true, d.Sq, d.Sk, dk, 1, head(x(roleDOut), d.Sq), d.D, kvHead(x(roleV), d.Sk), kd, 0, dp, d.Sk)
 		if d.Dropped {
-			for i, k := range weights(in[2]) {
+			for i, k := range weights(x(roleKeep)) {
 				dp[i] *= k
 			}
 		}
 	case attnGradV: // dV += (P * keep)^T dout                              (Sk, dk)
-		gemm(true, false, d.Sk, dk, d.Sq, 1, dropped(weights(in[0])), d.Sk, head(in[1], d.Sq), d.D, first, kvHead(out, d.Sk), kd)
+		gemm(true, false, d.Sk, dk, d.Sq, 1, dropped(weights(x(roleP))), d.Sk, head(x(roleDOut), d.Sq), d.D, first, kvHead(out, d.Sk), kd)
 	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * mods' * scale   (Sq, dk)
-		ds := modded(scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], scale, d.Sk))
-		gemm(false, false, d.Sq, dk, d.Sk, 1, ds, d.Sk, kvHead(in[2], d.Sk), kd, 0, head(out, d.Sq), d.D)
+		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk))
+		gemm(false, false, d.Sq, dk, d.Sk, 1, ds, d.Sk, kvHead(x(roleK), d.Sk), kd, 0, head(out, d.Sq), d.D)
 	case attnGradK: // dK += dS^T Q                                          (Sk, dk)
-		ds := modded(scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], scale, d.Sk))
-		gemm(true, false, d.Sk, dk, d.Sq, 1, ds, d.Sk, head(in[2], d.Sq), d.D, first, kvHead(out, d.Sk), kd)
+		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk))
+		gemm(true, false, d.Sk, dk, d.Sq, 1, ds, d.Sk, head(x(roleQ), d.Sq), d.D, first, kvHead(out, d.Sk), kd)
 	case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
-		ds := scoresGrad(weights(in[0]), weights(in[1]), scratch[block:], 1, d.Sk)
+		ds := scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], 1, d.Sk)
 		dst := out[d.biasBlock(b, h)*block:][:block]
 		for i, g := range ds {
 			dst[i] += g
@@ -504,11 +437,12 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 // modRows applies the modifiers of r to the (Sq, n) scores s of head h of
 // sequence b, after adding mask (a block of s's shape, or nil): see modRow.
 // der, if not nil, receives the derivatives.
+//
+// Each row is asked of the mask modifier in runs of modSpan keys, as flash
+// asks its tiles: a run it calls AllHidden is hidden without a call per
+// entry, and an AllVisible one without asking Visible. So a causal mask
+// costs a Visible call only for the run that holds the diagonal.
 func modRows[T float32 | float64](r *modRun, s, der, mask []T, b, h, n int) {
-	cov := AllVisible
-	if r.mask != nil {
-		cov = Partial
-	}
 	for i := 0; i*n < len(s); i++ {
 		row := s[i*n : (i+1)*n]
 		if mask != nil {
@@ -520,9 +454,31 @@ func modRows[T float32 | float64](r *modRun, s, der, mask []T, b, h, n int) {
 		if der != nil {
 			dr = der[i*n : (i+1)*n]
 		}
-		modRow(r, row, dr, b, h, i, 0, cov)
+		for j0 := 0; j0 < n; j0 += modSpan {
+			j1 := min(j0+modSpan, n)
+			var dc []T
+			if dr != nil {
+				dc = dr[j0:j1]
+			}
+			switch cov := r.coverage(b, h, i, i+1, j0, j1); cov {
+			case AllHidden:
+				for c := range row[j0:j1] {
+					row[j0+c] = T(math.Inf(-1))
+				}
+				clear(dc)
+			default:
+				if cov == AllVisible && r.score == nil && dc == nil {
+					continue // nothing to hide or change; a -Inf from mask stays -Inf
+				}
+				modRow(r, row[j0:j1], dc, b, h, i, j0, cov)
+			}
+		}
 	}
 }
+
+// modSpan is the number of keys of a row that modRows asks the mask
+// modifier about at once.
+const modSpan = 64
 
 // sinkGrad writes the gradient of head h's sink logit from the weights P
 // and their gradient dP (B, H, Sq, Sk): with p_sink = 1 - rowsum(P), the
@@ -646,76 +602,68 @@ func (op attentionOp) String() string {
 // constants. Gradient ops are not differentiated again.
 func (op attentionOp) DiffWRT(inputs int) []bool {
 	d := make([]bool, inputs)
-	switch op.out {
-	case attnWeights:
-		d[0], d[1] = true, true
-		if op.dims.Bias != 0 {
-			d[op.biasInput()] = true
-		}
-		if op.dims.Sinks {
-			d[inputs-1] = true // the sinks are the last input
-		}
-	case attnOutput:
-		d[0], d[1] = true, true
+	if op.out != attnWeights && op.out != attnOutput {
+		return d
+	}
+	l := op.roles()
+	for i, r := range l.all() {
+		d[i] = r == roleQ || r == roleK || r == roleBias || r == roleSinks || r == roleP || r == roleV
 	}
 	return d
-}
-
-// biasInput is the index of the score bias among the weights' inputs.
-func (op attentionOp) biasInput() int {
-	if op.dims.Masked {
-		return 3
-	}
-	return 2
 }
 
 // SymDiff returns the gradients of the inputs as attentionOps over the
 // forward values and the incoming gradient.
 func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	grads := make(G.Nodes, len(inputs))
-	apply := func(which int, args ...*G.Node) (*G.Node, error) {
-		return apply(attentionOp{dims: op.dims, out: which, mod: op.mod}, args...)
+	l := op.roles()
+	byRole := map[role]*G.Node{}
+	for i, r := range l.all() {
+		byRole[r] = inputs[i]
 	}
-	var err error
+	grads := make(G.Nodes, len(inputs))
+	// grad makes the gradient op which from nodes by role and puts it at
+	// the input of role r.
+	gradOf := func(r role, which int, nodes map[role]*G.Node) error {
+		g := attentionOp{dims: op.dims, out: which, mod: op.mod}
+		n, err := apply(g, g.args(nodes)...)
+		if err != nil {
+			return err
+		}
+		grads[l.index(r)] = n
+		return nil
+	}
 	switch op.out {
-	case attnWeights: // inputs q, k, [mask], [bias], [sinks]; output P; grad dP
-		gq, gk := G.Nodes{output, grad, inputs[1]}, G.Nodes{output, grad, inputs[0]}
+	case attnWeights: // output P, grad dP
+		var deriv *G.Node
 		if op.dims.Scored {
-			derivIn := G.Nodes{inputs[0], inputs[1]}
-			if op.dims.Masked {
-				derivIn = append(derivIn, inputs[2])
-			}
-			deriv, err := apply(attnModDeriv, derivIn...)
-			if err != nil {
-				return nil, err
-			}
-			gq, gk = append(gq, deriv), append(gk, deriv)
-		}
-		if grads[0], err = apply(attnGradQ, gq...); err != nil {
-			return nil, err
-		}
-		if grads[1], err = apply(attnGradK, gk...); err != nil {
-			return nil, err
-		}
-		if op.dims.Bias != 0 {
-			if grads[op.biasInput()], err = apply(attnGradBias, output, grad); err != nil {
+			dop := attentionOp{dims: op.dims, out: attnModDeriv, mod: op.mod}
+			var err error
+			if deriv, err = apply(dop, dop.args(byRole)...); err != nil {
 				return nil, err
 			}
 		}
-		if op.dims.Sinks {
-			grads[len(inputs)-1], err = apply(attnGradSinks, output, grad)
+		from := map[role]*G.Node{roleP: output, roleDP: grad, roleQ: byRole[roleQ], roleK: byRole[roleK], roleDeriv: deriv}
+		for _, g := range []struct {
+			r       role
+			which   int
+			present bool
+		}{{roleQ, attnGradQ, true}, {roleK, attnGradK, true}, {roleBias, attnGradBias, op.dims.Bias != 0}, {roleSinks, attnGradSinks, op.dims.Sinks}} {
+			if g.present {
+				if err := gradOf(g.r, g.which, from); err != nil {
+					return nil, err
+				}
+			}
 		}
-	case attnOutput: // inputs P, v, [keep]; grad dout
-		rest := inputs[2:]
-		if grads[0], err = apply(attnGradP, append(G.Nodes{grad, inputs[1]}, rest...)...); err != nil {
+	case attnOutput: // grad dout
+		from := map[role]*G.Node{roleDOut: grad, roleP: byRole[roleP], roleV: byRole[roleV], roleKeep: byRole[roleKeep]}
+		if err := gradOf(roleP, attnGradP, from); err != nil {
 			return nil, err
 		}
-		grads[1], err = apply(attnGradV, append(G.Nodes{inputs[0], grad}, rest...)...)
+		if err := gradOf(roleV, attnGradV, from); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("graph: %v is not differentiable", op)
-	}
-	if err != nil {
-		return nil, err
 	}
 	return grads, nil
 }

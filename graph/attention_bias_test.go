@@ -52,10 +52,10 @@ func (c biasCase) biasAt(vals []float64) func(n, h, i, j int) float64 {
 	}
 }
 
-// TestAttentionWithBiasMatchesLoops compares AttentionWithBias with the
+// TestFusedBiasMatchesLoops compares fused Attend with the
 // plain-loop reference for every case in float64 (within 1e-12) and float32,
 // and checks that the bias matters: a reference without it must not match.
-func TestAttentionWithBiasMatchesLoops(t *testing.T) {
+func TestFusedBiasMatchesLoops(t *testing.T) {
 	const b, sq, sk, d, heads = biasB, biasSq, biasSk, biasD, biasH
 	for ci, tc := range biasCases {
 		for _, dt := range floatTypes {
@@ -86,7 +86,7 @@ func TestAttentionWithBiasMatchesLoops(t *testing.T) {
 				keepRef = roundTo(dt, uniform(rng, b*heads*sq*sk, 0, 2))
 				keep = valued(g, dt, tensor.Shape{b, heads, sq, sk}, keepRef, "keep")
 			}
-			out, weights, err := AttentionWithBias(q, k, v, heads, mask, bias, keep)
+			out, weights, err := Attend(q, k, v, Spec{Heads: heads, Mask: mask, Bias: bias, Keep: keep})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,10 +128,10 @@ func maxDiff(a, b []float64) float64 {
 	return m
 }
 
-// TestAttentionWithBiasGradients checks dq, dk, dv and the gradient of the
+// TestFusedBiasGradients checks dq, dk, dv and the gradient of the
 // bias against central finite differences (float64), with a random finite
 // bias, for every case, including a sequence whose queries see nothing.
-func TestAttentionWithBiasGradients(t *testing.T) {
+func TestFusedBiasGradients(t *testing.T) {
 	const b, sq, sk, d, heads = biasB, biasSq, biasSk, biasD, biasH
 	var worst float64
 	for ci, tc := range biasCases {
@@ -158,7 +158,7 @@ func TestAttentionWithBiasGradients(t *testing.T) {
 		if tc.dropout {
 			keep = valued(g, tensor.Float64, tensor.Shape{b, heads, sq, sk}, roundTo(tensor.Float64, uniform(rng, b*heads*sq*sk, 0, 2)), "keep")
 		}
-		out, _, err := AttentionWithBias(q.Node, k.Node, v.Node, heads, mask, bias.Node, keep)
+		out, _, err := Attend(q.Node, k.Node, v.Node, Spec{Heads: heads, Mask: mask, Bias: bias.Node, Keep: keep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,9 +178,9 @@ func TestAttentionWithBiasGradients(t *testing.T) {
 	t.Logf("worst relative error over all cases: %.2e", worst)
 }
 
-// TestAttentionWithBiasEmptyRow: a query that sees no key gets zero weights
+// TestFusedBiasEmptyRow: a query that sees no key gets zero weights
 // and zero gradients for q, k, v and its bias entries, whatever the bias.
-func TestAttentionWithBiasEmptyRow(t *testing.T) {
+func TestFusedBiasEmptyRow(t *testing.T) {
 	const b, sq, sk, d, heads = 1, 2, 3, 4, 2
 	m, err := NewMask(b, sq, sk)
 	if err != nil {
@@ -199,7 +199,7 @@ func TestAttentionWithBiasEmptyRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, weights, err := AttentionWithBias(q.Node, k.Node, v.Node, heads, mask, bias.Node, nil)
+	out, weights, err := Attend(q.Node, k.Node, v.Node, Spec{Heads: heads, Mask: mask, Bias: bias.Node})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestAttentionWithBiasEmptyRow(t *testing.T) {
 	}
 }
 
-func TestAttentionWithBiasErrors(t *testing.T) {
+func TestFusedBiasErrors(t *testing.T) {
 	g := G.NewGraph()
 	q := input(g, tensor.Float64, tensor.Shape{3, 3, 6}, "q") // B 3, Sq 3; 2 heads
 	k := input(g, tensor.Float64, tensor.Shape{3, 4, 6}, "k") // Sk 4
@@ -242,13 +242,13 @@ func TestAttentionWithBiasErrors(t *testing.T) {
 		{"float32", input(g, tensor.Float32, tensor.Shape{2, 3, 4}, "b4"), `score bias "b4" is float32, q is float64`},
 		{"zero node", new(G.Node), "score bias is a zero-value node"},
 	} {
-		err := noPanic(t, tc.name, func() error { _, _, err := AttentionWithBias(q, k, k, 2, nil, tc.bias, nil); return err })
+		err := noPanic(t, tc.name, func() error { _, _, err := Attend(q, k, k, Spec{Heads: 2, Bias: tc.bias}); return err })
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "attention") {
 			t.Errorf("%s: got %v, want an attention error with %q", tc.name, err, tc.want)
 		}
 	}
 	// A nil bias is no bias: the same graph as Attention's.
-	if _, _, err := AttentionWithBias(q, k, k, 2, nil, nil, nil); err != nil {
+	if _, _, err := Attend(q, k, k, Spec{Heads: 2}); err != nil {
 		t.Errorf("nil bias: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ import (
 // weights are softmax(bias) alone: in each head they decay with distance, by
 // a factor of exp(-m_h) per position (head 0: e^-0.25 = 0.78), faster in the
 // heads with larger slopes; keys after the query get exactly 0.
-func ExampleAttentionWithBias() {
+func ExampleAttend_bias() {
 	const b, s, d, heads = 1, 5, 8, 4
 	g := G.NewGraph()
 	zeros := G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, s, d), G.WithName("x"),
@@ -42,15 +42,7 @@ func ExampleAttentionWithBias() {
 	}
 	bias := G.NewTensor(g, tensor.Float64, 3, G.WithShape(heads, s, s), G.WithName("alibi"),
 		G.WithValue(tensor.New(tensor.WithShape(heads, s, s), tensor.WithBacking(alibi))))
-	causal, err := graph.Causal(b, s)
-	if err != nil {
-		panic(err)
-	}
-	mask, err := graph.NewMaskConst(g, tensor.Float64, causal, "causal")
-	if err != nil {
-		panic(err)
-	}
-	_, weights, err := graph.AttentionWithBias(q, k, v, heads, mask, bias, nil)
+	_, weights, err := graph.Attend(q, k, v, graph.Spec{Heads: heads, MaskMod: graph.Causal(), Bias: bias})
 	if err != nil {
 		panic(err)
 	}

@@ -98,7 +98,7 @@ func TestAttentionMatchesLoops(t *testing.T) {
 				keep = input(g, dt, tensor.Shape{b, heads, sq, sk}, "keep")
 				lets[keep] = NewDense(dt, keep.Shape(), keepRef)
 			}
-			out, weights, err := Attention(q, k, v, heads, mask, keep)
+			out, weights, err := Attend(q, k, v, Spec{Heads: heads, Mask: mask, Keep: keep})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestAttentionGradients(t *testing.T) {
 		if tc.dropout {
 			keep = param(g, tensor.Shape{b, heads, sq, sk}, roundTo(tensor.Float64, uniform(rng, b*heads*sq*sk, 0, 2)), "keep").Node
 		}
-		out, _, err := Attention(q.Node, k.Node, v.Node, heads, mask, keep)
+		out, _, err := Attend(q.Node, k.Node, v.Node, Spec{Heads: heads, Mask: mask, Keep: keep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,11 +164,11 @@ func TestAttentionErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]func() error{
-		"not divisible":   func() error { _, _, err := Attention(q, k, k, 4, nil, nil); return err },
-		"want (B, Sq, D)": func() error { _, _, err := Attention(q, k, short, 2, nil, nil); return err },
-		"float32":         func() error { _, _, err := Attention(q, k32, k32, 2, nil, nil); return err },
-		"mask is":         func() error { _, _, err := Attention(q, k, k, 2, mask, nil); return err },
-		"keep-mask":       func() error { _, _, err := Attention(q, k, k, 2, nil, q); return err },
+		"not divisible":   func() error { _, _, err := Attend(q, k, k, Spec{Heads: 4}); return err },
+		"want (B, Sq, D)": func() error { _, _, err := Attend(q, k, short, Spec{Heads: 2}); return err },
+		"float32":         func() error { _, _, err := Attend(q, k32, k32, Spec{Heads: 2}); return err },
+		"mask is":         func() error { _, _, err := Attend(q, k, k, Spec{Heads: 2, Mask: mask}); return err },
+		"keep-mask":       func() error { _, _, err := Attend(q, k, k, Spec{Heads: 2, Keep: q}); return err },
 	}
 	for want, f := range cases {
 		err := noPanic(t, want, f)

@@ -11,57 +11,38 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// ComposedAttention computes exactly what AttentionWithBias computes, built
+// composedAttention is Attend's Composed implementation: the formula built
 // only from gorgonia graph ops, so that gorgonia's autodiff derives the
 // backward pass. It is the formula's home: read it first.
 //
-//	P_h = softmax(Q_h K_h^T / sqrt(dk) + mask + bias_h)   weights (B, H, Sq, Sk)
-//	out = Concat(P_1 V_1, ..., P_H V_H)                    (B, Sq, D)
+//	P_h = softmax(mods(Q_h K_h^T / sqrt(dk) + mask) + bias_h)   weights (B, H, Sq, Sk)
+//	out = Concat(P_1 V_1, ..., P_H V_H)                         (B, Sq, D)
 //
-// q is (B, Sq, D), k and v (B, Sk, D), dk = D/heads, and head h reads columns
-// [h*dk, (h+1)*dk). mask (B, Sq, Sk), shared by the heads, may be nil; it is
-// a constant input (0 where a query may see a key, -Inf where not). bias is
-// nil, (H, Sq, Sk) shared by the batch, or (B, H, Sq, Sk), and is
-// differentiable. keep, the dropout keep-mask (B, H, Sq, Sk), may be nil, else
-// out uses P * keep in place of P; weights are P before dropout. A query that
-// may see no key (its mask row, or its bias row, all -Inf) gets all-zero
-// weights, output and gradients, not NaN, as in AttentionWithBias.
+// q is (B, Sq, D), k and v (B, Sk, G*dk), dk = D/heads, and head h reads
+// columns [h*dk, (h+1)*dk). The modifiers of the spec enter as
 //
-// Attention and AttentionWithBias (the fused op: loops forward and a
-// hand-written backward) and FlashAttention (tiled, online softmax, no
-// (Sq, Sk) matrix kept) compute the same thing faster and in less memory.
-// composed_test.go checks the fused op equal to this function, outputs,
-// weights and gradients, for every mask, bias and dropout; FlashAttention's
-// tests check it equal to the fused op. This one spends memory freely: every
-// step below is a node whose value, (B*H, Sq, Sk) for the scores and each
-// softmax step, is kept for the backward pass.
-//
-// gorgonia v0.9.18's SoftMax forward and its reductions along the middle axes
-// of 4-D tensors are wrong (defects_test.go), so the heads are folded into the
-// batch, (B*H, S, dk), and the softmax is composed from reductions along the
-// last axis of 3-D tensors, which are right; Reshape copies (reshape.go).
-func ComposedAttention(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (out, weights *G.Node, err error) {
-	return ComposedAttentionMods(q, k, v, heads, mask, bias, keep, Mods{})
-}
-
-// ComposedAttentionMods is ComposedAttention with the modifiers of mods,
-// computing exactly what AttentionMods computes (see Mods), still from
-// gorgonia ops that gorgonia differentiates:
-//
-//	K, V  = K E, V E          E (KV*dk, H*dk) a constant 0/1 matrix: KV head h/(H/KV) for head h
+//	K, V  = K E, V E          E (G*dk, H*dk) a constant 0/1 matrix: KV head h/(H/G) for head h
 //	s     = mods(s)           -Inf where hidden, Score.Mod elsewhere; its gradient is
 //	                          gorgonia's HadamardProd of the incoming one with Mod's derivative
 //	P     = softmax([s | sink_h])[:, :Sk]   the sink column joins each row, then is dropped
 //
 // The modifiers run in one element-wise op (qkv.ScoreMods) because they are
-// Go functions of positions, not graph ops; everything around them is as in
-// ComposedAttention.
-func ComposedAttentionMods(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (out, weights *G.Node, err error) {
-	d, err := composedDims(q, k, v, heads, mask, bias, keep, mods)
-	if err != nil {
-		return nil, nil, fmt.Errorf("graph: composed attention: %w", err)
-	}
+// Go functions of positions, not graph ops.
+//
+// The fused op and flash attention compute the same thing faster and in
+// less memory: composed_test.go checks the fused op equal to this function,
+// outputs, weights and gradients, for every mask, bias and dropout; flash's
+// tests check it equal to the fused op. This one spends memory freely:
+// every step below is a node whose value, (B*H, Sq, Sk) for the scores and
+// each softmax step, is kept for the backward pass.
+//
+// gorgonia v0.9.18's SoftMax forward and its reductions along the middle axes
+// of 4-D tensors are wrong (defects_test.go), so the heads are folded into the
+// batch, (B*H, S, dk), and the softmax is composed from reductions along the
+// last axis of 3-D tensors, which are right; Reshape copies (reshape.go).
+func composedAttention(q, k, v *G.Node, spec Spec, d attnDims) (out, weights *G.Node, err error) {
 	B, H, Sq, Sk, dk := d.B, d.H, d.Sq, d.Sk, d.D/d.H
+	mask, bias, keep := spec.Mask, spec.Bias, spec.Keep
 	c := composer{dt: q.Dtype()}
 
 	if d.KV < H { // grouped-query: each KV head repeated for its query heads
@@ -78,8 +59,8 @@ func ComposedAttentionMods(q, k, v *G.Node, heads int, mask *MaskNode, bias, kee
 		// + mask, the same (Sq, Sk) for every head of a sequence: -Inf hides.
 		s = c.addBroadcast(s, mask.Bias, tensor.Shape{B, H, Sq * Sk}, 1)
 	}
-	if mods.active() { // hide by position, then modify what is visible
-		s = c.modScores(s, newModRun(mods, Sq, Sk), B, H)
+	if spec.active() { // hide by position (Causal, Window, ...), then modify what is visible
+		s = c.modScores(s, newModRun(spec, Sq, Sk), B, H)
 	}
 	switch d.Bias {
 	case 3: // + bias_h, the same (H, Sq, Sk) for every sequence
@@ -88,9 +69,9 @@ func ComposedAttentionMods(q, k, v *G.Node, heads int, mask *MaskNode, bias, kee
 		s = c.binary(G.Add, s, c.reshape(bias, tensor.Shape{B * H, Sq, Sk}))
 	}
 	var P *G.Node
-	if mods.Sinks != nil {
+	if spec.Sinks != nil {
 		// [s | sink_h] (B*H, Sq, Sk+1), softmax, and the sink column dropped
-		s = c.binary(func(s, col *G.Node) (*G.Node, error) { return G.Concat(2, s, col) }, s, c.sinkColumn(mods.Sinks, B, Sq))
+		s = c.binary(func(s, col *G.Node) (*G.Node, error) { return G.Concat(2, s, col) }, s, c.sinkColumn(spec.Sinks, B, Sq))
 		P = c.unary(func(p *G.Node) (*G.Node, error) { return G.Slice(p, nil, nil, G.S(0, Sk)) }, c.softmax(s))
 		P = c.reshape(P, tensor.Shape{B * H, Sq, Sk}) // a copy of the slice; rows sum to 1 - p_sink
 	} else {
@@ -104,38 +85,15 @@ func ComposedAttentionMods(q, k, v *G.Node, heads int, mask *MaskNode, bias, kee
 	O := c.matmul(P, V, false)  // P V  (B*H, Sq, dk)
 	out = c.mergeHeads(O, B, H) // Concat(heads)  (B, Sq, D)
 	if c.err != nil {
-		return nil, nil, fmt.Errorf("graph: composed attention: %w", c.err)
+		return nil, nil, c.err
 	}
 	return out, weights, nil
 }
 
-// composedDims checks ComposedAttention's inputs as AttentionWithBias does,
-// with the same messages: nil nodes, the mask, the shapes of every input and
-// their dtypes.
-func composedDims(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (attnDims, error) {
-	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
-		return attnDims{}, err
-	}
-	if err := mask.Check(); err != nil {
-		return attnDims{}, err
-	}
-	if bias != nil {
-		if err := CheckNode(bias, "score bias"); err != nil {
-			return attnDims{}, err
-		}
-	}
-	if keep != nil {
-		if err := CheckNode(keep, "dropout keep-mask"); err != nil {
-			return attnDims{}, err
-		}
-	}
-	return attentionDims(q, k, v, heads, mask, bias, keep, mods)
-}
-
-// composer builds the steps of ComposedAttention and keeps the first error,
+// composer builds the steps of composedAttention and keeps the first error,
 // so that the function reads as the formula instead of as error checks: once
 // an error is kept, every later step returns nil without touching the graph,
-// and ComposedAttention returns the error.
+// and composedAttention returns the error.
 type composer struct {
 	dt  tensor.Dtype
 	err error

@@ -10,14 +10,22 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// The tests of ComposedAttention hold it to the fused op, AttentionWithBias,
-// which attention_test.go and attention_bias_test.go hold to plain loops and
+// The tests of the composed attention hold it to the fused op, which
+// attention_test.go and attention_bias_test.go hold to plain loops and
 // finite differences: the two must agree on every mask, bias and dropout,
 // forward and backward, and the composed one must pass its own
 // finite-difference check.
 
-// attentionFunc is the signature AttentionWithBias and ComposedAttention share.
+// attentionFunc is Attend with one implementation, a mask, a score bias and
+// a dropout keep-mask: what the comparisons vary.
 type attentionFunc func(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (out, weights *G.Node, err error)
+
+// attendWith returns Attend by impl as an attentionFunc.
+func attendWith(impl Impl) attentionFunc {
+	return func(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node) (*G.Node, *G.Node, error) {
+		return Attend(q, k, v, Spec{Impl: impl, Heads: heads, Mask: mask, Bias: bias, Keep: keep})
+	}
+}
 
 // Sizes of the comparisons: Sq != Sk, and 2 heads of width 3.
 const cmpB, cmpSq, cmpSk, cmpD, cmpH = 2, 3, 5, 6, 2
@@ -166,16 +174,16 @@ func (ag attentionGraph) linearCost(t *testing.T, seed uint64) *G.Node {
 	return cost
 }
 
-// TestComposedAttentionMatchesFused compares outputs and weights with
-// AttentionWithBias for every mask, bias and dropout, in float64 (within
+// TestComposedMatchesFused compares outputs and weights with
+// the fused Attend for every mask, bias and dropout, in float64 (within
 // 1e-12) and float32 (1e-5 relative).
-func TestComposedAttentionMatchesFused(t *testing.T) {
+func TestComposedMatchesFused(t *testing.T) {
 	worst := map[tensor.Dtype][2]float64{}
 	for ci, tc := range composedCases() {
 		for _, dt := range floatTypes {
 			av := newAttentionValues(t, tc, dt, 100+uint64(ci), 2)
 			var got [2][][]float64
-			for i, attend := range []attentionFunc{ComposedAttention, AttentionWithBias} {
+			for i, attend := range []attentionFunc{attendWith(Composed), attendWith(Fused)} {
 				ag := av.build(t, G.NewGraph(), dt, attend)
 				got[i] = eval(t, nil, ag.out, ag.weights)
 			}
@@ -196,16 +204,16 @@ func TestComposedAttentionMatchesFused(t *testing.T) {
 	}
 }
 
-// TestComposedAttentionGradientsMatchFused compares gorgonia's gradients of
+// TestComposedGradientsMatchFused compares gorgonia's gradients of
 // a random linear cost of the output and the weights, with respect to q, k, v
 // and the bias, with the fused op's hand-written ones (float64, within
 // 1e-10). Fully hidden rows must get exactly zero gradients in both.
-func TestComposedAttentionGradientsMatchFused(t *testing.T) {
+func TestComposedGradientsMatchFused(t *testing.T) {
 	var worst float64
 	for ci, tc := range composedCases() {
 		av := newAttentionValues(t, tc, tensor.Float64, 200+uint64(ci), 1)
 		var got [2][][]float64
-		for i, attend := range []attentionFunc{ComposedAttention, AttentionWithBias} {
+		for i, attend := range []attentionFunc{attendWith(Composed), attendWith(Fused)} {
 			ag := av.build(t, G.NewGraph(), tensor.Float64, attend)
 			grads, err := G.Grad(ag.linearCost(t, 300+uint64(ci)), ag.wrt...)
 			if err != nil {
@@ -232,10 +240,10 @@ func TestComposedAttentionGradientsMatchFused(t *testing.T) {
 	t.Logf("max |composed - fused| of the gradients over %d cases: %.2e", len(composedCases()), worst)
 }
 
-// TestComposedAttentionGradCheck checks the composed attention's gradients
+// TestComposedGradCheck checks the composed attention's gradients
 // against central finite differences (float64), once per mask with each
 // bias, with dropout on the 3-D bias.
-func TestComposedAttentionGradCheck(t *testing.T) {
+func TestComposedGradCheck(t *testing.T) {
 	var worst float64
 	for ci, tc := range composedCases() {
 		if tc.dropout != (tc.bias == 3) {
@@ -243,7 +251,7 @@ func TestComposedAttentionGradCheck(t *testing.T) {
 		}
 		av := newAttentionValues(t, tc, tensor.Float64, 400+uint64(ci), 1)
 		g := G.NewGraph()
-		ag := av.build(t, g, tensor.Float64, ComposedAttention)
+		ag := av.build(t, g, tensor.Float64, attendWith(Composed))
 		var params []Param
 		for _, n := range ag.wrt {
 			params = append(params, Param{Name: n.Name(), Node: n})
@@ -263,16 +271,16 @@ func TestComposedAttentionGradCheck(t *testing.T) {
 	t.Logf("worst norm-relative error against finite differences: %.2e", worst)
 }
 
-// TestComposedAttentionLargeScoresFloat32: scores near 1e3 in float32, far
+// TestComposedLargeScoresFloat32: scores near 1e3 in float32, far
 // beyond exp's range (88), give finite outputs, weights and gradients, close
 // to the fused op's (which computes in float64 inside).
-func TestComposedAttentionLargeScoresFloat32(t *testing.T) {
+func TestComposedLargeScoresFloat32(t *testing.T) {
 	for ci, tc := range []composedCase{{mask: "no mask"}, {mask: "causal and padding", bias: 3}, {mask: "fully hidden rows", bias: 4, dropout: true}} {
 		// |q|, |k| up to 40 with dk = 3: scores Q K^T / sqrt(3) up to ~2.8e3.
 		av := newAttentionValues(t, tc, tensor.Float32, 600+uint64(ci), 40)
 		var got [2][][]float64
 		var maxScore float64
-		for i, attend := range []attentionFunc{ComposedAttention, AttentionWithBias} {
+		for i, attend := range []attentionFunc{attendWith(Composed), attendWith(Fused)} {
 			ag := av.build(t, G.NewGraph(), tensor.Float32, attend)
 			grads, err := G.Grad(ag.linearCost(t, 700+uint64(ci)), ag.wrt...)
 			if err != nil {
@@ -305,9 +313,9 @@ func TestComposedAttentionLargeScoresFloat32(t *testing.T) {
 	}
 }
 
-// TestComposedAttentionErrors: bad inputs are errors naming what is wrong,
+// TestComposedErrors: bad inputs are errors naming what is wrong,
 // never panics.
-func TestComposedAttentionErrors(t *testing.T) {
+func TestComposedErrors(t *testing.T) {
 	g := G.NewGraph()
 	q := input(g, tensor.Float64, tensor.Shape{2, 3, 6}, "q")
 	k := input(g, tensor.Float64, tensor.Shape{2, 4, 6}, "k")
@@ -324,17 +332,23 @@ func TestComposedAttentionErrors(t *testing.T) {
 		f    func() error
 		want string
 	}{
-		{"heads do not divide D", func() error { _, _, err := ComposedAttention(q, k, k, 4, nil, nil, nil); return err }, "width 6 is not divisible by 4 heads"},
-		{"zero heads", func() error { _, _, err := ComposedAttention(q, k, k, 0, nil, nil, nil); return err }, "0 heads"},
-		{"v of other length", func() error { _, _, err := ComposedAttention(q, k, short, 2, nil, nil, nil); return err }, "want (B, Sq, D)"},
-		{"2-D q", func() error { _, _, err := ComposedAttention(flat, k, k, 2, nil, nil, nil); return err }, "want (B, Sq, D)"},
-		{"nil q", func() error { _, _, err := ComposedAttention(nil, k, k, 2, nil, nil, nil); return err }, "q is nil"},
-		{"mixed dtypes", func() error { _, _, err := ComposedAttention(q, k32, k32, 2, nil, nil, nil); return err }, "float32"},
-		{"mask of other sizes", func() error { _, _, err := ComposedAttention(q, k, k, 2, mask, nil, nil); return err }, "mask is (B, Sq, Sk) = (2, 4, 4), want (2, 3, 4)"},
-		{"zero mask", func() error { _, _, err := ComposedAttention(q, k, k, 2, &MaskNode{}, nil, nil); return err }, "mask: bias is nil"},
-		{"bias shape", func() error { _, _, err := ComposedAttention(q, k, k, 2, nil, badBias, nil); return err }, `score bias "bb" is (2, 4, 3)`},
-		{"zero bias", func() error { _, _, err := ComposedAttention(q, k, k, 2, nil, new(G.Node), nil); return err }, "score bias is a zero-value node"},
-		{"keep shape", func() error { _, _, err := ComposedAttention(q, k, k, 2, nil, nil, q); return err }, "dropout keep-mask"},
+		{"heads do not divide D", func() error { _, _, err := Attend(q, k, k, Spec{Impl: Composed, Heads: 4}); return err }, "width 6 is not divisible by 4 heads"},
+		{"zero heads", func() error { _, _, err := Attend(q, k, k, Spec{Impl: Composed, Heads: 0}); return err }, "0 heads"},
+		{"v of other length", func() error { _, _, err := Attend(q, k, short, Spec{Impl: Composed, Heads: 2}); return err }, "want (B, Sq, D)"},
+		{"2-D q", func() error { _, _, err := Attend(flat, k, k, Spec{Impl: Composed, Heads: 2}); return err }, "want (B, Sq, D)"},
+		{"nil q", func() error { _, _, err := Attend(nil, k, k, Spec{Impl: Composed, Heads: 2}); return err }, "q is nil"},
+		{"mixed dtypes", func() error { _, _, err := Attend(q, k32, k32, Spec{Impl: Composed, Heads: 2}); return err }, "float32"},
+		{"mask of other sizes", func() error { _, _, err := Attend(q, k, k, Spec{Impl: Composed, Heads: 2, Mask: mask}); return err }, "mask is (B, Sq, Sk) = (2, 4, 4), want (2, 3, 4)"},
+		{"zero mask", func() error {
+			_, _, err := Attend(q, k, k, Spec{Impl: Composed, Heads: 2, Mask: &MaskNode{}})
+			return err
+		}, "mask: bias is nil"},
+		{"bias shape", func() error { _, _, err := Attend(q, k, k, Spec{Impl: Composed, Heads: 2, Bias: badBias}); return err }, `score bias "bb" is (2, 4, 3)`},
+		{"zero bias", func() error {
+			_, _, err := Attend(q, k, k, Spec{Impl: Composed, Heads: 2, Bias: new(G.Node)})
+			return err
+		}, "score bias is a zero-value node"},
+		{"keep shape", func() error { _, _, err := Attend(q, k, k, Spec{Impl: Composed, Heads: 2, Keep: q}); return err }, "dropout keep-mask"},
 	} {
 		err := noPanic(t, tc.name, tc.f)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "composed attention") {
@@ -343,11 +357,11 @@ func TestComposedAttentionErrors(t *testing.T) {
 	}
 }
 
-// TestComposedAttentionOddShapes: sizes of 1 (one sequence, one query, one
+// TestComposedOddShapes: sizes of 1 (one sequence, one query, one
 // key, one head, heads of width 1), where gorgonia might drop an axis, and a
 // bias with -Inf entries, one of which hides a whole row: outputs, weights and
 // gradients equal the fused op's (float64).
-func TestComposedAttentionOddShapes(t *testing.T) {
+func TestComposedOddShapes(t *testing.T) {
 	for ci, tc := range []struct {
 		b, sq, sk, d, h int
 		infBias         bool
@@ -367,7 +381,7 @@ func TestComposedAttentionOddShapes(t *testing.T) {
 			}
 		}
 		var got [2][][]float64
-		for i, attend := range []attentionFunc{ComposedAttention, AttentionWithBias} {
+		for i, attend := range []attentionFunc{attendWith(Composed), attendWith(Fused)} {
 			g := G.NewGraph()
 			q := valued(g, tensor.Float64, tensor.Shape{tc.b, tc.sq, tc.d}, qv, "q")
 			k := valued(g, tensor.Float64, tensor.Shape{tc.b, tc.sk, tc.d}, kv, "k")
@@ -402,7 +416,7 @@ func BenchmarkAttentionForwardBackward(b *testing.B) {
 		for _, impl := range []struct {
 			name   string
 			attend attentionFunc
-		}{{"composed", ComposedAttention}, {"fused", AttentionWithBias}} {
+		}{{"composed", attendWith(Composed)}, {"fused", attendWith(Fused)}} {
 			b.Run(fmt.Sprintf("%s/n=%d", impl.name, n), func(b *testing.B) {
 				rng := newRand(1)
 				g := G.NewGraph()
@@ -411,7 +425,7 @@ func BenchmarkAttentionForwardBackward(b *testing.B) {
 				for _, name := range []string{"q", "k", "v"} {
 					qkv = append(qkv, valued(g, tensor.Float32, shape, uniform(rng, shape.TotalSize(), -1, 1), name))
 				}
-				m, err := Causal(1, n)
+				m, err := MaskOf(Causal(), 1, n, n)
 				if err != nil {
 					b.Fatal(err)
 				}

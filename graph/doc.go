@@ -21,22 +21,26 @@
 // is noticed. Layers call these functions instead of the gorgonia ops they
 // wrap.
 //
-// Attention comes three ways, one function of the same inputs, tested equal:
-// ComposedAttention (composed.go) is the formula as a learner reads it, built
-// from gorgonia's own ops so that gorgonia derives the backward pass: read it
-// first. Attention (attention.go) is the fused custom op qkv trains with by
-// default; FlashAttention (flash.go) tiles the keys and never forms the
-// (Sq, Sk) weights, so its memory grows linearly with the sequence.
+// Attention is one call, Attend(q, k, v, spec) (attend.go), and the Spec
+// says everything else: the heads and key/value heads, the implementation,
+// the masks and the modifiers. It comes three ways, one function of the
+// same inputs, tested equal: Composed (composed.go) is the formula as a
+// learner reads it, built from gorgonia's own ops so that gorgonia derives
+// the backward pass: read it first. Fused (attention.go) is the custom op
+// qkv trains with by default; Flash (flash.go) tiles the keys and never
+// forms the (Sq, Sk) weights, so its memory grows linearly with the
+// sequence.
 //
-// The attention of recent models enters once, through Mods (mods.go): a
-// mask modifier by position (CausalMod, Window, And, or one of your own), a
-// score modifier with its derivative (ALiBi, Softcap, Chain), grouped-query
-// key/value heads and gpt-oss's sinks. ComposedAttentionMods, AttentionMods
-// and FlashOptions.Mods honour them alike, with gradients; flash skips the
-// tiles a mask modifier calls AllHidden. What acts on q and k before the
-// scores is an op of its own: RoPE (rope.go, half-split or interleaved
-// pairs, angles in float64 for both dtypes) and RMSNorm / HeadRMSNorm
-// (rmsnorm.go, QK-norm over each head).
+// The attention of recent models enters once, through Spec's Mods
+// (mods.go): a mask modifier by position (Causal, Window, Band, And, or
+// one of your own), a score modifier with its derivative (ALiBi, Softcap,
+// Chain, or yours), grouped-query key/value heads and gpt-oss's sinks.
+// Every implementation honours them alike, with gradients; causality is
+// the mask modifier Causal(), which flash lowers to tiles never visited and
+// the fused op to runs of keys hidden without a call per entry. What acts
+// on q and k before the scores is an op of its own: RoPE (rope.go,
+// half-split or interleaved pairs, angles in float64 for both dtypes) and
+// RMSNorm / HeadRMSNorm (rmsnorm.go, QK-norm over each head).
 //
 // Attention, LayerNorm, RMSNorm, RoPE, Linear and the activations are custom
 // gorgonia ops (attention.go, layernorm.go, rmsnorm.go, rope.go, linear.go,

@@ -15,127 +15,89 @@ import (
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
-// DefaultFlashTile is the number of keys (and of queries) per tile of
-// FlashAttention when FlashOptions.Tile is 0. A tile's scratch is a few
-// tiles of dk values, so the size trades loop overhead against cache use; it
-// does not change the results beyond rounding.
-const DefaultFlashTile = 64
-
-// MaxFlashTile is the largest FlashOptions.Tile: each worker keeps two
-// (tile, tile) scratch matrices, so a larger tile would buy nothing in speed
-// and could ask for more memory than the machine has.
-const MaxFlashTile = 1024
-
-// FlashOptions configures FlashAttention. The zero value is non-causal
-// attention with DefaultFlashTile.
-type FlashOptions struct {
-	// Causal hides every key j > i from query i, as the mask of Causal
-	// does, without a mask tensor: the hidden entries are never computed,
-	// and tiles entirely above the diagonal are skipped, forward and
-	// backward. With Sq != Sk query i still sees keys j <= i (the corner
-	// (0, 0) is the diagonal's start), as a Mask that hides every j > i
-	// does with the fused Attention.
-	Causal bool
-	// Tile is the number of keys per tile, and of queries per block of the
-	// forward pass; 0 means DefaultFlashTile. A tile longer than the
-	// sequences is cut to their length (the same tiles, the same results),
-	// so its scratch never exceeds (Sq, Sk); a negative tile or one above
-	// MaxFlashTile is an error.
-	Tile int
-	// Mods are the modifiers of the attention (see Mods), honoured as by
-	// AttentionMods. A tile that Mods.Mask's Block says is AllHidden is
-	// skipped, forward and backward, as Causal skips the tiles above the
-	// diagonal, so a sliding window of w keys costs O(Sq w), not O(Sq Sk);
-	// an AllVisible tile asks no entry. The sinks start each row's running
-	// max and sum (m = sink, l = 1), and their gradient comes from each
-	// row's L and D_i alone: -exp(sink_h - L_i) D_i summed over rows.
-	Mods Mods
-}
-
-// FlashAttention returns the output (B, Sq, D) of scaled dot-product
-// attention of heads heads over q (B, Sq, D), k (B, Sk, D) and v (B, Sk, D),
-// the same function as the output of Attention, without ever forming the
+// flashAttention is Attend's Flash implementation: the output (B, Sq, D)
+// of the same function as the fused op's, without ever forming the
 // (Sq, Sk) weights:
 //
-//	out_h = softmax(Q_h K_h^T / sqrt(dk) + mask.Bias) V_h,   dk = D/heads
+//	out_h = softmax(mods(Q_h K_h^T / sqrt(dk) + mask)) V_h,   dk = D/heads
 //
-// The forward pass walks the keys in tiles of opt.Tile, keeping for each
+// The forward pass walks the keys in tiles of s.Tile, keeping for each
 // query a running max m and sum l of the exponentials (the online softmax),
 // and keeps only the output and each row's log-sum-exp L = m + log(l). The
 // backward pass recomputes each tile's weights P = exp(S - L) from q, k and
 // L, and with D_i = rowsum(dO ∘ O)_i gives dS = P ∘ (dO V^T - D) and from it
 // dQ, dK and dV. So the memory of forward and backward is O((Sq + Sk) D)
-// where Attention's is O(B H Sq Sk); the price is computing the scores
+// where the fused op's is O(B H Sq Sk); the price is computing the scores
 // twice.
 //
-// mask (B, Sq, Sk) may be nil; as for Attention its entries are added to
-// the scores, -Inf hiding a key. opt.Causal hides the future without a
-// mask; both may be given. A query that sees no key gets output 0 and
-// gradients 0, not NaN.
-//
-// opt.Mods adds the modifiers of AttentionMods (masks and score modifiers
-// by position, grouped-query heads, sinks), from which a mask modifier's
-// hidden tiles are skipped. There is no tensor score bias and no attention
-// dropout: both need (Sq, Sk) values per head that the tiles would have to
-// read or regenerate; use AttentionWithBias for them, or write the bias as
-// a score modifier.
+// A tile that the mask modifier's Block calls AllHidden is skipped, forward
+// and backward, so a sliding window of w keys costs O(Sq w), not O(Sq Sk);
+// an AllVisible tile asks no entry. Causal() at default positions is
+// lowered further: tiles above the diagonal are never visited and each
+// row of the diagonal tile stops at its query. The sinks start each row's
+// running max and sum (m = sink, l = 1), and their gradient comes from each
+// row's L and D_i alone: -exp(sink_h - L_i) D_i summed over rows.
 //
 // Work is split over batch × heads × query blocks (forward) and batch ×
 // heads (backward) on runtime.GOMAXPROCS goroutines. Every output element
 // is written by one goroutine in a fixed order, so results do not depend on
 // scheduling. Each tile's products are GEMMs in the data's dtype on the
-// heads where they lie, as Attention's are; each row's running max and sum
-// and its log-sum-exp are float64.
-func FlashAttention(q, k, v *G.Node, heads int, mask *MaskNode, opt FlashOptions) (out *G.Node, err error) {
-	if err := checkNodes([]*G.Node{q, k, v}, "q", "k", "v"); err != nil {
-		return nil, fmt.Errorf("graph: flash attention: %w", err)
-	}
-	if err := mask.Check(); err != nil {
-		return nil, fmt.Errorf("graph: flash attention: %w", err)
-	}
-	if opt.Tile < 0 || opt.Tile > MaxFlashTile {
-		return nil, fmt.Errorf("graph: flash attention: FlashOptions.Tile %d is out of range: use 0 for the default (%d) or a size from 1 to MaxFlashTile = %d", opt.Tile, DefaultFlashTile, MaxFlashTile)
-	}
-	a, err := attentionDims(q, k, v, heads, mask, nil, nil, opt.Mods)
-	if err != nil {
-		return nil, fmt.Errorf("graph: flash attention: %w", err)
-	}
-	tile := opt.Tile
+// heads where they lie, as the fused op's are; each row's running max and
+// sum and its log-sum-exp are float64.
+func flashAttention(q, k, v *G.Node, s Spec, a attnDims) (out *G.Node, err error) {
+	tile := s.Tile
 	if tile == 0 {
 		tile = DefaultFlashTile
 	}
+	mods := s // the modifiers, Causal() lowered to the loop bounds
+	causal := false
+	if mods.QueryPos == nil && mods.KeyPos == nil {
+		mods.MaskMod, causal = withoutCausal(mods.MaskMod)
+	}
 	d := flashDims{B: a.B, Sq: a.Sq, Sk: a.Sk, D: a.D, H: a.H, KV: a.KV, TQ: min(tile, a.Sq), TK: min(tile, a.Sk),
-		Masked: mask != nil, Causal: opt.Causal, Sinks: a.Sinks}
+		Masked: s.Mask != nil, Causal: causal, Sinks: a.Sinks}
 	// The packed forward value and the packed gradients are allocated when the
 	// graph runs, where a failed make cannot be caught: check them now.
 	if err := CheckElements(d.B, d.Sq, d.D+2*d.H); err != nil {
-		return nil, fmt.Errorf("graph: flash attention: output and log-sum-exp: %w", err)
+		return nil, fmt.Errorf("output and log-sum-exp: %w", err)
 	}
 	if err := CheckElements(d.B, d.Sq+2*d.Sk, d.D); err != nil {
-		return nil, fmt.Errorf("graph: flash attention: gradients: %w", err)
-	}
-	in := G.Nodes{q, k, v}
-	if mask != nil {
-		in = append(in, mask.Bias)
-	}
-	if opt.Mods.Sinks != nil {
-		in = append(in, opt.Mods.Sinks)
+		return nil, fmt.Errorf("gradients: %w", err)
 	}
 	var run *modRun
-	if opt.Mods.active() {
-		run = newModRun(opt.Mods, d.Sq, d.Sk)
+	if mods.active() {
+		run = newModRun(mods, d.Sq, d.Sk)
 	}
-	packed, err := apply(flashOp{dims: d, out: flashForward, mod: run}, in...)
+	fop := flashOp{dims: d, out: flashForward, mod: run}
+	packed, err := apply(fop, fop.args(map[role]*G.Node{roleQ: q, roleK: k, roleV: v, roleMask: s.Mask.bias(), roleSinks: mods.Sinks})...)
 	if err != nil {
-		return nil, fmt.Errorf("graph: flash attention: %w", err)
+		return nil, err
 	}
-	if out, err = apply(flashOp{dims: d, out: flashOutput}, packed); err != nil {
-		return nil, fmt.Errorf("graph: flash attention: %w", err)
-	}
-	return out, nil
+	return apply(flashOp{dims: d, out: flashOutput}, packed)
 }
 
-// flashDims are the sizes of one FlashAttention and its options. TQ and
+// withoutCausal returns m without Causal() and whether it held it: m
+// itself, or one member of an And. Flash hides the future by its loop
+// bounds, which are query and key indices: only for default positions.
+func withoutCausal(m MaskMod) (MaskMod, bool) {
+	switch m := m.(type) {
+	case causalMod:
+		return nil, true
+	case andMod:
+		var rest []MaskMod
+		for _, x := range m {
+			if _, ok := x.(causalMod); !ok {
+				rest = append(rest, x)
+			}
+		}
+		if len(rest) < len(m) {
+			return And(rest...), true
+		}
+	}
+	return m, false
+}
+
+// flashDims are the sizes of one flash attention and its options. TQ and
 // TK are the query and key tiles: the option's tile, cut to Sq and Sk.
 type flashDims struct {
 	B, Sq, Sk, D, H, KV, TQ, TK int
@@ -173,7 +135,7 @@ const (
 	flashGradSinks        // dsinks (H) from packed, dpacked, sinks
 )
 
-// flashOp is one step of FlashAttention or of its gradient; which one is out.
+// flashOp is one step of flash attention or of its gradient; which one is out.
 // mod, for the steps that compute scores, is nil without modifiers.
 type flashOp struct {
 	dims flashDims
@@ -184,31 +146,37 @@ type flashOp struct {
 
 func (op flashOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
-// inputs lists the number of dimensions of each input, in order: all are
-// 3-D but the sinks (H). TestOpDeclaredTypes compares them with the nodes
-// the op is applied to.
-func (op flashOp) inputs() []int {
-	n := 1
+// roles lists the op's inputs, in order ([x] when present). All are 3-D
+// but the sinks (H); TestOpDeclaredTypes compares the declared ranks with
+// the nodes the op is applied to.
+func (op flashOp) roles() roleList {
+	d := op.dims
+	var l roleList
 	switch op.out {
-	case flashForward:
-		n = 3
-	case flashGrad:
-		n = 5
-	case flashGradSinks:
-		return []int{3, 3, 1}
+	case flashForward, flashGrad: // q, k, v, [mask], then [sinks] or packed, dpacked
+		l.add(roleQ, true)
+		l.add(roleK, true)
+		l.add(roleV, true)
+		l.add(roleMask, d.Masked)
+		l.add(roleSinks, d.Sinks && op.out == flashForward)
+		l.add(rolePacked, op.out == flashGrad)
+		l.add(roleDPacked, op.out == flashGrad)
+	case flashGradSinks: // packed, dpacked, sinks
+		l.add(rolePacked, true)
+		l.add(roleDPacked, true)
+		l.add(roleSinks, true)
+	case flashOutput:
+		l.add(rolePacked, true)
+	case flashPad:
+		l.add(roleDOut, true)
+	case flashGradQ, flashGradK, flashGradV:
+		l.add(roleStacked, true)
 	}
-	if op.dims.Masked && (op.out == flashForward || op.out == flashGrad) {
-		n++
-	}
-	in := make([]int, n)
-	for i := range in {
-		in[i] = 3
-	}
-	if op.dims.Sinks && op.out == flashForward {
-		in = append(in, 1)
-	}
-	return in
+	return l
 }
+
+// args returns the op's arguments from nodes by role.
+func (op flashOp) args(nodes map[role]*G.Node) G.Nodes { return nodesFor(op.roles(), nodes) }
 
 func (op flashOp) shape() tensor.Shape {
 	d := op.dims
@@ -225,9 +193,22 @@ func (op flashOp) shape() tensor.Shape {
 	return tensor.Shape{d.B, d.Sq, d.D}
 }
 
-func (op flashOp) Arity() int { return len(op.inputs()) }
+func (op flashOp) Arity() int {
+	l := op.roles()
+	return l.n
+}
 
-func (op flashOp) Type() hm.Type { return opType(op.inputs(), op.shape().Dims()) }
+func (op flashOp) Type() hm.Type {
+	l := op.roles()
+	ranks := make([]int, l.n)
+	for i, r := range l.all() {
+		ranks[i] = 3
+		if r == roleSinks {
+			ranks[i] = 1
+		}
+	}
+	return opType(ranks, op.shape().Dims())
+}
 
 func (op flashOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape(), nil }
 
@@ -254,30 +235,20 @@ func (op flashOp) run32(in [][]float32, out []float32) { runFlash(op, in, out) }
 // inputShape is the shape input i of op must have.
 func (op flashOp) inputShape(i int) tensor.Shape {
 	d := op.dims
-	switch op.out {
-	case flashForward, flashGrad:
-		switch {
-		case i == 0:
-			return tensor.Shape{d.B, d.Sq, d.D}
-		case i <= 2:
-			return tensor.Shape{d.B, d.Sk, d.kd()}
-		case i == 3 && d.Masked:
-			return tensor.Shape{d.B, d.Sq, d.Sk}
-		case op.out == flashForward: // the sinks
-			return tensor.Shape{d.H}
-		}
-		return tensor.Shape{d.B, d.Sq, d.D + d.lse()} // packed, dpacked
-	case flashGradSinks:
-		if i == 2 {
-			return tensor.Shape{d.H}
-		}
-		return tensor.Shape{d.B, d.Sq, d.D + d.lse()}
-	case flashOutput:
-		return tensor.Shape{d.B, d.Sq, d.D + d.lse()}
-	case flashPad:
+	l := op.roles()
+	switch l.r[i] {
+	case roleQ, roleDOut:
 		return tensor.Shape{d.B, d.Sq, d.D}
+	case roleK, roleV:
+		return tensor.Shape{d.B, d.Sk, d.kd()}
+	case roleMask:
+		return tensor.Shape{d.B, d.Sq, d.Sk}
+	case roleSinks:
+		return tensor.Shape{d.H}
+	case rolePacked, roleDPacked:
+		return tensor.Shape{d.B, d.Sq, d.D + d.lse()}
 	}
-	return tensor.Shape{d.B, d.Sq + 2*d.Sk, d.D}
+	return tensor.Shape{d.B, d.Sq + 2*d.Sk, d.D} // the stacked gradients
 }
 
 func (op flashOp) ReturnsPtr() bool     { return false }
@@ -302,14 +273,12 @@ func (op flashOp) String() string {
 // differentiated again.
 func (op flashOp) DiffWRT(inputs int) []bool {
 	d := make([]bool, inputs)
-	switch op.out {
-	case flashForward:
-		d[0], d[1], d[2] = true, true, true
-		if op.dims.Sinks {
-			d[inputs-1] = true
-		}
-	case flashOutput:
-		d[0] = true
+	if op.out != flashForward && op.out != flashOutput {
+		return d
+	}
+	l := op.roles()
+	for i, r := range l.all() {
+		d[i] = r != roleMask
 	}
 	return d
 }
@@ -317,34 +286,36 @@ func (op flashOp) DiffWRT(inputs int) []bool {
 // SymDiff returns the gradients of the inputs as flashOps over the forward
 // values and the incoming gradient.
 func (op flashOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	apply := func(which int, args ...*G.Node) (*G.Node, error) {
-		return apply(flashOp{dims: op.dims, out: which, mod: op.mod}, args...)
+	l := op.roles()
+	byRole := map[role]*G.Node{rolePacked: output, roleDPacked: grad, roleDOut: grad}
+	for i, r := range l.all() {
+		byRole[r] = inputs[i]
+	}
+	apply := func(which int) (*G.Node, error) {
+		g := flashOp{dims: op.dims, out: which, mod: op.mod}
+		return apply(g, g.args(byRole)...)
 	}
 	switch op.out {
 	case flashOutput: // input packed; grad dout
-		dp, err := apply(flashPad, grad)
+		dp, err := apply(flashPad)
 		if err != nil {
 			return nil, err
 		}
 		return G.Nodes{dp}, nil
-	case flashForward: // inputs q, k, v, [mask], [sinks]; output packed; grad dpacked
-		scores := inputs
-		if op.dims.Sinks {
-			scores = inputs[:len(inputs)-1]
-		}
-		all, err := apply(flashGrad, append(append(G.Nodes{}, scores...), output, grad)...)
-		if err != nil {
+	case flashForward: // output packed; grad dpacked
+		var err error
+		if byRole[roleStacked], err = apply(flashGrad); err != nil {
 			return nil, err
 		}
 		grads := make(G.Nodes, len(inputs))
-		for i, which := range []int{flashGradQ, flashGradK, flashGradV} {
-			if grads[i], err = apply(which, all); err != nil {
-				return nil, err
-			}
-		}
-		if op.dims.Sinks {
-			if grads[len(inputs)-1], err = apply(flashGradSinks, output, grad, inputs[len(inputs)-1]); err != nil {
-				return nil, err
+		for _, g := range []struct {
+			r     role
+			which int
+		}{{roleQ, flashGradQ}, {roleK, flashGradK}, {roleV, flashGradV}, {roleSinks, flashGradSinks}} {
+			if i := l.index(g.r); i >= 0 {
+				if grads[i], err = apply(g.which); err != nil {
+					return nil, err
+				}
 			}
 		}
 		return grads, nil
@@ -356,19 +327,23 @@ func (op flashOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 func runFlash[T float32 | float64](op flashOp, in [][]T, out []T) {
 	d := op.dims
 	w := d.D + d.lse()
+	l := op.roles()
+	x := func(r role) []T { return inputOf(l, in, r) }
 	switch op.out {
 	case flashForward:
-		flashForwardKernel(d, op.mod, in, out)
+		flashForwardKernel(d, op.mod, x(roleQ), x(roleK), x(roleV), x(roleMask), x(roleSinks), out)
 	case flashOutput: // copy the first D columns of each packed row
+		packed := x(rolePacked)
 		for r := 0; r < d.B*d.Sq; r++ {
-			copy(out[r*d.D:(r+1)*d.D], in[0][r*w:r*w+d.D])
+			copy(out[r*d.D:(r+1)*d.D], packed[r*w:r*w+d.D])
 		}
 	case flashPad: // dO in the first D columns, 0 for the log-sum-exp
+		dout := x(roleDOut)
 		for r := 0; r < d.B*d.Sq; r++ {
-			copy(out[r*w:r*w+d.D], in[0][r*d.D:(r+1)*d.D])
+			copy(out[r*w:r*w+d.D], dout[r*d.D:(r+1)*d.D])
 		}
 	case flashGrad:
-		flashBackwardKernel(d, op.mod, in, out)
+		flashBackwardKernel(d, op.mod, x(roleQ), x(roleK), x(roleV), x(roleMask), x(rolePacked), x(roleDPacked), out)
 	case flashGradQ, flashGradK, flashGradV:
 		rows, first, width := d.Sq, 0, d.D
 		switch op.out {
@@ -378,13 +353,14 @@ func runFlash[T float32 | float64](op flashOp, in [][]T, out []T) {
 			rows, first, width = d.Sk, d.Sq+d.Sk, d.kd()
 		}
 		stride := d.Sq + 2*d.Sk
+		stacked := x(roleStacked)
 		for b := 0; b < d.B; b++ {
 			for r := 0; r < rows; r++ {
-				copy(out[(b*rows+r)*width:][:width], in[0][(b*stride+first+r)*d.D:][:width])
+				copy(out[(b*rows+r)*width:][:width], stacked[(b*stride+first+r)*d.D:][:width])
 			}
 		}
 	case flashGradSinks:
-		flashSinkGrad(d, in[0], in[1], in[2], out)
+		flashSinkGrad(d, x(rolePacked), x(roleDPacked), x(roleSinks), out)
 	}
 }
 
@@ -437,19 +413,12 @@ type flashScratch[T float32 | float64] struct {
 // tile, the block's scores are one product Q K^T and its contribution to
 // the output one product P V, on the packed GEMM, in the data's dtype and
 // on the heads where they lie; the running max and sum are float64.
-func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, in [][]T, out []T) {
+func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, qs, ks, vs, mask, sinks []T, out []T) {
 	dk, kd := d.D/d.H, d.kd()
 	scale := T(1 / math.Sqrt(float64(dk)))
 	t, tk := d.TQ, d.TK
 	blocks := (d.Sq + t - 1) / t
 	w := d.D + d.lse()
-	var mask, sinks []T
-	if d.Masked {
-		mask = in[3]
-	}
-	if d.Sinks {
-		sinks = in[len(in)-1]
-	}
 	parallel(d.B*d.H*blocks, func() any {
 		return &flashScratch[T]{acc: make([]T, t*dk), s: make([]T, t*tk), m: make([]float64, t), l: make([]float64, t)}
 	}, func(sc any, item int) {
@@ -458,7 +427,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, in [][]T,
 		i0, i1 := blk*t, min((blk+1)*t, d.Sq)
 		nq := i1 - i0
 		g := d.kvHead(h)
-		q := heads(in[0], b, d.Sq, d.D, h, dk, i0)
+		q := heads(qs, b, d.Sq, d.D, h, dk, i0)
 		clear(s.acc[:nq*dk])
 		for r := 0; r < nq; r++ {
 			// A sink starts the row as if its column came first: max sink,
@@ -481,7 +450,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, in [][]T,
 			}
 			flashTiles.Add(1)
 			nk := j1 - j0
-			k, v := heads(in[1], b, d.Sk, kd, g, dk, j0), heads(in[2], b, d.Sk, kd, g, dk, j0)
+			k, v := heads(ks, b, d.Sk, kd, g, dk, j0), heads(vs, b, d.Sk, kd, g, dk, j0)
 			// S = Q K^T / sqrt(dk)                                 (nq, nk)
 			s.ws.Gemm(false, true, nq, nk, dk, scale, q, d.D, k, kd, 0, s.s, nk)
 			for r := 0; r < nq; r++ {
@@ -590,18 +559,11 @@ type flashBackward[T float32 | float64] struct {
 // dP and dS a second time (seven products per pair of tiles instead of
 // five). Both ways every sum runs in the same order, so the results are the
 // same bit for bit whatever the number of goroutines.
-func flashBackwardKernel[T float32 | float64](d flashDims, mod *modRun, in [][]T, out []T) {
+func flashBackwardKernel[T float32 | float64](d flashDims, mod *modRun, q, k, v, mask, packed, dpacked []T, out []T) {
 	dk := d.D / d.H
 	w := d.D + d.lse()
-	next := 3
-	var mask []T
-	if d.Masked {
-		mask = in[3]
-		next++
-	}
-	packed, dpacked := in[next], in[next+1]
 	bw := &flashBackward[T]{d: d, mod: mod, dk: dk, scale: T(1 / math.Sqrt(float64(dk))),
-		q: in[0], k: in[1], v: in[2], do: dpacked, mask: mask, out: out,
+		q: q, k: k, v: v, do: dpacked, mask: mask, out: out,
 		lse: make([]float64, d.B*d.H*d.Sq), delta: make([]float64, d.B*d.H*d.Sq),
 	}
 	// Each row's L, and D_i = rowsum(dO ∘ O)_i = sum_j P_ij dP_ij: the row's

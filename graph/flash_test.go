@@ -13,7 +13,7 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// The flash tests compare FlashAttention with the fused Attention, which the
+// The flash tests compare flash Attend with the fused one, which the
 // attention tests check against plain loops and finite differences, on the
 // same inputs: outputs and the gradients of a random linear cost.
 
@@ -54,6 +54,14 @@ func (c flashCase) maskOf() (tensorMask, fused []bool) {
 	return tensorMask, fused
 }
 
+// maskMod is Causal() for a causal case, else nil.
+func (c flashCase) maskMod() MaskMod {
+	if c.causal {
+		return Causal()
+	}
+	return nil
+}
+
 // flashInputs are the values of one problem: q, k, v and the weights w of
 // the cost sum(out ∘ w).
 type flashInputs struct{ q, k, v, w []float64 }
@@ -92,9 +100,9 @@ func runAttentionImpl(t *testing.T, dt tensor.Dtype, c flashCase, in flashInputs
 	var o *G.Node
 	var err error
 	if flash {
-		o, err = FlashAttention(q, k, v, c.heads, mask, FlashOptions{Causal: c.causal, Tile: tile})
+		o, _, err = Attend(q, k, v, Spec{Impl: Flash, Heads: c.heads, Mask: mask, MaskMod: c.maskMod(), Tile: tile})
 	} else {
-		o, _, err = Attention(q, k, v, c.heads, mask, nil)
+		o, _, err = Attend(q, k, v, Spec{Heads: c.heads, Mask: mask})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +224,7 @@ func TestFlashHiddenRowsAreZero(t *testing.T) {
 	}
 }
 
-// TestFlashGradCheck compares FlashAttention's gradients with central finite
+// TestFlashGradCheck compares flash Attend's gradients with central finite
 // differences in float64.
 func TestFlashGradCheck(t *testing.T) {
 	for _, tc := range []struct {
@@ -247,7 +255,7 @@ func TestFlashGradCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		out, err := FlashAttention(q.Node, k.Node, v.Node, c.heads, mask, FlashOptions{Causal: c.causal, Tile: tc.tile})
+		out, _, err := Attend(q.Node, k.Node, v.Node, Spec{Impl: Flash, Heads: c.heads, Mask: mask, MaskMod: c.maskMod(), Tile: tc.tile})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,7 +346,7 @@ func TestFlashMemory(t *testing.T) {
 }
 
 // flashAllocated returns the bytes allocated by one run of forward and
-// backward of causal FlashAttention of one head of dk over n positions, in
+// backward of causal flash Attend of one head of dk over n positions, in
 // tiles of tile.
 func flashAllocated(t *testing.T, n, dk, tile int) uint64 {
 	t.Helper()
@@ -348,7 +356,7 @@ func flashAllocated(t *testing.T, n, dk, tile int) uint64 {
 	q := valued(g, tensor.Float64, shape, uniform(rng, n*dk, -1, 1), "q")
 	k := valued(g, tensor.Float64, shape, uniform(rng, n*dk, -1, 1), "k")
 	v := valued(g, tensor.Float64, shape, uniform(rng, n*dk, -1, 1), "v")
-	out, err := FlashAttention(q, k, v, 1, nil, FlashOptions{Causal: true, Tile: tile})
+	out, _, err := Attend(q, k, v, Spec{Impl: Flash, Heads: 1, Tile: tile, MaskMod: Causal()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,18 +432,18 @@ func TestFlashErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]func() error{
-		"not divisible":                        func() error { _, err := FlashAttention(q, k, k, 4, nil, FlashOptions{}); return err },
-		"by 0 heads":                           func() error { _, err := FlashAttention(q, k, k, 0, nil, FlashOptions{}); return err },
-		"want (B, Sq, D)":                      func() error { _, err := FlashAttention(q, k, short, 2, nil, FlashOptions{}); return err },
-		"q (2, 6), k":                          func() error { _, err := FlashAttention(flat, k, k, 2, nil, FlashOptions{}); return err },
-		"float32":                              func() error { _, err := FlashAttention(q, k32, k32, 2, nil, FlashOptions{}); return err },
-		"mask is":                              func() error { _, err := FlashAttention(q, k, k, 2, mask, FlashOptions{}); return err },
-		"FlashOptions.Tile -1 is out of range": func() error { _, err := FlashAttention(q, k, k, 2, nil, FlashOptions{Tile: -1}); return err },
-		"FlashOptions.Tile 65536 is out of range":   func() error { _, err := FlashAttention(q, k, k, 2, nil, FlashOptions{Tile: 65536}); return err },
-		"FlashOptions.Tile 1099511627776 is out of": func() error { _, err := FlashAttention(q, k, k, 2, nil, FlashOptions{Tile: 1 << 40}); return err },
-		"q is nil":                func() error { _, err := FlashAttention(nil, k, k, 2, nil, FlashOptions{}); return err },
-		"zero-value node":         func() error { _, err := FlashAttention(q, &G.Node{}, k, 2, nil, FlashOptions{}); return err },
-		"make masks with NewMask": func() error { _, err := FlashAttention(q, k, k, 2, &MaskNode{}, FlashOptions{}); return err },
+		"not divisible":                     func() error { _, _, err := Attend(q, k, k, Spec{Impl: Flash, Heads: 4}); return err },
+		"by 0 heads":                        func() error { _, _, err := Attend(q, k, k, Spec{Impl: Flash, Heads: 0}); return err },
+		"want (B, Sq, D)":                   func() error { _, _, err := Attend(q, k, short, Spec{Impl: Flash, Heads: 2}); return err },
+		"q (2, 6), k":                       func() error { _, _, err := Attend(flat, k, k, Spec{Impl: Flash, Heads: 2}); return err },
+		"float32":                           func() error { _, _, err := Attend(q, k32, k32, Spec{Impl: Flash, Heads: 2}); return err },
+		"mask is":                           func() error { _, _, err := Attend(q, k, k, Spec{Impl: Flash, Heads: 2, Mask: mask}); return err },
+		"Spec.Tile -1 is out of range":      func() error { _, _, err := Attend(q, k, k, Spec{Impl: Flash, Heads: 2, Tile: -1}); return err },
+		"Spec.Tile 65536 is out of range":   func() error { _, _, err := Attend(q, k, k, Spec{Impl: Flash, Heads: 2, Tile: 65536}); return err },
+		"Spec.Tile 1099511627776 is out of": func() error { _, _, err := Attend(q, k, k, Spec{Impl: Flash, Heads: 2, Tile: 1 << 40}); return err },
+		"q is nil":                          func() error { _, _, err := Attend(nil, k, k, Spec{Impl: Flash, Heads: 2}); return err },
+		"zero-value node":                   func() error { _, _, err := Attend(q, &G.Node{}, k, Spec{Impl: Flash, Heads: 2}); return err },
+		"make masks with NewMask":           func() error { _, _, err := Attend(q, k, k, Spec{Impl: Flash, Heads: 2, Mask: &MaskNode{}}); return err },
 	}
 	for want, f := range cases {
 		err := noPanic(t, want, f)
@@ -443,15 +451,15 @@ func TestFlashErrors(t *testing.T) {
 			t.Errorf("%s: got %v", want, err)
 		}
 	}
-	_, err = FlashAttention(q, k, short, 2, nil, FlashOptions{})
+	_, _, err = Attend(q, k, short, Spec{Impl: Flash, Heads: 2})
 	if !errors.Is(err, ErrShape) {
 		t.Errorf("a shape error does not match ErrShape: %v", err)
 	}
 }
 
-// ExampleFlashAttention computes causal attention of two heads over four
+// ExampleAttend_flash computes causal attention of two heads over four
 // positions without forming the (4, 4) weights.
-func ExampleFlashAttention() {
+func ExampleAttend_flash() {
 	g := G.NewGraph()
 	x := G.NewTensor(g, tensor.Float64, 3, G.WithShape(1, 4, 4), G.WithName("x"),
 		G.WithValue(NewDense(tensor.Float64, tensor.Shape{1, 4, 4}, []float64{
@@ -460,7 +468,7 @@ func ExampleFlashAttention() {
 			1, 1, 0, 0,
 			0, 0, 1, 1,
 		})))
-	out, err := FlashAttention(x, x, x, 2, nil, FlashOptions{Causal: true})
+	out, _, err := Attend(x, x, x, Spec{Impl: Flash, Heads: 2, MaskMod: Causal()})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -484,33 +492,19 @@ func ExampleFlashAttention() {
 }
 
 // benchAttention times one forward and backward pass of attention over one
-// sequence of n positions, 4 heads of 32, causal, with flash (options
-// flash) or, for a nil flash, fused. It reports the tiles flash computes
-// per pass.
-func benchAttention(b *testing.B, n int, flash *FlashOptions) {
+// sequence of n positions, 4 heads of 32, with spec's implementation and
+// modifiers. It reports the tiles flash computes per pass.
+func benchAttention(b *testing.B, n int, spec Spec) {
 	const heads, dk = 4, 32
-	c := flashCase{b: 1, sq: n, sk: n, heads: heads, dk: dk, causal: true}
+	c := flashCase{b: 1, sq: n, sk: n, heads: heads, dk: dk}
 	in := newFlashInputs(c, 1, 1)
 	g := G.NewGraph()
 	shape := tensor.Shape{1, n, heads * dk}
 	q := valued(g, tensor.Float32, shape, in.q, "q")
 	k := valued(g, tensor.Float32, shape, in.k, "k")
 	v := valued(g, tensor.Float32, shape, in.v, "v")
-	var out *G.Node
-	var err error
-	if flash != nil {
-		out, err = FlashAttention(q, k, v, heads, nil, *flash)
-	} else {
-		var m Mask
-		if m, err = Causal(1, n); err != nil {
-			b.Fatal(err)
-		}
-		var mask *MaskNode
-		if mask, err = NewMaskConst(g, tensor.Float32, m, "causal"); err != nil {
-			b.Fatal(err)
-		}
-		out, _, err = Attention(q, k, v, heads, mask, nil)
-	}
+	spec.Heads = heads
+	out, _, err := Attend(q, k, v, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -534,19 +528,15 @@ func benchAttention(b *testing.B, n int, flash *FlashOptions) {
 		}
 		vm.Reset()
 	}
-	if flash != nil {
+	if spec.Impl == Flash {
 		b.ReportMetric(float64(flashTiles.Load()-tiles)/float64(b.N), "tiles/op")
 	}
 }
 
-func BenchmarkFlashAttention(b *testing.B) {
+func BenchmarkFlash(b *testing.B) {
 	for _, n := range []int{128, 1024} {
-		for _, flash := range []bool{false, true} {
-			name, opt := fmt.Sprintf("n=%d/fused", n), (*FlashOptions)(nil)
-			if flash {
-				name, opt = fmt.Sprintf("n=%d/flash", n), &FlashOptions{Causal: true}
-			}
-			b.Run(name, func(b *testing.B) { benchAttention(b, n, opt) })
+		for _, impl := range []Impl{Fused, Flash} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, impl), func(b *testing.B) { benchAttention(b, n, Spec{Impl: impl, MaskMod: Causal()}) })
 		}
 	}
 }

@@ -64,7 +64,7 @@ func (t *IDs) Set(ids []int) error {
 }
 
 // Values returns the ids bound by the last Set, (B, S) row-major: the
-// slice Set copies into, shared and not to be written. graph.Mods'
+// slice Set copies into, shared and not to be written. Spec's
 // QueryPos may alias it, so that modifiers read each run's positions.
 func (t *IDs) Values() []int {
 	if t == nil {

@@ -33,7 +33,7 @@ func outputGraph(t *testing.T) (*G.ExprGraph, G.Nodes) {
 	h := must(LayerNorm(x, gain, bias, 1e-5))
 	h = must(GELU(must(Linear(h, w1, b1))))
 	h = must(ReLU(must(Linear(h, w2, nil))))
-	causal, err := Causal(b, s)
+	causal, err := MaskOf(Causal(), b, s, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +41,14 @@ func outputGraph(t *testing.T) (*G.ExprGraph, G.Nodes) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fused, _, err := AttentionWithBias(h, h, h, 2, mask, scoreBias, nil)
+	fused, _, err := Attend(h, h, h, Spec{Heads: 2, Mask: mask, Bias: scoreBias})
 	if err != nil {
 		t.Fatal(err)
 	}
-	flash := must(FlashAttention(h, h, h, 2, nil, FlashOptions{Causal: true, Tile: 2}))
+	flash, _, err := Attend(h, h, h, Spec{Impl: Flash, Heads: 2, Tile: 2, MaskMod: Causal()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cost := must(G.Add(weightedSum(t, fused, rng), weightedSum(t, flash, rng)))
 	grads, err := G.Grad(cost, x, gain, bias, w1, b1, w2, scoreBias)
 	if err != nil {

@@ -41,21 +41,26 @@ func NewMask(b, sq, sk int) (Mask, error) {
 	return Mask{B: b, Sq: sq, Sk: sk, Allow: allow}, nil
 }
 
-// Causal returns the (B, S, S) mask that lets query i see key j only when
-// j <= i, so that no position can read the future.
-func Causal(b, s int) (Mask, error) {
-	m, err := NewMask(b, s, s)
+// MaskOf returns the (B, Sq, Sk) mask that m allows for head 0 at
+// positions 0..Sq-1 and 0..Sk-1: a mask modifier as a tensor, to draw it,
+// to combine it with Mask.And or to bind it where a tensor is needed.
+// MaskOf(Causal(), b, s, s) lets query i see key j only when j <= i.
+func MaskOf(m MaskMod, b, sq, sk int) (Mask, error) {
+	if m == nil {
+		return Mask{}, errors.New("graph: mask of a nil MaskMod: use NewMask for a mask that allows everything")
+	}
+	out, err := NewMask(b, sq, sk)
 	if err != nil {
 		return Mask{}, err
 	}
 	for n := 0; n < b; n++ {
-		for i := 0; i < s; i++ {
-			for j := i + 1; j < s; j++ {
-				m.Allow[(n*s+i)*s+j] = false
+		for i := 0; i < sq; i++ {
+			for j := 0; j < sk; j++ {
+				out.Allow[(n*sq+i)*sk+j] = m.Visible(n, 0, i, j)
 			}
 		}
 	}
-	return m, nil
+	return out, nil
 }
 
 // KeyPadding returns the (len(lengths), Sq, Sk) mask that hides, in sequence b,
@@ -126,7 +131,7 @@ func (m Mask) check() error {
 //
 // Bias is added as it is: a finite value bound into it with G.Let shifts the
 // scores of every head alike. An additive bias per head (ALiBi, relative
-// positions) goes to AttentionWithBias instead, beside the mask.
+// positions) goes to Spec.Bias instead, beside the mask.
 //
 // The -Inf entries are real infinities: G.WithInfWatch reports the node
 // CombineMasks adds (an op output), though not a mask from NewMaskInput or
@@ -135,9 +140,6 @@ func (m Mask) check() error {
 type MaskNode struct {
 	Bias      *G.Node
 	B, Sq, Sk int
-	// Causal records that the mask hides every j > i, so that a causal
-	// attention layer need not add a causal mask again.
-	Causal bool
 
 	buf *tensor.Dense // Set's bias, rewritten in place by every Set
 }
@@ -186,8 +188,7 @@ func NewMaskInput(g *G.ExprGraph, dt tensor.Dtype, b, sq, sk int, name string) (
 	}, nil
 }
 
-// NewMaskConst returns m as constant nodes. A causal mask built this way is
-// marked Causal only when m hides every j > i.
+// NewMaskConst returns m as a node bound once to its value.
 func NewMaskConst(g *G.ExprGraph, dt tensor.Dtype, m Mask, name string) (*MaskNode, error) {
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("graph: mask %q: %w", name, err)
@@ -199,7 +200,6 @@ func NewMaskConst(g *G.ExprGraph, dt tensor.Dtype, m Mask, name string) (*MaskNo
 	if err := n.Set(m); err != nil {
 		return nil, err
 	}
-	n.Causal = m.hidesFuture()
 	return n, nil
 }
 
@@ -266,18 +266,14 @@ func CombineMasks(a, b *MaskNode) (*MaskNode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("graph: combine masks: %w", err)
 	}
-	return &MaskNode{Bias: bias, B: a.B, Sq: a.Sq, Sk: a.Sk, Causal: a.Causal || b.Causal}, nil
+	return &MaskNode{Bias: bias, B: a.B, Sq: a.Sq, Sk: a.Sk}, nil
 }
 
-func (m Mask) hidesFuture() bool {
-	for b := 0; b < m.B; b++ {
-		for i := 0; i < m.Sq; i++ {
-			for j := i + 1; j < m.Sk; j++ {
-				if m.At(b, i, j) {
-					return false
-				}
-			}
-		}
+// bias returns the mask's Bias node, nil for no mask: an optional input of
+// the attention ops.
+func (n *MaskNode) bias() *G.Node {
+	if n == nil {
+		return nil
 	}
-	return true
+	return n.Bias
 }

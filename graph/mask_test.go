@@ -11,7 +11,7 @@ import (
 
 func TestCausal(t *testing.T) {
 	for _, test := range []struct{ b, s int }{{1, 1}, {1, 4}, {3, 5}} {
-		m, err := Causal(test.b, test.s)
+		m, err := MaskOf(Causal(), test.b, test.s, test.s)
 		if err != nil {
 			t.Fatalf("Causal(%d, %d): %v", test.b, test.s, err)
 		}
@@ -29,7 +29,7 @@ func TestCausal(t *testing.T) {
 		}
 	}
 	for _, bad := range [][2]int{{0, 3}, {2, 0}, {-1, 2}} {
-		if _, err := Causal(bad[0], bad[1]); err == nil {
+		if _, err := MaskOf(Causal(), bad[0], bad[1], bad[1]); err == nil {
 			t.Errorf("Causal(%d, %d): no error", bad[0], bad[1])
 		}
 	}
@@ -91,7 +91,7 @@ func TestNewMask(t *testing.T) {
 }
 
 func TestMaskAnd(t *testing.T) {
-	causal, err := Causal(2, 4)
+	causal, err := MaskOf(Causal(), 2, 4, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func checkMaskValues(t *testing.T, what string, n *MaskNode, m Mask) {
 }
 
 func TestNewMaskConst(t *testing.T) {
-	causal, err := Causal(2, 3)
+	causal, err := MaskOf(Causal(), 2, 3, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,25 +165,21 @@ func TestNewMaskConst(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, test := range []struct {
-		name   string
-		m      Mask
-		causal bool
+		name string
+		m    Mask
 	}{
-		{"causal", causal, true},
-		{"open", open, false},
-		{"padding", pad, false},
-		{"causal and padding", causalPad, true},
-		{"leaky", leaky, false},
-		{"single", single, true}, // nothing in the future to hide
+		{"causal", causal},
+		{"open", open},
+		{"padding", pad},
+		{"causal and padding", causalPad},
+		{"leaky", leaky},
+		{"single", single},
 	} {
 		for _, dt := range floatTypes {
 			g := G.NewGraph()
 			n, err := NewMaskConst(g, dt, test.m, "mask")
 			if err != nil {
 				t.Fatalf("%s: %v", test.name, err)
-			}
-			if n.Causal != test.causal {
-				t.Errorf("%s: Causal = %v, want %v", test.name, n.Causal, test.causal)
 			}
 			if n.B != test.m.B || n.Sq != test.m.Sq || n.Sk != test.m.Sk {
 				t.Errorf("%s: node sizes (%d, %d, %d)", test.name, n.B, n.Sq, n.Sk)
@@ -208,9 +204,6 @@ func TestMaskNodeSet(t *testing.T) {
 	n, err := NewMaskInput(g, tensor.Float32, 2, 3, 4, "mask")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if n.Causal {
-		t.Error("a mask input is marked Causal")
 	}
 	good := testMask()
 	if err := n.Set(good); err != nil {
@@ -265,7 +258,7 @@ func TestMaskNodeSet(t *testing.T) {
 
 func TestCombineMasks(t *testing.T) {
 	const b, s = 2, 4
-	causal, err := Causal(b, s)
+	causal, err := MaskOf(Causal(), b, s, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,9 +288,6 @@ func TestCombineMasks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !both.Causal {
-			t.Error("CombineMasks(causal, padding) is not marked Causal")
-		}
 		if both.B != b || both.Sq != s || both.Sk != s {
 			t.Errorf("combined sizes (%d, %d, %d)", both.B, both.Sq, both.Sk)
 		}
@@ -320,14 +310,6 @@ func TestCombineMasks(t *testing.T) {
 			}
 		}
 
-		// Neither operand causal: the result is not either.
-		pn2, err := NewMaskInput(g, dt, b, s, s, "pad2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c, err := CombineMasks(pn, pn2); err != nil || c.Causal {
-			t.Errorf("CombineMasks of two padding masks: Causal %v, err %v", c != nil && c.Causal, err)
-		}
 		other, err := NewMaskInput(g, dt, b, s, s+1, "other")
 		if err != nil {
 			t.Fatal(err)

@@ -7,59 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
-
-// Mods are the ways a modern attention differs from the 2017 formula,
-// entered once and honoured alike by ComposedAttentionMods (the readable
-// path), AttentionMods (the fused op) and FlashAttention (FlashOptions.Mods).
-// For sequence b, query head h, query position i and key position j:
-//
-//	s_ij = q_i · k_j / sqrt(dk) + mask_ij        mask_ij the MaskNode's 0 or -Inf
-//	s_ij = -Inf                  if s_ij = -Inf or !Mask.Visible(b, h, i, j)
-//	s_ij = Score.Mod(s_ij, b, h, i, j)           else (ALiBi, softcapping, ...)
-//	s_ij = s_ij + bias_hij                       AttentionWithBias's bias, if any
-//	P_i  = exp(s_i) / (exp(sink_h) + sum_j exp(s_ij))
-//	out_i = sum_j P_ij v_j                       v_j of KV head h / (heads/KVHeads)
-//
-// So the score modifier comes after the scale and before the softmax, and
-// is never applied to a hidden entry: a hidden entry stays hidden (capping
-// after -Inf would turn it into -c and leak weight). The zero value changes
-// nothing: the old entry points are the zero-Mods case, bit for bit.
-//
-// Modifiers are called from several goroutines at once and must be safe for
-// that (the built-in ones hold no mutable state). They are called when the
-// graph runs, so positions and modifiers may be changed between runs of a
-// graph built once; the op's hash includes each modifier's String().
-type Mods struct {
-	// Mask hides keys beyond what the MaskNode hides; nil hides nothing.
-	Mask MaskMod
-	// Score changes each visible score; nil leaves the scores alone.
-	Score ScoreMod
-	// KVHeads is the number of key/value heads of grouped-query attention:
-	// 0 means one per query head (multi-head attention); otherwise it must
-	// divide the query heads, k and v are (B, Sk, KVHeads*dk), and query
-	// head h reads KV head h / (heads/KVHeads), the map of PyTorch's
-	// repeat_interleave and of Llama's repeat_kv (not h % KVHeads).
-	// KVHeads = 1 is multi-query attention. The gradients of k and v sum
-	// over the query heads of each group.
-	KVHeads int
-	// Sinks is nil or a (heads) node of q's dtype: one learnable logit per
-	// query head that joins every row's softmax denominator and carries no
-	// value (gpt-oss), so a row's weights sum to 1 - p_sink. A row with no
-	// visible key then puts all its weight on the sink: output 0. It is
-	// differentiable.
-	Sinks *G.Node
-	// QueryPos and KeyPos, nil or (B*Sq) and (B*Sk) long, are the positions
-	// the modifiers see for each query and key of each sequence: nil means
-	// 0..Sq-1 and 0..Sk-1. A KV-cache step gives its one query position t
-	// and the keys their cache positions. They are read when the graph
-	// runs, so they may be updated in place between runs. Tiles are skipped
-	// by the smallest rectangle of positions that covers them, so any order
-	// of positions is correct; increasing positions make the rectangle tight.
-	QueryPos, KeyPos []int
-}
 
 // Coverage is what a MaskMod says of a rectangle of (query, key) positions.
 type Coverage int
@@ -110,10 +59,12 @@ type ScoreMod interface {
 // error when the graph is built, not an index out of range when it runs.
 type headsChecker interface{ checkHeads(heads int) error }
 
-// CausalMod returns the mask modifier that hides every key j > i from query
-// i: the causal mask, by positions. (Causal builds the same rule as a Mask
-// tensor.)
-func CausalMod() MaskMod { return causalMod{} }
+// Causal returns the mask modifier that hides every key j > i from query
+// i, so that no position reads the future: the causal mask, by positions,
+// and the one way qkv says causal (MaskOf(Causal(), b, s, s) is its
+// tensor). With Sq != Sk query i still sees keys j <= i: give QueryPos
+// for queries that sit at the end of a longer sequence (a cached step).
+func Causal() MaskMod { return causalMod{} }
 
 type causalMod struct{}
 
@@ -383,35 +334,36 @@ func checkEachHeads[M any](ms []M, heads int) error {
 }
 
 // active reports whether a kernel must call a modifier or read positions.
-func (m Mods) active() bool { return m.Mask != nil || m.Score != nil }
+func (s Spec) active() bool { return s.MaskMod != nil || s.ScoreMod != nil }
 
 // key is what the ops hash of the modifiers besides their inputs: the
 // modifiers' Strings and which position tables they read.
-func (m Mods) key() string {
+func (m Spec) key() string {
 	str := func(s fmt.Stringer) string {
 		if s == nil {
 			return "-"
 		}
 		return s.String()
 	}
-	return fmt.Sprintf("mask=%s score=%s qpos=%p/%d kpos=%p/%d", str(m.Mask), str(m.Score), m.QueryPos, len(m.QueryPos), m.KeyPos, len(m.KeyPos))
+	return fmt.Sprintf("mask=%s score=%s qpos=%p/%d kpos=%p/%d", str(m.MaskMod), str(m.ScoreMod), m.QueryPos, len(m.QueryPos), m.KeyPos, len(m.KeyPos))
 }
 
 // kvHeads is the number of KV heads for heads query heads.
-func (m Mods) kvHeads(heads int) int {
+func (m Spec) kvHeads(heads int) int {
 	if m.KVHeads == 0 {
 		return heads
 	}
 	return m.KVHeads
 }
 
-// check validates m for an attention of heads heads over b sequences of sq
-// queries and sk keys in dtype dt; the shapes of k and v are attentionDims'.
-func (m Mods) check(heads, b, sq, sk int, dt tensor.Dtype) error {
+// checkMods validates m's modifiers for an attention of heads heads over b
+// sequences of sq queries and sk keys in dtype dt; the shapes of k and v
+// are attentionDims'.
+func (m Spec) checkMods(heads, b, sq, sk int, dt tensor.Dtype) error {
 	if m.KVHeads < 0 || (m.KVHeads > 0 && heads%m.KVHeads != 0) {
-		return fmt.Errorf("Mods.KVHeads %d does not divide %d heads (0 means one KV head per query head)", m.KVHeads, heads)
+		return fmt.Errorf("Spec.KVHeads %d does not divide %d heads (0 means one KV head per query head)", m.KVHeads, heads)
 	}
-	for _, c := range []any{m.Mask, m.Score} {
+	for _, c := range []any{m.MaskMod, m.ScoreMod} {
 		if hc, ok := c.(headsChecker); ok {
 			if err := hc.checkHeads(heads); err != nil {
 				return err
@@ -419,11 +371,11 @@ func (m Mods) check(heads, b, sq, sk int, dt tensor.Dtype) error {
 		}
 	}
 	if m.Sinks != nil {
-		if err := CheckNode(m.Sinks, "Mods.Sinks"); err != nil {
+		if err := CheckNode(m.Sinks, "Spec.Sinks"); err != nil {
 			return err
 		}
 		if !m.Sinks.Shape().Eq(tensor.Shape{heads}) || m.Sinks.Dtype() != dt {
-			return fmt.Errorf("Mods.Sinks %q is %v %v, want %v (%d), one logit per head", m.Sinks.Name(), m.Sinks.Dtype(), m.Sinks.Shape(), dt, heads)
+			return fmt.Errorf("Spec.Sinks %q is %v %v, want %v (%d), one logit per head", m.Sinks.Name(), m.Sinks.Dtype(), m.Sinks.Shape(), dt, heads)
 		}
 	}
 	for _, p := range []struct {
@@ -432,25 +384,25 @@ func (m Mods) check(heads, b, sq, sk int, dt tensor.Dtype) error {
 		n    int
 	}{{"QueryPos", m.QueryPos, b * sq}, {"KeyPos", m.KeyPos, b * sk}} {
 		if p.pos != nil && len(p.pos) != p.n {
-			return fmt.Errorf("Mods.%s has %d positions, want B*S = %d (nil for 0..S-1)", p.name, len(p.pos), p.n)
+			return fmt.Errorf("Spec.%s has %d positions, want B*S = %d (nil for 0..S-1)", p.name, len(p.pos), p.n)
 		}
 	}
 	return nil
 }
 
-// modRun is what a kernel needs of Mods while it runs, and where it reports
+// modRun is what a kernel needs of a Spec's modifiers while it runs, and where it reports
 // a modifier's non-finite result.
 type modRun struct {
 	mask       MaskMod
 	score      ScoreMod
 	qpos, kpos []int
 	sq, sk     int
-	key        string // Mods.key, for the ops' hashes
+	key        string // Spec.key, for the ops' hashes
 	fail       *modFailure
 }
 
-func newModRun(m Mods, sq, sk int) *modRun {
-	return &modRun{mask: m.Mask, score: m.Score, qpos: m.QueryPos, kpos: m.KeyPos, sq: sq, sk: sk, key: m.key(), fail: new(modFailure)}
+func newModRun(m Spec, sq, sk int) *modRun {
+	return &modRun{mask: m.MaskMod, score: m.ScoreMod, qpos: m.QueryPos, kpos: m.KeyPos, sq: sq, sk: sk, key: m.key(), fail: new(modFailure)}
 }
 
 // qp and kp are the positions of query i and key j of sequence b.

@@ -31,11 +31,11 @@ func (m prefixLM) Block(_, _, i0, i1, j0, j1 int) graph.Coverage {
 
 func (m prefixLM) String() string { return fmt.Sprintf("PrefixLM(%d)", m.n) }
 
-// ExampleMods builds attention with a user's prefix-LM mask and a softcap
+// ExampleSpec builds attention with a user's prefix-LM mask and a softcap
 // and prints which keys each query weighs. The queries and keys are zero,
-// so every visible key gets the same weight; the same Mods would go to
-// ComposedAttentionMods or to FlashAttention through FlashOptions.Mods.
-func ExampleMods() {
+// so every visible key gets the same weight; the same Spec with Impl
+// Composed or Flash computes the same weights.
+func ExampleSpec() {
 	const b, s, d, heads = 1, 5, 4, 1
 	g := G.NewGraph()
 	zeros := G.NewTensor(g, tensor.Float64, 3, G.WithShape(b, s, d), G.WithName("x"),
@@ -44,8 +44,8 @@ func ExampleMods() {
 	if err != nil {
 		panic(err)
 	}
-	mods := graph.Mods{Mask: prefixLM{n: 3}, Score: softcap}
-	_, weights, err := graph.AttentionMods(zeros, zeros, zeros, heads, nil, nil, nil, mods)
+	spec := graph.Spec{Heads: heads, MaskMod: prefixLM{n: 3}, ScoreMod: softcap}
+	_, weights, err := graph.Attend(zeros, zeros, zeros, spec)
 	if err != nil {
 		panic(err)
 	}

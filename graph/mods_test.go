@@ -27,7 +27,7 @@ type modCase struct {
 	hide func(b, i, j int) bool
 	// mods returns the package's modifiers (Sinks is added by the runner
 	// when sinks is set); visible and score are the reference's.
-	mods    func() Mods
+	mods    func() Spec
 	visible func(b, h, i, j int) bool
 	score   func(s float64, b, h, i, j int) float64
 	sinks   bool
@@ -207,54 +207,54 @@ func modCases() []modCase {
 	}
 	return []modCase{
 		{name: "causal mod", b: 2, sq: 7, sk: 7, heads: 2, dk: 3, tile: 3,
-			mods: func() Mods { return Mods{Mask: CausalMod()} }, visible: refCausal},
+			mods: func() Spec { return Spec{MaskMod: Causal()} }, visible: refCausal},
 		{name: "causal mod, Sq < Sk, padding + hidden row", b: 2, sq: 5, sk: 8, heads: 2, dk: 3, tile: 2, hide: padRows(8),
-			mods: func() Mods { return Mods{Mask: CausalMod()} }, visible: refCausal},
+			mods: func() Spec { return Spec{MaskMod: Causal()} }, visible: refCausal},
 		{name: "window 3", b: 2, sq: 11, sk: 11, heads: 2, dk: 3, tile: 2,
-			mods: func() Mods { return Mods{Mask: must(Window(3))} }, visible: refWindow(3)},
+			mods: func() Spec { return Spec{MaskMod: must(Window(3))} }, visible: refWindow(3)},
 		{name: "window 2, padding + hidden row", b: 2, sq: 6, sk: 6, heads: 1, dk: 4, tile: 4, hide: padRows(6),
-			mods: func() Mods { return Mods{Mask: must(Window(2))} }, visible: refWindow(2)},
+			mods: func() Spec { return Spec{MaskMod: must(Window(2))} }, visible: refWindow(2)},
 		{name: "ALiBi, 3 heads (not a power of two), Sq > Sk", b: 2, sq: 6, sk: 5, heads: 3, dk: 2, tile: 2,
-			mods: func() Mods { return Mods{Score: must(ALiBi(3))} }, score: refALiBi(3)},
+			mods: func() Spec { return Spec{ScoreMod: must(ALiBi(3))} }, score: refALiBi(3)},
 		{name: "ALiBi, 4 heads, causal + padding", b: 2, sq: 6, sk: 6, heads: 4, dk: 2, tile: 4, hide: padRows(6),
-			mods:    func() Mods { return Mods{Mask: CausalMod(), Score: must(ALiBi(4))} },
+			mods:    func() Spec { return Spec{MaskMod: Causal(), ScoreMod: must(ALiBi(4))} },
 			visible: refCausal, score: refALiBi(4)},
 		{name: "softcap 0.8 on large scores", b: 2, sq: 5, sk: 7, heads: 2, dk: 3, amp: 3, tile: 3,
-			mods: func() Mods { return Mods{Score: must(Softcap(0.8))} }, score: refSoftcap(0.8)},
+			mods: func() Spec { return Spec{ScoreMod: must(Softcap(0.8))} }, score: refSoftcap(0.8)},
 		{name: "softcap, causal + padding", b: 2, sq: 6, sk: 6, heads: 2, dk: 2, amp: 3, tile: 4, hide: padRows(6),
-			mods:    func() Mods { return Mods{Mask: CausalMod(), Score: must(Softcap(2))} },
+			mods:    func() Spec { return Spec{MaskMod: Causal(), ScoreMod: must(Softcap(2))} },
 			visible: refCausal, score: refSoftcap(2)},
 		{name: "chain ALiBi then softcap", b: 1, sq: 6, sk: 6, heads: 2, dk: 3, amp: 3, tile: 4,
-			mods:  func() Mods { return Mods{Score: Chain(must(ALiBi(2)), must(Softcap(1.5)))} },
+			mods:  func() Spec { return Spec{ScoreMod: Chain(must(ALiBi(2)), must(Softcap(1.5)))} },
 			score: alibiSoftcap(1.5, 2)},
 		{name: "band 2 (bidirectional window)", b: 2, sq: 9, sk: 9, heads: 2, dk: 3, tile: 2,
-			mods: func() Mods { return Mods{Mask: must(Band(2))} }, visible: refBand(2)},
+			mods: func() Spec { return Spec{MaskMod: must(Band(2))} }, visible: refBand(2)},
 		{name: "bidirectional ALiBi + band 3, 3 heads, padding + hidden row", b: 2, sq: 7, sk: 7, heads: 3, dk: 2, tile: 2, hide: padRows(7),
-			mods:    func() Mods { return Mods{Mask: must(Band(3)), Score: must(BidirectionalALiBi(3))} },
+			mods:    func() Spec { return Spec{MaskMod: must(Band(3)), ScoreMod: must(BidirectionalALiBi(3))} },
 			visible: refBand(3), score: refBidiALiBi(3)},
 		{name: "GQA 4 heads over 2", b: 2, sq: 5, sk: 6, heads: 4, kv: 2, dk: 2, tile: 4,
-			mods: func() Mods { return Mods{KVHeads: 2} }},
+			mods: func() Spec { return Spec{KVHeads: 2} }},
 		{name: "GQA 6 heads over 3, padding + hidden row", b: 2, sq: 4, sk: 5, heads: 6, kv: 3, dk: 2, tile: 2, hide: padRows(5),
-			mods: func() Mods { return Mods{KVHeads: 3} }},
+			mods: func() Spec { return Spec{KVHeads: 3} }},
 		{name: "MQA 3 heads over 1, causal mod", b: 1, sq: 6, sk: 6, heads: 3, kv: 1, dk: 2, tile: 4,
-			mods: func() Mods { return Mods{KVHeads: 1, Mask: CausalMod()} }, visible: refCausal},
+			mods: func() Spec { return Spec{KVHeads: 1, MaskMod: Causal()} }, visible: refCausal},
 		{name: "sinks", b: 2, sq: 5, sk: 6, heads: 2, dk: 3, tile: 4, sinks: true,
-			mods: func() Mods { return Mods{} }},
+			mods: func() Spec { return Spec{} }},
 		{name: "sinks, causal + padding + hidden row", b: 2, sq: 6, sk: 6, heads: 2, dk: 2, tile: 4, sinks: true, hide: padRows(6),
-			mods: func() Mods { return Mods{Mask: CausalMod()} }, visible: refCausal},
+			mods: func() Spec { return Spec{MaskMod: Causal()} }, visible: refCausal},
 		{name: "positions: a decode step at t = 9, keys in cache slots", b: 2, sq: 1, sk: 6, heads: 2, dk: 3, tile: 2,
 			qpos: []int{9, 7}, kpos: []int{4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7},
-			mods:    func() Mods { return Mods{Mask: must(Window(4)), Score: must(ALiBi(2))} },
+			mods:    func() Spec { return Spec{MaskMod: must(Window(4)), ScoreMod: must(ALiBi(2))} },
 			visible: refWindow(4), score: refALiBi(2)},
 		{name: "positions: a rolling cache of 6 slots, keys out of order", b: 1, sq: 2, sk: 6, heads: 2, dk: 3, tile: 2,
 			qpos: []int{8, 9}, kpos: []int{8, 9, 4, 5, 6, 7}, sinks: true,
-			mods:    func() Mods { return Mods{Mask: must(Window(4)), Score: must(ALiBi(2))} },
+			mods:    func() Spec { return Spec{MaskMod: must(Window(4)), ScoreMod: must(ALiBi(2))} },
 			visible: refWindow(4), score: refALiBi(2)},
 		{name: "all: ALiBi + softcap + window + GQA + sinks, causal mask + padding + hidden row", b: 2, sq: 9, sk: 9,
 			heads: 4, kv: 2, dk: 2, amp: 2.5, tile: 3, sinks: true,
 			hide: func(b, i, j int) bool { return j > i || padRows(9)(b, i, j) },
-			mods: func() Mods {
-				return Mods{Mask: must(Window(3)), Score: Chain(must(ALiBi(4)), must(Softcap(1.2))), KVHeads: 2}
+			mods: func() Spec {
+				return Spec{MaskMod: must(Window(3)), ScoreMod: Chain(must(ALiBi(4)), must(Softcap(1.2))), KVHeads: 2}
 			},
 			visible: refWindow(3), score: alibiSoftcap(1.2, 4)},
 	}
@@ -273,9 +273,9 @@ var implNames = [...]string{"composed", "fused", "flash"}
 // and returns its output and weights (nil for flash).
 func modGraph(t *testing.T, g *G.ExprGraph, dt tensor.Dtype, c modCase, impl int, q, k, v, sinks *G.Node) (out, weights *G.Node) {
 	t.Helper()
-	mods := c.mods()
-	mods.Sinks = sinks
-	mods.QueryPos, mods.KeyPos = c.qpos, c.kpos
+	spec := c.mods()
+	spec.Sinks = sinks
+	spec.QueryPos, spec.KeyPos = c.qpos, c.kpos
 	var mask *MaskNode
 	if c.hide != nil {
 		m, err := NewMask(c.b, c.sq, c.sk)
@@ -293,15 +293,14 @@ func modGraph(t *testing.T, g *G.ExprGraph, dt tensor.Dtype, c modCase, impl int
 			t.Fatal(err)
 		}
 	}
-	var err error
+	spec.Heads, spec.Mask = c.heads, mask
 	switch impl {
 	case implComposed:
-		out, weights, err = ComposedAttentionMods(q, k, v, c.heads, mask, nil, nil, mods)
-	case implFused:
-		out, weights, err = AttentionMods(q, k, v, c.heads, mask, nil, nil, mods)
+		spec.Impl = Composed
 	case implFlash:
-		out, err = FlashAttention(q, k, v, c.heads, mask, FlashOptions{Tile: c.tile, Mods: mods})
+		spec.Impl, spec.Tile = Flash, c.tile
 	}
+	out, weights, err := Attend(q, k, v, spec)
 	if err != nil {
 		t.Fatalf("%s, %s: %v", c.name, implNames[impl], err)
 	}
@@ -466,9 +465,9 @@ func TestMaskModBlocks(t *testing.T) {
 		m     MaskMod
 		exact bool
 	}{
-		{CausalMod(), true}, {must(Window(1)), true}, {must(Window(3)), true},
-		{must(Band(1)), true}, {must(Band(3)), true}, {And(CausalMod(), must(Band(3))), false},
-		{And(CausalMod(), must(Window(2))), false}, {And(must(Window(4)), doc), false}, {doc, false},
+		{Causal(), true}, {must(Window(1)), true}, {must(Window(3)), true},
+		{must(Band(1)), true}, {must(Band(3)), true}, {And(Causal(), must(Band(3))), false},
+		{And(Causal(), must(Window(2))), false}, {And(must(Window(4)), doc), false}, {doc, false},
 	} {
 		const n = 10
 		for i0 := -2; i0 < n; i0++ {
@@ -531,7 +530,7 @@ func (m docMask) String() string { return fmt.Sprintf("Doc%v", m.starts) }
 func TestFlashWindowSkipsTiles(t *testing.T) {
 	const n, tile, w, heads, dk = 96, 8, 12, 2, 4
 	c := modCase{name: "window", b: 1, sq: n, sk: n, heads: heads, dk: dk, tile: tile,
-		mods: func() Mods { return Mods{Mask: must(Window(w))} }, visible: refWindow(w)}
+		mods: func() Spec { return Spec{MaskMod: must(Window(w))} }, visible: refWindow(w)}
 	want := 0
 	for i0 := 0; i0 < n; i0 += tile {
 		for j0 := 0; j0 < n; j0 += tile {
@@ -576,34 +575,31 @@ func TestModsErrors(t *testing.T) {
 	sinks := input(g, tensor.Float64, tensor.Shape{4}, "sinks")
 	sinks3 := input(g, tensor.Float64, tensor.Shape{3}, "sinks3")
 	sinks32 := input(g, tensor.Float32, tensor.Shape{4}, "sinks32")
-	all := func(m Mods) []func() error {
-		return []func() error{
-			func() error { _, _, err := AttentionMods(q, k, k, 4, nil, nil, nil, m); return err },
-			func() error { _, _, err := ComposedAttentionMods(q, k, k, 4, nil, nil, nil, m); return err },
-			func() error { _, err := FlashAttention(q, k, k, 4, nil, FlashOptions{Mods: m}); return err },
+	// allK runs m with 4 heads over k by each implementation.
+	allK := func(k *G.Node, m Spec) []func() error {
+		var run []func() error
+		for _, impl := range []Impl{Fused, Composed, Flash} {
+			s := m
+			s.Heads, s.Impl = 4, impl
+			run = append(run, func() error { _, _, err := Attend(q, k, k, s); return err })
 		}
+		return run
 	}
-	allK := func(k *G.Node, m Mods) []func() error {
-		return []func() error{
-			func() error { _, _, err := AttentionMods(q, k, k, 4, nil, nil, nil, m); return err },
-			func() error { _, _, err := ComposedAttentionMods(q, k, k, 4, nil, nil, nil, m); return err },
-			func() error { _, err := FlashAttention(q, k, k, 4, nil, FlashOptions{Mods: m}); return err },
-		}
-	}
+	all := func(m Spec) []func() error { return allK(k, m) }
 	cases := []struct {
 		want []string
 		run  []func() error
 	}{
-		{[]string{"KVHeads 3 does not divide 4 heads"}, all(Mods{KVHeads: 3})},
-		{[]string{"KVHeads -1 does not divide"}, all(Mods{KVHeads: -1})},
-		{[]string{"k and v are (2, 4, 8), want width KVHeads*dk = 2*2 = 4"}, all(Mods{KVHeads: 2})},
-		{[]string{"want (B, Sq, D), (B, Sk, D)"}, allK(k2, Mods{})},
-		{[]string{`Mods.Sinks "sinks3" is float64 (3), want float64 (4)`}, all(Mods{Sinks: sinks3})},
-		{[]string{`Mods.Sinks "sinks32" is float32 (4), want float64 (4)`}, all(Mods{Sinks: sinks32})},
-		{[]string{"Mods.Sinks", "zero-value"}, all(Mods{Sinks: &G.Node{}})},
-		{[]string{"ALiBi(3) has 3 slopes, the attention 4 heads"}, all(Mods{Score: Chain(must(Softcap(1)), must(ALiBi(3)))})},
-		{[]string{"Mods.QueryPos has 2 positions, want B*S = 6"}, all(Mods{QueryPos: []int{1, 2}})},
-		{[]string{"Mods.KeyPos has 9 positions, want B*S = 8"}, all(Mods{KeyPos: make([]int, 9)})},
+		{[]string{"KVHeads 3 does not divide 4 heads"}, all(Spec{KVHeads: 3})},
+		{[]string{"KVHeads -1 does not divide"}, all(Spec{KVHeads: -1})},
+		{[]string{"k and v are (2, 4, 8), want width KVHeads*dk = 2*2 = 4"}, all(Spec{KVHeads: 2})},
+		{[]string{"want (B, Sq, D), (B, Sk, D)"}, allK(k2, Spec{})},
+		{[]string{`Spec.Sinks "sinks3" is float64 (3), want float64 (4)`}, all(Spec{Sinks: sinks3})},
+		{[]string{`Spec.Sinks "sinks32" is float32 (4), want float64 (4)`}, all(Spec{Sinks: sinks32})},
+		{[]string{"Spec.Sinks", "zero-value"}, all(Spec{Sinks: &G.Node{}})},
+		{[]string{"ALiBi(3) has 3 slopes, the attention 4 heads"}, all(Spec{ScoreMod: Chain(must(Softcap(1)), must(ALiBi(3)))})},
+		{[]string{"Spec.QueryPos has 2 positions, want B*S = 6"}, all(Spec{QueryPos: []int{1, 2}})},
+		{[]string{"Spec.KeyPos has 9 positions, want B*S = 8"}, all(Spec{KeyPos: make([]int, 9)})},
 		{[]string{"graph: window mask: width 0 must be at least 1"}, []func() error{func() error { _, err := Window(0); return err }}},
 		{[]string{"graph: softcap: cap 0 must be positive"}, []func() error{func() error { _, err := Softcap(0); return err }}},
 		{[]string{"graph: softcap: cap -2 must be positive"}, []func() error{func() error { _, err := Softcap(-2); return err }}},
@@ -623,7 +619,7 @@ func TestModsErrors(t *testing.T) {
 		}
 	}
 	// A KV width that fits works.
-	if _, _, err := AttentionMods(q, k2, k2, 4, nil, nil, nil, Mods{KVHeads: 2, Sinks: sinks}); err != nil {
+	if _, _, err := Attend(q, k2, k2, Spec{Heads: 4, KVHeads: 2, Sinks: sinks}); err != nil {
 		t.Errorf("KVHeads 2: %v", err)
 	}
 }
@@ -654,7 +650,7 @@ func TestModsNonFiniteScore(t *testing.T) {
 		for impl := range implNames {
 			mod := nanMod{i: 2, j: 1, der: der}
 			c := modCase{name: "nan", b: 2, sq: 4, sk: 3, heads: 2, dk: 2, tile: 2,
-				mods: func() Mods { return Mods{Score: mod} }}
+				mods: func() Spec { return Spec{ScoreMod: mod} }}
 			in := newModInputs(c, 2)
 			g := G.NewGraph()
 			q := valued(g, tensor.Float64, tensor.Shape{2, 4, 4}, in.q, "q")
@@ -681,17 +677,16 @@ func TestModsHashDiffer(t *testing.T) {
 	g := G.NewGraph()
 	q := valued(g, tensor.Float64, tensor.Shape{1, 4, 2}, uniform(newRand(1), 8, -1, 1), "q")
 	var outs []*G.Node
-	for _, m := range []Mods{{}, {Mask: must(Window(1))}, {Mask: must(Window(2))}, {Score: must(Softcap(1))}, {Score: must(Softcap(2))},
-		{Mask: must(Band(2))}, {Score: must(ALiBi(1))}, {Score: must(BidirectionalALiBi(1))}} {
-		o, _, err := AttentionMods(q, q, q, 1, nil, nil, nil, m)
-		if err != nil {
-			t.Fatal(err)
+	for _, m := range []Spec{{}, {MaskMod: Causal()}, {MaskMod: must(Window(1))}, {MaskMod: must(Window(2))}, {ScoreMod: must(Softcap(1))}, {ScoreMod: must(Softcap(2))},
+		{MaskMod: must(Band(2))}, {ScoreMod: must(ALiBi(1))}, {ScoreMod: must(BidirectionalALiBi(1))}} {
+		for _, impl := range []Impl{Fused, Flash} {
+			m.Heads, m.Impl = 1, impl
+			o, _, err := Attend(q, q, q, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, o)
 		}
-		f, err := FlashAttention(q, q, q, 1, nil, FlashOptions{Mods: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, o, f)
 	}
 	seen := map[*G.Node]bool{}
 	for _, o := range outs {
@@ -709,10 +704,8 @@ func TestModsHashDiffer(t *testing.T) {
 func BenchmarkFlashWindow(b *testing.B) {
 	window := must(Window(256))
 	for _, n := range []int{2048, 4096, 8192} {
-		b.Run(fmt.Sprintf("n=%d/causal", n), func(b *testing.B) { benchAttention(b, n, &FlashOptions{Causal: true}) })
-		b.Run(fmt.Sprintf("n=%d/window=256", n), func(b *testing.B) {
-			benchAttention(b, n, &FlashOptions{Mods: Mods{Mask: window}})
-		})
+		b.Run(fmt.Sprintf("n=%d/causal", n), func(b *testing.B) { benchAttention(b, n, Spec{Impl: Flash, MaskMod: Causal()}) })
+		b.Run(fmt.Sprintf("n=%d/window=256", n), func(b *testing.B) { benchAttention(b, n, Spec{Impl: Flash, MaskMod: window}) })
 	}
 }
 
@@ -756,13 +749,11 @@ func TestModsWithBiasAndDropout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods := Mods{Mask: And(CausalMod(), must(Window(3))), Score: Chain(must(ALiBi(heads)), must(Softcap(1.5))), KVHeads: kv}
-	mods.QueryPos = []int{1, 2, 3, 4, 5, 1, 2, 3, 4, 5} // queries after one key
+	spec := Spec{MaskMod: And(Causal(), must(Window(3))), ScoreMod: Chain(must(ALiBi(heads)), must(Softcap(1.5))), KVHeads: kv}
+	spec.QueryPos = []int{1, 2, 3, 4, 5, 1, 2, 3, 4, 5} // queries after one key
 	for _, dt := range floatTypes {
 		var got [2][][]float64
-		for i, attend := range []func(q, k, v *G.Node, heads int, mask *MaskNode, bias, keep *G.Node, mods Mods) (*G.Node, *G.Node, error){
-			ComposedAttentionMods, AttentionMods,
-		} {
+		for i, impl := range []Impl{Composed, Fused} {
 			g := G.NewGraph()
 			node := func(name string, shape ...int) *G.Node { return valued(g, dt, shape, roundTo(dt, vals[name]), name) }
 			q, k, v := node("q", b, sq, heads*dk), node("k", b, sk, kv*dk), node("v", b, sk, kv*dk)
@@ -771,9 +762,9 @@ func TestModsWithBiasAndDropout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := mods
-			m.Sinks = sinks
-			out, weights, err := attend(q, k, v, heads, mask, bias, keep, m)
+			s := spec
+			s.Impl, s.Heads, s.Mask, s.Bias, s.Keep, s.Sinks = impl, heads, mask, bias, keep, sinks
+			out, weights, err := Attend(q, k, v, s)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -131,7 +131,7 @@ func TestNoPanic(t *testing.T) {
 		// Masks.
 		{"NewMask/overflow", func() error { _, err := NewMask(1<<30, 1<<30, 1<<30); return err }, []string{"mask", "overflows int"}},
 		{"NewMask/over the cap", func() error { _, err := NewMask(1<<10, 1<<11, 1<<11); return err }, []string{"mask", "exceed"}},
-		{"Causal/overflow", func() error { _, err := Causal(1<<20, 1<<30); return err }, []string{"mask", "overflows int"}},
+		{"Causal/overflow", func() error { _, err := MaskOf(Causal(), 1<<20, 1<<30, 1<<30); return err }, []string{"mask", "overflows int"}},
 		{"KeyPadding/no sequences", func() error { _, err := KeyPadding(nil, 3, 4); return err }, []string{"mask", "positive"}},
 		{"Mask.And/zero value", func() error { _, err := (Mask{}).And(good); return err }, []string{"mask", "needs"}},
 		{"Mask.And/zero other", func() error { _, err := good.And(Mask{B: 2, Sq: 3, Sk: 4}); return err }, []string{"needs 24 entries, has 0"}},
@@ -147,14 +147,14 @@ func TestNoPanic(t *testing.T) {
 		{"CombineMasks/zero second", func() error { _, err := CombineMasks(mask, &MaskNode{}); return err }, []string{"combine masks", "second", "bias is nil"}},
 
 		// Attention.
-		{"Attention/nil q", func() error { return node3(Attention(nil, kv, kv, 2, nil, nil)) }, []string{"attention", "q is nil"}},
-		{"Attention/nil k", func() error { return node3(Attention(q, nil, kv, 2, nil, nil)) }, []string{"attention", "k is nil"}},
-		{"Attention/nil v", func() error { return node3(Attention(q, kv, nil, 2, nil, nil)) }, []string{"attention", "v is nil"}},
-		{"Attention/zero q", func() error { return node3(Attention(zero, kv, kv, 2, nil, nil)) }, []string{"attention", "q is a zero-value node"}},
-		{"Attention/mask with nil bias", func() error { return node3(Attention(q, kv, kv, 2, &MaskNode{B: 2, Sq: 3, Sk: 5}, nil)) }, []string{"attention", "bias is nil"}},
-		{"Attention/zero keep", func() error { return node3(Attention(q, kv, kv, 2, mask, zero)) }, []string{"attention", "keep-mask is a zero-value node"}},
-		{"Attention/zero heads", func() error { return node3(Attention(q, kv, kv, 0, nil, nil)) }, []string{"attention", "0 heads"}},
-		{"Attention/weights over the cap", func() error { return node3(Attention(bigQ, bigQ, bigQ, 2, nil, nil)) }, []string{"attention", "weights (B, H, Sq, Sk)", "exceed graph.MaxElements"}},
+		{"Attention/nil q", func() error { return node3(Attend(nil, kv, kv, Spec{Heads: 2})) }, []string{"attention", "q is nil"}},
+		{"Attention/nil k", func() error { return node3(Attend(q, nil, kv, Spec{Heads: 2})) }, []string{"attention", "k is nil"}},
+		{"Attention/nil v", func() error { return node3(Attend(q, kv, nil, Spec{Heads: 2})) }, []string{"attention", "v is nil"}},
+		{"Attention/zero q", func() error { return node3(Attend(zero, kv, kv, Spec{Heads: 2})) }, []string{"attention", "q is a zero-value node"}},
+		{"Attention/mask with nil bias", func() error { return node3(Attend(q, kv, kv, Spec{Heads: 2, Mask: &MaskNode{B: 2, Sq: 3, Sk: 5}})) }, []string{"attention", "bias is nil"}},
+		{"Attention/zero keep", func() error { return node3(Attend(q, kv, kv, Spec{Heads: 2, Mask: mask, Keep: zero})) }, []string{"attention", "keep-mask is a zero-value node"}},
+		{"Attention/zero heads", func() error { return node3(Attend(q, kv, kv, Spec{Heads: 0})) }, []string{"attention", "0 heads"}},
+		{"Attention/weights over the cap", func() error { return node3(Attend(bigQ, bigQ, bigQ, Spec{Heads: 2})) }, []string{"attention", "weights (B, H, Sq, Sk)", "exceed graph.MaxElements"}},
 
 		// LogSoftmax, LayerNorm, Linear and the small ops.
 		{"LogSoftmax/zero", func() error { return node2(LogSoftmax(zero)) }, []string{"log-softmax", "zero-value node"}},

@@ -151,7 +151,7 @@ func everyOp(t *testing.T, g *G.ExprGraph, dt tensor.Dtype) (cost *G.Node, wrt G
 		{nil, nil, nil}, {mask, nil, nil}, {nil, nil, keep}, {mask, nil, keep},
 		{nil, shared, nil}, {mask, shared, keep}, {nil, batched, keep}, {mask, batched, nil},
 	} {
-		out, weights, err := AttentionWithBias(q, k, v, heads, c.mask, c.bias, c.keep)
+		out, weights, err := Attend(q, k, v, Spec{Heads: heads, Mask: c.mask, Bias: c.bias, Keep: c.keep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,11 +159,9 @@ func everyOp(t *testing.T, g *G.ExprGraph, dt tensor.Dtype) (cost *G.Node, wrt G
 		add(weights)
 	}
 
-	for _, c := range []struct {
-		mask *MaskNode
-		opt  FlashOptions
-	}{{nil, FlashOptions{}}, {mask, FlashOptions{Causal: true, Tile: 2}}} {
-		add(must(FlashAttention(q, k, v, heads, c.mask, c.opt)))
+	for _, s := range []Spec{{}, {Mask: mask, MaskMod: Causal(), Tile: 2}} {
+		s.Impl, s.Heads = Flash, heads
+		add(must(outputOf(Attend(q, k, v, s))))
 	}
 
 	// Modifiers: a score modifier, a mask modifier, two KV heads of 3 and
@@ -175,19 +173,25 @@ func everyOp(t *testing.T, g *G.ExprGraph, dt tensor.Dtype) (cost *G.Node, wrt G
 		t.Fatal(err)
 	}
 	for _, m := range []*MaskNode{nil, mask} {
-		mods := Mods{Mask: CausalMod(), Score: soft, KVHeads: 1, Sinks: sinks}
-		out, weights, err := AttentionMods(q, kg, vg, heads, m, shared, keep, mods)
+		mods := Spec{Heads: heads, Mask: m, MaskMod: Causal(), ScoreMod: soft, KVHeads: 1, Sinks: sinks}
+		fused := mods
+		fused.Bias, fused.Keep = shared, keep
+		out, weights, err := Attend(q, kg, vg, fused)
 		if err != nil {
 			t.Fatal(err)
 		}
 		add(out)
 		add(weights)
-		if out, weights, err = ComposedAttentionMods(q, kg, vg, heads, m, nil, nil, mods); err != nil {
+		composed := mods
+		composed.Impl = Composed
+		if out, weights, err = Attend(q, kg, vg, composed); err != nil {
 			t.Fatal(err)
 		}
 		add(out)
 		add(weights)
-		add(must(FlashAttention(q, kg, vg, heads, m, FlashOptions{Tile: 2, Mods: mods})))
+		flash := mods
+		flash.Impl, flash.Tile = Flash, 2
+		add(must(outputOf(Attend(q, kg, vg, flash))))
 	}
 
 	x := val(tensor.Shape{b, sq, d}, "x")

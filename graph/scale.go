@@ -10,7 +10,7 @@ import (
 // Scale returns x * f, every entry of x multiplied by the constant f, as a
 // node of x's shape and dtype (the constant is made in x's dtype, see
 // Scalar). It is gorgonia's Mul of a tensor and a scalar, the product
-// graph.ComposedAttention scales its scores with; its gradient is checked in
+// the composed attention scales its scores with; its gradient is checked in
 // float64 (go test ./graph -run GradCheckOps/Scale). f must be finite.
 func Scale(x *G.Node, f float64) (*G.Node, error) {
 	if err := CheckNode(x, "input"); err != nil {

@@ -198,7 +198,7 @@ func (c AttentionConfig) validate(name string) error {
 	if err := c.Init.validate(); err != nil {
 		return layerErr("attention", name, err)
 	}
-	if !c.Impl.valid() {
+	if !c.Impl.Valid() {
 		return layerErr("attention", name, configErrorf("unknown Impl %q, want %q, %q or %q", c.Impl, AttentionComposed, AttentionFused, AttentionFlash))
 	}
 	if !c.Scale.valid() {
@@ -374,16 +374,8 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	if err := a.checkBias(bias, b, sq, sk); err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
-	flash := a.cfg.Impl == AttentionFlash
-	if flash && bias != nil {
+	if a.cfg.Impl == AttentionFlash && bias != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, configErrorf("flash attention takes no score bias: use %q or %q", AttentionFused, AttentionComposed))
-	}
-	// Flash hides the future itself, tile by tile, without the (B, Sq, Sk)
-	// mask that the other two read.
-	if a.cfg.Causal && !flash && (mask == nil || !mask.Causal) {
-		if mask, err = a.withCausal(mask, b, sq); err != nil {
-			return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
-		}
 	}
 	// RoPE rotates each query and key by its position in its sequence.
 	var qPos, kPos *graph.IDs
@@ -419,19 +411,12 @@ func (a *MultiHeadAttention) ForwardWithBias(query, key, value *G.Node, mask *gr
 	// The scale is 1/sqrt(dk), the per-head width, not 1/sqrt(D): it keeps
 	// the dot products of dk unit-variance terms at unit variance. (Another
 	// Scale came in above, through q: see scaleQuery.) The variants enter
-	// here, as graph.Mods: K_h and V_h are those of key/value head
-	// h / (H/G), a softcap and ALiBi change the scores, a window hides
-	// keys, a sink joins the softmax.
-	mods := a.mods(nil)
-	var y *G.Node
-	switch a.cfg.Impl {
-	case AttentionComposed: // the formula in gorgonia's own ops
-		y, weights, err = graph.ComposedAttentionMods(q, k, v, a.cfg.Heads, mask, bias, keep, mods)
-	case AttentionFlash: // tiled: no weights are formed, none returned
-		y, err = graph.FlashAttention(q, k, v, a.cfg.Heads, mask, graph.FlashOptions{Causal: a.cfg.Causal, Mods: mods})
-	default:
-		y, weights, err = graph.AttentionMods(q, k, v, a.cfg.Heads, mask, bias, keep, mods)
-	}
+	// here, in one graph.Spec: causality and a window hide keys, K_h and
+	// V_h are those of key/value head h / (H/G), a softcap and ALiBi change
+	// the scores, a sink joins the softmax.
+	spec := a.spec(nil)
+	spec.Mask, spec.Bias, spec.Keep = mask, bias, keep
+	y, weights, err := graph.Attend(q, k, v, spec) // weights nil with flash, which never forms them
 	if err != nil {
 		return nil, nil, fmt.Errorf("layers: attention %q: %w", name, err)
 	}
@@ -540,11 +525,12 @@ func (a *MultiHeadAttention) AttendProjected(x, keys, values *G.Node, mask *grap
 // float64 and 3e-7 in float32: go test ./graph -run Composed -v) and which
 // builds one node where the composed graph builds many.
 func (a *MultiHeadAttention) attendInference(q, keys, values *G.Node, mask *graph.MaskNode, qPos []int) (*G.Node, error) {
-	mods := a.mods(qPos)
-	if a.cfg.Impl == AttentionFlash {
-		return graph.FlashAttention(q, keys, values, a.cfg.Heads, mask, graph.FlashOptions{Mods: mods})
+	spec := a.spec(qPos)
+	if spec.Impl == AttentionComposed {
+		spec.Impl = AttentionFused
 	}
-	y, _, err := graph.AttentionMods(q, keys, values, a.cfg.Heads, mask, nil, nil, mods)
+	spec.Mask = mask
+	y, _, err := graph.Attend(q, keys, values, spec)
 	return y, err
 }
 
@@ -595,14 +581,16 @@ func (a *MultiHeadAttention) keysValues(key, value *G.Node, pos *graph.IDs) (k, 
 	return k, v, nil
 }
 
-// mods returns the variants the kernels apply, as graph.Mods: the zero
-// value (the 2017 formula) when none is configured. qPos, if not nil, are
-// the queries' positions (a cached step's); the keys are at 0, 1, ...
-func (a *MultiHeadAttention) mods(qPos []int) graph.Mods {
+// spec returns the layer's attention as graph.Attend takes it, without
+// the tensors a call brings (mask, bias, dropout): heads, implementation,
+// causality and the variants, none of them when none is configured (the
+// 2017 formula). qPos, if not nil, are the queries' positions (a cached
+// step's); the keys are at 0, 1, ...
+func (a *MultiHeadAttention) spec(qPos []int) graph.Spec {
 	c := a.cfg
-	var m graph.Mods
+	s := graph.Spec{Heads: c.Heads, Impl: c.Impl}
 	if c.KVHeads != 0 && c.KVHeads != c.Heads {
-		m.KVHeads = c.KVHeads
+		s.KVHeads = c.KVHeads
 	}
 	// Validated sizes: the constructors below cannot fail.
 	var softcap, alibi graph.ScoreMod
@@ -616,23 +604,24 @@ func (a *MultiHeadAttention) mods(qPos []int) graph.Mods {
 			alibi, _ = graph.BidirectionalALiBi(c.Heads)
 		}
 	}
-	m.Score = graph.Chain(softcap, alibi, c.Score) // the cap, then the bias (Gemma 2's order), then yours
-	var window graph.MaskMod
-	if c.Window > 0 {
-		if c.Causal {
-			window, _ = graph.Window(c.Window)
-		} else {
-			window, _ = graph.Band(c.Window)
-		}
+	s.ScoreMod = graph.Chain(softcap, alibi, c.Score) // the cap, then the bias (Gemma 2's order), then yours
+	var hide graph.MaskMod                            // what the layer's own rules hide: the future, keys beyond the window
+	switch {
+	case c.Causal && c.Window > 0:
+		hide, _ = graph.Window(c.Window) // causal itself
+	case c.Causal:
+		hide = graph.Causal()
+	case c.Window > 0:
+		hide, _ = graph.Band(c.Window)
 	}
-	m.Mask = graph.And(window, c.Mask)
+	s.MaskMod = graph.And(hide, c.Mask)
 	if c.Sinks {
-		m.Sinks = a.sinks.Node
+		s.Sinks = a.sinks.Node
 	}
-	if m.Mask != nil || m.Score != nil {
-		m.QueryPos = qPos
+	if s.MaskMod != nil || s.ScoreMod != nil {
+		s.QueryPos = qPos
 	}
-	return m
+	return s
 }
 
 // positional reports whether the layer reads positions: RoPE, ALiBi or a
@@ -788,30 +777,6 @@ func (a *MultiHeadAttention) check() error {
 		}
 	}
 	return nil
-}
-
-// withCausal returns mask joined with a constant causal mask.
-func (a *MultiHeadAttention) withCausal(mask *graph.MaskNode, b, s int) (*graph.MaskNode, error) {
-	causal, err := CausalMask(a.s, b, s)
-	if err != nil {
-		return nil, err
-	}
-	if mask == nil {
-		return causal, nil
-	}
-	return graph.CombineMasks(causal, mask)
-}
-
-// CausalMask returns a constant (B, S, S) mask hiding every key j > i.
-func CausalMask(s *Scope, b, n int) (*graph.MaskNode, error) {
-	if err := s.check(); err != nil {
-		return nil, fmt.Errorf("layers: causal mask: %w", err)
-	}
-	m, err := graph.Causal(b, n)
-	if err != nil {
-		return nil, err
-	}
-	return graph.NewMaskConst(s.g, s.dt, m, s.Name("causal"))
 }
 
 // Params returns wq, bq, wk, bk, wv, bv, wo, bo (no biases without Bias),

@@ -28,7 +28,7 @@ func attnMask(t *testing.T, k maskKind, b, sq, sk int) *graph.Mask {
 	case noMask:
 		return nil
 	case causalConst:
-		m, err = graph.Causal(b, sq)
+		m, err = graph.MaskOf(graph.Causal(), b, sq, sq)
 	case padding, fullyMasked:
 		lengths := make([]int, b)
 		for n := range lengths {

@@ -315,8 +315,8 @@ func TestForwardErrors(t *testing.T) {
 		{"decoder/padding mask shape", stack(true, 2, 4, 7, []int{2, 4, 5}, f64), []string{"decoder", "(2, 4, 5)", "(2, 4, 4)"}},
 		{"decoder/padding mask batch", stack(true, 2, 4, 7, []int{3, 4, 4}, f64), []string{"decoder", "(3, 4, 4)"}},
 		{"decoder/padding mask dtype", stack(true, 2, 4, 7, []int{2, 4, 4}, f32), []string{"decoder", "float32"}},
-		{"encoder/padding mask shape", stack(false, 2, 4, 7, []int{2, 5, 4}, f64), []string{scope, "(2, 5, 4)", "(2, 4, 4)"}},
-		{"encoder/padding mask dtype", stack(false, 2, 4, 7, []int{2, 4, 4}, f32), []string{scope, "float32"}},
+		{"encoder/padding mask shape", stack(false, 2, 4, 7, []int{2, 5, 4}, f64), []string{"encoder", "(2, 5, 4)", "(2, 4, 4)"}},
+		{"encoder/padding mask dtype", stack(false, 2, 4, 7, []int{2, 4, 4}, f32), []string{"encoder", "float32"}},
 	})
 }
 

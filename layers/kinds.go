@@ -144,39 +144,30 @@ func ParsePositionsKind(s string) (PositionsKind, error) {
 	return "", configErrorf("layers: unknown positions kind %q, want one of %v", s, positionsKinds)
 }
 
-// AttentionImpl is how attention is computed. The three compute the same
-// function of the same parameters, so a checkpoint trained with one runs
-// with any other. Its JSON form is the plain string; "" means fused.
-type AttentionImpl string
+// AttentionImpl is how attention is computed: graph.Impl, the one list of
+// implementations, which a config names by its plain string ("" means
+// fused). The three compute the same function of the same parameters, so a
+// checkpoint trained with one runs with any other.
+type AttentionImpl = graph.Impl
 
-// The implementations of attention.
+// The implementations of attention, graph's under the names config uses.
 const (
-	// AttentionComposed builds attention from gorgonia's own graph ops
-	// (graph.ComposedAttention): the formula as a learner reads it, with
-	// gorgonia deriving the backward pass. It forms and keeps every
-	// intermediate (B, H, Sq, Sk) tensor.
-	AttentionComposed AttentionImpl = "composed"
-	// AttentionFused is qkv's fused custom op (graph.Attention): it forms
-	// the weights P (B, H, Sq, Sk) and keeps them for the backward pass.
-	AttentionFused AttentionImpl = "fused"
-	// AttentionFlash is the tiled op (graph.FlashAttention): it never forms
-	// the (Sq, Sk) weights, keeping memory O(n·d) per head. It has no
-	// weights to return, and takes no score bias and no attention dropout.
-	AttentionFlash AttentionImpl = "flash"
+	// AttentionComposed builds attention from gorgonia's own graph ops:
+	// the formula as a learner reads it (graph/composed.go).
+	AttentionComposed = graph.Composed
+	// AttentionFused is qkv's fused custom op: it forms the weights P
+	// (B, H, Sq, Sk) and keeps them for the backward pass.
+	AttentionFused = graph.Fused
+	// AttentionFlash is the tiled op: it never forms the (Sq, Sk) weights,
+	// keeping memory O(n·d) per head. It has no weights to return, and
+	// takes no score bias and no attention dropout.
+	AttentionFlash = graph.Flash
 )
-
-// String returns the implementation's name.
-func (a AttentionImpl) String() string { return string(a) }
-
-// valid reports whether a is a known implementation or "" (fused).
-func (a AttentionImpl) valid() bool {
-	return a == "" || a == AttentionComposed || a == AttentionFused || a == AttentionFlash
-}
 
 // ParseAttentionImpl returns the implementation named s, or an error
 // matching ErrConfig for any other name ("" included).
 func ParseAttentionImpl(s string) (AttentionImpl, error) {
-	if a := AttentionImpl(s); a != "" && a.valid() {
+	if a := AttentionImpl(s); a != "" && a.Valid() {
 		return a, nil
 	}
 	return "", configErrorf("layers: unknown attention implementation %q, want %q, %q or %q", s, AttentionComposed, AttentionFused, AttentionFlash)

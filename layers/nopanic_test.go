@@ -104,7 +104,6 @@ func TestNoPanic(t *testing.T) {
 		{"NewBlock", func(s *Scope) error { _, err := NewBlock(s, BlockConfig{Dim: 4, Heads: 2, Hidden: 8}); return err }},
 		{"NewDecoder", func(s *Scope) error { _, err := NewDecoder(s, validStack); return err }},
 		{"NewEncoder", func(s *Scope) error { _, err := NewEncoder(s, validStack); return err }},
-		{"CausalMask", func(s *Scope) error { _, err := CausalMask(s, 2, 3); return err }},
 	}
 	var cases []errCase
 	for _, c := range ctors {
@@ -222,9 +221,8 @@ func TestNoPanic(t *testing.T) {
 			_, err := NewEncoder(s.Sub("huge"), withStack(func(c *StackConfig) { c.Vocab = big; c.Dim = big; c.Heads = 1 }))
 			return err
 		}, []string{`embedding "huge.tok_emb"`, "overflows int"}},
-		{"CausalMask/over the cap", func(*testing.T) error { _, err := CausalMask(s, 1<<10, 1<<11); return err }, []string{"mask", "exceed"}},
-		{"Decoder/causal mask of a huge batch", func(*testing.T) error {
-			// 2 sequences of 2^16 ids fit; their (B, S, S) causal mask does not.
+		{"Decoder/weights of a huge batch", func(*testing.T) error {
+			// 2 sequences of 2^16 ids fit; their (B, H, S, S) weights do not.
 			long := withStack(func(c *StackConfig) { c.MaxLen, c.Positions = 1<<16, PositionsNone })
 			d, err := NewDecoder(s.Sub("long"), long)
 			if err != nil {
@@ -235,7 +233,7 @@ func TestNoPanic(t *testing.T) {
 				t.Fatal(err)
 			}
 			return forwardModel(d.Forward(ids, nil))
-		}, []string{"mask", "exceed graph.MaxElements"}},
+		}, []string{"weights", "exceed graph.MaxElements"}},
 
 		// Non-finite and out-of-range settings.
 		{"NewLayerNorm/NaN eps", func(*testing.T) error {

@@ -112,7 +112,6 @@ var (
 type stack struct {
 	cfg      StackConfig
 	kind     stackKind
-	causal   bool
 	tok      *Embedding
 	pos      *Positions
 	blocks   []*Block
@@ -247,7 +246,7 @@ func newStack(s *Scope, k stackKind, cfg StackConfig) (*stack, error) {
 		cfg.Positions = PositionsLearned
 	}
 	blockCfg := cfg.blockConfig(k)
-	st := &stack{cfg: cfg, kind: k, causal: blockCfg.Causal, s: s}
+	st := &stack{cfg: cfg, kind: k, s: s}
 	var err error
 	if st.tok, err = NewEmbedding(s.Sub("tok_emb"), cfg.embeddingConfig()); err != nil {
 		return nil, err
@@ -292,20 +291,13 @@ func (st *stack) forward(ids *graph.IDs, pad *graph.MaskNode, memory *G.Node, cr
 	if ids.S > st.cfg.MaxLen {
 		return nil, nil, nil, shapeErrorf("layers: %s %q: sequence length %d exceeds MaxLen %d", name, st.s.prefix, ids.S, st.cfg.MaxLen)
 	}
-	mask := pad
-	if st.causal {
-		// One causal mask for all blocks, so that no block adds its own.
-		causal, err := CausalMask(st.s, ids.B, ids.S)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		mask = causal
-		if pad != nil {
-			if mask, err = graph.CombineMasks(causal, pad); err != nil {
-				return nil, nil, nil, fmt.Errorf("layers: %s %q: padding mask: %w", name, st.s.prefix, err)
-			}
-		}
+	if pad != nil && (pad.B != ids.B || pad.Sq != ids.S || pad.Sk != ids.S) {
+		return nil, nil, nil, shapeErrorf("layers: %s %q: padding mask is (B, Sq, Sk) = (%d, %d, %d), ids need (%d, %d, %d)", name, st.s.prefix, pad.B, pad.Sq, pad.Sk, ids.B, ids.S, ids.S)
 	}
+	if pad != nil && pad.Bias.Dtype() != st.s.dt {
+		return nil, nil, nil, fmt.Errorf("layers: %s %q: padding mask is %v, the model is %v", name, st.s.prefix, pad.Bias.Dtype(), st.s.dt)
+	}
+	mask := pad                   // causal blocks hide the future themselves (graph.Causal)
 	x, err := st.tok.Forward(ids) // (B, S, D)
 	if err != nil {
 		return nil, nil, nil, err

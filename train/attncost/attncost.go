@@ -66,7 +66,7 @@ type Result struct {
 	// SquareBytes is the size of the tensors the graph holds after a pass
 	// whose last two dimensions are (Seq, Seq) and whose rank is at least
 	// 3: the (B, H, n, n) attention weights, scores and their gradients,
-	// and a (B, n, n) mask. Each piece of memory counts once, however many
+	// and a (B, n, n) padding mask if any. Each piece of memory counts once, however many
 	// nodes share it. (It cannot tell a (B, n, D) tensor from them when D
 	// equals n.)
 	SquareBytes int64

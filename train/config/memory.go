@@ -85,8 +85,8 @@ func (e MemoryEstimate) Add(o MemoryEstimate) MemoryEstimate {
 // the feed-forward's output and the second residual, less those whose
 // tensors gorgonia reuses within a run) and 2 of width Hidden (the
 // feed-forward's pre-activation and activation, each one op's kept output);
-// per sequence and layer the attention weights (Heads x S x S) and a
-// combined mask (S x S), plus the input mask.
+// per sequence and layer the attention weights (Heads x S x S), plus the
+// input's padding mask (S x S): causality is a rule, not a tensor.
 const (
 	dimValuesPerLayer    = 8
 	hiddenValuesPerLayer = 2
@@ -138,7 +138,7 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 	if training && m.AttnDropout > 0 {
 		weights *= 1 + dropoutValues
 	}
-	masks := B * S * S * (L + 1) * elem // constant: no gradient
+	masks := B * S * S * elem // the padding mask, constant: no gradient
 	e.Logits = tokens * V * logitValues * elem
 	if training {
 		e.Grads = gradCopies * e.Params

@@ -119,7 +119,7 @@ func causalMask(o Options) (Result, error) {
 			"Then the default sort model trained as `qkv train` does: in %d held-out sequences, token j changed for every j in turn, the logits at every position compared with the unchanged run's", maskDim, maskB, maskS, j, j, maskRows),
 		Measured: map[string]float64{},
 	}
-	m, err := graph.Causal(maskB, maskS)
+	m, err := graph.MaskOf(graph.Causal(), maskB, maskS, maskS)
 	if err != nil {
 		return r, err
 	}

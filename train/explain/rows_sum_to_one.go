@@ -33,7 +33,7 @@ func rowsSumToOne(o Options) (Result, error) {
 	k := constant(g, "k", normal(rng, b*s*d), b, s, d)
 	vals := normal(rng, b*s*d)
 	v := constant(g, "v", vals, b, s, d)
-	causal, err := graph.Causal(b, s)
+	causal, err := graph.MaskOf(graph.Causal(), b, s, s)
 	if err != nil {
 		return r, err
 	}
@@ -41,7 +41,7 @@ func rowsSumToOne(o Options) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	out, weights, err := graph.Attention(q, k, v, heads, mask, nil)
+	out, weights, err := graph.Attend(q, k, v, graph.Spec{Heads: heads, Mask: mask})
 	if err != nil {
 		return r, err
 	}

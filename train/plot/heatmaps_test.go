@@ -11,7 +11,7 @@ import (
 // mask the models use, hides, and no others.
 func TestCausalHidden(t *testing.T) {
 	for _, n := range []int{1, 3, 7} {
-		m, err := graph.Causal(1, n)
+		m, err := graph.MaskOf(graph.Causal(), 1, n, n)
 		if err != nil {
 			t.Fatal(err)
 		}
