@@ -624,7 +624,7 @@ func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, er
 	// grad makes the gradient op which from nodes by role and puts it at
 	// the input of role r.
 	gradOf := func(r role, which int, nodes map[role]*G.Node) error {
-		g := attentionOp{dims: op.dims, out: which, mod: op.mod}
+		g := attentionOp{dims: op.dims, out: which, mod: op.mod.forOp()}
 		n, err := apply(g, g.args(nodes)...)
 		if err != nil {
 			return err
@@ -636,7 +636,7 @@ func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, er
 	case attnWeights: // output P, grad dP
 		var deriv *G.Node
 		if op.dims.Scored {
-			dop := attentionOp{dims: op.dims, out: attnModDeriv, mod: op.mod}
+			dop := attentionOp{dims: op.dims, out: attnModDeriv, mod: op.mod.forOp()}
 			var err error
 			if deriv, err = apply(dop, dop.args(byRole)...); err != nil {
 				return nil, err

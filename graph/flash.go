@@ -292,7 +292,7 @@ func (op flashOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 		byRole[r] = inputs[i]
 	}
 	apply := func(which int) (*G.Node, error) {
-		g := flashOp{dims: op.dims, out: which, mod: op.mod}
+		g := flashOp{dims: op.dims, out: which, mod: op.mod.forOp()}
 		return apply(g, g.args(byRole)...)
 	}
 	switch op.out {

@@ -405,6 +405,19 @@ func newModRun(m Spec, sq, sk int) *modRun {
 	return &modRun{mask: m.MaskMod, score: m.ScoreMod, qpos: m.QueryPos, kpos: m.KeyPos, sq: sq, sk: sk, key: m.key(), fail: new(modFailure)}
 }
 
+// forOp returns r with a failure record of its own, for another op (a
+// gradient) over the same modifiers: an op reports only what its own
+// kernel found, so the op an error names does not depend on which of two
+// ops running at once took the other's failure. nil for a nil r.
+func (r *modRun) forOp() *modRun {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.fail = new(modFailure)
+	return &c
+}
+
 // qp and kp are the positions of query i and key j of sequence b.
 func (r *modRun) qp(b, i int) int {
 	if r.qpos == nil {

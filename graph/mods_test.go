@@ -780,3 +780,44 @@ func TestModsWithBiasAndDropout(t *testing.T) {
 		}
 	}
 }
+
+// TestModsFailureNamesItsOp: a score modifier whose derivative fails is
+// reported with the same error in every run, also when independent ops run
+// at once on two goroutines. Each op keeps its own failure record (forOp),
+// so no op can take, and name itself in, a failure another op's kernel
+// found.
+func TestModsFailureNamesItsOp(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	for impl := range implNames {
+		mod := nanMod{i: 2, j: 1, der: true}
+		c := modCase{name: "nan", b: 2, sq: 4, sk: 3, heads: 2, dk: 2, tile: 2,
+			mods: func() Spec { return Spec{ScoreMod: mod} }}
+		in := newModInputs(c, 3)
+		g := G.NewGraph()
+		q := valued(g, tensor.Float64, tensor.Shape{2, 4, 4}, in.q, "q")
+		k := valued(g, tensor.Float64, tensor.Shape{2, 3, 4}, in.k, "k")
+		out, _ := modGraph(t, g, tensor.Float64, c, impl, q, k, k, nil)
+		if _, err := G.Grad(weightedSum(t, out, newRand(4)), q, k); err != nil {
+			t.Fatal(err)
+		}
+		vm, err := NewMachine(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm.RunConcurrently(2)
+		var first string
+		for run := range 30 {
+			err := vm.RunAll()
+			if err == nil {
+				t.Fatalf("%s: run %d: no error from a failing derivative", implNames[impl], run)
+			}
+			if run == 0 {
+				first = err.Error()
+			} else if err.Error() != first {
+				t.Fatalf("%s: run %d: error %q, run 0: %q", implNames[impl], run, err, first)
+			}
+		}
+		vm.Close()
+	}
+}
