@@ -1,14 +1,16 @@
 module github.com/qkv-dev/qkv
 
-go 1.26.8
+go 1.25.0
+
+toolchain go1.26.8
 
 require (
 	github.com/chewxy/hm v1.0.0
-	github.com/gofrs/flock v0.13.2
+	github.com/gofrs/flock v0.13.1
 	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c
 	github.com/schollz/progressbar/v3 v3.19.1
-	golang.org/x/sys v0.50.0
-	golang.org/x/term v0.48.0
+	golang.org/x/sys v0.47.0
+	golang.org/x/term v0.45.0
 	gonum.org/v1/gonum v0.16.0
 	gonum.org/v1/netlib v0.0.0-20220323200511-14de99971b2d
 	gonum.org/v1/plot v0.17.0
