@@ -21,6 +21,7 @@ import (
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/optim"
 	"github.com/qkv-dev/qkv/train/plot"
 )
 
@@ -102,8 +103,8 @@ type trainer struct {
 	stream *data.Stream
 	model  net
 	eval   evalNet
-	optim  *Optimizer
-	sched  Schedule
+	optim  *optim.Optimizer
+	sched  optim.Schedule
 	step   int
 	// saved is the step of the last complete checkpoint in Out, -1 if none.
 	saved int
@@ -191,10 +192,14 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 	if err := t.build(s); err != nil {
 		return nil, err
 	}
-	if t.optim, err = NewOptimizer(OptimizerFor(cfg), t.model.parameters()); err != nil {
+	oc, err := config.OptimizerFor(cfg)
+	if err != nil {
 		return nil, err
 	}
-	t.sched = Schedule{Peak: cfg.LR, Min: cfg.MinLR, Warmup: cfg.Warmup, Total: cfg.Steps}
+	if t.optim, err = optim.New(oc, t.model.parameters()); err != nil {
+		return nil, err
+	}
+	t.sched = config.ScheduleFor(cfg)
 	if err := t.sched.Validate(); err != nil {
 		return nil, err
 	}
@@ -209,7 +214,7 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 // net is the model the loop trains: the decoder-only Model or the
 // EncDecModel, as the configuration's Arch says.
 type net interface {
-	stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error)
+	stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error)
 	parameters() []graph.Param
 	NumParams() int
 	Close() error
@@ -223,7 +228,7 @@ type evalNet interface {
 	Close() error
 }
 
-func (m *Model) stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error) {
+func (m *Model) stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
 	batch, err := data.BatchFor(task, examples)
 	if err != nil {
 		return StepResult{}, err
@@ -233,7 +238,7 @@ func (m *Model) stepOn(task data.Task, examples []data.Example, opt *Optimizer, 
 
 func (m *Model) parameters() []graph.Param { return m.Params }
 
-func (m *EncDecModel) stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error) {
+func (m *EncDecModel) stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
 	return m.Step(task, examples, opt, o)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // tinyConfig is a model and task small enough to train in a few seconds.
@@ -343,7 +344,7 @@ func TestBetasReachTheOptimizer(t *testing.T) {
 		}
 		return out
 	}
-	def, spelled, other := losses(0), losses(DefaultBeta2), losses(0.9)
+	def, spelled, other := losses(0), losses(optim.DefaultBeta2), losses(0.9)
 	if !slices.Equal(def, spelled) {
 		t.Errorf("Beta2 0.999 trains differently from the default: losses %v and %v", spelled, def)
 	}

@@ -1,4 +1,4 @@
-package train
+package optim
 
 import (
 	"fmt"
@@ -27,16 +27,16 @@ type Schedule struct {
 // finite, Peak > 0, and 0 <= Warmup <= Total with Total > 0.
 func (s Schedule) Validate() error {
 	if !(s.Peak > 0) || math.IsInf(s.Peak, 1) {
-		return fmt.Errorf("train: schedule: peak learning rate %v must be positive and finite", s.Peak)
+		return fmt.Errorf("optim: schedule: peak learning rate %v must be positive and finite", s.Peak)
 	}
 	if !(s.Min >= 0 && s.Min <= s.Peak) {
-		return fmt.Errorf("train: schedule: min learning rate %v must be in [0, peak %v]", s.Min, s.Peak)
+		return fmt.Errorf("optim: schedule: min learning rate %v must be in [0, peak %v]", s.Min, s.Peak)
 	}
 	if s.Total <= 0 {
-		return fmt.Errorf("train: schedule: total steps %d must be positive", s.Total)
+		return fmt.Errorf("optim: schedule: total steps %d must be positive", s.Total)
 	}
 	if s.Warmup < 0 || s.Warmup > s.Total {
-		return fmt.Errorf("train: schedule: warmup %d must be in [0, total %d]", s.Warmup, s.Total)
+		return fmt.Errorf("optim: schedule: warmup %d must be in [0, total %d]", s.Warmup, s.Total)
 	}
 	return nil
 }

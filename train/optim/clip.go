@@ -1,4 +1,4 @@
-package train
+package optim
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func GradNorm(params []graph.Param) (float64, error) {
 	for i, p := range params {
 		f32, f64, err := gradData(p)
 		if err != nil {
-			return 0, fmt.Errorf("train: grad norm: %w", err)
+			return 0, fmt.Errorf("optim: grad norm: %w", err)
 		}
 		j.grads[i] = gradSlices{f32, f64}
 		j.elements += len(f32) + len(f64)
@@ -89,7 +89,7 @@ func (j *normJob) Item(_, i int) {
 // Optimizer.Step refuses them.
 func ClipGradNorm(params []graph.Param, maxNorm float64) (norm float64, err error) {
 	if !(maxNorm > 0) {
-		return 0, fmt.Errorf("train: clip: max norm %v must be positive (+Inf disables clipping)", maxNorm)
+		return 0, fmt.Errorf("optim: clip: max norm %v must be positive (+Inf disables clipping)", maxNorm)
 	}
 	norm, err = GradNorm(params)
 	if err != nil {
@@ -145,7 +145,7 @@ func ZeroGrads(params []graph.Param) error {
 	for _, p := range params {
 		f32, f64, err := gradData(p)
 		if err != nil {
-			return fmt.Errorf("train: zero grads: %w", err)
+			return fmt.Errorf("optim: zero grads: %w", err)
 		}
 		clear(f32)
 		clear(f64)

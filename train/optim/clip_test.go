@@ -1,4 +1,4 @@
-package train
+package optim
 
 import (
 	"math"
@@ -167,7 +167,7 @@ func TestClipGradNorm(t *testing.T) {
 func TestClipGradNormErrors(t *testing.T) {
 	params := optClipParams(t, tensor.Float64, []float64{1}, []float64{2})
 	for _, maxNorm := range []float64{0, -1, math.NaN(), math.Inf(-1)} {
-		if _, err := ClipGradNorm(params, maxNorm); err == nil || !strings.HasPrefix(err.Error(), "train: clip: max norm") {
+		if _, err := ClipGradNorm(params, maxNorm); err == nil || !strings.HasPrefix(err.Error(), "optim: clip: max norm") {
 			t.Errorf("ClipGradNorm(max %v) error = %v", maxNorm, err)
 		}
 	}

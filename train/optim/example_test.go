@@ -1,4 +1,4 @@
-package train_test
+package optim_test
 
 import (
 	"fmt"
@@ -10,13 +10,13 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
-	"github.com/qkv-dev/qkv/train"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // A model of your own from qkv layers, trained with qkv's AdamW and
 // gradient clipping: embeddings, self-attention, the mean over positions
 // and a linear classifier learn whether token 1 occurs in a sequence.
-func ExampleOptimizer() {
+func Example() {
 	const batch, seqLen, vocab, dim = 16, 4, 4, 8
 	rng := rand.New(rand.NewPCG(1, 2))
 	tokens, labels, weights := make([]int, batch*seqLen), make([]int, batch), make([]float64, batch)
@@ -46,7 +46,8 @@ func ExampleOptimizer() {
 	must(G.Grad(loss, graph.Nodes(params)...))
 	vm := must(graph.NewMachine(g))
 	defer vm.Close()
-	opt := must(train.NewOptimizer(train.OptimizerConfig{Kind: "adamw"}, params))
+	adamw := must(optim.NewAdamW(optim.DefaultBeta1, optim.DefaultBeta2, optim.DefaultEps, optim.DefaultWeightDecay, optim.DecayWeights))
+	opt := must(optim.New(adamw, params))
 
 	var first, last float64
 	for step := 0; step < 60; step++ {
@@ -57,7 +58,7 @@ func ExampleOptimizer() {
 		if step == 0 {
 			first = last
 		}
-		must(train.ClipGradNorm(params, 1))
+		must(optim.ClipGradNorm(params, 1))
 		check(opt.Step(0.05)) // updates the weights and zeroes the gradients
 		vm.Reset()
 	}

@@ -1,4 +1,4 @@
-package train
+package optim
 
 import (
 	"errors"
@@ -13,11 +13,43 @@ import (
 	"github.com/qkv-dev/qkv/internal/gemm/par"
 	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/train/checkpoint"
-	"github.com/qkv-dev/qkv/train/config"
 )
 
-// Defaults used for zero fields of OptimizerConfig: PyTorch's Adam and AdamW
-// defaults, so that runs compare with a PyTorch reference out of the box.
+// Kind names an optimizer, as config.json and --optimizer spell it.
+type Kind string
+
+// The optimizers of this package.
+const (
+	// Adam is Adam without weight decay.
+	Adam Kind = "adam"
+	// AdamW is Adam with decoupled weight decay (Loshchilov & Hutter),
+	// applied to the parameters its DecayRule selects.
+	AdamW Kind = "adamw"
+)
+
+// String returns the name.
+func (k Kind) String() string { return string(k) }
+
+// DecayRule says which parameters AdamW decays, as config.json and --decay
+// spell it.
+type DecayRule string
+
+// The decay rules.
+const (
+	// DecayWeights decays the projection weights only (graph.RoleWeight):
+	// minGPT's split.
+	DecayWeights DecayRule = "weights"
+	// DecayMatrices decays every parameter of two dimensions or more, the
+	// embedding tables too: nanoGPT's configure_optimizers.
+	DecayMatrices DecayRule = "matrices"
+)
+
+// String returns the name.
+func (r DecayRule) String() string { return string(r) }
+
+// PyTorch's Adam and AdamW defaults, for callers that want them (the
+// command line's flag defaults, config.OptimizerFor for a configuration
+// that leaves a field at zero). Config never fills them in by itself.
 const (
 	// DefaultBeta1 is the default decay rate of the first moment.
 	DefaultBeta1 = 0.9
@@ -25,7 +57,7 @@ const (
 	DefaultBeta2 = 0.999
 	// DefaultEps is the default denominator term.
 	DefaultEps = 1e-8
-	// DefaultWeightDecay is the default decay of "adamw" (PyTorch's; minGPT
+	// DefaultWeightDecay is PyTorch's default decay of AdamW (minGPT
 	// trains with 0.1).
 	DefaultWeightDecay = 0.01
 )
@@ -38,85 +70,106 @@ const (
 	stateSecondMoment = "adam.v."
 )
 
-// OptimizerConfig selects and tunes the optimizer. A zero field takes its
-// default, so the zero value of every field but Kind is usable. Because zero
-// means "default", Beta1 or Beta2 cannot be set to exactly 0, and "adamw"
-// cannot run with zero decay: use "adam" for that.
-type OptimizerConfig struct {
-	// Kind is "adam" or "adamw".
-	Kind config.OptimizerKind
-	// Beta1 and Beta2 are the decay rates of the first and second moment
-	// estimates, in [0, 1); defaults 0.9 and 0.999.
-	Beta1, Beta2 float64
-	// Eps is added to the denominator for numerical stability; default 1e-8.
-	Eps float64
-	// WeightDecay is the decoupled decay rate of "adamw" (default 0.01).
-	// "adam" has no decay and ignores it (WithDefaults sets it to 0), so that
-	// one training configuration can switch kinds without editing the decay.
-	WeightDecay float64
-	// Decay says which parameters AdamW decays: config.DecayWeights (the
-	// default for "") or config.DecayMatrices.
-	Decay config.DecayRule
+// Config is an optimizer's complete settings. Its fields are unexported so
+// that a Config is whole or invalid: it comes from NewAdam or NewAdamW,
+// which take every setting and reject zero where zero would have meant
+// "default", or from config.OptimizerFor, which maps a training
+// configuration's every optimizer field. The zero Config is invalid (New
+// refuses it): a hand-built value cannot silently drop Beta1, Beta2 or the
+// decay rule.
+type Config struct {
+	kind         Kind
+	beta1, beta2 float64
+	eps          float64
+	weightDecay  float64
+	decay        DecayRule
 }
 
-// OptimizerFor returns the optimizer a training configuration asks for.
-func OptimizerFor(cfg config.Config) OptimizerConfig {
-	return OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Decay: cfg.Decay}
+// NewAdam returns the settings of Adam without weight decay: beta1 and
+// beta2 are the decay rates of the first and second moment estimates, in
+// (0, 1), and eps, positive and finite, is added to the denominator
+// (PyTorch's defaults are DefaultBeta1, DefaultBeta2 and DefaultEps).
+func NewAdam(beta1, beta2, eps float64) (Config, error) {
+	c := Config{kind: Adam, beta1: beta1, beta2: beta2, eps: eps}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }
 
-// WithDefaults returns c with every zero field replaced by its default and,
-// for "adam", the weight decay it ignores set to 0, so that the result shows
-// the update actually applied.
-func (c OptimizerConfig) WithDefaults() OptimizerConfig {
-	if c.Beta1 == 0 {
-		c.Beta1 = DefaultBeta1
+// NewAdamW returns the settings of AdamW: beta1, beta2 and eps as for
+// NewAdam, weightDecay the decoupled decay rate, positive and finite (for
+// no decay use NewAdam), and decay the rule selecting the decayed
+// parameters, DecayWeights or DecayMatrices.
+func NewAdamW(beta1, beta2, eps, weightDecay float64, decay DecayRule) (Config, error) {
+	c := Config{kind: AdamW, beta1: beta1, beta2: beta2, eps: eps, weightDecay: weightDecay, decay: decay}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
 	}
-	if c.Beta2 == 0 {
-		c.Beta2 = DefaultBeta2
-	}
-	if c.Eps == 0 {
-		c.Eps = DefaultEps
-	}
-	switch c.Kind {
-	case config.OptimizerAdamW:
-		if c.WeightDecay == 0 {
-			c.WeightDecay = DefaultWeightDecay
-		}
-	case config.OptimizerAdam:
-		c.WeightDecay = 0
-	}
-	return c
+	return c, nil
 }
 
-// Validate reports whether c, after defaults, describes a usable optimizer,
-// so that a training configuration can be rejected before a graph is built.
-// A negative or non-finite weight decay is an error for "adam" too: it is a
-// broken configuration even where it is ignored.
-func (c OptimizerConfig) Validate() error {
-	if !(c.WeightDecay >= 0) || math.IsInf(c.WeightDecay, 1) {
-		return fmt.Errorf("train: optimizer: weight decay %v must be finite and non-negative", c.WeightDecay)
+// Kind returns Adam or AdamW ("" for the invalid zero Config).
+func (c Config) Kind() Kind { return c.kind }
+
+// Beta1 returns the decay rate of the first moment estimate.
+func (c Config) Beta1() float64 { return c.beta1 }
+
+// Beta2 returns the decay rate of the second moment estimate.
+func (c Config) Beta2() float64 { return c.beta2 }
+
+// Eps returns the term added to the denominator.
+func (c Config) Eps() float64 { return c.eps }
+
+// WeightDecay returns AdamW's decoupled decay rate; 0 for Adam.
+func (c Config) WeightDecay() float64 { return c.weightDecay }
+
+// Decay returns the rule selecting the parameters AdamW decays; "" for
+// Adam, which decays none.
+func (c Config) Decay() DecayRule { return c.decay }
+
+// String gives every setting, for logs, e.g. "adamw(beta1=0.9
+// beta2=0.999 eps=1e-08 weight_decay=0.1 decay=weights)".
+func (c Config) String() string {
+	s := fmt.Sprintf("%s(beta1=%v beta2=%v eps=%v", c.kind, c.beta1, c.beta2, c.eps)
+	if c.kind == AdamW {
+		s += fmt.Sprintf(" weight_decay=%v decay=%s", c.weightDecay, c.decay)
 	}
-	c = c.WithDefaults()
-	switch c.Kind {
-	case config.OptimizerAdam, config.OptimizerAdamW:
+	return s + ")"
+}
+
+// Validate reports whether c describes a usable optimizer. The zero Config
+// is not one: it names no kind.
+func (c Config) Validate() error {
+	switch c.kind {
+	case Adam, AdamW:
 	case "":
-		return fmt.Errorf("train: optimizer: kind is empty: want %q or %q", config.OptimizerAdam, config.OptimizerAdamW)
+		return errors.New("optim: the optimizer config is empty: make it with NewAdam, NewAdamW or config.OptimizerFor")
 	default:
-		return fmt.Errorf("train: optimizer: unknown kind %q: want %q or %q", c.Kind, config.OptimizerAdam, config.OptimizerAdamW)
+		return fmt.Errorf("optim: unknown kind %q: want %q or %q", c.kind, Adam, AdamW)
 	}
-	if !(c.Beta1 >= 0 && c.Beta1 < 1) {
-		return fmt.Errorf("train: optimizer: beta1 %v is outside [0, 1)", c.Beta1)
+	if !(c.beta1 > 0 && c.beta1 < 1) {
+		return fmt.Errorf("optim: beta1 %v is outside (0, 1)", c.beta1)
 	}
-	if !(c.Beta2 >= 0 && c.Beta2 < 1) {
-		return fmt.Errorf("train: optimizer: beta2 %v is outside [0, 1)", c.Beta2)
+	if !(c.beta2 > 0 && c.beta2 < 1) {
+		return fmt.Errorf("optim: beta2 %v is outside (0, 1)", c.beta2)
 	}
-	if !(c.Eps >= 0) || math.IsInf(c.Eps, 1) {
-		return fmt.Errorf("train: optimizer: eps %v must be finite and non-negative", c.Eps)
+	if !(c.eps > 0) || math.IsInf(c.eps, 1) {
+		return fmt.Errorf("optim: eps %v must be positive and finite", c.eps)
 	}
-	switch c.Decay {
-	case "", config.DecayWeights, config.DecayMatrices:
+	if c.kind == Adam {
+		if c.weightDecay != 0 || c.decay != "" {
+			return fmt.Errorf("optim: %q has no weight decay (weight decay %v, decay rule %q)", Adam, c.weightDecay, c.decay)
+		}
+		return nil
+	}
+	if !(c.weightDecay > 0) || math.IsInf(c.weightDecay, 1) {
+		return fmt.Errorf("optim: weight decay %v of %q must be positive and finite (for no decay use %q)", c.weightDecay, AdamW, Adam)
+	}
+	switch c.decay {
+	case DecayWeights, DecayMatrices:
 	default:
-		return fmt.Errorf("train: optimizer: unknown decay rule %q: want %q or %q", c.Decay, config.DecayWeights, config.DecayMatrices)
+		return fmt.Errorf("optim: unknown decay rule %q: want %q or %q", c.decay, DecayWeights, DecayMatrices)
 	}
 	return nil
 }
@@ -126,7 +179,7 @@ func (c OptimizerConfig) Validate() error {
 // is computed in float64 for float32 and float64 parameters alike, and the
 // moments are kept in float64 so that State and Restore round-trip exactly.
 type Optimizer struct {
-	cfg    OptimizerConfig
+	cfg    Config
 	params []graph.Param
 	shapes []tensor.Shape
 	decay  []bool      // whether AdamW decays params[i]
@@ -144,22 +197,22 @@ type stepBufs struct {
 }
 
 // errNilOptimizer is the error of a method called on a nil *Optimizer.
-var errNilOptimizer = errors.New("train: optimizer: nil optimizer")
+var errNilOptimizer = errors.New("optim: nil optimizer")
 
-// NewOptimizer returns an optimizer for params with zero moments and step
-// count 0. Every parameter must have a unique non-empty name and a float32
+// New returns an optimizer with the settings cfg (NewAdam, NewAdamW,
+// config.OptimizerFor) for params, with zero moments and step count 0. Every parameter must have a unique non-empty name and a float32
 // or float64 *tensor.Dense value. Gradients are read from p.Node.Grad() at
 // each Step: G.Grad's gradient nodes after a run on a graph.Machine, or the
 // dual values of a tape machine made with G.BindDualValues(params...).
-func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error) {
+func New(cfg Config, params []graph.Param) (*Optimizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if len(params) == 0 {
-		return nil, errors.New("train: optimizer: no parameters to optimize")
+		return nil, errors.New("optim: no parameters to optimize")
 	}
 	o := &Optimizer{
-		cfg:    cfg.WithDefaults(),
+		cfg:    cfg,
 		params: slices.Clone(params),
 		shapes: make([]tensor.Shape, len(params)),
 		decay:  make([]bool, len(params)),
@@ -170,24 +223,24 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 	seen := make(map[string]bool, len(params))
 	for i, p := range params {
 		if p.Name == "" {
-			return nil, fmt.Errorf("train: optimizer: parameter %d has no name", i)
+			return nil, fmt.Errorf("optim: parameter %d has no name", i)
 		}
 		if seen[p.Name] {
-			return nil, fmt.Errorf("train: optimizer: parameter name %q is used twice", p.Name)
+			return nil, fmt.Errorf("optim: parameter name %q is used twice", p.Name)
 		}
 		seen[p.Name] = true
 		if p.Node == nil {
-			return nil, fmt.Errorf("train: optimizer: parameter %q has no node", p.Name)
+			return nil, fmt.Errorf("optim: parameter %q has no node", p.Name)
 		}
 		d, ok := p.Node.Value().(*tensor.Dense)
 		if !ok {
-			return nil, fmt.Errorf("train: optimizer: parameter %q: value is %T, want a *tensor.Dense", p.Name, p.Node.Value())
+			return nil, fmt.Errorf("optim: parameter %q: value is %T, want a *tensor.Dense", p.Name, p.Node.Value())
 		}
 		if _, _, err := floatData(d); err != nil {
-			return nil, fmt.Errorf("train: optimizer: parameter %q: %w", p.Name, err)
+			return nil, fmt.Errorf("optim: parameter %q: %w", p.Name, err)
 		}
 		o.shapes[i] = d.Shape().Clone()
-		o.decay[i] = o.cfg.Kind == config.OptimizerAdamW && decays(p, len(o.shapes[i]), o.cfg.Decay)
+		o.decay[i] = o.cfg.kind == AdamW && decays(p, len(o.shapes[i]), o.cfg.decay)
 		n := o.shapes[i].TotalSize()
 		o.m[i] = make([]float64, n)
 		o.v[i] = make([]float64, n)
@@ -202,28 +255,43 @@ func NewOptimizer(cfg OptimizerConfig, params []graph.Param) (*Optimizer, error)
 }
 
 // decays reports whether AdamW applies weight decay to a parameter of dims
-// dimensions under rule. config.DecayWeights (the default) decays the
+// dimensions under rule. DecayWeights decays the
 // projection weights (graph.RoleWeight) only, never biases, LayerNorm gains
 // and biases, nor embeddings, whose rows are pulled to zero when their
 // token is rare: minGPT's split, decided by the role the layers gave each
 // parameter rather than by its name or rank; a parameter of one's own
-// without a role (graph.RoleNone) is not decayed. config.DecayMatrices is
+// without a role (graph.RoleNone) is not decayed. DecayMatrices is
 // nanoGPT's rule, every parameter of two dimensions or more: the weights
 // and the embedding tables.
-func decays(p graph.Param, dims int, rule config.DecayRule) bool {
-	if rule == config.DecayMatrices {
+func decays(p graph.Param, dims int, rule DecayRule) bool {
+	if rule == DecayMatrices {
 		return dims >= 2
 	}
 	return p.Role == graph.RoleWeight
 }
 
-// Config returns the configuration in use, defaults filled in, for logs and
-// checkpoint metadata.
-func (o *Optimizer) Config() OptimizerConfig {
+// Config returns the settings in use, for logs and checkpoint metadata.
+func (o *Optimizer) Config() Config {
 	if o == nil {
-		return OptimizerConfig{}
+		return Config{}
 	}
 	return o.cfg
+}
+
+// Decayed returns the names of the parameters AdamW decays, in parameter
+// order (none for Adam), so that a caller can see what its DecayRule
+// selected.
+func (o *Optimizer) Decayed() []string {
+	if o == nil {
+		return nil
+	}
+	var out []string
+	for i, p := range o.params {
+		if o.decay[i] {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }
 
 // StepCount returns the number of updates applied so far, which sets the bias
@@ -257,12 +325,12 @@ func (o *Optimizer) Step(lr float64) error {
 		return errNilOptimizer
 	}
 	if !(lr >= 0) || math.IsInf(lr, 1) {
-		return fmt.Errorf("train: optimizer: learning rate %v must be finite and non-negative", lr)
+		return fmt.Errorf("optim: learning rate %v must be finite and non-negative", lr)
 	}
 	for i, p := range o.params {
 		b, err := o.buffers(i)
 		if err != nil {
-			return fmt.Errorf("train: optimizer: parameter %q: %w", p.Name, err)
+			return fmt.Errorf("optim: parameter %q: %w", p.Name, err)
 		}
 		o.bufs[i] = b
 	}
@@ -274,11 +342,11 @@ func (o *Optimizer) Step(lr float64) error {
 	t := float64(o.step)
 	o.job.lr = lr
 	o.job.coef = vec.AdamCoef{
-		Beta1:    o.cfg.Beta1,
-		Beta2:    o.cfg.Beta2,
-		Eps:      o.cfg.Eps,
-		StepSize: lr / (1 - math.Pow(o.cfg.Beta1, t)),
-		SqrtBC2:  math.Sqrt(1 - math.Pow(o.cfg.Beta2, t)),
+		Beta1:    o.cfg.beta1,
+		Beta2:    o.cfg.beta2,
+		Eps:      o.cfg.eps,
+		StepSize: lr / (1 - math.Pow(o.cfg.beta1, t)),
+		SqrtBC2:  math.Sqrt(1 - math.Pow(o.cfg.beta2, t)),
 	}
 	return o.job.run(true)
 }
@@ -323,7 +391,7 @@ func (j *stepJob) run(update bool) error {
 			} else {
 				x = float64(b.g32[at])
 			}
-			return fmt.Errorf("train: optimizer: gradient of %q is not finite: element %d is %v", j.o.params[c.param].Name, at, x)
+			return fmt.Errorf("optim: gradient of %q is not finite: element %d is %v", j.o.params[c.param].Name, at, x)
 		}
 	}
 	return nil
@@ -349,7 +417,7 @@ func (j *stepJob) Item(_, i int) {
 	coef := j.coef
 	coef.Keep = 1
 	if j.o.decay[c.param] {
-		coef.Keep = 1 - j.lr*j.o.cfg.WeightDecay
+		coef.Keep = 1 - j.lr*j.o.cfg.weightDecay
 	}
 	// In float64 whatever the parameters' dtype, on internal/vec's
 	// four-lane kernel.
@@ -423,7 +491,7 @@ func (o *Optimizer) Restore(step int, state []checkpoint.NamedTensor) error {
 		return errNilOptimizer
 	}
 	if step < 0 {
-		return fmt.Errorf("train: optimizer: restore: step count %d is negative", step)
+		return fmt.Errorf("optim: restore: step count %d is negative", step)
 	}
 	type slot struct {
 		param  int
@@ -439,35 +507,35 @@ func (o *Optimizer) Restore(step int, state []checkpoint.NamedTensor) error {
 	for _, nt := range state {
 		s, ok := slots[nt.Name]
 		if !ok {
-			return fmt.Errorf("train: optimizer: restore: unknown state tensor %q", nt.Name)
+			return fmt.Errorf("optim: restore: unknown state tensor %q", nt.Name)
 		}
 		dst := &m[s.param]
 		if s.second {
 			dst = &v[s.param]
 		}
 		if *dst != nil {
-			return fmt.Errorf("train: optimizer: restore: state tensor %q appears twice", nt.Name)
+			return fmt.Errorf("optim: restore: state tensor %q appears twice", nt.Name)
 		}
 		want := o.shapes[s.param]
 		if !slices.Equal(nt.Shape, []int(want)) {
-			return fmt.Errorf("train: optimizer: restore: state tensor %q has shape %v, want %v", nt.Name, nt.Shape, want)
+			return fmt.Errorf("optim: restore: state tensor %q has shape %v, want %v", nt.Name, nt.Shape, want)
 		}
 		if len(nt.Data) != want.TotalSize() {
-			return fmt.Errorf("train: optimizer: restore: state tensor %q has %d values, want %d for shape %v", nt.Name, len(nt.Data), want.TotalSize(), want)
+			return fmt.Errorf("optim: restore: state tensor %q has %d values, want %d for shape %v", nt.Name, len(nt.Data), want.TotalSize(), want)
 		}
 		for j, x := range nt.Data {
 			if math.IsNaN(x) || math.IsInf(x, 0) || (s.second && x < 0) {
-				return fmt.Errorf("train: optimizer: restore: state tensor %q: element %d is %v", nt.Name, j, x)
+				return fmt.Errorf("optim: restore: state tensor %q: element %d is %v", nt.Name, j, x)
 			}
 		}
 		*dst = slices.Clone(nt.Data)
 	}
 	for i, p := range o.params {
 		if m[i] == nil {
-			return fmt.Errorf("train: optimizer: restore: state tensor %q is missing", stateFirstMoment+p.Name)
+			return fmt.Errorf("optim: restore: state tensor %q is missing", stateFirstMoment+p.Name)
 		}
 		if v[i] == nil {
-			return fmt.Errorf("train: optimizer: restore: state tensor %q is missing", stateSecondMoment+p.Name)
+			return fmt.Errorf("optim: restore: state tensor %q is missing", stateSecondMoment+p.Name)
 		}
 	}
 	o.m, o.v, o.step = m, v, step

@@ -1,7 +1,6 @@
-package train
+package optim
 
 import (
-	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train/checkpoint"
-	"github.com/qkv-dev/qkv/train/config"
 )
 
 // Helpers of the optimizer, clipping and schedule tests carry an "opt"
@@ -81,14 +79,25 @@ func optRole(name string, dims int) graph.Role {
 }
 
 // optDecayed returns the names of the parameters o decays, in order.
-func optDecayed(o *Optimizer) []string {
-	var out []string
-	for i, p := range o.params {
-		if o.decay[i] {
-			out = append(out, p.Name)
-		}
+func optDecayed(o *Optimizer) []string { return o.Decayed() }
+
+// optMust returns c, failing on err; for the constructors in test tables.
+func optMust(c Config, err error) Config {
+	if err != nil {
+		panic(err)
 	}
-	return out
+	return c
+}
+
+// PyTorch's Adam and AdamW (minGPT's decay rule).
+var (
+	optDefaultAdam  = optMust(NewAdam(DefaultBeta1, DefaultBeta2, DefaultEps))
+	optDefaultAdamW = optAdamW(DefaultWeightDecay, DecayWeights)
+)
+
+// optAdamW is AdamW with PyTorch's betas and eps and the given decay.
+func optAdamW(wd float64, rule DecayRule) Config {
+	return optMust(NewAdamW(DefaultBeta1, DefaultBeta2, DefaultEps, wd, rule))
 }
 
 // optSetGrad overwrites the gradient of p with vals, in p's dtype.
@@ -172,7 +181,7 @@ func TestAdamMatchesReference(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		cfg     OptimizerConfig
+		cfg     Config
 		b1, b2  float64
 		eps     float64
 		wd      []float64 // effective decay per parameter
@@ -180,19 +189,19 @@ func TestAdamMatchesReference(t *testing.T) {
 		rel     float64
 		lrSteps []float64
 	}{
-		{"adam defaults", OptimizerConfig{Kind: "adam"}, 0.9, 0.999, 1e-8, []float64{0, 0}, tensor.Float64, 1e-12,
+		{"adam defaults", optDefaultAdam, 0.9, 0.999, 1e-8, []float64{0, 0}, tensor.Float64, 1e-12,
 			[]float64{0.1, 0.05, 0.02, 0.1, 0.01}},
-		{"adamw defaults decays the matrix only", OptimizerConfig{Kind: "adamw"}, 0.9, 0.999, 1e-8, []float64{0.01, 0}, tensor.Float64, 1e-12,
+		{"adamw defaults decays the matrix only", optDefaultAdamW, 0.9, 0.999, 1e-8, []float64{0.01, 0}, tensor.Float64, 1e-12,
 			[]float64{0.1, 0.05, 0.02, 0.1, 0.01}},
-		{"adamw custom", OptimizerConfig{Kind: "adamw", Beta1: 0.8, Beta2: 0.95, Eps: 1e-3, WeightDecay: 0.5}, 0.8, 0.95, 1e-3, []float64{0.5, 0}, tensor.Float64, 1e-12,
+		{"adamw custom", optMust(NewAdamW(0.8, 0.95, 1e-3, 0.5, DecayWeights)), 0.8, 0.95, 1e-3, []float64{0.5, 0}, tensor.Float64, 1e-12,
 			[]float64{0.3, 0.2, 0.1, 0.05, 0.3, 0.01}},
-		{"adamw float32", OptimizerConfig{Kind: "adamw", WeightDecay: 0.1}, 0.9, 0.999, 1e-8, []float64{0.1, 0}, tensor.Float32, 1e-6,
+		{"adamw float32", optAdamW(0.1, DecayWeights), 0.9, 0.999, 1e-8, []float64{0.1, 0}, tensor.Float32, 1e-6,
 			[]float64{0.1, 0.05, 0.02, 0.1, 0.01}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			params := optParams(t, tc.dt, specs...)
-			opt, err := NewOptimizer(tc.cfg, params)
+			opt, err := New(tc.cfg, params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +285,7 @@ func TestAdamFirstStepIsSignStep(t *testing.T) {
 			init := []float64{1, 2, 3, 4}
 			grad := []float64{1e-3, -5, 1e4, -0.25}
 			params := optParams(t, dt, optSpec{"w", []int{4}, init})
-			opt, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, params)
+			opt, err := New(optDefaultAdam, params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -303,7 +312,7 @@ func TestAdamMinimizesQuadratic(t *testing.T) {
 	cases := []struct {
 		name  string
 		dt    tensor.Dtype
-		kind  config.OptimizerKind
+		kind  Kind
 		clip  float64 // ClipGradNorm before each step when > 0
 		sched Schedule
 		tol   float64
@@ -332,7 +341,7 @@ func TestAdamMinimizesQuadratic(t *testing.T) {
 			}
 			defer vm.Close()
 			params := []graph.Param{{Name: "w", Node: w}}
-			opt, err := NewOptimizer(OptimizerConfig{Kind: tc.kind}, params)
+			opt, err := New(map[Kind]Config{Adam: optDefaultAdam, AdamW: optDefaultAdamW}[tc.kind], params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -383,19 +392,18 @@ func TestAdamWDecaysMatricesOnly(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		cfg     OptimizerConfig
+		cfg     Config
 		factor  float64 // expected scale of a decayed parameter after one step at lr 0.1
 		decayed []string
 	}{
-		{"adamw", OptimizerConfig{Kind: "adamw", WeightDecay: 0.5}, 1 - 0.1*0.5, []string{"blocks.0.attn.wq", "head.w"}},
-		{"adamw default decay", OptimizerConfig{Kind: "adamw"}, 1 - 0.1*0.01, []string{"blocks.0.attn.wq", "head.w"}},
-		{"adam", OptimizerConfig{Kind: "adam"}, 1, nil},
-		{"adam ignores a configured decay", OptimizerConfig{Kind: "adam", WeightDecay: 0.5}, 1, nil},
+		{"adamw", optAdamW(0.5, DecayWeights), 1 - 0.1*0.5, []string{"blocks.0.attn.wq", "head.w"}},
+		{"adamw default decay", optDefaultAdamW, 1 - 0.1*0.01, []string{"blocks.0.attn.wq", "head.w"}},
+		{"adam", optDefaultAdam, 1, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			params := optParams(t, tensor.Float64, specs...)
-			opt, err := NewOptimizer(tc.cfg, params)
+			opt, err := New(tc.cfg, params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -453,7 +461,7 @@ func TestStepRejectsNonFiniteGradient(t *testing.T) {
 			params := optParams(t, tc.dt,
 				optSpec{"a.w", []int{2, 2}, []float64{1, 2, 3, 4}},
 				optSpec{"b.w", []int{2, 2}, []float64{5, 6, 7, 8}})
-			opt, err := NewOptimizer(OptimizerConfig{Kind: "adamw"}, params)
+			opt, err := New(optDefaultAdamW, params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -467,7 +475,7 @@ func TestStepRejectsNonFiniteGradient(t *testing.T) {
 			before, state := optSnapshot(t, params), opt.State()
 
 			err = opt.Step(0.01)
-			if err == nil || !strings.Contains(err.Error(), `"b.w"`) || !strings.HasPrefix(err.Error(), "train: optimizer:") {
+			if err == nil || !strings.Contains(err.Error(), `"b.w"`) || !strings.HasPrefix(err.Error(), "optim:") {
 				t.Fatalf("Step error = %v, want one naming \"b.w\"", err)
 			}
 			after := optSnapshot(t, params)
@@ -527,10 +535,10 @@ func TestRestoreContinuesBitForBit(t *testing.T) {
 	}
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		t.Run(dt.String(), func(t *testing.T) {
-			cfg := OptimizerConfig{Kind: "adamw", WeightDecay: 0.1}
+			cfg := optAdamW(0.1, DecayWeights)
 			// Uninterrupted run.
 			ref := optParams(t, dt, specs...)
-			refOpt, err := NewOptimizer(cfg, ref)
+			refOpt, err := New(cfg, ref)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -538,7 +546,7 @@ func TestRestoreContinuesBitForBit(t *testing.T) {
 
 			// Interrupted run: stop, save, load into a fresh graph.
 			first := optParams(t, dt, specs...)
-			firstOpt, err := NewOptimizer(cfg, first)
+			firstOpt, err := New(cfg, first)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -563,7 +571,7 @@ func TestRestoreContinuesBitForBit(t *testing.T) {
 			slices.Reverse(state) // order must not matter
 
 			resumed := optParams(t, dt, resumedSpecs...)
-			resumedOpt, err := NewOptimizer(cfg, resumed)
+			resumedOpt, err := New(cfg, resumed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -599,7 +607,7 @@ func TestRestoreErrors(t *testing.T) {
 	params := optParams(t, tensor.Float64,
 		optSpec{"w", []int{2, 2}, []float64{1, 2, 3, 4}},
 		optSpec{"b", []int{2}, []float64{1, 2}})
-	opt, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, params)
+	opt, err := New(optDefaultAdam, params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,7 +645,7 @@ func TestRestoreErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := opt.Restore(tc.step, tc.state)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "train: optimizer: restore:") {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "optim: restore:") {
 				t.Fatalf("Restore error = %v, want one containing %s", err, tc.want)
 			}
 			if opt.StepCount() != 1 || !slices.EqualFunc(good, opt.State(), func(a, b checkpoint.NamedTensor) bool { return slices.Equal(a.Data, b.Data) }) {
@@ -661,51 +669,67 @@ func TestRestoreErrors(t *testing.T) {
 	})
 }
 
-func TestOptimizerConfig(t *testing.T) {
+// Every setting reaches the Config, every constructor validates, and the
+// zero Config, all a hand-built value can be, is refused: no field can be
+// dropped on the way to New.
+func TestConfig(t *testing.T) {
+	type want struct {
+		kind            Kind
+		b1, b2, eps, wd float64
+		decay           DecayRule
+	}
 	cases := []struct {
 		name string
-		cfg  OptimizerConfig
-		want OptimizerConfig // after defaults, when valid
-		err  string
+		make func() (Config, error)
+		want want   // when valid
+		err  string // else
 	}{
-		{"adam defaults", OptimizerConfig{Kind: "adam"}, OptimizerConfig{Kind: "adam", Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, ""},
-		{"adamw defaults", OptimizerConfig{Kind: "adamw"}, OptimizerConfig{Kind: "adamw", Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}, ""},
-		{"explicit", OptimizerConfig{Kind: "adamw", Beta1: 0.5, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1},
-			OptimizerConfig{Kind: "adamw", Beta1: 0.5, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.1}, ""},
-		{"unknown kind", OptimizerConfig{Kind: "sgd"}, OptimizerConfig{}, `unknown kind "sgd"`},
-		{"empty kind", OptimizerConfig{}, OptimizerConfig{}, "kind is empty"},
-		{"beta1 one", OptimizerConfig{Kind: "adam", Beta1: 1}, OptimizerConfig{}, "beta1 1 is outside [0, 1)"},
-		{"beta1 negative", OptimizerConfig{Kind: "adam", Beta1: -0.1}, OptimizerConfig{}, "beta1 -0.1"},
-		{"beta2 above one", OptimizerConfig{Kind: "adam", Beta2: 1.5}, OptimizerConfig{}, "beta2 1.5"},
-		{"beta2 NaN", OptimizerConfig{Kind: "adam", Beta2: math.NaN()}, OptimizerConfig{}, "beta2 NaN"},
-		{"negative eps", OptimizerConfig{Kind: "adam", Eps: -1e-8}, OptimizerConfig{}, "eps -1e-08"},
-		{"negative decay", OptimizerConfig{Kind: "adamw", WeightDecay: -0.1}, OptimizerConfig{}, "weight decay -0.1"},
-		{"infinite decay", OptimizerConfig{Kind: "adamw", WeightDecay: math.Inf(1)}, OptimizerConfig{}, "weight decay +Inf"},
-		{"adam ignores decay", OptimizerConfig{Kind: "adam", WeightDecay: 0.1}, OptimizerConfig{Kind: "adam", Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, ""},
-		{"negative decay with adam", OptimizerConfig{Kind: "adam", WeightDecay: -1}, OptimizerConfig{}, "weight decay -1"},
+		{"adam", func() (Config, error) { return NewAdam(0.9, 0.999, 1e-8) }, want{Adam, 0.9, 0.999, 1e-8, 0, ""}, ""},
+		{"adamw", func() (Config, error) { return NewAdamW(0.5, 0.95, 1e-6, 0.1, DecayMatrices) }, want{AdamW, 0.5, 0.95, 1e-6, 0.1, DecayMatrices}, ""},
+		{"adamw weights", func() (Config, error) { return NewAdamW(0.8, 0.99, 1e-3, 0.5, DecayWeights) }, want{AdamW, 0.8, 0.99, 1e-3, 0.5, DecayWeights}, ""},
+		{"zero Config", func() (Config, error) { return Config{}, Config{}.Validate() }, want{}, "the optimizer config is empty"},
+		{"beta1 zero", func() (Config, error) { return NewAdam(0, 0.999, 1e-8) }, want{}, "beta1 0 is outside (0, 1)"},
+		{"beta1 one", func() (Config, error) { return NewAdam(1, 0.999, 1e-8) }, want{}, "beta1 1 is outside (0, 1)"},
+		{"beta1 negative", func() (Config, error) { return NewAdam(-0.1, 0.999, 1e-8) }, want{}, "beta1 -0.1"},
+		{"beta2 zero", func() (Config, error) { return NewAdamW(0.9, 0, 1e-8, 0.1, DecayWeights) }, want{}, "beta2 0 is outside (0, 1)"},
+		{"beta2 above one", func() (Config, error) { return NewAdam(0.9, 1.5, 1e-8) }, want{}, "beta2 1.5"},
+		{"beta2 NaN", func() (Config, error) { return NewAdam(0.9, math.NaN(), 1e-8) }, want{}, "beta2 NaN"},
+		{"zero eps", func() (Config, error) { return NewAdam(0.9, 0.999, 0) }, want{}, "eps 0"},
+		{"negative eps", func() (Config, error) { return NewAdam(0.9, 0.999, -1e-8) }, want{}, "eps -1e-08"},
+		{"zero decay", func() (Config, error) { return NewAdamW(0.9, 0.999, 1e-8, 0, DecayWeights) }, want{}, "weight decay 0"},
+		{"negative decay", func() (Config, error) { return NewAdamW(0.9, 0.999, 1e-8, -0.1, DecayWeights) }, want{}, "weight decay -0.1"},
+		{"infinite decay", func() (Config, error) { return NewAdamW(0.9, 0.999, 1e-8, math.Inf(1), DecayWeights) }, want{}, "weight decay +Inf"},
+		{"no decay rule", func() (Config, error) { return NewAdamW(0.9, 0.999, 1e-8, 0.1, "") }, want{}, `decay rule ""`},
 	}
 	params := optParams(t, tensor.Float64, optSpec{"w", []int{2}, []float64{1, 2}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.Validate()
-			opt, nerr := NewOptimizer(tc.cfg, params)
+			cfg, err := tc.make()
 			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "train: optimizer:") {
-					t.Fatalf("Validate = %v, want an error containing %q", err, tc.err)
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "optim:") {
+					t.Fatalf("error = %v, want one containing %q", err, tc.err)
 				}
-				if nerr == nil {
-					t.Fatal("NewOptimizer accepted the invalid config")
+				if cfg != (Config{}) {
+					t.Errorf("an invalid config came back as %v", cfg)
+				}
+				if _, err := New(cfg, params); err == nil {
+					t.Fatal("New accepted the invalid config")
 				}
 				return
 			}
-			if err != nil || nerr != nil {
-				t.Fatalf("Validate = %v, NewOptimizer = %v", err, nerr)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if got := tc.cfg.WithDefaults(); got != tc.want {
-				t.Errorf("WithDefaults = %+v, want %+v", got, tc.want)
+			got := want{cfg.Kind(), cfg.Beta1(), cfg.Beta2(), cfg.Eps(), cfg.WeightDecay(), cfg.Decay()}
+			if got != tc.want {
+				t.Errorf("settings %+v, want %+v", got, tc.want)
 			}
-			if got := opt.Config(); got != tc.want {
-				t.Errorf("Config = %+v, want %+v", got, tc.want)
+			opt, err := New(cfg, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opt.Config() != cfg {
+				t.Errorf("Config = %v, want %v", opt.Config(), cfg)
 			}
 		})
 	}
@@ -718,7 +742,7 @@ func TestOptimizerErrors(t *testing.T) {
 	ints := G.NewTensor(g, tensor.Int, 1, G.WithShape(2), G.WithName("i"),
 		G.WithValue(tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{1, 2}))))
 	params := optParams(t, tensor.Float64, optSpec{"w", []int{2}, []float64{1, 2}})
-	adam := OptimizerConfig{Kind: "adam"}
+	adam := optDefaultAdam
 
 	newCases := []struct {
 		name   string
@@ -733,8 +757,8 @@ func TestOptimizerErrors(t *testing.T) {
 	}
 	for _, tc := range newCases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewOptimizer(adam, tc.params)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "train: optimizer:") {
+			_, err := New(adam, tc.params)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "optim:") {
 				t.Fatalf("NewOptimizer error = %v, want one containing %s", err, tc.want)
 			}
 		})
@@ -753,12 +777,12 @@ func TestOptimizerErrors(t *testing.T) {
 	}
 	for _, tc := range stepCases {
 		t.Run(tc.name, func(t *testing.T) {
-			opt, err := NewOptimizer(adam, tc.params)
+			opt, err := New(adam, tc.params)
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = opt.Step(tc.lr)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "train: optimizer:") {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "optim:") {
 				t.Fatalf("Step error = %v, want one containing %s", err, tc.want)
 			}
 			if opt.StepCount() != 0 {
@@ -816,7 +840,7 @@ func TestStepZeroesAccumulatedGradients(t *testing.T) {
 			run()
 			check("two runs without a step (gorgonia accumulates)", wantGrad(2))
 
-			opt, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, params)
+			opt, err := New(optDefaultAdam, params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -844,7 +868,7 @@ func TestAdamWDecaysByRole(t *testing.T) {
 		optSpec{"mine", []int{2, 2}, []float64{1, 2, 3, 4}},
 		optSpec{"scale", []int{2}, []float64{1, 2}})
 	params[0].Role, params[1].Role, params[2].Role, params[3].Role = graph.RoleWeight, graph.RoleEmbedding, graph.RoleNone, graph.RoleGain
-	opt, err := NewOptimizer(OptimizerConfig{Kind: "adamw", WeightDecay: 0.1}, params)
+	opt, err := New(optAdamW(0.1, DecayWeights), params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -863,53 +887,14 @@ func TestAdamWDecayMatrices(t *testing.T) {
 		optSpec{"mine", []int{2, 2}, []float64{1, 2, 3, 4}},
 		optSpec{"scale", []int{2}, []float64{1, 2}})
 	params[0].Role, params[1].Role, params[2].Role, params[3].Role = graph.RoleWeight, graph.RoleEmbedding, graph.RoleNone, graph.RoleGain
-	opt, err := NewOptimizer(OptimizerConfig{Kind: "adamw", WeightDecay: 0.1, Decay: config.DecayMatrices}, params)
+	opt, err := New(optAdamW(0.1, DecayMatrices), params)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := optDecayed(opt), []string{"emb_proj.w", "lookup", "mine"}; !slices.Equal(got, want) {
 		t.Errorf("decayed %q, want %q", got, want)
 	}
-	if _, err := NewOptimizer(OptimizerConfig{Kind: "adamw", Decay: "all"}, params); err == nil || !strings.Contains(err.Error(), `decay rule "all"`) {
+	if _, err := NewAdamW(0.9, 0.999, 1e-8, 0.1, "all"); err == nil || !strings.Contains(err.Error(), `decay rule "all"`) {
 		t.Errorf("decay rule all: error %v, want one naming it", err)
-	}
-	cfg := config.Default()
-	cfg.Decay = "all"
-	var ce *config.Error
-	if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "decay" {
-		t.Errorf("config decay all: error %v, want a *config.Error naming decay", err)
-	}
-}
-
-// The default decoder decays exactly what the name rule of earlier versions
-// (two or more dimensions, no "emb" in the name) decayed, so that training
-// runs repeat theirs bit for bit.
-func TestAdamWDefaultDecoderDecays(t *testing.T) {
-	cfg := config.Default()
-	if _, err := cfg.Resolve(); err != nil {
-		t.Fatal(err)
-	}
-	m, err := Assemble(cfg, 2, cfg.Model.MaxLen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt, err := NewOptimizer(OptimizerConfig{Kind: "adamw"}, m.Params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var byName []string
-	for _, p := range m.Params {
-		if p.Node.Dims() >= 2 && !strings.Contains(p.Name, "emb") {
-			byName = append(byName, p.Name)
-		}
-	}
-	want := []string{
-		"blocks.0.attn.wq", "blocks.0.attn.wk", "blocks.0.attn.wv", "blocks.0.attn.wo", "blocks.0.ff.w1", "blocks.0.ff.w2",
-		"blocks.1.attn.wq", "blocks.1.attn.wk", "blocks.1.attn.wv", "blocks.1.attn.wo", "blocks.1.ff.w1", "blocks.1.ff.w2",
-		"head.w",
-	}
-	got := optDecayed(opt)
-	if !slices.Equal(got, want) || !slices.Equal(byName, want) {
-		t.Errorf("decayed %q, by the old name rule %q, want %q", got, byName, want)
 	}
 }

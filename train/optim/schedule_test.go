@@ -1,4 +1,4 @@
-package train
+package optim
 
 import (
 	"math"
@@ -111,7 +111,7 @@ func TestScheduleValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "train: schedule:") {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "optim: schedule:") {
 				t.Fatalf("Validate = %v, want an error containing %q", err, tc.want)
 			}
 		})
