@@ -2,8 +2,9 @@
 // encoder–decoder (config.ArchEncDec), on the toy tasks of package data:
 // the training models (graph built once, batches bound every step) and the
 // training loop (greedy evaluation on a held-out set, checkpoints that
-// resume bit for bit, metrics as JSON lines, curves as a PNG, a lock on the
-// run directory).
+// resume bit for bit, metrics as JSON lines, a lock on the run directory;
+// the curves are drawn by the caller's Options.Curves, the command line's
+// with internal/plot, so that train does not pull in plotting).
 //
 // Run is the whole job behind `qkv train`. BuildModel builds a decoder's
 // training model (the one bench times) and BuildEncDec an

@@ -66,13 +66,22 @@ func meanLoss(ms []Metric) float64 {
 
 func TestRunDrivesLossDown(t *testing.T) {
 	dir := t.TempDir()
-	sum, err := Run(context.Background(), tinyConfig(), Options{Out: dir})
+	var curves []Metric
+	var curvesPath string
+	record := func(path string, sum Summary, history []Metric) error {
+		curvesPath, curves = path, history
+		return fakeCurves(path, sum, history)
+	}
+	sum, err := Run(context.Background(), tinyConfig(), Options{Out: dir, Curves: record})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ms := readMetrics(t, dir)
 	if len(ms) != 150 || sum.Steps != 150 {
 		t.Fatalf("got %d metric lines and %d steps, want 150", len(ms), sum.Steps)
+	}
+	if curvesPath != filepath.Join(dir, CurvesFile) || len(curves) != 150 || curves[149].Loss != ms[149].Loss {
+		t.Errorf("Options.Curves was given %s and %d metrics, want %s and 150", curvesPath, len(curves), filepath.Join(dir, CurvesFile))
 	}
 	first, last := meanLoss(ms[:5]), meanLoss(ms[len(ms)-5:])
 	if !(last < first/2) {

@@ -16,7 +16,6 @@ import (
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
 	"github.com/qkv-dev/qkv/train/optim"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // TestNoPanics calls every exported function and method of train with nil,
@@ -179,14 +178,6 @@ func TestNoPanics(t *testing.T) {
 			_, err := Run(context.Background(), tiny, Options{Out: t.TempDir(), Resume: true, Force: true})
 			return err
 		}, []string{"Resume", "Force"}},
-
-		// Plots.
-		{"PlotCurves no path", func() error { return plot.Curves("", "t", []plot.CurvePoint{{Step: 1, Loss: 1}}, nil) }, []string{"no file name"}},
-		{"PlotCurves no points", func() error { return plot.Curves(filepath.Join(dir, "c.png"), "t", nil, nil) }, []string{"plot: ", "no loss"}},
-		{"PlotAttention no maps", func() error { return plot.Attention(filepath.Join(dir, "a.png"), "t", []string{"a"}, nil) }, []string{"plot: ", "no attention maps"}},
-		{"PlotAttention ragged", func() error {
-			return plot.Attention(filepath.Join(dir, "a.png"), "t", []string{"a", "b"}, []plot.AttentionMap{{Weights: [][]float64{{1}}}})
-		}, []string{"plot: ", "want 2"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -281,7 +281,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mem.apply()()
-	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr), Force: *force}
+	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr), Force: *force, Curves: drawCurves}
 	startStep := 0
 	switch {
 	case *resume != "":

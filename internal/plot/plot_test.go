@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qkv-dev/qkv/internal/graphtest"
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -562,4 +563,28 @@ func withHidden(maps []AttentionMap) []AttentionMap {
 		maps[i].Hidden = causal(len(maps[i].Weights))
 	}
 	return maps
+}
+
+// Plots refuse what they cannot draw with an error naming it, and never
+// panic.
+func TestPlotErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		run  func() error
+		want []string
+	}{
+		{"Curves no path", func() error { return Curves("", "t", []CurvePoint{{Step: 1, Loss: 1}}, nil) }, []string{"no file name"}},
+		{"Curves no points", func() error { return Curves(filepath.Join(dir, "c.png"), "t", nil, nil) }, []string{"plot: ", "no loss"}},
+		{"Attention no maps", func() error { return Attention(filepath.Join(dir, "a.png"), "t", []string{"a"}, nil) }, []string{"plot: ", "no attention maps"}},
+		{"Attention ragged", func() error {
+			return Attention(filepath.Join(dir, "a.png"), "t", []string{"a", "b"}, []AttentionMap{{Weights: [][]float64{{1}}}})
+		}, []string{"plot: ", "want 2"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := graphtest.NoPanic(t, c.name, c.run)
+			graphtest.WantErr(t, err, c.want...)
+		})
+	}
 }

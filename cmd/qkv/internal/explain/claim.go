@@ -10,7 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/train/plot"
+	"github.com/qkv-dev/qkv/internal/plot"
 )
 
 // Verdicts a Result may carry.

@@ -5,9 +5,9 @@ import (
 	"math"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // crossLength is the prompt length of the encoder–decoders trained here:

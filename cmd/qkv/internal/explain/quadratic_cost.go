@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/qkv-dev/qkv/cmd/qkv/internal/attncost"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
-	"github.com/qkv-dev/qkv/train/attncost"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // costSizes are the sequence lengths each implementation is measured at:

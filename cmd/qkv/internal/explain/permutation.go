@@ -10,9 +10,9 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // The encoder of the equivariance runs: batch, length, vocabulary, width,

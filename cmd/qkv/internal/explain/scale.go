@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // scaleOrder is the order the scales are trained, reported and drawn in.

@@ -9,7 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/train/plot"
+	"github.com/qkv-dev/qkv/internal/plot"
 )
 
 // rowsSumToOne runs graph.Attention, the fused op qkv's layers use, under a

@@ -8,7 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/train/plot"
+	"github.com/qkv-dev/qkv/internal/plot"
 )
 
 // stableSoftmax runs one float32 graph over rows of logits (0, c, -c, c/2)

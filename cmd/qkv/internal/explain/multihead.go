@@ -6,12 +6,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/qkv-dev/qkv/cmd/qkv/internal/attncost"
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/train"
-	"github.com/qkv-dev/qkv/train/attncost"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // softmaxOpsPerScore counts the floating-point operations of the scaling

@@ -8,7 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/train/plot"
+	"github.com/qkv-dev/qkv/internal/plot"
 )
 
 // scoresVariance multiplies n queries by n keys with gorgonia's matmul, as

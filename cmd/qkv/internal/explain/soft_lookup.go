@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // recallConfig is `qkv train --task recall`, in o.Small a short run on a

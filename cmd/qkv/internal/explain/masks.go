@@ -8,8 +8,8 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // maskSizes are the batch, length, vocabulary and width of the masks' runs.

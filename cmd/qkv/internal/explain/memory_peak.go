@@ -3,10 +3,10 @@ package explain
 import (
 	"fmt"
 
+	"github.com/qkv-dev/qkv/cmd/qkv/internal/attncost"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
-	"github.com/qkv-dev/qkv/train/attncost"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // peakSizes are the lengths memory-peak measures each implementation that
