@@ -1,6 +1,6 @@
 //go:build unix
 
-package config
+package memprobe
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package config
+package memprobe
 
 import (
 	"errors"
@@ -26,11 +26,11 @@ func fakeRoot(t *testing.T, files map[string]string) string {
 	return root
 }
 
-// TestMemoryAvailableLimits: the available memory is the least of
+// TestProbeLimits: the available memory is the least of
 // MemAvailable, the address-space limit less VmSize and each cgroup's
 // limit less its usage (v2 and v1, the process's cgroup and its
 // ancestors), and it names the limit that applied.
-func TestMemoryAvailableLimits(t *testing.T) {
+func TestProbeLimits(t *testing.T) {
 	const gib = 1 << 30
 	meminfo := "MemTotal:       33554432 kB\nMemAvailable:   16777216 kB\n" // 16 GiB
 	noLimit := func() (uint64, error) { return math.MaxUint64, nil }
@@ -43,7 +43,7 @@ func TestMemoryAvailableLimits(t *testing.T) {
 		source []string
 	}{
 		{"meminfo only", map[string]string{"proc/meminfo": meminfo}, noLimit, 16 * gib, []string{"MemAvailable in /proc/meminfo"}},
-		{"nothing readable", nil, func() (uint64, error) { return 0, errors.New("no") }, DefaultMemory, []string{"no limit could be read"}},
+		{"nothing readable", nil, func() (uint64, error) { return 0, errors.New("no") }, Default, []string{"no limit could be read"}},
 		{"ulimit -v", map[string]string{"proc/meminfo": meminfo, "proc/self/status": "Name: qkv\nVmSize:  1048576 kB\n"}, limitAS(4 * gib),
 			3 * gib, []string{"ulimit -v (RLIMIT_AS) 4.0 GiB less", "VmSize"}},
 		{"ulimit -v above MemAvailable", map[string]string{"proc/meminfo": meminfo}, limitAS(64 * gib), 16 * gib, []string{"MemAvailable"}},
