@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/internal/memprobe"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
@@ -218,8 +219,8 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("config.ParseBytes(%q) = %d, want an error", s, got)
 		}
 	}
-	if n := config.AvailableMemory(); n <= 0 {
-		t.Errorf("config.AvailableMemory = %d", n)
+	if n := memprobe.Probe().Bytes; n <= 0 {
+		t.Errorf("memprobe.Probe().Bytes = %d", n)
 	}
 	if got := config.FormatBytes(1.5 * (1 << 30)); got != "1.5 GiB" {
 		t.Errorf("config.FormatBytes = %q", got)

@@ -10,6 +10,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // EncDecModel is an encoder–decoder (config.ArchEncDec) compiled for
@@ -49,7 +50,7 @@ func BuildEncDec(cfg config.Config, b int) (*EncDecModel, error) {
 // (teacher forcing) and is trained on the next token at every target answer
 // position (given ones carry no loss), the same tokens the decoder-only
 // model is trained on.
-func (m *EncDecModel) Step(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error) {
+func (m *EncDecModel) Step(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
 	if m == nil || m.EncDecModel == nil {
 		return StepResult{}, errors.New("train: nil or unbuilt encoder-decoder: build it with BuildEncDec")
 	}

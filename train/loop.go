@@ -21,7 +21,7 @@ import (
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
-	"github.com/qkv-dev/qkv/train/plot"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // ErrInterrupted is returned by Run when its context was cancelled (SIGINT or
@@ -84,6 +84,13 @@ type Options struct {
 	// StopAfter, if > 0, ends the run after that step as an interrupt would:
 	// checkpoint saved, ErrInterrupted returned. Tests use it to split a run.
 	StopAfter int
+	// Curves, if set, draws the run's curves into path (CurvesFile in Out)
+	// when the run ends, after summary.json is written and while Run still
+	// holds the directory's lock; its error fails the run. history is
+	// every step's Metric, a resumed run's earlier steps included. The
+	// command line draws them with internal/plot; train draws nothing, so
+	// that it does not depend on the plotting libraries.
+	Curves func(path string, sum Summary, history []Metric) error
 }
 
 // runState is state.json: what besides weights and optimizer moments a
@@ -102,8 +109,8 @@ type trainer struct {
 	stream *data.Stream
 	model  net
 	eval   evalNet
-	optim  *Optimizer
-	sched  Schedule
+	optim  *optim.Optimizer
+	sched  optim.Schedule
 	step   int
 	// saved is the step of the last complete checkpoint in Out, -1 if none.
 	saved int
@@ -113,7 +120,7 @@ type trainer struct {
 	// always reaches the checkpoint's step.
 	metrics *os.File
 	log     io.Writer
-	// history is every step's metrics so far, for the plots.
+	// history is every step's metrics so far, for Options.Curves.
 	history []Metric
 }
 
@@ -191,10 +198,14 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 	if err := t.build(s); err != nil {
 		return nil, err
 	}
-	if t.optim, err = NewOptimizer(OptimizerFor(cfg), t.model.parameters()); err != nil {
+	oc, err := config.OptimizerFor(cfg)
+	if err != nil {
 		return nil, err
 	}
-	t.sched = Schedule{Peak: cfg.LR, Min: cfg.MinLR, Warmup: cfg.Warmup, Total: cfg.Steps}
+	if t.optim, err = optim.New(oc, t.model.parameters()); err != nil {
+		return nil, err
+	}
+	t.sched = config.ScheduleFor(cfg)
 	if err := t.sched.Validate(); err != nil {
 		return nil, err
 	}
@@ -209,7 +220,7 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 // net is the model the loop trains: the decoder-only Model or the
 // EncDecModel, as the configuration's Arch says.
 type net interface {
-	stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error)
+	stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error)
 	parameters() []graph.Param
 	NumParams() int
 	Close() error
@@ -223,7 +234,7 @@ type evalNet interface {
 	Close() error
 }
 
-func (m *Model) stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error) {
+func (m *Model) stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
 	batch, err := data.BatchFor(task, examples)
 	if err != nil {
 		return StepResult{}, err
@@ -233,7 +244,7 @@ func (m *Model) stepOn(task data.Task, examples []data.Example, opt *Optimizer, 
 
 func (m *Model) parameters() []graph.Param { return m.Params }
 
-func (m *EncDecModel) stepOn(task data.Task, examples []data.Example, opt *Optimizer, o StepOptions) (StepResult, error) {
+func (m *EncDecModel) stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
 	return m.Step(task, examples, opt, o)
 }
 
@@ -513,7 +524,7 @@ func (t *trainer) restore() error {
 // empty. A resumed run keeps the lines up to its checkpoint's step, so that
 // the file matches the weights: lines written after the checkpoint by a run
 // that was then killed, and a line a kill cut short, are dropped. The kept
-// lines are rewritten atomically and kept in t.history for the plots.
+// lines are rewritten atomically and kept in t.history for the curves.
 func (t *trainer) openMetrics() (*os.File, error) {
 	path := filepath.Join(t.opt.Out, MetricsFile)
 	if err := fsx.CheckOutput(path, ""); err != nil { // before reading it: a FIFO would block
@@ -625,7 +636,7 @@ func (t *trainer) report(bar *progressbar.ProgressBar, m Metric) {
 	}
 }
 
-// finish writes summary.json and the curves plot.
+// finish writes summary.json and has Options.Curves draw the curves.
 func (t *trainer) finish(sum Summary) error {
 	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
@@ -638,20 +649,10 @@ func (t *trainer) finish(sum Summary) error {
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
 	}
-	var loss []plot.CurvePoint
-	var eval []plot.EvalPoint
-	for _, m := range t.history {
-		loss = append(loss, plot.CurvePoint{Step: m.Step, Loss: m.Loss})
-		if m.Eval != nil {
-			p := plot.EvalPoint{Step: m.Step, TokenAccuracy: m.Eval.TokenAccuracy, ExactMatch: m.Eval.ExactMatch, Loss: m.Eval.Loss}
-			if p.Loss != 0 {
-				p.ExactMatch = math.NaN() // a whole window right is not what a language model is for
-			}
-			eval = append(eval, p)
-		}
+	if t.opt.Curves == nil {
+		return nil
 	}
-	title := fmt.Sprintf("%s (%s): %d steps", t.cfg.Task.Name, t.cfg.Task.Params, sum.Steps)
-	return plot.Curves(filepath.Join(t.opt.Out, CurvesFile), title, loss, eval)
+	return t.opt.Curves(filepath.Join(t.opt.Out, CurvesFile), sum, t.history)
 }
 
 func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

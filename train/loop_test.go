@@ -19,6 +19,7 @@ import (
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // tinyConfig is a model and task small enough to train in a few seconds.
@@ -65,13 +66,22 @@ func meanLoss(ms []Metric) float64 {
 
 func TestRunDrivesLossDown(t *testing.T) {
 	dir := t.TempDir()
-	sum, err := Run(context.Background(), tinyConfig(), Options{Out: dir})
+	var curves []Metric
+	var curvesPath string
+	record := func(path string, sum Summary, history []Metric) error {
+		curvesPath, curves = path, history
+		return fakeCurves(path, sum, history)
+	}
+	sum, err := Run(context.Background(), tinyConfig(), Options{Out: dir, Curves: record})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ms := readMetrics(t, dir)
 	if len(ms) != 150 || sum.Steps != 150 {
 		t.Fatalf("got %d metric lines and %d steps, want 150", len(ms), sum.Steps)
+	}
+	if curvesPath != filepath.Join(dir, CurvesFile) || len(curves) != 150 || curves[149].Loss != ms[149].Loss {
+		t.Errorf("Options.Curves was given %s and %d metrics, want %s and 150", curvesPath, len(curves), filepath.Join(dir, CurvesFile))
 	}
 	first, last := meanLoss(ms[:5]), meanLoss(ms[len(ms)-5:])
 	if !(last < first/2) {
@@ -343,7 +353,7 @@ func TestBetasReachTheOptimizer(t *testing.T) {
 		}
 		return out
 	}
-	def, spelled, other := losses(0), losses(DefaultBeta2), losses(0.9)
+	def, spelled, other := losses(0), losses(optim.DefaultBeta2), losses(0.9)
 	if !slices.Equal(def, spelled) {
 		t.Errorf("Beta2 0.999 trains differently from the default: losses %v and %v", spelled, def)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // measureStep returns the heap the process keeps after building cfg's
@@ -34,13 +35,17 @@ func measureStep(t *testing.T, cfg config.Config, b int, training bool) (config.
 	}
 	before := settledHeap()
 	var m *infer.Model
-	var opt *Optimizer
+	var opt *optim.Optimizer
 	if training {
 		tm, err := BuildModel(cfg, b, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if opt, err = NewOptimizer(OptimizerConfig{Kind: cfg.Optimizer, WeightDecay: cfg.WeightDecay}, tm.Params); err != nil {
+		oc, err := config.OptimizerFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opt, err = optim.New(oc, tm.Params); err != nil {
 			t.Fatal(err)
 		}
 		if err := tm.Targets.Set(batch.Targets, batch.Weights); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // Model is a decoder compiled for training: the inference model's graph
@@ -127,7 +128,7 @@ type StepResult struct {
 // lets opt update the parameters. It is the one training step of qkv: the
 // loop, `qkv bench` and anyone's own loop call it alike. A non-finite loss or
 // gradient norm returns an error wrapping ErrNonFinite and changes nothing.
-func (m *Model) Step(batch data.Batch, opt *Optimizer, o StepOptions) (StepResult, error) {
+func (m *Model) Step(batch data.Batch, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
 	if m == nil || m.Model == nil {
 		return StepResult{}, errNilModel
 	}
@@ -144,7 +145,7 @@ func (m *Model) Step(batch data.Batch, opt *Optimizer, o StepOptions) (StepResul
 // resample dropout, run forward and backward, clip the gradients' global
 // norm and let opt update the parameters, or report a non-finite loss or
 // norm (ErrNonFinite) and change nothing.
-func update(run func(func() error) error, cost *G.Node, params []graph.Param, dropouts []*graph.Dropout, opt *Optimizer, o StepOptions) (StepResult, error) {
+func update(run func(func() error) error, cost *G.Node, params []graph.Param, dropouts []*graph.Dropout, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
 	for _, d := range dropouts {
 		if err := d.Resample(uint64(o.Step)); err != nil {
 			return StepResult{}, err
@@ -161,7 +162,7 @@ func update(run func(func() error) error, cost *G.Node, params []graph.Param, dr
 			return err
 		}
 		res.Loss = loss[0]
-		if res.GradNorm, err = ClipGradNorm(params, clip); err != nil {
+		if res.GradNorm, err = optim.ClipGradNorm(params, clip); err != nil {
 			return err
 		}
 		if !isFinite(res.Loss) {

@@ -15,7 +15,7 @@ import (
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
-	"github.com/qkv-dev/qkv/train/plot"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // TestNoPanics calls every exported function and method of train with nil,
@@ -39,7 +39,11 @@ func TestNoPanics(t *testing.T) {
 	}
 	defer inf.Close()
 	var nilModel *Model
-	var nilOpt *Optimizer
+	var nilOpt *optim.Optimizer
+	adam, err := optim.NewAdam(optim.DefaultBeta1, optim.DefaultBeta2, optim.DefaultEps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	nilNode := []graph.Param{{Name: "w", Node: nil}}
 	noValue := []graph.Param{{Name: "nv", Node: G.NewMatrix(G.NewGraph(), tensor.Float64, G.WithShape(2, 2), G.WithName("nv"))}}
 	prompt := task.Generate(nil).Prompt
@@ -79,35 +83,35 @@ func TestNoPanics(t *testing.T) {
 		{"checkpoint.LoadParams no value", func() error { return checkpoint.LoadParams(noValue, nil, "f") }, []string{`param "nv": no value`}},
 
 		// Gradients and optimizers.
-		{"GradNorm nil node", func() error { _, err := GradNorm(nilNode); return err }, []string{`"w"`}},
-		{"ClipGradNorm nil node", func() error { _, err := ClipGradNorm(nilNode, 1); return err }, []string{`"w"`}},
-		{"ClipGradNorm NaN", func() error { _, err := ClipGradNorm(m.Params, math.NaN()); return err }, []string{"NaN"}},
-		{"ClipGradNorm negative", func() error { _, err := ClipGradNorm(m.Params, -1); return err }, []string{"-1"}},
-		{"ZeroGrads nil node", func() error { return ZeroGrads(nilNode) }, []string{`"w"`}},
-		{"NewOptimizer nil node", func() error { _, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, nilNode); return err }, []string{`"w"`}},
-		{"NewOptimizer unknown kind", func() error { _, err := NewOptimizer(OptimizerConfig{Kind: "sgd"}, m.Params); return err }, []string{`"sgd"`}},
-		{"NewOptimizer NaN decay", func() error {
-			_, err := NewOptimizer(OptimizerConfig{Kind: "adamw", WeightDecay: math.NaN()}, m.Params)
+		{"GradNorm nil node", func() error { _, err := optim.GradNorm(nilNode); return err }, []string{`"w"`}},
+		{"ClipGradNorm nil node", func() error { _, err := optim.ClipGradNorm(nilNode, 1); return err }, []string{`"w"`}},
+		{"ClipGradNorm NaN", func() error { _, err := optim.ClipGradNorm(m.Params, math.NaN()); return err }, []string{"NaN"}},
+		{"ClipGradNorm negative", func() error { _, err := optim.ClipGradNorm(m.Params, -1); return err }, []string{"-1"}},
+		{"ZeroGrads nil node", func() error { return optim.ZeroGrads(nilNode) }, []string{`"w"`}},
+		{"optim.New nil node", func() error { _, err := optim.New(adam, nilNode); return err }, []string{`"w"`}},
+		{"optim.New zero config", func() error { _, err := optim.New(optim.Config{}, m.Params); return err }, []string{"empty"}},
+		{"optim.NewAdamW NaN decay", func() error {
+			_, err := optim.NewAdamW(0.9, 0.999, 1e-8, math.NaN(), optim.DecayWeights)
 			return err
 		}, []string{"NaN"}},
 		{"Optimizer nil Step", func() error { return nilOpt.Step(1) }, []string{"nil optimizer"}},
 		{"Optimizer nil Restore", func() error { return nilOpt.Restore(0, nil) }, []string{"nil optimizer"}},
 		{"Optimizer Step NaN lr", func() error {
-			o, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, m.Params)
+			o, err := optim.New(adam, m.Params)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return o.Step(math.NaN())
 		}, []string{"NaN"}},
 		{"Optimizer Restore negative step", func() error {
-			o, err := NewOptimizer(OptimizerConfig{Kind: "adam"}, m.Params)
+			o, err := optim.New(adam, m.Params)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return o.Restore(-1, o.State())
 		}, []string{"-1"}},
-		{"Schedule zero", func() error { return Schedule{}.Validate() }, []string{"train"}},
-		{"Schedule NaN", func() error { return Schedule{Peak: math.NaN(), Total: 10}.Validate() }, []string{"NaN"}},
+		{"Schedule zero", func() error { return optim.Schedule{}.Validate() }, []string{"optim"}},
+		{"Schedule NaN", func() error { return optim.Schedule{Peak: math.NaN(), Total: 10}.Validate() }, []string{"NaN"}},
 
 		// Models.
 		{"BuildModel zero config", func() error { _, err := BuildModel(config.Config{}, 1, 1); return err }, []string{"sizes must be positive"}},
@@ -174,14 +178,6 @@ func TestNoPanics(t *testing.T) {
 			_, err := Run(context.Background(), tiny, Options{Out: t.TempDir(), Resume: true, Force: true})
 			return err
 		}, []string{"Resume", "Force"}},
-
-		// Plots.
-		{"PlotCurves no path", func() error { return plot.Curves("", "t", []plot.CurvePoint{{Step: 1, Loss: 1}}, nil) }, []string{"no file name"}},
-		{"PlotCurves no points", func() error { return plot.Curves(filepath.Join(dir, "c.png"), "t", nil, nil) }, []string{"plot: ", "no loss"}},
-		{"PlotAttention no maps", func() error { return plot.Attention(filepath.Join(dir, "a.png"), "t", []string{"a"}, nil) }, []string{"plot: ", "no attention maps"}},
-		{"PlotAttention ragged", func() error {
-			return plot.Attention(filepath.Join(dir, "a.png"), "t", []string{"a", "b"}, []plot.AttentionMap{{Weights: [][]float64{{1}}}})
-		}, []string{"plot: ", "want 2"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -14,10 +14,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/qkv-dev/qkv/cmd/qkv/internal/attncost"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
-	"github.com/qkv-dev/qkv/train/attncost"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // attnResult is the JSON line `qkv bench --seq` ends with: one forward and

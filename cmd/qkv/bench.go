@@ -28,6 +28,7 @@ import (
 	"github.com/qkv-dev/qkv/tools/torchref"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // benchTrainFlags are the training flags a bench training step uses: not
@@ -218,7 +219,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return configError(err, cfg) // a *config.MemoryError: exit 2 naming the sizes
 	}
 	defer m.Close()
-	opt, err := train.NewOptimizer(train.OptimizerFor(cfg), m.Params)
+	oc, err := config.OptimizerFor(cfg)
+	if err != nil {
+		return err
+	}
+	opt, err := optim.New(oc, m.Params)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qkv-dev/qkv/train/explain"
+	"github.com/qkv-dev/qkv/cmd/qkv/internal/explain"
 )
 
 // runExplain runs the tutorial's claims named in args, or all of them, and

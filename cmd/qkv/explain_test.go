@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/train/explain"
+	"github.com/qkv-dev/qkv/cmd/qkv/internal/explain"
 )
 
 // Every claim prints one JSON line with the fields the issue names, its

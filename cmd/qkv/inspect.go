@@ -11,11 +11,11 @@ import (
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // tooLargeAdvice is the advice for a checkpoint too large for the memory

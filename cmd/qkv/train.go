@@ -23,6 +23,7 @@ import (
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // taskFlags are the task parameters as flags; 0 keeps the task's default.
@@ -216,8 +217,8 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	fs.Var(kindFlag[config.OptimizerKind]{&cfg.Optimizer}, "optimizer", "adam or adamw")
 	fs.Float64Var(&cfg.WeightDecay, "weight-decay", cfg.WeightDecay, "AdamW weight decay")
 	fs.Var(defaultKind[config.DecayRule]{&cfg.Decay, config.DecayWeights}, "decay", "which parameters AdamW decays: weights (the projection weights, minGPT's rule) or matrices (every parameter of 2+ dimensions, the embeddings too: nanoGPT's)")
-	fs.Var(defaultFloat{&cfg.Beta1, train.DefaultBeta1}, "beta1", "Adam's decay rate of the first moment")
-	fs.Var(defaultFloat{&cfg.Beta2, train.DefaultBeta2}, "beta2", "Adam's decay rate of the second moment (nanoGPT uses 0.99)")
+	fs.Var(defaultFloat{&cfg.Beta1, optim.DefaultBeta1}, "beta1", "Adam's decay rate of the first moment")
+	fs.Var(defaultFloat{&cfg.Beta2, optim.DefaultBeta2}, "beta2", "Adam's decay rate of the second moment (nanoGPT uses 0.99)")
 	fs.Float64Var(&cfg.ClipNorm, "clip", cfg.ClipNorm, "global gradient-norm clip (0: off)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "steps between held-out evaluations")
 	fs.IntVar(&cfg.TestSize, "test-size", cfg.TestSize, "held-out examples, never trained on")
@@ -280,7 +281,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mem.apply()()
-	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr), Force: *force}
+	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr), Force: *force, Curves: drawCurves}
 	startStep := 0
 	switch {
 	case *resume != "":

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/internal/memprobe"
 	"github.com/qkv-dev/qkv/train/config"
 )
 
@@ -202,7 +203,7 @@ func (m *memoryFlag) Set(s string) error {
 // registerMemory adds --max-memory to fs.
 func registerMemory(fs *flag.FlagSet) *memoryFlag {
 	m := &memoryFlag{}
-	fs.Var(m, "max-memory", "refuse, before building, models estimated to need more memory than `SIZE`, e.g. 16GiB or 512MiB (default: the memory available to the process, "+config.FormatBytes(float64(config.AvailableMemory()))+" now)")
+	fs.Var(m, "max-memory", "refuse, before building, models estimated to need more memory than `SIZE`, e.g. 16GiB or 512MiB (default: the memory available to the process, "+config.FormatBytes(float64(memprobe.Probe().Bytes))+" now)")
 	return m
 }
 
@@ -212,7 +213,7 @@ func (m *memoryFlag) limit() (int64, string) {
 	if m.n > 0 {
 		return m.n, "--max-memory"
 	}
-	a := config.MemoryAvailable()
+	a := memprobe.Probe()
 	return a.Bytes, "the available memory (" + a.Limit + ")"
 }
 

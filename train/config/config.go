@@ -13,6 +13,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // Arch is the architecture a run trains, as config.json and --arch spell
@@ -34,20 +35,17 @@ const (
 func (a Arch) String() string { return string(a) }
 
 // OptimizerKind names an optimizer, as config.json and --optimizer spell
-// it.
-type OptimizerKind string
+// it: optim.Kind.
+type OptimizerKind = optim.Kind
 
 // The optimizers train has.
 const (
 	// OptimizerAdam is Adam without weight decay.
-	OptimizerAdam OptimizerKind = "adam"
+	OptimizerAdam = optim.Adam
 	// OptimizerAdamW is Adam with decoupled weight decay (Loshchilov &
-	// Hutter), applied to weight matrices only.
-	OptimizerAdamW OptimizerKind = "adamw"
+	// Hutter), applied to the parameters Decay selects.
+	OptimizerAdamW = optim.AdamW
 )
-
-// String returns the name.
-func (k OptimizerKind) String() string { return string(k) }
 
 // ParseOptimizerKind returns the OptimizerKind named s.
 func ParseOptimizerKind(s string) (OptimizerKind, error) {
@@ -59,21 +57,18 @@ func ParseOptimizerKind(s string) (OptimizerKind, error) {
 }
 
 // DecayRule says which parameters AdamW decays, as config.json and
-// --decay spell it.
-type DecayRule string
+// --decay spell it: optim.DecayRule.
+type DecayRule = optim.DecayRule
 
 // The decay rules.
 const (
 	// DecayWeights (the default for "") decays the projection weights
 	// only: minGPT's split.
-	DecayWeights DecayRule = "weights"
+	DecayWeights = optim.DecayWeights
 	// DecayMatrices decays every parameter of two dimensions or more, the
 	// embedding tables too: nanoGPT's configure_optimizers.
-	DecayMatrices DecayRule = "matrices"
+	DecayMatrices = optim.DecayMatrices
 )
-
-// String returns the name.
-func (r DecayRule) String() string { return string(r) }
 
 // Config is everything a training run depends on. It is saved as config.json
 // in the run directory, so that eval, predict, attend and --resume rebuild the

@@ -27,7 +27,7 @@ func TestDependencies(t *testing.T) {
 		t.Fatalf("go list -deps gave %d packages: %q", len(deps), deps)
 	}
 	for _, d := range deps {
-		for _, banned := range []string{"gonum.org/v1/plot", "github.com/schollz/progressbar", "github.com/qkv-dev/qkv/train/plot"} {
+		for _, banned := range []string{"gonum.org/v1/plot", "github.com/schollz/progressbar", "github.com/qkv-dev/qkv/internal/plot"} {
 			if strings.HasPrefix(d, banned) {
 				t.Errorf("infer depends on %s", d)
 			}

@@ -18,8 +18,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/train"
-	"github.com/qkv-dev/qkv/train/plot"
 )
 
 // torchRun is the part of nanogpt_chars.py's JSON that the table reads.
