@@ -24,8 +24,15 @@ func apiDecoder(t *testing.T, cfg StackConfig) *Decoder {
 
 // apiDefault is the model of `qkv train` (D=48, H=4, 2 layers, FF=192, GELU,
 // learned positions, biases) for a vocabulary of 5.
-var apiDefault = StackConfig{Vocab: 5, MaxLen: 11, Dim: 48, Heads: 4, Layers: 2, Hidden: 192,
-	Activation: ActivationGELU, Positions: PositionsLearned, Bias: true}
+var apiDefault = StackConfig{
+	Vocab:        5,
+	MaxLen:       11,
+	Dim:          48,
+	Heads:        4,
+	Layers:       2,
+	Hidden:       192,
+	BlockOptions: BlockOptions{Activation: ActivationGELU, Positions: PositionsLearned, Bias: true},
+}
 
 // A built layer cannot change: Config returns a copy, and changing it (or the
 // configuration the layer was built from) changes neither what Config
@@ -63,7 +70,7 @@ func TestConfigIsACopy(t *testing.T) {
 	if d.Blocks()[0] == nil {
 		t.Error("Blocks() returned the model's own slice")
 	}
-	e, err := NewEncoder(newScope(t, tensor.Float32, 1), StackConfig{Vocab: 5, MaxLen: 4, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, PostLN: true})
+	e, err := NewEncoder(newScope(t, tensor.Float32, 1), StackConfig{Vocab: 5, MaxLen: 4, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, BlockOptions: BlockOptions{PostLN: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +89,7 @@ func TestConfigIsACopy(t *testing.T) {
 		{"layernorm", d.FinalNorm().Config(), LayerNormConfig{Dim: 48, Eps: 1e-5}},
 		{"feed-forward", d.Blocks()[1].FeedForward().Config(), FeedForwardConfig{Dim: 48, Hidden: 192, Activation: ActivationGELU, Bias: true}},
 		{"attention", d.Blocks()[1].Attention().Config(), AttentionConfig{Dim: 48, Heads: 4, KeyDim: 48, ValueDim: 48, Causal: true, Bias: true}},
-		{"block", d.Blocks()[0].Config(), BlockConfig{Dim: 48, Heads: 4, Hidden: 192, Activation: ActivationGELU, Causal: true, Bias: true}},
+		{"block", d.Blocks()[0].Config(), BlockConfig{Dim: 48, Heads: 4, Hidden: 192, Causal: true, BlockOptions: BlockOptions{Activation: ActivationGELU, Bias: true}}},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: Config() = %+v, want %+v", tc.name, tc.got, tc.want)

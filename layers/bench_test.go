@@ -75,11 +75,11 @@ func benchDecoderStep(b *testing.B, dt tensor.Dtype, batch, seq int, cfg StackCo
 // BenchmarkDecoderStepSort is the default `qkv train` model on minGPT's sort
 // task (6 symbols over 3, 12 input positions).
 func BenchmarkDecoderStepSort(b *testing.B) {
-	benchDecoderStep(b, tensor.Float32, 64, 12, StackConfig{Vocab: 5, MaxLen: 12, Dim: 48, Heads: 4, Layers: 2, Hidden: 192, Bias: true})
+	benchDecoderStep(b, tensor.Float32, 64, 12, StackConfig{Vocab: 5, MaxLen: 12, Dim: 48, Heads: 4, Layers: 2, Hidden: 192, BlockOptions: BlockOptions{Bias: true}})
 }
 
 // BenchmarkDecoderStepNotes is the model the engine notes timed
 // (B32/S32/D64/H4/FF256/V16).
 func BenchmarkDecoderStepNotes(b *testing.B) {
-	benchDecoderStep(b, tensor.Float32, 32, 32, StackConfig{Vocab: 16, MaxLen: 32, Dim: 64, Heads: 4, Layers: 2, Hidden: 256, Bias: true})
+	benchDecoderStep(b, tensor.Float32, 32, 32, StackConfig{Vocab: 16, MaxLen: 32, Dim: 64, Heads: 4, Layers: 2, Hidden: 256, BlockOptions: BlockOptions{Bias: true}})
 }

@@ -12,9 +12,13 @@ import (
 // a cross-attention, and a feed-forward layer, each wrapped in a residual
 // connection and a LayerNorm.
 type BlockConfig struct {
+	// Dim is the model width D, Heads the number of heads of every
+	// attention (D % Heads == 0), Hidden the feed-forward width.
 	Dim, Heads, Hidden int
-	// Activation of the feed-forward layer; "" means ReLU.
-	Activation Activation
+	// BlockOptions are the options every block of a model shares; of
+	// Positions the block reads only RoPE and ALiBi, which its
+	// self-attention applies.
+	BlockOptions
 	// Causal makes the self-attention causal (decoder blocks).
 	Causal bool
 	// Cross adds a cross-attention between the self-attention and the
@@ -23,31 +27,8 @@ type BlockConfig struct {
 	// block of an encoder–decoder. It is never causal: every position may
 	// read every memory position its mask allows.
 	Cross bool
-	// PostLN normalises after each residual sum, as the original Transformer:
-	// x = LN(x + f(x)). The default, pre-LN, normalises the sublayer input,
-	// x = x + f(LN(x)), which trains without warm-up tricks at small scale.
-	PostLN bool
-	// Bias adds biases to the attention projections and feed-forward layers.
-	Bias bool
-	// Dropout is the rate of dropout on each sublayer's output before the
-	// residual sum; AttnDropout that of the attention weights.
-	Dropout, AttnDropout float64
 	// Eps of the LayerNorms; 0 means 1e-5.
 	Eps float64
-	// Attention is how the attentions are computed (fused for "").
-	Attention AttentionImpl
-	// AttnScale is the factor of the attention scores: 1/sqrt(dk) for ""
-	// and ScaleDK (see AttentionScale).
-	AttnScale AttentionScale
-	// Positions, when RoPE or ALiBi, is applied by the self-attention
-	// (AttentionConfig.Positions); other kinds are the stack's business.
-	Positions PositionsKind
-	// AttentionVariants go to every attention of the block; the
-	// cross-attention takes all but the window and RoPE's base.
-	AttentionVariants
-	// BiasFreeNorm leaves the bias out of every LayerNorm of the block
-	// (LayerNormConfig.NoBias); Bias above is the projections' alone.
-	BiasFreeNorm bool
 	// Init draws every attention's and the feed-forward's weights (see
 	// WeightInit); the zero value is U(±1/sqrt(in)).
 	Init WeightInit
@@ -113,7 +94,7 @@ func (c BlockConfig) selfAttn() (name, drop string) {
 // of the cross-attention, used only with Cross.
 func (c BlockConfig) parts() (ln LayerNormConfig, self, cross AttentionConfig, ff FeedForwardConfig) {
 	self = AttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Dropout: c.AttnDropout, Impl: c.Attention, Scale: c.AttnScale,
-		Positions: c.Positions, AttentionVariants: c.AttentionVariants, Init: c.Init}
+		Positions: c.Positions.attention(), AttentionVariants: c.AttentionVariants, Init: c.Init}
 	// Cross-attention relates two sequences: no causality, and none of the
 	// positional variants, which measure within one.
 	cross = self

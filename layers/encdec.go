@@ -30,37 +30,13 @@ type EncDecConfig struct {
 	// EncLayers and DecLayers are the numbers of encoder and decoder blocks.
 	EncLayers int `json:"enc_layers"`
 	DecLayers int `json:"dec_layers"`
-	// Activation of the feed-forward layers; "" means ReLU.
-	Activation Activation `json:"activation"`
-	// Positions is PositionsLearned (the default for ""), PositionsSinusoidal
-	// or PositionsNone, for both halves (each has its own table).
-	Positions PositionsKind `json:"positions"`
-	// PostLN selects post-LN blocks; the default is pre-LN with a final norm
-	// at the end of each half.
-	PostLN bool `json:"post_ln"`
-	// Bias adds biases to attention and feed-forward projections.
-	Bias bool `json:"bias"`
-	// Dropout on embeddings and sublayer outputs; AttnDropout on the weights
-	// of every attention, cross-attention included.
-	Dropout     float64 `json:"dropout"`
-	AttnDropout float64 `json:"attn_dropout"`
-	// Attention is how every attention is computed: AttentionFused (the
-	// default for ""), AttentionComposed or AttentionFlash. It changes no
-	// parameter.
-	Attention AttentionImpl `json:"attention,omitempty"`
-	// AttnScale is the factor of every attention's scores, cross-attention
-	// included: ScaleDK (the default for ""), ScaleDModel or ScaleNone.
-	AttnScale AttentionScale `json:"attn_scale,omitempty"`
-	// AttentionVariants go to every attention (GQA, softcapping, sinks,
-	// QK-norm); each is absent from config.json when not set.
-	AttentionVariants
+	// BlockOptions are the options of every block of both halves; learned
+	// positions give each half its own table.
+	BlockOptions
 	// CausalEncoder makes the encoder's self-attention causal (see
 	// StackConfig.CausalEncoder); the decoder's is causal either way, its
 	// cross-attention never.
 	CausalEncoder bool `json:"causal_encoder,omitempty"`
-	// BiasFreeNorm leaves the bias out of every LayerNorm of both halves
-	// (see StackConfig.BiasFreeNorm).
-	BiasFreeNorm bool `json:"bias_free_norm,omitempty"`
 	// Init is how both halves and the head draw their parameters (see
 	// StackConfig.Init); with InitGPT2 each half scales its residual output
 	// projections by its own depth, 1/sqrt(2·EncLayers) and
@@ -89,12 +65,7 @@ func (c EncDecConfig) decoderConfig() StackConfig {
 // vocabulary, longest sequence and number of blocks: the rest the halves
 // share.
 func (c EncDecConfig) half(vocab, maxLen, layers int) StackConfig {
-	return StackConfig{
-		Vocab: vocab, MaxLen: maxLen, Dim: c.Dim, Heads: c.Heads, Layers: layers, Hidden: c.Hidden,
-		Activation: c.Activation, Positions: c.Positions, PostLN: c.PostLN, Bias: c.Bias,
-		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
-		AttentionVariants: c.AttentionVariants, BiasFreeNorm: c.BiasFreeNorm, Init: c.Init,
-	}
+	return StackConfig{Vocab: vocab, MaxLen: maxLen, Dim: c.Dim, Heads: c.Heads, Layers: layers, Hidden: c.Hidden, BlockOptions: c.BlockOptions, Init: c.Init}
 }
 
 // Validate checks everything NewEncoderDecoder checks, without allocating

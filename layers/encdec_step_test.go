@@ -27,8 +27,18 @@ func TestEncDecStepEqualsForward(t *testing.T) {
 		impl   AttentionImpl
 	}{{false, AttentionFused}, {true, AttentionFused}, {false, AttentionComposed}, {false, AttentionFlash}} {
 		t.Run(fmt.Sprintf("postLN=%v/%s", c.postLN, c.impl), func(t *testing.T) {
-			cfg := EncDecConfig{SrcVocab: 7, SrcMaxLen: ss, TgtVocab: 6, TgtMaxLen: st, Dim: 8, Heads: 2, Hidden: 12,
-				EncLayers: 1, DecLayers: 2, Activation: ActivationGELU, PostLN: c.postLN, Bias: true, Attention: c.impl}
+			cfg := EncDecConfig{
+				SrcVocab:     7,
+				SrcMaxLen:    ss,
+				TgtVocab:     6,
+				TgtMaxLen:    st,
+				Dim:          8,
+				Heads:        2,
+				Hidden:       12,
+				EncLayers:    1,
+				DecLayers:    2,
+				BlockOptions: BlockOptions{Activation: ActivationGELU, PostLN: c.postLN, Bias: true, Attention: c.impl},
+			}
 			build := func() (*Scope, *EncoderDecoder) {
 				s := newScope(t, tensor.Float64, 3)
 				m, err := NewEncoderDecoder(s, cfg)

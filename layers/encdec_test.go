@@ -21,8 +21,16 @@ import (
 // smallEncDec is a model small enough to gradient-check: source and target
 // vocabularies and lengths differ, so that a swapped size cannot pass.
 var smallEncDec = EncDecConfig{
-	SrcVocab: 7, SrcMaxLen: 6, TgtVocab: 5, TgtMaxLen: 5,
-	Dim: 8, Heads: 2, Hidden: 16, EncLayers: 1, DecLayers: 1, Bias: true,
+	SrcVocab:     7,
+	SrcMaxLen:    6,
+	TgtVocab:     5,
+	TgtMaxLen:    5,
+	Dim:          8,
+	Heads:        2,
+	Hidden:       16,
+	EncLayers:    1,
+	DecLayers:    1,
+	BlockOptions: BlockOptions{Bias: true},
 }
 
 // encDecBatch is one padded batch: B = 2, sources of Ss = 5 tokens (lengths
@@ -218,12 +226,28 @@ func TestEncDecMatchesReference(t *testing.T) {
 	}{
 		{"pre-LN/relu/learned", smallEncDec, padded},
 		{"pre-LN/gelu/sinusoidal/2+3 layers/4 heads", EncDecConfig{
-			SrcVocab: 9, SrcMaxLen: 7, TgtVocab: 6, TgtMaxLen: 6, Dim: 8, Heads: 4, Hidden: 12,
-			EncLayers: 2, DecLayers: 3, Activation: ActivationGELU, Positions: PositionsSinusoidal,
+			SrcVocab:     9,
+			SrcMaxLen:    7,
+			TgtVocab:     6,
+			TgtMaxLen:    6,
+			Dim:          8,
+			Heads:        4,
+			Hidden:       12,
+			EncLayers:    2,
+			DecLayers:    3,
+			BlockOptions: BlockOptions{Activation: ActivationGELU, Positions: PositionsSinusoidal},
 		}, encDecBatch{b: 3, ss: 7, st: 3, src: randomIDs(newRand(41), 21, 9), srcLengths: []int{7, 1, 4}, tgt: randomIDs(newRand(42), 9, 6), tgtLengths: []int{3, 2, 1}}},
 		{"post-LN/relu/learned/St > Ss", EncDecConfig{
-			SrcVocab: 5, SrcMaxLen: 3, TgtVocab: 8, TgtMaxLen: 6, Dim: 8, Heads: 2, Hidden: 16,
-			EncLayers: 2, DecLayers: 2, PostLN: true, Bias: true,
+			SrcVocab:     5,
+			SrcMaxLen:    3,
+			TgtVocab:     8,
+			TgtMaxLen:    6,
+			Dim:          8,
+			Heads:        2,
+			Hidden:       16,
+			EncLayers:    2,
+			DecLayers:    2,
+			BlockOptions: BlockOptions{PostLN: true, Bias: true},
 		}, encDecBatch{b: 2, ss: 3, st: 6, src: randomIDs(newRand(43), 6, 5), srcLengths: []int{2, 3}, tgt: randomIDs(newRand(44), 12, 8), tgtLengths: []int{6, 4}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -122,10 +122,10 @@ func TestConstructorErrors(t *testing.T) {
 			_, err := NewPositions(sub(t, "pos"), PositionsConfig{Kind: PositionsLearned, MaxLen: 0, Dim: 8})
 			return err
 		}, []string{`"blocks.0.pos"`, "MaxLen", "got 0"}},
-		{"block/dropout", block(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Dropout: 1.5}), []string{`"blocks.0"`, "Dropout 1.5"}},
+		{"block/dropout", block(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{Dropout: 1.5}}), []string{`"blocks.0"`, "Dropout 1.5"}},
 		{"block/D%H", block(BlockConfig{Dim: 8, Heads: 3, Hidden: 16}), []string{`"blocks.0.attn"`, "Dim 8", "Heads 3"}},
-		{"block/attention dropout", block(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, AttnDropout: 1}), []string{`"blocks.0.attn"`, "Dropout 1"}},
-		{"block/activation", block(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Activation: "tanh"}), []string{`"blocks.0.ff"`, `"tanh"`}},
+		{"block/attention dropout", block(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{AttnDropout: 1}}), []string{`"blocks.0.attn"`, "Dropout 1"}},
+		{"block/activation", block(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{Activation: "tanh"}}), []string{`"blocks.0.ff"`, `"tanh"`}},
 		{"block/zero dim", block(BlockConfig{Dim: 0, Heads: 2, Hidden: 16}), []string{`"blocks.0.ln1"`, "Dim", "got 0"}},
 		{"decoder/zero layers", decoder(with(func(c *StackConfig) { c.Layers = 0 })), []string{"decoder", "Layers", "got 0"}},
 		{"decoder/zero vocab", decoder(with(func(c *StackConfig) { c.Vocab = 0 })), []string{"decoder", "Vocab", "got 0"}},
@@ -302,7 +302,7 @@ func TestForwardErrors(t *testing.T) {
 		}, []string{`"blocks.0.pos"`, "(2, 4, 6)"}},
 		{"block/input width", func(t *testing.T) error {
 			s := newScope(t, f64, 1).Sub("blocks").Sub("0")
-			b, err := NewBlock(s, BlockConfig{Dim: 8, Heads: 2, Hidden: 16, PostLN: true})
+			b, err := NewBlock(s, BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{PostLN: true}})
 			if err != nil {
 				t.Fatal(err)
 			}

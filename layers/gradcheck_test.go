@@ -243,12 +243,12 @@ var gradCases = []gradCase{
 		cost, _ := weightedSum(t, out, rng)
 		return cost, append(a.Params(), q, k, v)
 	}},
-	{name: "block/pre-LN causal relu", build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Causal: true, Bias: true}, 2, 4, nil)},
-	{name: "block/pre-LN padding gelu dropout", build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Activation: ActivationGELU, Bias: true, Dropout: 0.2, AttnDropout: 0.25}, 2, 4, padMask([]int{4, 2}, 4, false))},
-	{name: "block/post-LN padding gelu", build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Activation: ActivationGELU, PostLN: true, Bias: true}, 2, 4, padMask([]int{2, 4}, 4, false))},
-	{name: "block/post-LN causal relu no bias", build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, PostLN: true, Causal: true}, 2, 4, nil)},
+	{name: "block/pre-LN causal relu", build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Causal: true, BlockOptions: BlockOptions{Bias: true}}, 2, 4, nil)},
+	{name: "block/pre-LN padding gelu dropout", build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{Activation: ActivationGELU, Bias: true, Dropout: 0.2, AttnDropout: 0.25}}, 2, 4, padMask([]int{4, 2}, 4, false))},
+	{name: "block/post-LN padding gelu", build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{Activation: ActivationGELU, PostLN: true, Bias: true}}, 2, 4, padMask([]int{2, 4}, 4, false))},
+	{name: "block/post-LN causal relu no bias", build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Causal: true, BlockOptions: BlockOptions{PostLN: true}}, 2, 4, nil)},
 	{name: "encoder/key padding", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.attn.wq", "blocks.0.ff.w2", "ln_f.gain"}, build: func(t *testing.T, s *Scope, rng *rand.Rand) (*G.Node, []graph.Param) {
-		cfg := StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true}
+		cfg := StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}
 		e, err := NewEncoder(s, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -269,18 +269,18 @@ var gradCases = []gradCase{
 		return cost, e.Params()
 	}},
 	{name: "decoder/cross-entropy", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.ln1.gain", "blocks.0.attn.wq", "blocks.0.attn.wk", "blocks.0.attn.wv", "blocks.0.attn.wo", "blocks.0.ff.w1", "ln_f.bias", "head.w", "head.b"},
-		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true})},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, BlockOptions: BlockOptions{Bias: true}})},
 	// A tied head: tok_emb.table's gradient is the lookup's plus the head's
 	// (logits = x Eᵀ), checked as one against finite differences of the
 	// whole cost; there is no head.w or head.b (TestTiedDecoderParams).
 	{name: "decoder/tied", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.attn.wo", "ln_f.gain", "ln_f.bias"},
-		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true, TieEmbeddings: true})},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, TieEmbeddings: true, BlockOptions: BlockOptions{Bias: true}})},
 	{name: "decoder/bias-free-norm", names: []string{"blocks.0.ln1.gain", "blocks.0.ln2.gain", "ln_f.gain", "head.w", "head.b"},
-		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true, BiasFreeNorm: true})},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, BlockOptions: BlockOptions{Bias: true, BiasFreeNorm: true}})},
 	// nanoGPT's bias=False model: tied, no ln biases, no projection biases,
 	// GPT-2's init (which perturb overwrites, but which must build).
 	{name: "decoder/nanogpt", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.ln1.gain", "blocks.1.ff.w2", "ln_f.gain"},
-		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Activation: ActivationGELU, TieEmbeddings: true, BiasFreeNorm: true, Init: InitGPT2})},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, TieEmbeddings: true, Init: InitGPT2, BlockOptions: BlockOptions{Activation: ActivationGELU, BiasFreeNorm: true}})},
 }
 
 func positionsGrad(kind PositionsKind, maxLen, seqLen int) func(*testing.T, *Scope, *rand.Rand) (*G.Node, []graph.Param) {

@@ -186,10 +186,10 @@ func TestBlockMatchesReference(t *testing.T) {
 		cfg     BlockConfig
 		lengths []int // key padding, nil for none
 	}{
-		{"pre-LN/relu/no mask", BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Bias: true}, nil},
-		{"pre-LN/gelu/causal+padding", BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Activation: ActivationGELU, Causal: true, Bias: true}, []int{5, 3}},
-		{"post-LN/relu/padding", BlockConfig{Dim: 8, Heads: 2, Hidden: 16, PostLN: true, Bias: true}, []int{2, 5}},
-		{"post-LN/gelu/causal no bias eps", BlockConfig{Dim: 8, Heads: 4, Hidden: 16, Activation: ActivationGELU, PostLN: true, Causal: true, Eps: 1e-3}, nil},
+		{"pre-LN/relu/no mask", BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}, nil},
+		{"pre-LN/gelu/causal+padding", BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Causal: true, BlockOptions: BlockOptions{Activation: ActivationGELU, Bias: true}}, []int{5, 3}},
+		{"post-LN/relu/padding", BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{PostLN: true, Bias: true}}, []int{2, 5}},
+		{"post-LN/gelu/causal no bias eps", BlockConfig{Dim: 8, Heads: 4, Hidden: 16, Causal: true, Eps: 1e-3, BlockOptions: BlockOptions{Activation: ActivationGELU, PostLN: true}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := newRand(200 + uint64(i))
@@ -246,11 +246,11 @@ func TestStacksMatchReference(t *testing.T) {
 		cfg     StackConfig
 		lengths []int
 	}{
-		{"decoder/pre-LN/learned", true, StackConfig{Vocab: 7, MaxLen: 6, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true}, nil},
-		{"decoder/pre-LN/gelu/sinusoidal/padding", true, StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Activation: ActivationGELU, Positions: PositionsSinusoidal}, []int{5, 3}},
-		{"decoder/post-LN/learned/padding", true, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 4, Layers: 1, Hidden: 16, PostLN: true, Bias: true}, []int{4, 5}},
-		{"encoder/pre-LN/padding", false, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true}, []int{5, 2}},
-		{"encoder/post-LN/gelu/none", false, StackConfig{Vocab: 5, MaxLen: 7, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Activation: ActivationGELU, PostLN: true, Positions: PositionsNone, Bias: true}, nil},
+		{"decoder/pre-LN/learned", true, StackConfig{Vocab: 7, MaxLen: 6, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}, nil},
+		{"decoder/pre-LN/gelu/sinusoidal/padding", true, StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Activation: ActivationGELU, Positions: PositionsSinusoidal}}, []int{5, 3}},
+		{"decoder/post-LN/learned/padding", true, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 4, Layers: 1, Hidden: 16, BlockOptions: BlockOptions{PostLN: true, Bias: true}}, []int{4, 5}},
+		{"encoder/pre-LN/padding", false, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}, []int{5, 2}},
+		{"encoder/post-LN/gelu/none", false, StackConfig{Vocab: 5, MaxLen: 7, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Activation: ActivationGELU, PostLN: true, Positions: PositionsNone, Bias: true}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := newRand(300 + uint64(i))

@@ -30,7 +30,7 @@ func numel(params []graph.Param) int {
 // Vocab·Dim + Vocab (head.w, head.b) and (2·Layers+1)·Dim (ln1, ln2 and
 // ln_f biases).
 func TestTiedDecoderParams(t *testing.T) {
-	base := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 3, Hidden: 16, Bias: true}
+	base := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 3, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}
 	d0, err := NewDecoder(newScope(t, tensor.Float64, 1), base)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestTiedDecoderParams(t *testing.T) {
 // table's gradient is the untied table's plus the untied head.w's,
 // transposed: the head's contribution is there, and counted once.
 func TestTiedGradientIsLookupPlusHead(t *testing.T) {
-	untied := StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, Bias: true, BiasFreeNorm: true}
+	untied := StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16, BlockOptions: BlockOptions{Bias: true, BiasFreeNorm: true}}
 	tied := untied
 	tied.TieEmbeddings = true
 	run := func(cfg StackConfig, values map[string][]float64) (float64, map[string][]float64, []graph.Param) {
@@ -155,8 +155,17 @@ func TestInitKinds(t *testing.T) {
 		kind InitKind
 		tie  bool
 	}{{InitDefault, false}, {InitGPT2, false}, {InitGPT2, true}} {
-		cfg := StackConfig{Vocab: 9, MaxLen: 6, Dim: 8, Heads: 2, Layers: 3, Hidden: 12, Bias: true, Init: tc.kind, TieEmbeddings: tc.tie,
-			AttentionVariants: AttentionVariants{Sinks: true, QKNorm: true}}
+		cfg := StackConfig{
+			Vocab:         9,
+			MaxLen:        6,
+			Dim:           8,
+			Heads:         2,
+			Layers:        3,
+			Hidden:        12,
+			Init:          tc.kind,
+			TieEmbeddings: tc.tie,
+			BlockOptions:  BlockOptions{Bias: true, AttentionVariants: AttentionVariants{Sinks: true, QKNorm: true}},
+		}
 		d, err := NewDecoder(newScope(t, tensor.Float64, seed), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -245,8 +254,19 @@ func TestNanoGPTOptionErrors(t *testing.T) {
 // entries within 6 standard deviations of 0.02, where U(±1/sqrt(8)) would
 // reach 0.35).
 func TestEncDecBiasFreeNormInit(t *testing.T) {
-	cfg := EncDecConfig{SrcVocab: 7, SrcMaxLen: 5, TgtVocab: 6, TgtMaxLen: 4, Dim: 8, Heads: 2, Hidden: 16, EncLayers: 1, DecLayers: 2,
-		Bias: true, BiasFreeNorm: true, Init: InitGPT2}
+	cfg := EncDecConfig{
+		SrcVocab:     7,
+		SrcMaxLen:    5,
+		TgtVocab:     6,
+		TgtMaxLen:    4,
+		Dim:          8,
+		Heads:        2,
+		Hidden:       16,
+		EncLayers:    1,
+		DecLayers:    2,
+		Init:         InitGPT2,
+		BlockOptions: BlockOptions{Bias: true, BiasFreeNorm: true},
+	}
 	m, err := NewEncoderDecoder(newScope(t, tensor.Float64, 2), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -241,7 +241,7 @@ func TestNoPanic(t *testing.T) {
 			return err
 		}, []string{`layernorm "ln_nan"`, "Eps", "NaN"}},
 		{"NewBlock/NaN dropout", func(*testing.T) error {
-			_, err := NewBlock(s.Sub("b_nan"), BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Dropout: math.NaN()})
+			_, err := NewBlock(s.Sub("b_nan"), BlockConfig{Dim: 8, Heads: 2, Hidden: 16, BlockOptions: BlockOptions{Dropout: math.NaN()}})
 			return err
 		}, []string{`block "b_nan"`, "Dropout NaN"}},
 		{"NewMultiHeadAttention/Inf dropout", func(*testing.T) error {

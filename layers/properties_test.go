@@ -73,9 +73,9 @@ func TestDecoderIsCausal(t *testing.T) {
 		cfg     StackConfig
 		lengths []int
 	}{
-		{"float64/pre-LN", tensor.Float64, StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true}, nil},
-		{"float64/post-LN/sinusoidal/padding", tensor.Float64, StackConfig{Vocab: 7, MaxLen: 6, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Activation: ActivationGELU, PostLN: true, Positions: PositionsSinusoidal}, []int{5, 4}},
-		{"float32/pre-LN/padding", tensor.Float32, StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true}, []int{3, 5}},
+		{"float64/pre-LN", tensor.Float64, StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}, nil},
+		{"float64/post-LN/sinusoidal/padding", tensor.Float64, StackConfig{Vocab: 7, MaxLen: 6, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Activation: ActivationGELU, PostLN: true, Positions: PositionsSinusoidal}}, []int{5, 4}},
+		{"float32/pre-LN/padding", tensor.Float32, StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}, []int{3, 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := newRand(40)
@@ -122,9 +122,9 @@ func TestEncoderIgnoresPadding(t *testing.T) {
 		dt   tensor.Dtype
 		cfg  StackConfig
 	}{
-		{"float64/pre-LN", tensor.Float64, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true}},
-		{"float64/post-LN/gelu", tensor.Float64, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Activation: ActivationGELU, PostLN: true, Bias: true}},
-		{"float32/pre-LN", tensor.Float32, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true}},
+		{"float64/pre-LN", tensor.Float64, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}},
+		{"float64/post-LN/gelu", tensor.Float64, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Activation: ActivationGELU, PostLN: true, Bias: true}}},
+		{"float32/pre-LN", tensor.Float32, StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := newRand(41)
@@ -245,7 +245,7 @@ func TestPermutationEquivariance(t *testing.T) {
 	}{{PositionsNone, true}, {PositionsLearned, false}} {
 		t.Run(string(tc.positions), func(t *testing.T) {
 			rng := newRand(43)
-			cfg := StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true, Positions: tc.positions}
+			cfg := StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true, Positions: tc.positions}}
 			m := buildModel(t, tensor.Float64, 7, false, cfg, b, seqLen, nil)
 			perturb(t, m.params, rng)
 			r := newRunner(t, []*G.Node{m.out})
@@ -286,7 +286,7 @@ func TestAttentionRowsSumToOne(t *testing.T) {
 		name := map[bool]string{true: "decoder", false: "encoder"}[decoder]
 		t.Run(name, func(t *testing.T) {
 			rng := newRand(44)
-			cfg := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: heads, Layers: 2, Hidden: 16, Bias: true}
+			cfg := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: heads, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}
 			m := buildModel(t, tensor.Float64, 8, decoder, cfg, b, seqLen, lengths)
 			perturb(t, m.params, rng)
 			if err := m.ids.Set(randomIDs(rng, b*seqLen, cfg.Vocab)); err != nil {
@@ -326,7 +326,7 @@ func TestAttentionRowsSumToOne(t *testing.T) {
 // logits must agree with the float64 reference at the same parameters.
 func TestFloat32LargeScores(t *testing.T) {
 	const b, seqLen = 2, 5
-	cfg := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true}
+	cfg := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true}}
 	rng := newRand(45)
 	s := newScope(t, tensor.Float32, 9)
 	ids, err := graph.NewIDs(s.Graph(), b, seqLen, cfg.Vocab, "ids")
@@ -422,7 +422,7 @@ func TestFloat32LargeScores(t *testing.T) {
 // dtypes build and run to finite logits that agree.
 func TestSeeding(t *testing.T) {
 	const b, seqLen = 2, 4
-	cfg := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true, Activation: ActivationGELU}
+	cfg := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true, Activation: ActivationGELU}}
 	build := func(dt tensor.Dtype, seed uint64) model {
 		return buildModel(t, dt, seed, true, cfg, b, seqLen, nil)
 	}

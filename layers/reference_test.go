@@ -276,8 +276,11 @@ func (r ref) stack(prefix string, cfg StackConfig, decoder bool, ids []int, b, s
 	for l := 0; l < cfg.Layers; l++ {
 		var a attnOut
 		x, a = r.block(join(prefix, fmt.Sprintf("blocks.%d", l)), BlockConfig{
-			Dim: d, Heads: cfg.Heads, Hidden: cfg.Hidden, Activation: cfg.Activation,
-			Causal: decoder, PostLN: cfg.PostLN, Bias: cfg.Bias,
+			Dim:          d,
+			Heads:        cfg.Heads,
+			Hidden:       cfg.Hidden,
+			Causal:       decoder,
+			BlockOptions: BlockOptions{Activation: cfg.Activation, PostLN: cfg.PostLN, Bias: cfg.Bias},
 		}, x, b, s, allow)
 		atts = append(atts, a)
 	}
@@ -345,8 +348,15 @@ func (r ref) encDec(cfg EncDecConfig, src, tgt []int, b, ss, st int, srcAllow, t
 	r.t.Helper()
 	var out encDecOut
 	var mem []float64
-	enc := StackConfig{Vocab: cfg.SrcVocab, MaxLen: cfg.SrcMaxLen, Dim: cfg.Dim, Heads: cfg.Heads, Layers: cfg.EncLayers,
-		Hidden: cfg.Hidden, Activation: cfg.Activation, Positions: cfg.Positions, PostLN: cfg.PostLN, Bias: cfg.Bias}
+	enc := StackConfig{
+		Vocab:        cfg.SrcVocab,
+		MaxLen:       cfg.SrcMaxLen,
+		Dim:          cfg.Dim,
+		Heads:        cfg.Heads,
+		Layers:       cfg.EncLayers,
+		Hidden:       cfg.Hidden,
+		BlockOptions: BlockOptions{Activation: cfg.Activation, Positions: cfg.Positions, PostLN: cfg.PostLN, Bias: cfg.Bias},
+	}
 	mem, out.Encoder = r.stack("enc", enc, false, src, b, ss, srcAllow)
 	d := cfg.Dim
 	table := r.w("dec.tok_emb.table")
@@ -355,7 +365,7 @@ func (r ref) encDec(cfg EncDecConfig, src, tgt []int, b, ss, st int, srcAllow, t
 		copy(x[n*d:(n+1)*d], table[id*d:(id+1)*d])
 	}
 	x = r.positions("dec.pos_emb", cfg.Positions, x, b, st, d)
-	blk := BlockConfig{Dim: d, Heads: cfg.Heads, Hidden: cfg.Hidden, Activation: cfg.Activation, PostLN: cfg.PostLN, Bias: cfg.Bias}
+	blk := BlockConfig{Dim: d, Heads: cfg.Heads, Hidden: cfg.Hidden, BlockOptions: BlockOptions{Activation: cfg.Activation, PostLN: cfg.PostLN, Bias: cfg.Bias}}
 	for l := 0; l < cfg.DecLayers; l++ {
 		var self, cross attnOut
 		x, self, cross = r.decoderBlock(fmt.Sprintf("dec.blocks.%d", l), blk, x, mem, b, st, ss, tgtAllow, crossAllow)

@@ -190,10 +190,20 @@ func TestAttentionScaleValidation(t *testing.T) {
 	bad := AttentionScale("sqrt")
 	errs := map[string]error{
 		"attention": AttentionConfig{Dim: 8, Heads: 2, Scale: bad}.Validate(),
-		"block":     BlockConfig{Dim: 8, Heads: 2, Hidden: 8, AttnScale: bad}.Validate(),
-		"stack":     StackConfig{Vocab: 5, MaxLen: 4, Dim: 8, Heads: 2, Layers: 1, Hidden: 8, AttnScale: bad}.Validate(),
-		"encdec": EncDecConfig{SrcVocab: 5, SrcMaxLen: 4, TgtVocab: 5, TgtMaxLen: 4, Dim: 8, Heads: 2, Hidden: 8,
-			EncLayers: 1, DecLayers: 1, AttnScale: bad}.Validate(),
+		"block":     BlockConfig{Dim: 8, Heads: 2, Hidden: 8, BlockOptions: BlockOptions{AttnScale: bad}}.Validate(),
+		"stack":     StackConfig{Vocab: 5, MaxLen: 4, Dim: 8, Heads: 2, Layers: 1, Hidden: 8, BlockOptions: BlockOptions{AttnScale: bad}}.Validate(),
+		"encdec": EncDecConfig{
+			SrcVocab:     5,
+			SrcMaxLen:    4,
+			TgtVocab:     5,
+			TgtMaxLen:    4,
+			Dim:          8,
+			Heads:        2,
+			Hidden:       8,
+			EncLayers:    1,
+			DecLayers:    1,
+			BlockOptions: BlockOptions{AttnScale: bad},
+		}.Validate(),
 	}
 	for what, err := range errs {
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `unknown Scale "sqrt"`) || !strings.Contains(err.Error(), "attention") {
@@ -239,7 +249,7 @@ func TestAttentionScaleValidation(t *testing.T) {
 // encoder-decoder's scale reaches every attention they build, the
 // cross-attention included.
 func TestAttentionScaleReachesEveryAttention(t *testing.T) {
-	sc := StackConfig{Vocab: 5, MaxLen: 4, Dim: 8, Heads: 2, Layers: 2, Hidden: 8, AttnScale: ScaleNone}
+	sc := StackConfig{Vocab: 5, MaxLen: 4, Dim: 8, Heads: 2, Layers: 2, Hidden: 8, BlockOptions: BlockOptions{AttnScale: ScaleNone}}
 	dec, err := NewDecoder(newScope(t, tensor.Float64, 1), sc)
 	if err != nil {
 		t.Fatal(err)
@@ -252,8 +262,18 @@ func TestAttentionScaleReachesEveryAttention(t *testing.T) {
 	for _, b := range append(dec.Blocks(), enc.Blocks()...) {
 		attns = append(attns, b.Attention())
 	}
-	ed, err := NewEncoderDecoder(newScope(t, tensor.Float64, 1), EncDecConfig{SrcVocab: 5, SrcMaxLen: 4, TgtVocab: 6, TgtMaxLen: 3,
-		Dim: 8, Heads: 2, Hidden: 8, EncLayers: 1, DecLayers: 2, AttnScale: ScaleDModel})
+	ed, err := NewEncoderDecoder(newScope(t, tensor.Float64, 1), EncDecConfig{
+		SrcVocab:     5,
+		SrcMaxLen:    4,
+		TgtVocab:     6,
+		TgtMaxLen:    3,
+		Dim:          8,
+		Heads:        2,
+		Hidden:       8,
+		EncLayers:    1,
+		DecLayers:    2,
+		BlockOptions: BlockOptions{AttnScale: ScaleDModel},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,30 +21,9 @@ type StackConfig struct {
 	Heads  int `json:"heads"`
 	Layers int `json:"layers"`
 	Hidden int `json:"hidden"`
-	// Activation of the feed-forward layers; "" means ReLU.
-	Activation Activation `json:"activation"`
-	// Positions is PositionsLearned (the default for ""), PositionsSinusoidal
-	// or PositionsNone.
-	Positions PositionsKind `json:"positions"`
-	// PostLN selects post-LN blocks; the default is pre-LN with a final norm.
-	PostLN bool `json:"post_ln"`
-	// Bias adds biases to attention and feed-forward projections.
-	Bias bool `json:"bias"`
-	// Dropout on embeddings and sublayer outputs; AttnDropout on weights.
-	Dropout     float64 `json:"dropout"`
-	AttnDropout float64 `json:"attn_dropout"`
-	// Attention is how every block computes attention: AttentionFused (the
-	// default for ""), AttentionComposed or AttentionFlash. It changes no
-	// parameter, so a checkpoint runs under any of them.
-	Attention AttentionImpl `json:"attention,omitempty"`
-	// AttnScale is the factor of every attention's scores: ScaleDK (the
-	// default for "", 1/sqrt(Dim/Heads)), ScaleDModel (1/sqrt(Dim)) or
-	// ScaleNone (1). Unlike Attention it changes the function the
-	// parameters compute. Absent from config.json for the default.
-	AttnScale AttentionScale `json:"attn_scale,omitempty"`
-	// AttentionVariants go to every attention (GQA, softcapping, sinks,
-	// QK-norm); each is absent from config.json when not set.
-	AttentionVariants
+	// BlockOptions are the options of every block (activation, positions,
+	// norms, attention and its variants).
+	BlockOptions
 	// CausalEncoder makes an Encoder's self-attention causal, as a
 	// decoder's is: source position i reads positions j <= i only. A
 	// bidirectional encoder (the default, Vaswani et al.'s) starts out
@@ -66,13 +45,6 @@ type StackConfig struct {
 	// Only a decoder has a head to tie: an encoder refuses it (and an
 	// EncDecConfig has no such field). Absent from config.json when false.
 	TieEmbeddings bool `json:"tie_embeddings,omitempty"`
-	// BiasFreeNorm leaves the additive bias out of every LayerNorm of the
-	// stack, the blocks' and ln_f (gain only, nanoGPT's
-	// LayerNorm(bias=False)): those models have no ln biases at all. Bias
-	// keeps its meaning, the projections' biases, so that configurations
-	// written before this field existed build the same model. Absent from
-	// config.json when false.
-	BiasFreeNorm bool `json:"bias_free_norm,omitempty"`
 	// Init is how the parameters are drawn: InitDefault ("", qkv's own,
 	// unchanged) or InitGPT2 (N(0, 0.02²) weights and embeddings, the
 	// residual output projections scaled by 1/sqrt(2·Layers); see
@@ -141,13 +113,10 @@ func (c StackConfig) Validate() error {
 
 // blockConfig is the configuration of every block of a stack of kind k.
 func (c StackConfig) blockConfig(k stackKind) BlockConfig {
-	return BlockConfig{
-		Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, Activation: c.Activation,
-		Causal: k.decoder || c.CausalEncoder, Cross: k.cross, PostLN: c.PostLN, Bias: c.Bias,
-		Dropout: c.Dropout, AttnDropout: c.AttnDropout, Attention: c.Attention, AttnScale: c.AttnScale,
-		Positions: c.Positions.attention(), AttentionVariants: c.AttentionVariants,
-		BiasFreeNorm: c.BiasFreeNorm, Init: c.Init.weights(c.Layers),
-	}
+	opts := c.BlockOptions
+	opts.Positions = c.Positions.attention() // the embeddings' kinds are the stack's own
+	return BlockConfig{Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, BlockOptions: opts,
+		Causal: k.decoder || c.CausalEncoder, Cross: k.cross, Init: c.Init.weights(c.Layers)}
 }
 
 // validate checks c for a stack of kind k in the scope prefix, and returns

@@ -43,7 +43,7 @@ func TestUserMaskModifier(t *testing.T) {
 	for _, impl := range []AttentionImpl{AttentionFused, AttentionComposed, AttentionFlash} {
 		for _, masked := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/masked=%v", impl, masked), func(t *testing.T) {
-				cfg := StackConfig{Vocab: 7, MaxLen: seqLen, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Bias: true, Attention: impl}
+				cfg := StackConfig{Vocab: 7, MaxLen: seqLen, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: BlockOptions{Bias: true, Attention: impl}}
 				if masked {
 					cfg.Mask = docs
 				}

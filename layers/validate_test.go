@@ -117,7 +117,9 @@ func TestConfigValidate(t *testing.T) {
 		{"attention/key dim cap", func(*testing.T) error { return AttentionConfig{Dim: 8, Heads: 2, KeyDim: 1 << 30}.Validate() }, []string{"attention", "wk", "exceed"}},
 		{"attention/dim squared over the cap", func(*testing.T) error { return AttentionConfig{Dim: 3037000499, Heads: 1}.Validate() }, []string{"attention", "wq", "9223372030926249001 elements exceed"}},
 		{"attention/dim overflow", func(*testing.T) error { return AttentionConfig{Dim: 1 << 32, Heads: 1}.Validate() }, []string{"attention", "wq", "overflows int"}},
-		{"block/NaN dropout", func(*testing.T) error { return BlockConfig{Dim: 8, Heads: 2, Hidden: 8, Dropout: nan()}.Validate() }, []string{"block", "Dropout NaN"}},
+		{"block/NaN dropout", func(*testing.T) error {
+			return BlockConfig{Dim: 8, Heads: 2, Hidden: 8, BlockOptions: BlockOptions{Dropout: nan()}}.Validate()
+		}, []string{"block", "Dropout NaN"}},
 		{"block/attention", func(*testing.T) error { return BlockConfig{Dim: 8, Heads: 3, Hidden: 8}.Validate() }, []string{`"attn"`, "Heads 3"}},
 		{"block/ff", func(*testing.T) error { return BlockConfig{Dim: 8, Heads: 2}.Validate() }, []string{`"ff"`, "Hidden"}},
 	})

@@ -167,7 +167,7 @@ func TestEstimateMemory(t *testing.T) {
 	}
 	// nanoGPT's options: a tied head, bias-free norms, GPT-2's init (which
 	// changes no count), alone and together, as a built model holds them.
-	for _, o := range []layers.StackConfig{{TieEmbeddings: true}, {BiasFreeNorm: true}, {TieEmbeddings: true, BiasFreeNorm: true, Init: layers.InitGPT2}} {
+	for _, o := range []layers.StackConfig{{TieEmbeddings: true}, {BlockOptions: layers.BlockOptions{BiasFreeNorm: true}}, {TieEmbeddings: true, BlockOptions: layers.BlockOptions{BiasFreeNorm: true}, Init: layers.InitGPT2}} {
 		c := cfg
 		c.Model.TieEmbeddings, c.Model.BiasFreeNorm, c.Model.Init, c.Model.Bias = o.TieEmbeddings, o.BiasFreeNorm, o.Init, !o.TieEmbeddings
 		vm, err := infer.Build(c, 2, c.Model.MaxLen)

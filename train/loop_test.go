@@ -26,7 +26,7 @@ import (
 func tinyConfig() config.Config {
 	cfg := config.Default()
 	cfg.Task = config.TaskSpec{Name: "copy", Params: data.TaskConfig{MinLength: 2, MaxLength: 4, Alphabet: 4}}
-	cfg.Model = layers.StackConfig{Dim: 16, Heads: 2, Layers: 1, Hidden: 32, Activation: layers.ActivationGELU, Bias: true}
+	cfg.Model = layers.StackConfig{Dim: 16, Heads: 2, Layers: 1, Hidden: 32, BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Bias: true}}
 	cfg.Batch = 16
 	cfg.Steps = 150
 	cfg.Warmup = 5

@@ -20,8 +20,14 @@ func TestRecallLearns(t *testing.T) {
 			cfg := tinyConfig()
 			cfg.Arch = arch
 			cfg.Task.Name, cfg.Task.Params = "recall", data.TaskConfig{Pairs: 2, Keys: 4, Values: 3, Queries: data.QueriesAll}
-			cfg.Model = layers.StackConfig{Dim: 32, Heads: 2, Layers: 2, Hidden: 64, Activation: layers.ActivationGELU, Bias: true,
-				CausalEncoder: arch == config.ArchEncDec}
+			cfg.Model = layers.StackConfig{
+				Dim:           32,
+				Heads:         2,
+				Layers:        2,
+				Hidden:        64,
+				CausalEncoder: arch == config.ArchEncDec,
+				BlockOptions:  layers.BlockOptions{Activation: layers.ActivationGELU, Bias: true},
+			}
 			cfg.Steps, cfg.EvalEvery, cfg.TargetExact, cfg.CheckpointEvery = 600, 25, 1, 600
 			sum, err := Run(context.Background(), cfg, Options{Out: t.TempDir()})
 			if err != nil {

@@ -194,8 +194,13 @@ func withVariantCases(variants []torchVariant, base layers.StackConfig, tol64, t
 
 // fourHeads is the base of the variants' comparisons: pre-LN, learned
 // positions, GELU, biases, 4 heads of 4.
-var fourHeads = layers.StackConfig{Dim: 16, Heads: 4, Layers: 2, Hidden: 32,
-	Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true}
+var fourHeads = layers.StackConfig{
+	Dim:          16,
+	Heads:        4,
+	Layers:       2,
+	Hidden:       32,
+	BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true},
+}
 
 // causalEncoder is c with a causal encoder, which torchref reads from
 // config.json's model.causal_encoder.
@@ -206,12 +211,27 @@ func causalEncoder(c layers.StackConfig) layers.StackConfig {
 
 func TestTorchReferenceLogits(t *testing.T) {
 	py := torchPython(t)
-	preLN := layers.StackConfig{Dim: 16, Heads: 2, Layers: 2, Hidden: 32,
-		Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true}
-	postLN := layers.StackConfig{Dim: 16, Heads: 4, Layers: 2, Hidden: 24,
-		Activation: layers.ActivationReLU, Positions: layers.PositionsSinusoidal, PostLN: true, Bias: false}
-	noPos := layers.StackConfig{Dim: 12, Heads: 3, Layers: 1, Hidden: 20,
-		Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true}
+	preLN := layers.StackConfig{
+		Dim:          16,
+		Heads:        2,
+		Layers:       2,
+		Hidden:       32,
+		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true},
+	}
+	postLN := layers.StackConfig{
+		Dim:          16,
+		Heads:        4,
+		Layers:       2,
+		Hidden:       24,
+		BlockOptions: layers.BlockOptions{Activation: layers.ActivationReLU, Positions: layers.PositionsSinusoidal, PostLN: true, Bias: false},
+	}
+	noPos := layers.StackConfig{
+		Dim:          12,
+		Heads:        3,
+		Layers:       1,
+		Hidden:       20,
+		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true},
+	}
 	variants := []torchVariant{
 		{"float64/pre-LN/learned/gelu/bias", "float64", 1e-9, preLN},
 		{"float64/pre-LN/learned/gelu/bias/attn_scale-dmodel", "float64", 1e-9, withScale(preLN, layers.ScaleDModel)},
@@ -226,8 +246,15 @@ func TestTorchReferenceLogits(t *testing.T) {
 	// head.weight = tok_emb.weight), LayerNorms without bias (written by
 	// hand there: torch 1.13 has no LayerNorm(bias=False)), GPT-2's init,
 	// no projection biases.
-	nano := layers.StackConfig{Dim: 16, Heads: 4, Layers: 2, Hidden: 64, Activation: layers.ActivationGELU, Positions: layers.PositionsLearned,
-		TieEmbeddings: true, BiasFreeNorm: true, Init: layers.InitGPT2}
+	nano := layers.StackConfig{
+		Dim:           16,
+		Heads:         4,
+		Layers:        2,
+		Hidden:        64,
+		TieEmbeddings: true,
+		Init:          layers.InitGPT2,
+		BlockOptions:  layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, BiasFreeNorm: true},
+	}
 	variants = append(variants,
 		torchVariant{"float64/pre-LN/nanogpt-tied-bias-free-norm-gpt2-init-no-bias", "float64", 1e-9, nano},
 		torchVariant{"float32/pre-LN/nanogpt-tied-bias-free-norm-gpt2-init-no-bias", "float32", 1e-4, nano})
@@ -316,12 +343,27 @@ func torchEncDecBatch(b, ss, st, v int, rng *rand.Rand) (src, srcLengths, tgt, t
 // equal qkv's at every real target position of a padded batch.
 func TestTorchReferenceEncDecLogits(t *testing.T) {
 	py := torchPython(t)
-	preLN := layers.StackConfig{Dim: 16, Heads: 2, Layers: 2, Hidden: 32,
-		Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true}
-	postLN := layers.StackConfig{Dim: 16, Heads: 4, Layers: 2, Hidden: 24,
-		Activation: layers.ActivationReLU, Positions: layers.PositionsSinusoidal, PostLN: true, Bias: false}
-	noPos := layers.StackConfig{Dim: 12, Heads: 3, Layers: 1, Hidden: 20,
-		Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true}
+	preLN := layers.StackConfig{
+		Dim:          16,
+		Heads:        2,
+		Layers:       2,
+		Hidden:       32,
+		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true},
+	}
+	postLN := layers.StackConfig{
+		Dim:          16,
+		Heads:        4,
+		Layers:       2,
+		Hidden:       24,
+		BlockOptions: layers.BlockOptions{Activation: layers.ActivationReLU, Positions: layers.PositionsSinusoidal, PostLN: true, Bias: false},
+	}
+	noPos := layers.StackConfig{
+		Dim:          12,
+		Heads:        3,
+		Layers:       1,
+		Hidden:       20,
+		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true},
+	}
 	variants := []torchVariant{
 		{"float64/pre-LN/learned/gelu/bias", "float64", 1e-12, preLN},
 		{"float64/pre-LN/learned/gelu/bias/attn_scale-dmodel", "float64", 1e-12, withScale(preLN, layers.ScaleDModel)},

@@ -17,7 +17,7 @@ import (
 
 func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("gradcheck", "[flags]", stderr)
-	cfg := layers.StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, Activation: layers.ActivationGELU, Bias: true}
+	cfg := layers.StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Bias: true}}
 	fs.IntVar(&cfg.Layers, "layers", cfg.Layers, fmt.Sprintf("number of blocks (at most %d)", gradcheckMaxLayers))
 	fs.IntVar(&cfg.Heads, "heads", cfg.Heads, "attention heads (must divide --dim)")
 	fs.IntVar(&cfg.Dim, "dim", cfg.Dim, fmt.Sprintf("model width (at most %d)", gradcheckMaxDim))

@@ -134,7 +134,7 @@ func Default() Config {
 		Task: TaskSpec{Name: "sort", Params: data.DefaultConfig("sort")},
 		Model: layers.StackConfig{
 			Dim: 48, Heads: 4, Layers: 2, Hidden: 192,
-			Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true,
+			BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true},
 		},
 		DType:           Float32,
 		Seed:            1,
@@ -560,12 +560,9 @@ func (c Config) EncDec() layers.EncDecConfig {
 	return layers.EncDecConfig{
 		SrcVocab: m.Vocab, SrcMaxLen: m.MaxLen, TgtVocab: m.Vocab, TgtMaxLen: m.MaxLen,
 		Dim: m.Dim, Heads: m.Heads, Hidden: m.Hidden, EncLayers: m.Layers, DecLayers: m.Layers,
-		Activation: m.Activation, Positions: m.Positions, PostLN: m.PostLN, Bias: m.Bias,
-		Dropout: m.Dropout, AttnDropout: m.AttnDropout, Attention: m.Attention, AttnScale: m.AttnScale,
-		AttentionVariants: m.AttentionVariants,
-		CausalEncoder:     m.CausalEncoder,
-		BiasFreeNorm:      m.BiasFreeNorm,
-		Init:              m.Init,
+		BlockOptions:  m.BlockOptions,
+		CausalEncoder: m.CausalEncoder,
+		Init:          m.Init,
 	}
 }
 

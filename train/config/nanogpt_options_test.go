@@ -95,8 +95,17 @@ func TestNanoGPTOptions(t *testing.T) {
 // SEP to the vocabulary (106 rows: +256) and a position for BOS (MaxLen 65:
 // +128): 809,472 in all, 801,152 without pos_emb.table.
 func TestNumParamsNanoGPT(t *testing.T) {
-	m := layers.StackConfig{Vocab: 106, MaxLen: 65, Dim: 128, Heads: 4, Layers: 4, Hidden: 512, Activation: layers.ActivationGELU,
-		TieEmbeddings: true, BiasFreeNorm: true, Init: layers.InitGPT2}
+	m := layers.StackConfig{
+		Vocab:         106,
+		MaxLen:        65,
+		Dim:           128,
+		Heads:         4,
+		Layers:        4,
+		Hidden:        512,
+		TieEmbeddings: true,
+		Init:          layers.InitGPT2,
+		BlockOptions:  layers.BlockOptions{Activation: layers.ActivationGELU, BiasFreeNorm: true},
+	}
 	const nano = 13312 + 8192 + 4*(128+49152+16384+128+65536+65536) + 128 // nanoGPT's model.py, vocab 104, block 64
 	if nano != 809088 {
 		t.Fatalf("the arithmetic above: %d", nano)
@@ -125,9 +134,17 @@ func TestNumParamsNanoGPT(t *testing.T) {
 	}
 	// Each option on its own against the layers, with and without Bias.
 	for _, bias := range []bool{true, false} {
-		for _, o := range []layers.StackConfig{{TieEmbeddings: true}, {BiasFreeNorm: true}, {BiasFreeNorm: true, PostLN: true}, {TieEmbeddings: true, BiasFreeNorm: true}} {
-			c := layers.StackConfig{Vocab: 11, MaxLen: 7, Dim: 8, Heads: 2, Layers: 3, Hidden: 12, Bias: bias,
-				TieEmbeddings: o.TieEmbeddings, BiasFreeNorm: o.BiasFreeNorm, PostLN: o.PostLN}
+		for _, o := range []layers.StackConfig{{TieEmbeddings: true}, {BlockOptions: layers.BlockOptions{BiasFreeNorm: true}}, {BlockOptions: layers.BlockOptions{BiasFreeNorm: true, PostLN: true}}, {TieEmbeddings: true, BlockOptions: layers.BlockOptions{BiasFreeNorm: true}}} {
+			c := layers.StackConfig{
+				Vocab:         11,
+				MaxLen:        7,
+				Dim:           8,
+				Heads:         2,
+				Layers:        3,
+				Hidden:        12,
+				TieEmbeddings: o.TieEmbeddings,
+				BlockOptions:  layers.BlockOptions{Bias: bias, BiasFreeNorm: o.BiasFreeNorm, PostLN: o.PostLN},
+			}
 			s, _ := layers.NewScope(G.NewGraph(), tensor.Float32, 1)
 			d, err := layers.NewDecoder(s, c)
 			if err != nil {

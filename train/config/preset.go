@@ -40,9 +40,13 @@ func nanoGPTCPU() Config {
 	return Config{
 		Task: TaskSpec{Name: "chars", Params: data.DefaultConfig("chars")},
 		Model: layers.StackConfig{
-			Dim: 128, Heads: 4, Layers: 4, Hidden: 512,
-			Activation: layers.ActivationGELU, Positions: layers.PositionsLearned,
-			TieEmbeddings: true, BiasFreeNorm: true, Init: layers.InitGPT2,
+			Dim:           128,
+			Heads:         4,
+			Layers:        4,
+			Hidden:        512,
+			TieEmbeddings: true,
+			Init:          layers.InitGPT2,
+			BlockOptions:  layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, BiasFreeNorm: true},
 		},
 		DType:       Float32,
 		Seed:        1337,

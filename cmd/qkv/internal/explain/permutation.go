@@ -31,8 +31,13 @@ func encodeTokens(tokens []int, pos layers.PositionsKind, nLayers int) ([]float6
 		return nil, err
 	}
 	enc, err := layers.NewEncoder(s, layers.StackConfig{
-		Vocab: eqVocab, MaxLen: eqS, Dim: eqDim, Heads: eqHeads, Layers: nLayers, Hidden: 4 * eqDim,
-		Activation: layers.ActivationGELU, Positions: pos, Bias: true,
+		Vocab:        eqVocab,
+		MaxLen:       eqS,
+		Dim:          eqDim,
+		Heads:        eqHeads,
+		Layers:       nLayers,
+		Hidden:       4 * eqDim,
+		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: pos, Bias: true},
 	})
 	if err != nil {
 		return nil, err
