@@ -187,3 +187,14 @@ func TestGorgoniaReadOpDoesNothing(t *testing.T) {
 		t.Errorf("gorgonia defect (readOp.Do does nothing) no longer reproduces: Do returned %v, %v and set the target to %v; Machine's readInto (graph/engine.go) may be dropped", got, err, v)
 	}
 }
+
+// The defect bind works around: G.UnsafeLet refuses a value whose shape
+// differs from its node's, which some of gorgonia's ops return (a scalar
+// for a (1, 1) node) and its tape machine binds regardless.
+func TestGorgoniaUnsafeLetRefusesOpShapes(t *testing.T) {
+	g := G.NewGraph()
+	n := G.NewMatrix(g, tensor.Float64, G.WithShape(1, 1), G.WithName("n"))
+	if err := G.UnsafeLet(n, G.NewF64(1)); err == nil {
+		t.Errorf("gorgonia defect (G.UnsafeLet refuses a scalar for a (1, 1) node) no longer reproduces: graph.bind (engine.go) might use it instead of go:linkname, if it no longer allocates")
+	}
+}

@@ -137,8 +137,10 @@ func plainAdd(n *G.Node, in []*G.Node) G.Op {
 }
 
 // RunAll runs every op of the graph once. An error names the node whose op
-// failed; a panic inside an op is returned as such an error too, since it
-// happens in the caller's goroutine here.
+// failed, the first in topological order, however the run is spread over
+// goroutines (RunConcurrently); a panic inside an op, on whichever
+// goroutine (internal/gemm/par raises its helpers' on the op's), is
+// returned as such an error too.
 func (m *Machine) RunAll() error {
 	if m.ran && m.workers > 1 {
 		return m.runConcurrently()

@@ -9,12 +9,14 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-// RunConcurrently makes every run after the first run independent ops at
-// once, on up to workers goroutines (the caller's among them; 1, the
-// default, runs them one after another, as the first run always does). A
+// RunConcurrently makes every run after the first that succeeded run
+// independent ops at once, on up to workers goroutines (the caller's among
+// them; 1, the default, runs them one after another, as the runs until
+// one succeeds always do: that run settles which outputs are shared). A
 // step runs once every step whose output it reads has run, so the values
 // are the same as in order: each op writes only its own output, and qkv's
-// ops and GEMM give the same bits whichever goroutine runs them.
+// ops and GEMM give the same bits whichever goroutine runs them. So is the
+// error: that of the first failing op in topological order.
 //
 // Why: in a training step the input and weight gradients of every
 // projection, the three projections of q, k and v, and the two branches of
