@@ -9,12 +9,24 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-// With the openblas build tag, the matrix products of gorgonia's ops and of
-// Linear run on OpenBLAS (cgo; needs libopenblas-dev and
-// CGO_LDFLAGS=-lopenblas) instead of gonum's pure-Go BLAS. The default build
-// stays pure Go.
-func init() {
-	G.Use(netlib.Implementation{})
-	blas32.Use(netlib.Implementation{})
-	blas64.Use(netlib.Implementation{})
+// qkvBLAS is, with the openblas build tag, OpenBLAS (cgo; needs
+// libopenblas-dev and CGO_LDFLAGS=-lopenblas): Linear's matrix products run
+// on it instead of internal/gemm, called directly as in the default build.
+// Attention's stay on internal/gemm. The default build stays pure Go.
+type qkvBLAS = netlib.Implementation
+
+// UseFastGEMM makes OpenBLAS, qkv's BLAS in this build, the BLAS of
+// gorgonia (G.Use, which also sets gorgonia.org/tensor's) and of gonum's
+// blas32 and blas64, for the whole program: every gorgonia matrix product
+// (G.Mul, G.BatchedMatMul, hence ComposedAttention) and everything else
+// that multiplies through those globals runs on it from then on.
+//
+// It is opt-in because those globals are the program's, not qkv's:
+// importing graph changes none of them, in this build as in the default
+// one. Call it once at start-up, before running graphs. It does not
+// restore what was set before.
+func UseFastGEMM() {
+	G.Use(qkvBLAS{})
+	blas32.Use(qkvBLAS{})
+	blas64.Use(qkvBLAS{})
 }

@@ -51,11 +51,13 @@
 // until the graph runs again: copy what you keep, as G.Read, Float64s, train
 // and infer do), and compute in the data's dtype:
 //   - matrix products on internal/gemm, a packed GEMM in Go assembly
-//     (AVX-512, or AVX2 and FMA), which blas.go also installs as gorgonia's
-//     and gonum's BLAS in the default build (OpenBLAS instead with the
-//     openblas build tag, blas_openblas.go). Attention multiplies each head
-//     where it lies in the (B, S, D) tensors, rows D apart, without
-//     gathering it;
+//     (AVX-512, or AVX2 and FMA), called directly (Linear's on OpenBLAS
+//     instead with the openblas build tag, blas_openblas.go). Importing
+//     graph leaves gorgonia's and gonum's global BLAS alone; UseFastGEMM
+//     installs qkv's there too, opting the whole program in, for
+//     gorgonia's own matrix products (ComposedAttention's). Attention
+//     multiplies each head where it lies in the (B, S, D) tensors, rows D
+//     apart, without gathering it;
 //   - float32 elementwise work (GELU, ReLU, softmax's exponentials, layer
 //     norm's rows) on internal/vec's vector kernels (AVX-512, or AVX2).
 //

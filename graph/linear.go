@@ -6,8 +6,6 @@ import (
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-	"gonum.org/v1/gonum/blas/blas64"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -19,7 +17,8 @@ import (
 // Reshape), a matrix product, a broadcast of b and a reshape back, each way.
 // As one op it is a single GEMM on the rows of x forward, and a GEMM per
 // input backward (dx = dy W^T, dW = x^T dy, db = column sums of dy), on
-// gonum's BLAS or whatever blas32/blas64 are set to use.
+// qkv's GEMM (internal/gemm; OpenBLAS with the openblas build tag),
+// whatever BLAS gorgonia and gonum are set to use (see UseFastGEMM).
 func Linear(x, w, b *G.Node) (*G.Node, error) { return linear(x, w, b, false) }
 
 // LinearT returns x W^T + b for W (Out, In), PyTorch's nn.Linear layout, or
@@ -210,7 +209,9 @@ func runLinearT[T float32 | float64](op linearOp, in [][]T, out []T) {
 }
 
 // gemm sets C (m, n) = op(A) op(B) + beta C for row-major, contiguous A, B
-// and C, where op(A) is (m, k) and op(B) is (k, n).
+// and C, where op(A) is (m, k) and op(B) is (k, n), on qkvBLAS (blas.go),
+// called directly: the global BLAS of gonum's blas32 and blas64 is the
+// program's, which importing graph leaves alone.
 func gemm[T float32 | float64](ta, tb blas.Transpose, m, n, k int, a, b []T, beta T, c []T) {
 	lda, ldb := k, n
 	if ta == blas.Trans {
@@ -221,9 +222,9 @@ func gemm[T float32 | float64](ta, tb blas.Transpose, m, n, k int, a, b []T, bet
 	}
 	switch a := any(a).(type) {
 	case []float64:
-		blas64.Implementation().Dgemm(ta, tb, m, n, k, 1, a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), n)
+		qkvBLAS{}.Dgemm(ta, tb, m, n, k, 1, a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), n)
 	case []float32:
-		blas32.Implementation().Sgemm(ta, tb, m, n, k, 1, a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), n)
+		qkvBLAS{}.Sgemm(ta, tb, m, n, k, 1, a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), n)
 	}
 }
 

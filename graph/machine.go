@@ -3,10 +3,8 @@ package graph
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync/atomic"
-	_ "unsafe" // go:linkname
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -30,6 +28,9 @@ import (
 //
 // A parameter's gradient is the value of its gradient node, which p.Grad()
 // returns (G.Grad sets it): there are no dual values to bind.
+//
+// Machine relies on a few of gorgonia's internals, all in engine.go, each
+// checked once by NewMachine before the first graph runs.
 type Machine struct {
 	steps []step
 	ran   bool // at least once
@@ -43,6 +44,10 @@ type Machine struct {
 	needs   []int32
 	pending []atomic.Int32
 	ready   chan int
+	// failed is the lowest index of a step that failed in this concurrent
+	// run, len(steps) if none did; errs holds each step's error.
+	failed atomic.Int64
+	errs   []error
 }
 
 // step is one op node and what its runs reuse.
@@ -69,11 +74,21 @@ type step struct {
 }
 
 // NewMachine returns a Machine for g, with its nodes in topological order.
-// It returns an error for a nil graph or one with a cycle.
+// It returns an error for a nil graph or one with a cycle, and one matching
+// ErrEngineChanged if the gorgonia the program is built with no longer
+// behaves as engine.go relies on (checked once per program, on tiny graphs).
 func NewMachine(g *G.ExprGraph) (*Machine, error) {
 	if g == nil {
 		return nil, errors.New("graph: compile: the graph is nil")
 	}
+	if err := checkEngine(); err != nil {
+		return nil, err
+	}
+	return compile(g)
+}
+
+// compile is NewMachine without the engine's self-tests, which use it.
+func compile(g *G.ExprGraph) (*Machine, error) {
 	sorted, err := G.Sort(g) // dependents first
 	if err != nil {
 		return nil, fmt.Errorf("graph: compile: %w", err)
@@ -96,15 +111,6 @@ func NewMachine(g *G.ExprGraph) (*Machine, error) {
 	return m, nil
 }
 
-// children returns n's inputs in the order its op takes them.
-func children(g *G.ExprGraph, n *G.Node) []*G.Node {
-	var in []*G.Node
-	for it := g.From(n.ID()); it.Next(); {
-		in = append(in, it.Node().(*G.Node))
-	}
-	return in
-}
-
 // plainAdd returns qkv's add op for n if n is gorgonia's add of two float
 // tensors of n's shape, else nil.
 //
@@ -113,9 +119,9 @@ func children(g *G.ExprGraph, n *G.Node) []*G.Node {
 // TestGorgoniaAddAllocates pins it), and G.Grad sums every gradient with
 // more than one contribution with it: a residual stream's, a tied table's.
 // qkv's add (add.go) is the same arithmetic, a[i] + b[i], into an output it
-// keeps.
+// keeps. Which op is gorgonia's add is engine.go's isGorgoniaAdd.
 func plainAdd(n *G.Node, in []*G.Node) G.Op {
-	if len(in) != 2 || n.IsScalar() || reflect.TypeOf(n.Op()).String() != "gorgonia.elemBinOp" || n.Op().String() != "+ false" {
+	if len(in) != 2 || n.IsScalar() || !isGorgoniaAdd(n.Op()) {
 		return nil
 	}
 	shape := n.Shape()
@@ -130,16 +136,11 @@ func plainAdd(n *G.Node, in []*G.Node) G.Op {
 	return addOp{shape: shape, buf: new(output)}
 }
 
-// isConstant reports whether op is one of gorgonia's constants, whose node
-// holds its value without running.
-func isConstant(op G.Op) bool {
-	_, ok := op.(interface{ Value() G.Value })
-	return ok
-}
-
 // RunAll runs every op of the graph once. An error names the node whose op
-// failed; a panic inside an op is returned as such an error too, since it
-// happens in the caller's goroutine here.
+// failed, the first in topological order, however the run is spread over
+// goroutines (RunConcurrently); a panic inside an op, on whichever
+// goroutine (internal/gemm/par raises its helpers' on the op's), is
+// returned as such an error too.
 func (m *Machine) RunAll() error {
 	if m.ran && m.workers > 1 {
 		return m.runConcurrently()
@@ -163,34 +164,36 @@ func (m *Machine) RunAll() error {
 	return nil
 }
 
-// keepShared stops every step whose output, after the first run, is
-// another node's value too (an op that returns its input or a view of it,
-// or one of gorgonia's constants, which all graphs share) from writing into
-// that output: it would change the other value.
+// keepShared stops every step whose output, after the first run, shares
+// memory with another node's value (an op that returns its input or a view
+// of any part of it, or one of gorgonia's constants, which all graphs
+// share) from writing into that output: it would change the other value.
+// Values share memory when the bytes they span overlap (memRange), not
+// only when they start at the same element.
 func (m *Machine) keepShared() {
-	owners := map[uintptr]int{}
-	count := func(v G.Value) {
-		if p := address(v); p != 0 {
-			owners[p]++
-		}
+	var lo, hi []uintptr
+	span := func(v G.Value) {
+		l, h := memRange(v)
+		lo, hi = append(lo, l), append(hi, h)
 	}
-	seen := map[*G.Node]bool{}
+	// One range per node: each step's output, then every other node a
+	// step reads (inputs, parameters, constants).
+	steps := map[*G.Node]bool{}
+	for i := range m.steps {
+		steps[m.steps[i].node] = true
+		span(m.steps[i].out)
+	}
 	for _, s := range m.steps {
 		for _, c := range s.in {
-			if !seen[c] {
-				seen[c] = true
-				count(c.Value())
+			if !steps[c] {
+				steps[c] = true
+				span(c.Value())
 			}
 		}
 	}
+	shared := overlapping(lo, hi)
 	for i := range m.steps {
-		if !seen[m.steps[i].node] {
-			count(m.steps[i].out)
-		}
-	}
-	for i := range m.steps {
-		s := &m.steps[i]
-		if p := address(s.out); p != 0 && owners[p] > 1 {
+		if s := &m.steps[i]; shared[i] {
 			s.into = nil
 			s.own = isGradient(s.node)
 		}
@@ -206,18 +209,6 @@ func isGradient(n *G.Node) bool {
 		}
 	}
 	return false
-}
-
-// address returns where v's data begins, 0 for no value: a dense tensor's
-// first element, or the scalar a gorgonia scalar value points to.
-func address(v G.Value) uintptr {
-	if d, ok := v.(*tensor.Dense); ok {
-		return d.Uintptr()
-	}
-	if r := reflect.ValueOf(v); r.Kind() == reflect.Pointer {
-		return r.Pointer()
-	}
-	return 0
 }
 
 // run reads the step's inputs, runs its op and binds the result to its node
@@ -277,34 +268,6 @@ func LetOnce(n *G.Node, v *tensor.Dense) error {
 		return nil
 	}
 	return G.Let(n, v)
-}
-
-// bind binds v to n as the tape machine does, without G.UnsafeLet's checks:
-// some of gorgonia's ops return a value whose shape differs from the one
-// their node declares (a slice down to one element returns a scalar for a
-// (1, 1) node), and the tape machine binds it regardless; G.UnsafeLet
-// refuses it, and clones the node's shape on every call.
-//
-//go:linkname bind gorgonia.org/gorgonia.(*Node).bind
-func bind(n *G.Node, v G.Value) error
-
-// readInto returns where op, if it is the op of a G.Read node, puts what it
-// reads; nil for any other op.
-//
-// Workaround: gorgonia's readOp.Do does nothing. Its tape machine
-// recognises the op while compiling and copies the value itself, through
-// the op's unexported field. So this reads that field by reflection
-// (TestReadOpIsDoneByTheMachine pins the defect).
-func readInto(op G.Op) *G.Value {
-	v := reflect.ValueOf(op)
-	if v.Kind() != reflect.Struct || v.Type().String() != "gorgonia.readOp" {
-		return nil
-	}
-	f := v.FieldByName("into")
-	if f.Kind() != reflect.Pointer || f.Type().Elem() != reflect.TypeFor[G.Value]() {
-		return nil
-	}
-	return (*G.Value)(f.UnsafePointer())
 }
 
 // copyInto does what the tape machine does for a G.Read: it copies v into

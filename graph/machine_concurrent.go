@@ -9,12 +9,14 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-// RunConcurrently makes every run after the first run independent ops at
-// once, on up to workers goroutines (the caller's among them; 1, the
-// default, runs them one after another, as the first run always does). A
+// RunConcurrently makes every run after the first that succeeded run
+// independent ops at once, on up to workers goroutines (the caller's among
+// them; 1, the default, runs them one after another, as the runs until
+// one succeeds always do: that run settles which outputs are shared). A
 // step runs once every step whose output it reads has run, so the values
 // are the same as in order: each op writes only its own output, and qkv's
-// ops and GEMM give the same bits whichever goroutine runs them.
+// ops and GEMM give the same bits whichever goroutine runs them. So is the
+// error: that of the first failing op in topological order.
 //
 // Why: in a training step the input and weight gradients of every
 // projection, the three projections of q, k and v, and the two branches of
@@ -43,13 +45,27 @@ func (m *Machine) RunConcurrently(workers int) {
 		}
 	}
 	m.pending = make([]atomic.Int32, len(m.steps))
+	m.errs = make([]error, len(m.steps))
 	m.ready = make(chan int, len(m.steps)+runtime.NumCPU()+workers)
 }
 
 // runConcurrently is one run of RunConcurrently's kind: workers take ready
 // steps from a queue and queue each step whose last input they completed.
-// After an error the remaining steps are passed over, not run.
+//
+// Its error is the one the same run in order returns: that of the first
+// failing step in topological order (the order of m.steps), whichever
+// failed first in time. So after a step fails, the steps after it in that
+// order are passed over, not run, and the steps before it still run: one
+// of them may fail too, and then it is the one reported. A step before the
+// lowest failure reads only steps before it, which all ran.
 func (m *Machine) runConcurrently() error {
+	n := len(m.steps)
+	if n == 0 {
+		// Nothing would ever be queued, nor the end of the run announced:
+		// the workers would wait on the queue forever.
+		return nil
+	}
+	m.failed.Store(int64(n))
 	for i, k := range m.needs {
 		m.pending[i].Store(k)
 		if k == 0 {
@@ -57,22 +73,16 @@ func (m *Machine) runConcurrently() error {
 		}
 	}
 	var done atomic.Int64
-	var failed atomic.Bool
-	var mu sync.Mutex
-	var first error
 	work := func() {
 		for i := range m.ready {
 			if i < 0 {
 				return // the run is over
 			}
-			if !failed.Load() {
+			if int64(i) < m.failed.Load() {
 				if err := m.steps[i].runRecovering(); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
+					m.errs[i] = err
+					for f := m.failed.Load(); int64(i) < f && !m.failed.CompareAndSwap(f, int64(i)); f = m.failed.Load() {
 					}
-					mu.Unlock()
-					failed.Store(true)
 				}
 			}
 			for _, u := range m.users[i] {
@@ -80,7 +90,7 @@ func (m *Machine) runConcurrently() error {
 					m.ready <- u
 				}
 			}
-			if done.Add(1) == int64(len(m.steps)) {
+			if done.Add(1) == int64(n) {
 				for range m.workers {
 					m.ready <- -1
 				}
@@ -89,15 +99,17 @@ func (m *Machine) runConcurrently() error {
 	}
 	var wg sync.WaitGroup
 	for range m.workers - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
+		wg.Go(work)
 	}
 	work()
 	wg.Wait()
-	return first
+	f := m.failed.Load()
+	if f == int64(n) {
+		return nil
+	}
+	err := m.errs[f]
+	clear(m.errs) // keep no error, nor what it holds, until the next failure
+	return err
 }
 
 // runRecovering runs the step, returning a panic inside its op as an error,

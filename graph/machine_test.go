@@ -1,9 +1,14 @@
 package graph
 
 import (
+	"fmt"
+	"hash"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -162,5 +167,171 @@ func TestMachineRunsConcurrently(t *testing.T) {
 	lets(7) // outside the table
 	if err := conc.RunAll(); err == nil || !strings.Contains(err.Error(), rows.Name()) {
 		t.Errorf("concurrent run with an id outside the table: got %v, want an error naming %s", err, rows.Name())
+	}
+}
+
+// A graph with no op to run (inputs only) runs concurrently without
+// waiting forever and without leaving goroutines behind. It used to: no
+// step was queued, nor the end of the run announced, so the run after the
+// first one (which runs in order) blocked its caller and workers-1
+// goroutines on the queue; a regression shows as this test hanging until
+// go test's -timeout.
+func TestMachineRunsConcurrentlyNoSteps(t *testing.T) {
+	g := G.NewGraph()
+	x := input(g, tensor.Float64, tensor.Shape{2}, "x")
+	if err := G.Let(x, NewDense(tensor.Float64, tensor.Shape{2}, []float64{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := NewMachine(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm.RunConcurrently(4)
+	before := runtime.NumGoroutine()
+	for range 3 {
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("%d goroutines after three runs, %d before", after, before)
+	}
+}
+
+// failOp copies its input, and fails (or panics) where the input's first
+// element is negative: a stand-in for an op that meets bad data.
+type failOp struct {
+	id    int
+	panic bool
+}
+
+func (op failOp) Arity() int                                        { return 1 }
+func (op failOp) Type() hm.Type                                     { return opType([]int{1}, 1) }
+func (op failOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) { return tensor.Shape{2}, nil }
+func (op failOp) Do(in ...G.Value) (G.Value, error) {
+	x := in[0].(*tensor.Dense).Float64s()
+	if x[0] >= 0 {
+		return NewDense(tensor.Float64, tensor.Shape{2}, x), nil
+	}
+	if op.panic {
+		panic(fmt.Sprintf("fail %d panics", op.id))
+	}
+	return nil, fmt.Errorf("fail %d fails", op.id)
+}
+func (op failOp) ReturnsPtr() bool      { return false }
+func (op failOp) CallsExtern() bool     { return false }
+func (op failOp) OverwritesInput() int  { return -1 }
+func (op failOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "test.fail %d", op.id) }
+func (op failOp) Hashcode() uint32      { return hashOf(op) }
+func (op failOp) String() string        { return fmt.Sprintf("test.fail%d", op.id) }
+
+// When several independent ops fail in one concurrent run, the error is
+// the one the run in order returns, naming the first failing op in
+// topological order, whichever failed first in time; every run, at any
+// GOMAXPROCS.
+func TestMachineConcurrentErrorIsFirstInOrder(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	g := G.NewGraph()
+	x := input(g, tensor.Float64, tensor.Shape{2}, "x")
+	// A long chain ending in an op that fails, built first, so that it
+	// comes first in the order; then ops that fail on x directly (odd ones
+	// by panicking), which are ready at once and so fail first in time.
+	h := x
+	for range 20 {
+		h = G.Must(Add(h, x))
+	}
+	first := G.Must(G.ApplyOp(failOp{id: 0}, h))
+	for k := 1; k < 8; k++ {
+		G.Must(G.ApplyOp(failOp{id: k, panic: k%2 == 1}, x))
+	}
+	let := func(x0 float64) {
+		if err := G.Let(x, NewDense(tensor.Float64, tensor.Shape{2}, []float64{x0, 2})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	let(-1)
+	seq, err := NewMachine(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := seq.RunAll()
+	if want == nil || !strings.Contains(want.Error(), first.Name()) {
+		t.Fatalf("in order: got %v, want the error of %s, the first failing op in order (else this test shows nothing)", want, first.Name())
+	}
+	for _, procs := range []int{1, 2, 8} {
+		runtime.GOMAXPROCS(procs)
+		conc, err := NewMachine(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conc.RunConcurrently(8)
+		let(1) // a first run that succeeds, in order: the next ones are concurrent
+		if err := conc.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		let(-1)
+		for run := range 100 {
+			if got := conc.RunAll(); got == nil || got.Error() != want.Error() {
+				t.Fatalf("GOMAXPROCS %d, run %d: got %v, want %v", procs, run, got, want)
+			}
+		}
+	}
+}
+
+// panicMod is a user's score modifier that panics once armed: a bug in
+// user code, called by attention's kernel on helper goroutines of
+// internal/gemm/par.
+type panicMod struct{ armed *atomic.Bool }
+
+func (m panicMod) Mod(s float64, b, h, i, j int) (float64, float64) {
+	if m.armed.Load() && i == 3 && j == 1 {
+		panic("user score modifier panics")
+	}
+	return s, 1
+}
+func (panicMod) String() string { return "panicMod" }
+
+// A panic in a user's ScoreMod, on whichever goroutine the attention's
+// kernel runs it, is an error naming the attention's node, not a crash;
+// in order and concurrently, at GOMAXPROCS 1, 2 and 8, run after run.
+func TestMachineScoreModPanicIsError(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	const b, s, d, heads = 2, 32, 32, 4 // enough work to share (par.WorkersFor)
+	g := G.NewGraph()
+	q := input(g, tensor.Float64, tensor.Shape{b, s, d}, "q")
+	armed := new(atomic.Bool)
+	out, weights, err := AttentionMods(q, q, q, heads, nil, nil, nil, Mods{Score: panicMod{armed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := G.Must(Add(out, out)) // an op after it, which must not run
+	rng := newRand(3)
+	if err := G.Let(q, NewDense(tensor.Float64, tensor.Shape{b, s, d}, uniform(rng, b*s*d, -1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	for _, procs := range []int{1, 2, 8} {
+		runtime.GOMAXPROCS(procs)
+		for _, workers := range []int{1, 4} {
+			vm, err := NewMachine(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm.RunConcurrently(workers)
+			armed.Store(false) // a first run that succeeds: the next ones are concurrent
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			for run := range 100 {
+				err := vm.RunAll()
+				// The weights' op is the one that calls the modifier.
+				if err == nil || !strings.Contains(err.Error(), weights.Name()) || !strings.Contains(err.Error(), "user score modifier panics") {
+					t.Fatalf("GOMAXPROCS %d, %d workers, run %d: got %v, want an error naming %s and the panic", procs, workers, run, err, weights.Name())
+				}
+				if strings.Contains(err.Error(), out.Name()) || strings.Contains(err.Error(), sum.Name()) {
+					t.Fatalf("the error names an op after the one that panicked: %v", err)
+				}
+			}
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train"
 )
 
@@ -56,6 +57,10 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// The program's choice, which a library cannot make for its importers:
+	// gorgonia's own matrix products (--attention composed, explain's
+	// claims) on qkv's GEMM too, as qkv's ops are.
+	graph.UseFastGEMM()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {

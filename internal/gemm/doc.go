@@ -4,11 +4,13 @@
 // (AVX-512, or AVX2 and FMA) for the inner product of a block, split over
 // the cores.
 //
-// It is the BLAS that qkv's graph package installs for gorgonia, tensor and
-// its own Linear op in the default build (BLAS embeds gonum's and replaces
-// Sgemm and Dgemm): gonum's pure-Go GEMM reaches about 9 GFLOP/s on a
-// Transformer's shapes because its inner loops are SSE axpy and dot
-// products that reload C for every element of the shared dimension. Here,
+// qkv's graph package calls it directly for its own ops (Linear, attention)
+// in the default build; BLAS (gonum's BLAS with Sgemm and Dgemm replaced)
+// is what graph.UseFastGEMM installs, when a program opts in, as
+// gorgonia's, tensor's and gonum's global BLAS. Why: gonum's pure-Go GEMM
+// reaches about 9 GFLOP/s on a Transformer's shapes because its inner
+// loops are SSE axpy and dot products that reload C for every element of
+// the shared dimension. Here,
 // as in BLIS and OpenBLAS, op(A) and op(B) are copied into panels that the
 // kernel reads in order, and a block of C stays in registers for the whole
 // shared dimension: 12 x 32 float32 (12 x 16 float64) in 24 of AVX-512's

@@ -12,6 +12,12 @@
 // over items must keep one partial result per item, fixed by the data, and
 // add those in order: then the result does not depend on the number of
 // workers, nor on GOMAXPROCS.
+//
+// A panic in an item is the caller's: one on a helper goroutine is
+// recovered there and raised again, with the same value, on the goroutine
+// that called Run, once every helper has left the job. Otherwise it would
+// end the program, out of reach of the caller's recover (graph.Machine's
+// turns a panicking op into an error naming its node).
 package par
 
 import (
@@ -55,7 +61,9 @@ const minWork = 1 << 15
 
 // Run calls job.Item(w, i) once for every i in [0, n), on the calling
 // goroutine and up to workers-1 helper goroutines, and returns when all
-// have returned; every w is below workers, which is Workers() unless the
+// have returned. If an item panics, items not yet started are not run, and
+// Run panics on the calling goroutine with that value (the first one, if
+// several items panic) once the helpers have left; every w is below workers, which is Workers() unless the
 // caller wants fewer. It runs every item on the calling goroutine, as
 // worker 0, when workers or n is 1 or less, and when the package is busy
 // with another goroutine's job, or with the job whose item calls Run: a
@@ -95,6 +103,12 @@ type jobPool struct {
 	ids   atomic.Int64 // the last number given to a helper of this job
 	next  atomic.Int64 // the next item to claim
 	done  chan struct{}
+
+	// panicked is set by the first helper of the job whose item panicked,
+	// which then stores the value in recovered; run raises it again on
+	// the caller once the helpers have left.
+	panicked  atomic.Bool
+	recovered any
 }
 
 var pool = jobPool{done: make(chan struct{}, 1)}
@@ -112,11 +126,27 @@ func (p *jobPool) run(n, workers int, job Job) {
 	p.job, p.n, p.limit = job, n, int64(workers)
 	p.ids.Store(0)
 	p.next.Store(0)
+	p.panicked.Store(false)
+	p.recovered = nil
 	epoch := (p.state.Load() >> epochShift) + 1
 	p.state.Store(epoch<<epochShift | openBit)
 	for range workers - 1 {
 		go help()
 	}
+	p.caller()
+	if p.panicked.Load() {
+		// close has waited for every helper, so recovered is written
+		// and read in that order.
+		r := p.recovered
+		p.recovered = nil
+		panic(r)
+	}
+}
+
+// caller computes the caller's items, and closes the job when they are
+// done or one of them panics: in either case no helper is inside the job
+// when it returns or the panic leaves it.
+func (p *jobPool) caller() {
 	defer p.close()
 	p.items(0)
 }
@@ -167,9 +197,25 @@ func help() {
 		}
 	}
 	if id := p.ids.Add(1); id < p.limit {
-		p.items(int(id))
+		p.helperItems(int(id))
 	}
 	if s := p.state.Add(^uint64(0)); s&openBit == 0 && s&insideMask == 0 {
 		p.done <- struct{}{}
 	}
+}
+
+// helperItems is items on a helper goroutine: a panic in an item is
+// recovered and kept for the caller (the first one of the job), and the
+// job's remaining items are left unclaimed, so that the caller stops too.
+// Then the helper leaves the job as it would have.
+func (p *jobPool) helperItems(worker int) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.next.Store(int64(p.n))
+			if p.panicked.CompareAndSwap(false, true) {
+				p.recovered = r
+			}
+		}
+	}()
+	p.items(worker)
 }

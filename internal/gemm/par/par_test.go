@@ -107,3 +107,71 @@ func BenchmarkRun(b *testing.B) {
 		Run(8, Workers(), j)
 	}
 }
+
+// panicJob panics in every item numbered at or above from, with a value
+// naming the item.
+type panicJob struct {
+	from int
+	ran  atomic.Int32
+}
+
+type itemPanic struct{ item int }
+
+func (j *panicJob) Item(_, i int) {
+	j.ran.Add(1)
+	if i >= j.from {
+		panic(itemPanic{i})
+	}
+}
+
+// runRecovered runs the job and returns what Run panicked with on this
+// goroutine, nil if it returned.
+func runRecovered(n, workers int, job Job) (r any) {
+	defer func() { r = recover() }()
+	Run(n, workers, job)
+	return nil
+}
+
+// TestRunPanicReachesCaller: an item that panics, on a helper or on the
+// caller, makes Run panic on the calling goroutine with the item's value,
+// and the package runs the next job as usual. A panic left on a helper
+// goroutine would end the test binary.
+func TestRunPanicReachesCaller(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 8} {
+		runtime.GOMAXPROCS(procs)
+		for run := range 100 {
+			for _, from := range []int{0, 1, 63} { // every item, all but the first, the last
+				j := &panicJob{from: from}
+				r := runRecovered(64, 8, j)
+				p, ok := r.(itemPanic)
+				if !ok || p.item < from {
+					t.Fatalf("GOMAXPROCS %d, run %d, items from %d panic: Run panicked with %v (%T), want an itemPanic of an item >= %d", procs, run, from, r, r, from)
+				}
+			}
+			ok := newCountJob(64, 8)
+			Run(64, 8, ok)
+			ok.check(t, 1)
+		}
+	}
+}
+
+// TestRunPanicNested: a panic in a nested Run (which runs on its caller,
+// here a helper) reaches the outermost caller too.
+func TestRunPanicNested(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	for range 100 {
+		inner := &panicJob{from: 2}
+		outer := &nestJob{inner: inner}
+		if r := runRecovered(16, 4, outer); r == nil {
+			t.Fatal("Run returned; want the nested item's panic")
+		} else if _, ok := r.(itemPanic); !ok {
+			t.Fatalf("Run panicked with %v (%T), want an itemPanic", r, r)
+		}
+	}
+}
+
+// nestJob runs inner from each of its items.
+type nestJob struct{ inner *panicJob }
+
+func (j *nestJob) Item(_, _ int) { Run(4, 4, j.inner) }
