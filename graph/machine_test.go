@@ -300,7 +300,7 @@ func TestMachineScoreModPanicIsError(t *testing.T) {
 	g := G.NewGraph()
 	q := input(g, tensor.Float64, tensor.Shape{b, s, d}, "q")
 	armed := new(atomic.Bool)
-	out, weights, err := AttentionMods(q, q, q, heads, nil, nil, nil, Mods{Score: panicMod{armed}})
+	out, weights, err := Attend(q, q, q, Spec{Heads: heads, ScoreMod: panicMod{armed}})
 	if err != nil {
 		t.Fatal(err)
 	}
