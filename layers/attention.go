@@ -168,51 +168,51 @@ func (c AttentionConfig) withDefaults() AttentionConfig {
 
 func (c AttentionConfig) validate(name string) error {
 	c = c.withDefaults()
-	if err := checkPositive(size{"Dim", c.Dim}, size{"Heads", c.Heads}, size{"KeyDim", c.KeyDim}, size{"ValueDim", c.ValueDim}); err != nil {
+	if err := checkPositive(size{"Dim", "dim", c.Dim}, size{"Heads", "heads", c.Heads}, size{"KeyDim", "dim", c.KeyDim}, size{"ValueDim", "dim", c.ValueDim}); err != nil {
 		return layerErr("attention", name, err)
 	}
 	if c.Dim%c.Heads != 0 {
-		return layerErr("attention", name, configErrorf("Dim %d is not divisible by Heads %d", c.Dim, c.Heads))
+		return layerErr("attention", name, fieldErrorf("heads", []string{"dim"}, "Dim %d is not divisible by Heads %d", c.Dim, c.Heads))
 	}
 	if c.KVHeads < 0 || c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
-		return layerErr("attention", name, configErrorf("KVHeads %d does not divide Heads %d: each key/value head serves Heads/KVHeads query heads (0 means Heads)", c.KVHeads, c.Heads))
+		return layerErr("attention", name, fieldErrorf("kv_heads", []string{"heads"}, "KVHeads %d does not divide Heads %d: each key/value head serves Heads/KVHeads query heads (0 means Heads)", c.KVHeads, c.Heads))
 	}
 	if math.IsNaN(c.Softcap) || math.IsInf(c.Softcap, 0) || c.Softcap < 0 {
-		return layerErr("attention", name, configErrorf("Softcap %v must be a finite number > 0, or 0 for no cap", c.Softcap))
+		return layerErr("attention", name, fieldErrorf("softcap", nil, "Softcap %v must be a finite number > 0, or 0 for no cap", c.Softcap))
 	}
 	if c.Window < 0 {
-		return layerErr("attention", name, configErrorf("Window %d must be at least 1 (query i sees keys i-w < j <= i), or 0 for none", c.Window))
+		return layerErr("attention", name, fieldErrorf("window", nil, "Window %d must be at least 1 (query i sees keys i-w < j <= i), or 0 for none", c.Window))
 	}
 	if !c.Positions.valid() {
-		return layerErr("attention", name, configErrorf("unknown Positions %q, want one of %v", c.Positions, positionsKinds))
+		return layerErr("attention", name, fieldErrorf("positions", nil, "unknown Positions %q, want one of %v", c.Positions, positionsKinds))
 	}
 	if c.Positions.rope() && (c.Dim/c.Heads)%2 != 0 {
-		return layerErr("attention", name, configErrorf("RoPE needs an even head dimension, got dk = Dim/Heads = %d/%d = %d", c.Dim, c.Heads, c.Dim/c.Heads))
+		return layerErr("attention", name, fieldErrorf("positions", []string{"dim", "heads"}, "RoPE needs an even head dimension, got dk = Dim/Heads = %d/%d = %d", c.Dim, c.Heads, c.Dim/c.Heads))
 	}
 	if c.RoPEBase != 0 && (!c.Positions.rope() || math.IsNaN(c.RoPEBase) || math.IsInf(c.RoPEBase, 0) || c.RoPEBase <= 1) {
-		return layerErr("attention", name, configErrorf("RoPEBase %v needs RoPE positions (got %q) and a finite base > 1", c.RoPEBase, c.Positions))
+		return layerErr("attention", name, fieldErrorf("rope_base", []string{"positions"}, "RoPEBase %v needs RoPE positions (got %q) and a finite base > 1", c.RoPEBase, c.Positions))
 	}
-	if err := checkRate("Dropout", c.Dropout); err != nil {
+	if err := checkRate("Dropout", "attn_dropout", c.Dropout); err != nil {
 		return layerErr("attention", name, err)
 	}
 	if err := c.Init.validate(); err != nil {
 		return layerErr("attention", name, err)
 	}
 	if !c.Impl.Valid() {
-		return layerErr("attention", name, configErrorf("unknown Impl %q, want %q, %q or %q", c.Impl, AttentionComposed, AttentionFused, AttentionFlash))
+		return layerErr("attention", name, fieldErrorf("attention", nil, "unknown Impl %q, want %q, %q or %q", c.Impl, AttentionComposed, AttentionFused, AttentionFlash))
 	}
 	if !c.Scale.valid() {
-		return layerErr("attention", name, configErrorf("unknown Scale %q, want %q (1/sqrt(dk), the default), %q (1/sqrt(Dim)) or %q (1)", c.Scale, ScaleDK, ScaleDModel, ScaleNone))
+		return layerErr("attention", name, fieldErrorf("attn_scale", nil, "unknown Scale %q, want %q (1/sqrt(dk), the default), %q (1/sqrt(Dim)) or %q (1)", c.Scale, ScaleDK, ScaleDModel, ScaleNone))
 	}
 	if c.Impl == AttentionFlash && c.Dropout > 0 {
-		return layerErr("attention", name, configErrorf("flash attention takes no attention dropout (Dropout %v): it never forms the weights a dropout mask would drop; use %q or %q", c.Dropout, AttentionFused, AttentionComposed))
+		return layerErr("attention", name, fieldErrorf("attn_dropout", []string{"attention"}, "flash attention takes no attention dropout (Dropout %v): it never forms the weights a dropout mask would drop; use %q or %q", c.Dropout, AttentionFused, AttentionComposed))
 	}
 	for _, w := range []struct {
 		name string
 		in   int
 		out  int
 	}{{"wq (Dim, Dim)", c.Dim, c.Dim}, {"wk (KeyDim, KVHeads·dk)", c.KeyDim, c.kvDim()}, {"wv (ValueDim, KVHeads·dk)", c.ValueDim, c.kvDim()}} {
-		if err := checkTensor("weight "+w.name, w.in, w.out); err != nil {
+		if err := checkTensor("weight "+w.name, "dim", nil, w.in, w.out); err != nil {
 			return layerErr("attention", name, err)
 		}
 	}

@@ -106,7 +106,7 @@ func (c BlockConfig) parts() (ln LayerNormConfig, self, cross AttentionConfig, f
 // validate checks the block at scope prefix name, naming the sublayer that is
 // wrong ("blocks.0.attn") as NewBlock would.
 func (c BlockConfig) validate(name string) error {
-	if err := checkRate("Dropout", c.Dropout); err != nil {
+	if err := checkRate("Dropout", "dropout", c.Dropout); err != nil {
 		return layerErr(c.kind(), name, err)
 	}
 	sub := (&Scope{prefix: name}).Name

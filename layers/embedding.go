@@ -63,10 +63,10 @@ func NewEmbedding(s *Scope, cfg EmbeddingConfig) (*Embedding, error) {
 func (c EmbeddingConfig) Validate() error { return c.validate("") }
 
 func (c EmbeddingConfig) validate(name string) error {
-	if err := checkPositive(size{"Vocab", c.Vocab}, size{"Dim", c.Dim}); err != nil {
+	if err := checkPositive(size{"Vocab", "vocab", c.Vocab}, size{"Dim", "dim", c.Dim}); err != nil {
 		return layerErr("embedding", name, err)
 	}
-	if err := checkTensor("table (Vocab, Dim)", c.Vocab, c.Dim); err != nil {
+	if err := checkTensor("table (Vocab, Dim)", "vocab", []string{"dim"}, c.Vocab, c.Dim); err != nil {
 		return layerErr("embedding", name, err)
 	}
 	if err := checkStd("Std", c.Std); err != nil {

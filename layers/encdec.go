@@ -83,9 +83,9 @@ func (c EncDecConfig) Validate() error {
 // count.
 func (c EncDecConfig) validate(prefix string) (int, error) {
 	sub := (&Scope{prefix: prefix}).Name
-	if err := checkPositive(size{"SrcVocab", c.SrcVocab}, size{"SrcMaxLen", c.SrcMaxLen},
-		size{"TgtVocab", c.TgtVocab}, size{"TgtMaxLen", c.TgtMaxLen},
-		size{"EncLayers", c.EncLayers}, size{"DecLayers", c.DecLayers}); err != nil {
+	if err := checkPositive(size{"SrcVocab", "src_vocab", c.SrcVocab}, size{"SrcMaxLen", "src_max_len", c.SrcMaxLen},
+		size{"TgtVocab", "tgt_vocab", c.TgtVocab}, size{"TgtMaxLen", "tgt_max_len", c.TgtMaxLen},
+		size{"EncLayers", "enc_layers", c.EncLayers}, size{"DecLayers", "dec_layers", c.DecLayers}); err != nil {
 		return 0, layerErr("encoder-decoder", prefix, err)
 	}
 	// The halves' errors say which half: `encoder-decoder "enc"`.
@@ -94,17 +94,41 @@ func (c EncDecConfig) validate(prefix string) (int, error) {
 	decKind.name = fmt.Sprintf("encoder-decoder %q", sub("dec"))
 	enc, err := c.encoderConfig().validate(encKind, sub("enc"))
 	if err != nil {
-		return 0, err
+		return 0, halfField(err, "src_", "enc_")
 	}
 	dec, err := c.decoderConfig().validate(decKind, sub("dec"))
 	if err != nil {
-		return 0, err
+		return 0, halfField(err, "tgt_", "dec_")
 	}
 	head := c.decoderConfig().headConfig()
 	if err := head.validate(sub("head")); err != nil {
 		return 0, err
 	}
 	return addCounts("layers: encoder-decoder", enc, dec, head.params())
+}
+
+// halfField renames the keys a half's FieldError names to the
+// EncDecConfig's own: the half's vocab and max_len are the config's
+// src_/tgt_ ones (seq), its layers the enc_/dec_ ones (depth).
+func halfField(err error, seq, depth string) error {
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	rename := func(k string) string {
+		switch k {
+		case "vocab", "max_len":
+			return seq + k
+		case "layers":
+			return depth + k
+		}
+		return k
+	}
+	fe.Field = rename(fe.Field)
+	for i, w := range fe.With {
+		fe.With[i] = rename(w)
+	}
+	return err
 }
 
 // EncDecWeights are the attention weights of one forward pass of an

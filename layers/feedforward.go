@@ -63,12 +63,12 @@ func (c FeedForwardConfig) Validate() error { return c.validate("") }
 
 func (c FeedForwardConfig) validate(name string) error {
 	if !c.Activation.valid() {
-		return layerErr("feed-forward", name, configErrorf("unknown activation %q, want %q or %q", c.Activation, ActivationReLU, ActivationGELU))
+		return layerErr("feed-forward", name, fieldErrorf("activation", nil, "unknown activation %q, want %q or %q", c.Activation, ActivationReLU, ActivationGELU))
 	}
-	if err := checkPositive(size{"Dim", c.Dim}, size{"Hidden", c.Hidden}); err != nil {
+	if err := checkPositive(size{"Dim", "dim", c.Dim}, size{"Hidden", "hidden", c.Hidden}); err != nil {
 		return layerErr("feed-forward", name, err)
 	}
-	if err := checkTensor("weight w1 (Dim, Hidden)", c.Dim, c.Hidden); err != nil {
+	if err := checkTensor("weight w1 (Dim, Hidden)", "hidden", []string{"dim"}, c.Dim, c.Hidden); err != nil {
 		return layerErr("feed-forward", name, err)
 	}
 	if err := c.Init.validate(); err != nil {

@@ -107,7 +107,7 @@ func stdOr1(std float64) float64 {
 // checkStd checks a standard deviation field: a finite number >= 0.
 func checkStd(name string, v float64) error {
 	if !(v >= 0) || math.IsInf(v, 0) {
-		return configErrorf("%s must be a finite number >= 0 (0: the default), got %v", name, v)
+		return fieldErrorf("init", nil, "%s must be a finite number >= 0 (0: the default), got %v", name, v)
 	}
 	return nil
 }

@@ -35,6 +35,34 @@ func configErrorf(format string, args ...any) error {
 	return &kindError{ErrConfig, fmt.Errorf(format, args...)}
 }
 
+// FieldError is an invalid configuration, with the field at fault named by
+// its key in config.json's "model" object ("heads", "kv_heads",
+// "attn_dropout"): the one schema of a model, whatever layer found the
+// problem. A program that keeps the configuration inside a larger document
+// (qkv's config.json under "model") maps Field to its own path instead of
+// checking the value again. It matches ErrConfig; its message is the
+// layer's, which names the layer and the Go field.
+type FieldError struct {
+	// Field is the key at fault; "" when the problem is the model as a
+	// whole (its total size) or a field config.json does not hold.
+	Field string
+	// With are the other keys the problem involves ("dim" for heads that
+	// do not divide it).
+	With []string
+	err  error
+}
+
+func (e *FieldError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error with its message, which matches ErrConfig.
+func (e *FieldError) Unwrap() error { return e.err }
+
+// fieldErrorf is configErrorf naming the config.json key at fault and the
+// others its problem involves.
+func fieldErrorf(field string, with []string, format string, args ...any) error {
+	return &FieldError{Field: field, With: with, err: configErrorf(format, args...)}
+}
+
 // configError marks err with ErrConfig (nil stays nil).
 func configError(err error) error {
 	if err == nil {

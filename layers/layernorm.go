@@ -62,11 +62,11 @@ func (l *LayerNorm) Bias() graph.Param {
 func (c LayerNormConfig) Validate() error { return c.validate("") }
 
 func (c LayerNormConfig) validate(name string) error {
-	if err := checkPositive(size{"Dim", c.Dim}); err != nil {
+	if err := checkPositive(size{"Dim", "dim", c.Dim}); err != nil {
 		return layerErr("layernorm", name, err)
 	}
 	if !(c.Eps >= 0) || math.IsInf(c.Eps, 0) {
-		return layerErr("layernorm", name, configErrorf("Eps must be a finite number >= 0, got %v", c.Eps))
+		return layerErr("layernorm", name, fieldErrorf("", nil, "Eps must be a finite number >= 0, got %v", c.Eps))
 	}
 	return nil
 }

@@ -63,10 +63,10 @@ func (c LinearConfig) Validate() error { return c.validate("") }
 
 // validate is Validate for the layer at scope prefix name.
 func (c LinearConfig) validate(name string) error {
-	if err := checkPositive(size{"In", c.In}, size{"Out", c.Out}); err != nil {
+	if err := checkPositive(size{"In", "", c.In}, size{"Out", "", c.Out}); err != nil {
 		return layerErr("linear", name, err)
 	}
-	if err := checkTensor("weight (In, Out)", c.In, c.Out); err != nil {
+	if err := checkTensor("weight (In, Out)", "", nil, c.In, c.Out); err != nil {
 		return layerErr("linear", name, err)
 	}
 	if err := checkStd("Std", c.Std); err != nil {

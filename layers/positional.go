@@ -38,7 +38,7 @@ func (c PositionsConfig) Validate() error { return c.validate("") }
 
 // validate is Validate for the layer at scope prefix name.
 func (c PositionsConfig) validate(name string) error {
-	if err := checkPositive(size{"MaxLen", c.MaxLen}, size{"Dim", c.Dim}); err != nil {
+	if err := checkPositive(size{"MaxLen", "max_len", c.MaxLen}, size{"Dim", "dim", c.Dim}); err != nil {
 		return layerErr("positions", name, err)
 	}
 	if err := checkStd("Std", c.Std); err != nil {
@@ -46,12 +46,12 @@ func (c PositionsConfig) validate(name string) error {
 	}
 	switch c.Kind {
 	case "", PositionsLearned, PositionsSinusoidal:
-		if err := checkTensor("table (MaxLen, Dim)", c.MaxLen, c.Dim); err != nil {
+		if err := checkTensor("table (MaxLen, Dim)", "max_len", []string{"dim"}, c.MaxLen, c.Dim); err != nil {
 			return layerErr("positions", name, err)
 		}
 	case PositionsNone, PositionsRoPE, PositionsRoPEInterleaved, PositionsALiBi: // nothing added here
 	default:
-		return layerErr("positions", name, configErrorf("unknown kind %q, want one of %v", c.Kind, positionsKinds))
+		return layerErr("positions", name, fieldErrorf("positions", nil, "unknown kind %q, want one of %v", c.Kind, positionsKinds))
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func NewPositions(s *Scope, cfg PositionsConfig) (*Positions, error) {
 	case PositionsSinusoidal:
 		// Validated above; checked again here because this make is the one
 		// allocation of the layers package that does not go through param.
-		if err := checkTensor("table (MaxLen, Dim)", maxLen, dim); err != nil {
+		if err := checkTensor("table (MaxLen, Dim)", "max_len", []string{"dim"}, maxLen, dim); err != nil {
 			return nil, layerErr("positions", s.path(), err)
 		}
 		vals := make([]float64, maxLen*dim)

@@ -158,17 +158,18 @@ func (s *Scope) dropout(local string, p float64, shape tensor.Shape) (*graph.Dro
 	return graph.NewDropout(s.g, s.dt, shape, p, h, name)
 }
 
-// size is a named size of a configuration, for validation messages.
+// size is a size of a configuration: its Go name for messages, and its
+// config.json key for FieldError ("" when config.json does not hold it).
 type size struct {
-	name string
-	v    int
+	name, field string
+	v           int
 }
 
 // checkPositive returns an error naming the first size that is not > 0.
 func checkPositive(sizes ...size) error {
 	for _, s := range sizes {
 		if s.v <= 0 {
-			return configErrorf("%s must be positive, got %d", s.name, s.v)
+			return fieldErrorf(s.field, nil, "%s must be positive, got %d", s.name, s.v)
 		}
 	}
 	return nil
@@ -176,19 +177,21 @@ func checkPositive(sizes ...size) error {
 
 // checkTensor returns an error naming the tensor what unless graph.CheckElements
 // accepts its shape: a configuration's sizes may each be fine and their
-// product still overflow int or exceed graph.MaxElements.
-func checkTensor(what string, shape ...int) error {
+// product still overflow int or exceed graph.MaxElements. field and with
+// are the config.json keys of its sizes.
+func checkTensor(what, field string, with []string, shape ...int) error {
 	if err := graph.CheckElements(shape...); err != nil {
-		return configError(fmt.Errorf("%s: %w", what, err))
+		return &FieldError{Field: field, With: with, err: configError(fmt.Errorf("%s: %w", what, err))}
 	}
 	return nil
 }
 
-// checkRate returns an error unless the rate p, called name, is in [0, 1).
-// Written as !(p >= 0 && p < 1) so that NaN is refused too.
-func checkRate(name string, p float64) error {
+// checkRate returns an error unless the rate p, called name (field in
+// config.json), is in [0, 1). Written as !(p >= 0 && p < 1) so that NaN is
+// refused too.
+func checkRate(name, field string, p float64) error {
 	if !(p >= 0 && p < 1) {
-		return configErrorf("%s %v is outside [0, 1)", name, p)
+		return fieldErrorf(field, nil, "%s %v is outside [0, 1)", name, p)
 	}
 	return nil
 }

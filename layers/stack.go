@@ -126,20 +126,20 @@ func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 	if c.Positions == "" {
 		c.Positions = PositionsLearned
 	}
-	if err := checkPositive(size{"Vocab", c.Vocab}, size{"MaxLen", c.MaxLen}, size{"Layers", c.Layers}); err != nil {
+	if err := checkPositive(size{"Vocab", "vocab", c.Vocab}, size{"MaxLen", "max_len", c.MaxLen}, size{"Layers", "layers", c.Layers}); err != nil {
 		return 0, fmt.Errorf("layers: %s: %w", k.name, err)
 	}
-	if err := checkRate("Dropout", c.Dropout); err != nil {
+	if err := checkRate("Dropout", "dropout", c.Dropout); err != nil {
 		return 0, fmt.Errorf("layers: %s: %w", k.name, err)
 	}
 	if c.CausalEncoder && k.decoder {
-		return 0, configErrorf("layers: %s: CausalEncoder is set, but it is for encoders: a decoder is causal already", k.name)
+		return 0, layerErr(k.name, "", fieldErrorf("causal_encoder", nil, "CausalEncoder is set, but it is for encoders: a decoder is causal already"))
 	}
 	if !c.Init.valid() {
-		return 0, configErrorf("layers: %s: unknown Init %q, want %q (qkv's default) or %q", k.name, c.Init, InitDefault, InitGPT2)
+		return 0, layerErr(k.name, "", fieldErrorf("init", nil, "unknown Init %q, want %q (qkv's default) or %q", c.Init, InitDefault, InitGPT2))
 	}
 	if c.TieEmbeddings && !k.head {
-		return 0, configErrorf("layers: %s: TieEmbeddings is set, but the %s has no head of its own to tie to its token embedding", k.name, k.name)
+		return 0, layerErr(k.name, "", fieldErrorf("tie_embeddings", nil, "TieEmbeddings is set, but the %s has no head of its own to tie to its token embedding", k.name))
 	}
 	emb := c.embeddingConfig()
 	if err := emb.validate(sub("tok_emb")); err != nil {
@@ -166,7 +166,7 @@ func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 	// overflow; the product with Layers is checked before it is taken.
 	per := block.params()
 	if per > graph.MaxElements/c.Layers {
-		return 0, configErrorf("layers: %s: %d layers of %d parameters each exceed graph.MaxElements = %d", k.name, c.Layers, per, graph.MaxElements)
+		return 0, layerErr(k.name, "", fieldErrorf("layers", []string{"dim", "hidden"}, "%d layers of %d parameters each exceed graph.MaxElements = %d", c.Layers, per, graph.MaxElements))
 	}
 	counts := []int{emb.Vocab * emb.Dim, per * c.Layers}
 	if c.Positions == PositionsLearned {

@@ -27,7 +27,7 @@ func TestBenchRefusesUnusedFlags(t *testing.T) {
 		{args("bench --seq 16 --profile p.prof"), 2, []string{"--profile (used by the training step)"}},
 		{args("bench --steps 5"), 2, []string{"-steps"}},
 		{args("bench --warmup 5"), 2, []string{"-warmup"}},
-		{args("bench --generate 4 --dim 7 --heads 2"), 2, []string{"--heads (with --dim): dim 7 is not divisible by heads 2"}},
+		{args("bench --generate 4 --dim 7 --heads 2"), 2, []string{"--heads (with --dim): Dim 7 is not divisible by Heads 2"}},
 		{args("bench --generate 4 --attention composed,flash"), 2, []string{"--attention"}},
 		{args("bench --attention flash --attn-dropout 0.1"), 2, []string{"--attn-dropout (with --attention)"}},
 		{args("bench --dtype float16"), 2, []string{"--dtype:", "float16"}},

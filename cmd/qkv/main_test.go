@@ -32,7 +32,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"juggle"}, 2, `unknown command "juggle"`},
 		{[]string{"train", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"train", "--steps", "many"}, 2, "invalid value"},
-		{[]string{"train", "--heads", "5"}, 2, "--heads (with --dim): dim 48 is not divisible by heads 5"},
+		{[]string{"train", "--heads", "5"}, 2, "--heads (with --dim): Dim 48 is not divisible by Heads 5"},
 		{[]string{"train", "--task", "juggle"}, 2, `unknown task "juggle"`},
 		{[]string{"train", "--dtype", "int8"}, 2, "float32 or float64"},
 		{[]string{"train", "--batch", "0"}, 2, "--batch: must be positive"},

@@ -17,7 +17,7 @@ import (
 func TestNanoGPTOptionFlags(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "never")
 	for _, c := range []validationCase{
-		{append(args("train --init xavier --out"), out), 2, []string{`--init: unknown init "xavier"`, `"gpt2"`}},
+		{append(args("train --init xavier --out"), out), 2, []string{`--init: unknown Init "xavier"`, `"gpt2"`}},
 		{append(args("train --arch encdec --tie-embeddings --out"), out), 2, []string{"--tie-embeddings (with --arch): is for a decoder-only model"}},
 	} {
 		c.check(t)

@@ -16,7 +16,7 @@ import (
 // default checkpoint does not spell) is accepted.
 func TestAttnScaleFlag(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "never")
-	validationCase{append(args("train --attn-scale sqrt --out"), out), 2, []string{`--attn-scale: unknown attention scale "sqrt"`, "dk", "dmodel", "none"}}.check(t)
+	validationCase{append(args("train --attn-scale sqrt --out"), out), 2, []string{`--attn-scale: unknown Scale "sqrt"`, "dk", "dmodel", "none"}}.check(t)
 	validationCase{append(args("train --attn-scale DK --out"), out), 2, []string{"--attn-scale:"}}.check(t)
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("a refused run created %s", out)

@@ -67,7 +67,7 @@ func TestFlagValidation(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "never")
 	cases := []validationCase{
 		// Rates and floats of train: NaN, Inf and range.
-		{args("train --dropout NaN"), 2, []string{"--dropout: must be a finite number in [0, 1), got NaN"}},
+		{args("train --dropout NaN"), 2, []string{"--dropout: Dropout NaN is outside [0, 1)"}},
 		{args("train --dropout 1"), 2, []string{"--dropout:"}},
 		{args("train --attn-dropout NaN"), 2, []string{"--attn-dropout:", "NaN"}},
 		{args("train --attn-dropout -0.1"), 2, []string{"--attn-dropout:"}},
@@ -85,8 +85,8 @@ func TestFlagValidation(t *testing.T) {
 		{args("train --weight-decay Inf"), 2, []string{"--weight-decay:"}},
 		{args("train --weight-decay 0"), 2, []string{"--weight-decay (with --optimizer): must be > 0 with \"adamw\""}},
 		{args("train --arch transformer"), 2, []string{"--arch: unknown architecture \"transformer\""}},
-		{args("train --attention sparse"), 2, []string{"--attention: unknown attention \"sparse\""}},
-		{args("train --attention flash --attn-dropout 0.1"), 2, []string{"--attn-dropout (with --attention): must be 0 with \"flash\""}},
+		{args("train --attention sparse"), 2, []string{"--attention: unknown Impl \"sparse\""}},
+		{args("train --attention flash --attn-dropout 0.1"), 2, []string{"--attn-dropout (with --attention): flash attention takes no attention dropout"}},
 		{args("train --target-exact NaN"), 2, []string{"--target-exact:", "NaN"}},
 		{args("train --target-exact 1.5"), 2, []string{"--target-exact:"}},
 		// Names.
@@ -127,7 +127,7 @@ func TestFlagValidation(t *testing.T) {
 		{args("train --length 3 --max-length 5"), 2, []string{"--length and --max-length conflict"}},
 		{args("train --task recall --pairs 3 --min-pairs 2 --max-pairs 5"), 2, []string{"--pairs and --min-pairs conflict"}},
 		// Memory: refused before building, naming the sizes.
-		{args("train --dim 8192 --hidden 32768 --layers 8 --max-memory 16GiB"), 2, []string{"--max-memory:", "dim 8192", "hidden 32768", "layers 8", "params"}},
+		{args("train --dim 8192 --hidden 32768 --layers 2 --max-memory 16GiB"), 2, []string{"--max-memory:", "dim 8192", "hidden 32768", "layers 2", "params"}},
 		{args("train --batch 10000000"), 2, []string{"--max-memory:", "B=10000000", "activations", "attention", "logits"}},
 		{args("train --max-memory 1KiB"), 2, []string{"--max-memory:", "more than 1.0 KiB"}},
 		{args("train --max-memory lots"), 2, []string{"-max-memory", "lots"}},
@@ -269,13 +269,20 @@ func TestResumeFlags(t *testing.T) {
 	validationCase{args("eval --checkpoint " + dir), 1, []string{cfgPath, "lr must be"}}.check(t)
 	edit(`"steps": 6`, `"steps": "six"`)
 	validationCase{resume(""), 1, []string{cfgPath}}.check(t)
-	// A model far too large for any machine: refused before building,
-	// exit 2, naming the sizes.
-	edit(`"layers": 1`, `"layers": 1000`, `"dim": 16`, `"dim": 46000`)
-	validationCase{args("eval --checkpoint " + dir), 2, []string{cfgPath, "--max-memory:", "dim 46000", "layers 1000"}}.check(t)
-	validationCase{[]string{"predict", "--checkpoint", dir, "1 2 0"}, 2, []string{"--max-memory:", "dim 46000"}}.check(t)
-	validationCase{[]string{"attend", "--checkpoint", dir, "--input", "1 2 0"}, 2, []string{"--max-memory:", "dim 46000"}}.check(t)
-	validationCase{resume(""), 2, []string{cfgPath, "--max-memory:", "dim 46000"}}.check(t)
+	// A model too large for the memory given (2e9 parameters, within the
+	// layers' cap): refused before its weights are read, naming the limit.
+	edit(`"layers": 1`, `"layers": 10`, `"dim": 16`, `"dim": 4000`)
+	for _, c := range [][]string{
+		{"eval", "--max-memory", "4GiB", "--checkpoint", dir},
+		{"predict", "--max-memory", "4GiB", "--checkpoint", dir, "1 2 0"},
+		{"attend", "--max-memory", "4GiB", "--checkpoint", dir, "--input", "1 2 0"},
+	} {
+		validationCase{c, 1, []string{cfgPath, "reading its checkpoint", "more than the memory limit of 4.0 GiB"}}.check(t)
+	}
+	validationCase{resume("--max-memory 4GiB"), 2, []string{cfgPath, "--max-memory:", "dim 4000", "layers 10"}}.check(t)
+	// Beyond the layers' cap on parameters: config.json itself is invalid.
+	edit(`"layers": 1`, `"layers": 1000`, `"dim": 16`, `"dim": 4000`)
+	validationCase{args("eval --checkpoint " + dir), 1, []string{cfgPath, "model.layers", "exceed graph.MaxElements"}}.check(t)
 	ck := *saved
 	if err := checkpoint.Save(dir, &ck); err != nil {
 		t.Fatal(err)

@@ -15,12 +15,12 @@ import (
 func TestAttentionVariantFlags(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "never")
 	for _, c := range []validationCase{
-		{append(args("train --kv-heads 3 --out"), out), 2, []string{"--kv-heads (with --heads): must divide heads 4, got 3"}},
-		{append(args("train --softcap -2 --out"), out), 2, []string{"--softcap: must be a finite number >= 0"}},
-		{append(args("train --window -1 --out"), out), 2, []string{"--window: must be at least 1"}},
-		{append(args("train --positions rope --dim 12 --out"), out), 2, []string{"--positions (with --dim, --heads): rope needs an even head dimension, got dk = dim/heads = 12/4 = 3"}},
-		{append(args("train --rope-base 500 --out"), out), 2, []string{"--rope-base (with --positions): is for positions rope or rope-interleaved"}},
-		{append(args("train --positions rotary --out"), out), 2, []string{`--positions: unknown positions "rotary"`}},
+		{append(args("train --kv-heads 3 --out"), out), 2, []string{"--kv-heads (with --heads): KVHeads 3 does not divide Heads 4"}},
+		{append(args("train --softcap -2 --out"), out), 2, []string{"--softcap: Softcap -2 must be a finite number > 0, or 0 for no cap"}},
+		{append(args("train --window -1 --out"), out), 2, []string{"--window: Window -1 must be at least 1"}},
+		{append(args("train --positions rope --dim 12 --out"), out), 2, []string{"--positions (with --dim, --heads): RoPE needs an even head dimension, got dk = Dim/Heads = 12/4 = 3"}},
+		{append(args("train --rope-base 500 --out"), out), 2, []string{"--rope-base (with --positions): RoPEBase 500 needs RoPE positions"}},
+		{append(args("train --positions rotary --out"), out), 2, []string{`--positions: unknown kind "rotary"`}},
 	} {
 		c.check(t)
 	}

@@ -91,8 +91,8 @@ func TestErrorIsErrInvalid(t *testing.T) {
 	model.Model.MaxLen = 1 << 40
 	err = validateModel(model)
 	var ce *Error
-	if !errors.Is(err, ErrInvalid) || !errors.Is(err, layers.ErrConfig) || !errors.As(err, &ce) || ce.Field != "model" {
-		t.Errorf("max_len 1<<40: %v: want a *Error on model matching ErrInvalid and layers.ErrConfig", err)
+	if !errors.Is(err, ErrInvalid) || !errors.Is(err, layers.ErrConfig) || !errors.As(err, &ce) || ce.Field != "model.max_len" {
+		t.Errorf("max_len 1<<40: %v: want a *Error on model.max_len matching ErrInvalid and layers.ErrConfig", err)
 	}
 	if errors.Is(errors.New("config: lr"), ErrInvalid) {
 		t.Error("a plain error matches ErrInvalid")

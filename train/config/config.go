@@ -310,65 +310,13 @@ func (c Config) Validate() error {
 		return cfgErr("dtype", "must be float32 or float64, got %q", c.DType)
 	}
 	m := c.Model
-	for _, f := range []struct {
-		name   string
-		v, max int
-	}{{"model.dim", m.Dim, math.MaxInt}, {"model.heads", m.Heads, math.MaxInt}, {"model.layers", m.Layers, MaxLayers}, {"model.hidden", m.Hidden, math.MaxInt}} {
-		if err := checkInt(f.name, f.v, 1, f.max); err != nil {
-			return err
-		}
-	}
-	if m.Dim%m.Heads != 0 {
-		return &Error{Field: "model.heads", With: []string{"model.dim"},
-			Problem: fmt.Sprintf("dim %d is not divisible by heads %d", m.Dim, m.Heads)}
-	}
-	switch m.Activation {
-	case "", layers.ActivationReLU, layers.ActivationGELU:
-	default:
-		return cfgErr("model.activation", "unknown activation %q: want %q or %q", m.Activation, layers.ActivationReLU, layers.ActivationGELU)
-	}
-	if m.Positions != "" {
-		if _, err := layers.ParsePositionsKind(string(m.Positions)); err != nil {
-			return cfgErr("model.positions", "unknown positions %q: want learned, sinusoidal, none, rope, rope-interleaved or alibi", m.Positions)
-		}
-	}
-	rope := m.Positions == layers.PositionsRoPE || m.Positions == layers.PositionsRoPEInterleaved
-	if rope && m.Heads > 0 && m.Dim%m.Heads == 0 && (m.Dim/m.Heads)%2 != 0 {
-		return &Error{Field: "model.positions", With: []string{"model.dim", "model.heads"},
-			Problem: fmt.Sprintf("%s needs an even head dimension, got dk = dim/heads = %d/%d = %d: RoPE rotates pairs of features", m.Positions, m.Dim, m.Heads, m.Dim/m.Heads)}
-	}
-	if m.RoPEBase != 0 {
-		if !rope {
-			return &Error{Field: "model.rope_base", With: []string{"model.positions"},
-				Problem: fmt.Sprintf("is for positions rope or rope-interleaved, got positions %q", m.Positions)}
-		}
-		if err := checkFloat("model.rope_base", m.RoPEBase, 1, math.MaxFloat64, false, "> 1 (0: 10000)"); err != nil || m.RoPEBase == 1 {
-			return cfgErr("model.rope_base", "must be a finite number > 1 (0: 10000), got %v", m.RoPEBase)
-		}
-	}
-	if m.Window < 0 {
-		return cfgErr("model.window", "must be at least 1 (query i sees keys i-w < j <= i), or 0 for none, got %d", m.Window)
-	}
-	if err := checkFloat("model.dropout", m.Dropout, 0, 1, true, "in [0, 1)"); err != nil {
-		return err
-	}
-	if err := checkFloat("model.attn_dropout", m.AttnDropout, 0, 1, true, "in [0, 1)"); err != nil {
+	if err := checkInt("model.layers", m.Layers, 1, MaxLayers); err != nil {
 		return err
 	}
 	switch c.Arch {
 	case "", ArchDecoder, ArchEncDec:
 	default:
 		return cfgErr("arch", "unknown architecture %q: want %q or %q", c.Arch, ArchDecoder, ArchEncDec)
-	}
-	switch m.Attention {
-	case "", layers.AttentionComposed, layers.AttentionFused:
-	case layers.AttentionFlash:
-		if m.AttnDropout > 0 {
-			return &Error{Field: "model.attn_dropout", With: []string{"model.attention"},
-				Problem: fmt.Sprintf("must be 0 with %q attention, got %v: flash never forms the weights a dropout mask would drop", layers.AttentionFlash, m.AttnDropout)}
-		}
-	default:
-		return cfgErr("model.attention", "unknown attention %q: want %q, %q or %q", m.Attention, layers.AttentionComposed, layers.AttentionFused, layers.AttentionFlash)
 	}
 	if m.CausalEncoder && c.Arch != ArchEncDec {
 		return &Error{Field: "model.causal_encoder", With: []string{"arch"},
@@ -378,22 +326,17 @@ func (c Config) Validate() error {
 		return &Error{Field: "model.tie_embeddings", With: []string{"arch"},
 			Problem: fmt.Sprintf("is for a decoder-only model, got arch %q: the encoder-decoder's head is not tied to its target embedding", ArchEncDec)}
 	}
-	switch m.Init {
-	case layers.InitDefault, layers.InitGPT2:
-	default:
-		return cfgErr("model.init", "unknown init %q: want %q (qkv's default: U(±1/sqrt(in)) weights, N(0, 1) embeddings) or %q (N(0, 0.02²), wo and w2 at 0.02/sqrt(2·layers))", m.Init, layers.InitDefault, layers.InitGPT2)
+	// The rest of the model is the layers' to judge: they say which key is
+	// wrong (layers.FieldError), and the vocabulary and longest sequence,
+	// which Resolve takes from the task, stand in at 1 until then.
+	if m.Vocab == 0 {
+		m.Vocab = 1
 	}
-	if m.KVHeads < 0 || m.KVHeads > 0 && m.Heads > 0 && m.Heads%m.KVHeads != 0 {
-		return &Error{Field: "model.kv_heads", With: []string{"model.heads"},
-			Problem: fmt.Sprintf("must divide heads %d, got %d: each key/value head serves heads/kv_heads query heads (0 means heads, 1 multi-query)", m.Heads, m.KVHeads)}
+	if m.MaxLen == 0 {
+		m.MaxLen = 1
 	}
-	if err := checkFloat("model.softcap", m.Softcap, 0, math.MaxFloat64, false, ">= 0 (0: no cap)"); err != nil {
-		return err
-	}
-	switch m.AttnScale {
-	case "", layers.ScaleDK, layers.ScaleDModel, layers.ScaleNone:
-	default:
-		return cfgErr("model.attn_scale", "unknown attention scale %q: want %q (1/sqrt(dim/heads), the default), %q (1/sqrt(dim)) or %q (1)", m.AttnScale, layers.ScaleDK, layers.ScaleDModel, layers.ScaleNone)
+	if err := m.Validate(); err != nil {
+		return modelError(err)
 	}
 	for _, f := range []struct {
 		name string
@@ -541,14 +484,39 @@ func (c *Config) Resolve() (data.Task, error) {
 // model configuration may be, and it allocates nothing.
 func validateModel(c Config) error {
 	if err := c.Model.Validate(); err != nil {
-		return &Error{Field: "model", Problem: err.Error(), cause: err}
+		return modelError(err)
 	}
 	if c.Arch == ArchEncDec {
-		if err := c.EncDec().Validate(); err != nil {
-			return &Error{Field: "model", Problem: err.Error(), cause: err}
-		}
+		return modelError(c.EncDec().Validate())
 	}
 	return nil
+}
+
+// modelError is the *Error of a model the layers refuse, nil for nil: at
+// the key of the "model" object their layers.FieldError names, or at
+// "model" for the model as a whole. An encoder–decoder's src_/tgt_ sizes
+// and enc_/dec_ depths are the model's vocab, max_len and layers, from
+// which EncDec derives them.
+func modelError(err error) error {
+	if err == nil {
+		return nil
+	}
+	e := &Error{Field: "model", Problem: err.Error(), cause: err}
+	var fe *layers.FieldError
+	if !errors.As(err, &fe) || fe.Field == "" {
+		return e
+	}
+	key := func(k string) string {
+		for _, p := range []string{"src_", "tgt_", "enc_", "dec_"} {
+			k = strings.TrimPrefix(k, p)
+		}
+		return "model." + k
+	}
+	e.Field, e.Problem = key(fe.Field), fe.Error() // the key says where: the layer's own words say what
+	for _, w := range fe.With {
+		e.With = append(e.With, key(w))
+	}
+	return e
 }
 
 // EncDec returns the encoder–decoder configuration of c (resolved): the
