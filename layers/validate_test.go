@@ -1,8 +1,10 @@
 package layers
 
 import (
+	"errors"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,3 +141,67 @@ func TestConfigValidate(t *testing.T) {
 
 func nan() float64 { return math.NaN() }
 func inf() float64 { return math.Inf(1) }
+
+// TestFieldErrorKeys: every refusal of a model configuration names the
+// config.json key at fault and the keys its problem involves, whichever
+// layer finds it, so that a program holding the configuration can point at
+// it without checking the value again.
+func TestFieldErrorKeys(t *testing.T) {
+	base := StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 1, Hidden: 16}
+	for _, c := range []struct {
+		name  string
+		edit  func(*StackConfig)
+		field string
+		with  []string
+	}{
+		{"vocab", func(c *StackConfig) { c.Vocab = 0 }, "vocab", nil},
+		{"max_len", func(c *StackConfig) { c.MaxLen = 0 }, "max_len", nil},
+		{"layers", func(c *StackConfig) { c.Layers = 0 }, "layers", nil},
+		{"dim", func(c *StackConfig) { c.Dim = 0 }, "dim", nil},
+		{"hidden", func(c *StackConfig) { c.Hidden = 0 }, "hidden", nil},
+		{"heads", func(c *StackConfig) { c.Heads = 3 }, "heads", []string{"dim"}},
+		{"dropout", func(c *StackConfig) { c.Dropout = math.NaN() }, "dropout", nil},
+		{"attn_dropout", func(c *StackConfig) { c.AttnDropout = 1 }, "attn_dropout", nil},
+		{"activation", func(c *StackConfig) { c.Activation = "swish" }, "activation", nil},
+		{"positions", func(c *StackConfig) { c.Positions = "rotary" }, "positions", nil},
+		{"rope odd dk", func(c *StackConfig) { c.Positions, c.Dim = PositionsRoPE, 6 }, "positions", []string{"dim", "heads"}},
+		{"rope_base", func(c *StackConfig) { c.RoPEBase = 500 }, "rope_base", []string{"positions"}},
+		{"attention", func(c *StackConfig) { c.Attention = "sparse" }, "attention", nil},
+		{"flash dropout", func(c *StackConfig) { c.Attention, c.AttnDropout = AttentionFlash, 0.1 }, "attn_dropout", []string{"attention"}},
+		{"attn_scale", func(c *StackConfig) { c.AttnScale = "sqrt" }, "attn_scale", nil},
+		{"kv_heads", func(c *StackConfig) { c.KVHeads = 3 }, "kv_heads", []string{"heads"}},
+		{"softcap", func(c *StackConfig) { c.Softcap = -1 }, "softcap", nil},
+		{"window", func(c *StackConfig) { c.Window = -1 }, "window", nil},
+		{"init", func(c *StackConfig) { c.Init = "xavier" }, "init", nil},
+		{"too many layers", func(c *StackConfig) { c.Dim, c.Hidden, c.Layers = 1<<14, 1<<14, 1<<10 }, "layers", []string{"dim", "hidden"}},
+	} {
+		cfg := base
+		c.edit(&cfg)
+		err := cfg.Validate()
+		var fe *FieldError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v: want a *FieldError matching ErrConfig", c.name, err)
+			continue
+		}
+		if fe.Field != c.field || !slices.Equal(fe.With, c.with) {
+			t.Errorf("%s: field %q with %q, want %q with %q (%v)", c.name, fe.Field, fe.With, c.field, c.with, err)
+		}
+	}
+	// An encoder–decoder names its own keys for what its halves find.
+	ed := EncDecConfig{SrcVocab: 7, SrcMaxLen: 5, TgtVocab: 6, TgtMaxLen: 5, Dim: 8, Heads: 2, Hidden: 16, EncLayers: 1, DecLayers: 1}
+	for _, c := range []struct {
+		edit  func(*EncDecConfig)
+		field string
+	}{
+		{func(c *EncDecConfig) { c.SrcVocab = 0 }, "src_vocab"},
+		{func(c *EncDecConfig) { c.TgtVocab = 1 << 30 }, "tgt_vocab"},
+		{func(c *EncDecConfig) { c.SrcMaxLen = 1 << 30 }, "src_max_len"},
+	} {
+		cfg := ed
+		c.edit(&cfg)
+		var fe *FieldError
+		if err := cfg.Validate(); !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%v: want a *FieldError on %q", err, c.field)
+		}
+	}
+}
