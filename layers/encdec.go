@@ -107,6 +107,10 @@ func (c EncDecConfig) validate(prefix string) (int, error) {
 	return addCounts("layers: encoder-decoder", enc, dec, head.params())
 }
 
+// NumParams returns the number of learnable values an EncoderDecoder of c
+// holds, as its Params add up, or Validate's error; it allocates nothing.
+func (c EncDecConfig) NumParams() (int, error) { return c.validate("") }
+
 // halfField renames the keys a half's FieldError names to the
 // EncDecConfig's own: the half's vocab and max_len are the config's
 // src_/tgt_ ones (seq), its layers the enc_/dec_ ones (depth).

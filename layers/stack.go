@@ -111,6 +111,14 @@ func (c StackConfig) Validate() error {
 	return err
 }
 
+// NumParams returns the number of learnable values a Decoder of c holds,
+// as its Params add up (the head's included unless tied), or Validate's
+// error. It is the count the constructors build to, taken from the same
+// layer configurations, and allocates nothing.
+func (c StackConfig) NumParams() (int, error) {
+	return c.validate(stackKind{name: "model", head: true}, "")
+}
+
 // blockConfig is the configuration of every block of a stack of kind k.
 func (c StackConfig) blockConfig(k stackKind) BlockConfig {
 	opts := c.BlockOptions

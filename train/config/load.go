@@ -44,8 +44,12 @@ func LoadCheckpoint(dir string, check func(*Config) error) (*checkpoint.Checkpoi
 		if _, err := resolved.Resolve(); err != nil {
 			return checkpoint.Limits{}, fmt.Errorf("config: %s: %w", file, err)
 		}
+		n, err := resolved.NumParams()
+		if err != nil {
+			return checkpoint.Limits{}, fmt.Errorf("config: %s: %w", file, err)
+		}
 		l := CheckpointLimits(resolved, len(b))
-		if need, limit := float64(l.Model)+float64(l.Optimizer)+decodedBytes*paramBound(resolved)*3, MemoryLimit(); need > float64(limit) {
+		if need, limit := float64(l.Model)+float64(l.Optimizer)+decodedBytes*float64(n)*3, MemoryLimit(); need > float64(limit) {
 			return checkpoint.Limits{}, fmt.Errorf("config: %s: reading its checkpoint takes up to %s (the weights and Adam's moments, as read and decoded), more than the memory limit of %s",
 				file, FormatBytes(need), FormatBytes(float64(limit)))
 		}
@@ -91,7 +95,11 @@ func CheckpointLimits(cfg Config, configSize int) checkpoint.Limits {
 	if cfg.DType == Float64 {
 		elem = 8
 	}
-	p := paramBound(cfg)
+	n, err := cfg.NumParams()
+	if err != nil {
+		return checkpoint.Limits{} // a model the layers refuse: no file fits
+	}
+	p := float64(n)
 	layers := float64(cfg.Model.Layers)
 	if cfg.Arch == ArchEncDec {
 		layers *= 2
@@ -100,21 +108,6 @@ func CheckpointLimits(cfg Config, configSize int) checkpoint.Limits {
 	model := headerFixed + configEscape*float64(configSize) + headerPerTensor*tensors + elem*p
 	optim := headerFixed + headerPerTensor*2*tensors + 2*8*p
 	return checkpoint.Limits{Model: clampBytes(model), Optimizer: clampBytes(optim)}
-}
-
-// paramBound bounds the number of parameters of cfg (resolved): NumParams
-// for a decoder; for an encoder-decoder two decoders' worth (the encoder
-// has no head) plus every decoder block's cross-attention and third
-// LayerNorm.
-func paramBound(cfg Config) float64 {
-	m := cfg.Model
-	n := NumParams(m)
-	if cfg.Arch != ArchEncDec {
-		return n
-	}
-	D := float64(m.Dim)
-	cross := 4*D*D + 4*D + 2*D // wq, wk, wv, wo, their biases, ln3
-	return 2*n + float64(m.Layers)*cross
 }
 
 // clampBytes returns n as an int64, at most math.MaxInt64.

@@ -124,7 +124,12 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 	D, F, H, L, V := float64(m.Dim), float64(m.Hidden), float64(m.Heads), float64(m.Layers), float64(m.Vocab)
 	B, S := float64(b), float64(s)
 
-	e.Params = NumParams(m) * elem
+	n, err := cfg.NumParams()
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	params := float64(n)
+	e.Params = params * elem
 	tokens := B * S
 	e.Activations = (tokens*D*(dimValuesPerLayer*L+embeddingDimValues) + tokens*F*hiddenValuesPerLayer*L) * elem
 	if training && m.Dropout > 0 { // a mask and an output per site: embeddings and two per block
@@ -138,7 +143,7 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 	e.Logits = tokens * V * logitValues * elem
 	if training {
 		e.Grads = gradCopies * e.Params
-		e.Optimizer = NumParams(m) * 8 * 2
+		e.Optimizer = params * 8 * 2
 		e.Activations *= trainingActivations
 		weights *= 2 // the weights' gradients
 		e.Logits *= 2
@@ -155,9 +160,9 @@ func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error)
 	e.Attention = weights + masks
 	if cfg.Arch == ArchEncDec {
 		// An encoder and a decoder of Layers blocks each, the decoder's with
-		// a cross-attention: about twice the decoder-only model, counted
-		// generously as twice everything but the logits.
-		e.Params, e.Grads, e.Optimizer = 2*e.Params, 2*e.Grads, 2*e.Optimizer
+		// a cross-attention: the parameters are counted exactly above; the
+		// activations generously as twice the decoder-only model's, the
+		// attention as three (self, self and cross).
 		e.Activations, e.Attention = 2*e.Activations, 3*e.Attention
 	}
 	return e, nil
@@ -179,39 +184,21 @@ func EstimateRun(cfg Config) (MemoryEstimate, error) {
 	return tr.Add(ev), nil
 }
 
-// NumParams returns the number of scalar weights of the decoder m
-// describes (Vocab and MaxLen set), as BuildModel's Model.NumParams counts
-// them, in float64 so that it cannot overflow.
-func NumParams(m layers.StackConfig) float64 {
-	D, F, V := float64(m.Dim), float64(m.Hidden), float64(m.Vocab)
-	bias := 0.0
-	if m.Bias {
-		bias = 1
+// NumParams returns the number of learnable values of c's model
+// (resolved: Vocab and MaxLen set), the decoder's or the encoder–decoder's,
+// as the layers count what they build; its error is an *Error.
+func (c Config) NumParams() (int, error) {
+	var n int
+	var err error
+	if c.Arch == ArchEncDec {
+		n, err = c.EncDec().NumParams()
+	} else {
+		n, err = c.Model.NumParams()
 	}
-	H, KV := float64(m.Heads), float64(m.KVDim())
-	attn := 2*D*D + 2*D*KV + bias*(2*D+2*KV) // wq, wo; wk, wv at KVHeads heads; their biases
-	if m.Sinks {
-		attn += H
+	if err != nil {
+		return 0, modelError(err)
 	}
-	if m.QKNorm && m.Heads > 0 {
-		attn += 2 * D / H // q_norm and k_norm gains, dk each
-	}
-	ln := 2 * D // gain and bias
-	if m.BiasFreeNorm {
-		ln = D // gain only
-	}
-	block := ln + attn + ln + D*F + F*D + bias*(F+D) // ln1, attn, ln2, ff
-	n := V*D + float64(m.Layers)*block
-	if !m.TieEmbeddings {
-		n += D*V + V // head.w, head.b; a tied head is tok_emb.table
-	}
-	if !m.PostLN {
-		n += ln // ln_f
-	}
-	if m.Positions == "" || m.Positions == layers.PositionsLearned {
-		n += float64(m.MaxLen) * D
-	}
-	return n
+	return n, nil
 }
 
 // MemoryError is an estimate that exceeds the memory limit: building the

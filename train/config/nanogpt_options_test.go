@@ -111,10 +111,14 @@ func TestNumParamsNanoGPT(t *testing.T) {
 		t.Fatalf("the arithmetic above: %d", nano)
 	}
 	want := float64(nano + 2*128 + 128) // PAD, SEP; BOS's position
-	if got := NumParams(m); got != want {
+	got, err := m.NumParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if float64(got) != want {
 		t.Errorf("NumParams = %v, want %v", got, want)
 	}
-	if got := NumParams(m) - float64(m.MaxLen*m.Dim); got != 801152 {
+	if got := got - m.MaxLen*m.Dim; got != 801152 {
 		t.Errorf("NumParams without positions = %v, want 801,152", got)
 	}
 	s, err := layers.NewScope(G.NewGraph(), tensor.Float32, 1)
@@ -154,7 +158,7 @@ func TestNumParamsNanoGPT(t *testing.T) {
 			for _, p := range d.Params() {
 				n += p.Node.Shape().TotalSize()
 			}
-			if got := NumParams(c); got != float64(n) {
+			if got, err := c.NumParams(); err != nil || got != n {
 				t.Errorf("%+v: NumParams = %v, the decoder holds %d", o, got, n)
 			}
 		}
