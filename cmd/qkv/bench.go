@@ -31,13 +31,21 @@ import (
 	"github.com/qkv-dev/qkv/train/optim"
 )
 
-// benchTrainFlags are the training flags a bench training step uses: not
-// those of the schedule (--steps, --warmup, --min-lr: the step runs at
-// --lr), of evaluation or of checkpoints.
-var benchTrainFlags = []string{"preset", "task", "data", "context", "val-fraction", "length", "min-length", "max-length", "alphabet", "digits", "pairs", "min-pairs", "max-pairs", "keys", "values", "queries",
-	"layers", "heads", "dim", "hidden", "activation", "arch", "attention", "attn-scale", "positions", "post-ln", "dropout", "attn-dropout",
-	"kv-heads", "softcap", "sinks", "qk-norm", "window", "rope-base", "causal-encoder", "tie-embeddings", "bias-free-norm", "init",
-	"dtype", "seed", "batch", "lr", "optimizer", "weight-decay", "decay", "beta1", "beta2", "bias", "clip", "test-size"}
+// benchTrainFlags are the training flags a bench training step uses: the
+// preset, the task's and every flag of the schema but those of the
+// schedule (--steps, --warmup, --min-lr: the step runs at --lr), of
+// evaluation and of checkpoints.
+var benchTrainFlags = func() []string {
+	names := append([]string{"preset", "task"}, taskFlagNames...)
+	for _, f := range schemaOf((*config.Config)(nil)) {
+		switch f.flag {
+		case "steps", "warmup", "min-lr", "eval-every", "target-exact", "checkpoint-every":
+		default:
+			names = append(names, f.flag)
+		}
+	}
+	return names
+}()
 
 // benchModes are bench's three modes: the flag that selects each (none for
 // the training step), what it times, and the flags it uses besides -n and

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -17,25 +18,16 @@ import (
 
 func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("gradcheck", "[flags]", stderr)
-	cfg := layers.StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Bias: true}}
-	fs.IntVar(&cfg.Layers, "layers", cfg.Layers, fmt.Sprintf("number of blocks (at most %d)", gradcheckMaxLayers))
-	fs.IntVar(&cfg.Heads, "heads", cfg.Heads, "attention heads (must divide --dim)")
-	fs.IntVar(&cfg.Dim, "dim", cfg.Dim, fmt.Sprintf("model width (at most %d)", gradcheckMaxDim))
-	fs.IntVar(&cfg.Hidden, "hidden", cfg.Hidden, fmt.Sprintf("feed-forward width (at most %d)", gradcheckMaxHidden))
-	fs.Var(kindFlag[layers.Activation]{&cfg.Activation}, "activation", "relu or gelu")
-	fs.BoolVar(&cfg.PostLN, "post-ln", cfg.PostLN, "post-LN blocks")
-	fs.Var(kindFlag[layers.AttentionImpl]{&cfg.Attention}, "attention", "attention whose gradient is checked: composed (gorgonia's autodiff), fused (default) or flash (both hand-written backward passes)")
-	fs.Var(defaultKind[layers.AttentionScale]{&cfg.AttnScale, layers.ScaleDK}, "attn-scale", "factor of the attention scores: dk (default), dmodel or none")
-	fs.Var(kindFlag[layers.PositionsKind]{&cfg.Positions}, "positions", "positional encoding: learned (default), sinusoidal, none, rope, rope-interleaved or alibi")
-	fs.IntVar(&cfg.Window, "window", 0, "sliding window of w keys (0: none)")
-	fs.Float64Var(&cfg.RoPEBase, "rope-base", 0, "base of RoPE's frequencies (0: 10000)")
-	fs.IntVar(&cfg.KVHeads, "kv-heads", 0, "key/value heads of grouped-query attention, dividing --heads (0: as many as --heads)")
-	fs.Float64Var(&cfg.Softcap, "softcap", 0, "cap the attention scores at c*tanh(s/c) (0: no cap)")
-	fs.BoolVar(&cfg.Sinks, "sinks", false, "a learnable sink logit per head")
-	fs.BoolVar(&cfg.QKNorm, "qk-norm", false, "RMSNorm of each head's queries and keys")
-	fs.BoolVar(&cfg.Bias, "bias", cfg.Bias, "biases in the attention and feed-forward projections")
-	fs.BoolVar(&cfg.TieEmbeddings, "tie-embeddings", false, "the head is the token embedding, transposed (nanoGPT's)")
-	fs.BoolVar(&cfg.BiasFreeNorm, "bias-free-norm", false, "LayerNorms without their bias (nanoGPT's bias=False)")
+	cfg := gradcheckDefault()
+	registerSchema(fs, &cfg, "dropout", "attn-dropout", "causal-encoder", "init") // no randomness inside a check, and a decoder
+	for name, usage := range map[string]string{
+		"layers":    fmt.Sprintf("number of blocks (at most %d)", gradcheckMaxLayers),
+		"dim":       fmt.Sprintf("model width (at most %d)", gradcheckMaxDim),
+		"hidden":    fmt.Sprintf("feed-forward width (at most %d)", gradcheckMaxHidden),
+		"attention": "attention whose gradient is checked: composed (gorgonia's autodiff), fused (default) or flash (both hand-written backward passes)",
+	} {
+		fs.Lookup(name).Usage = usage
+	}
 	batch := fs.Int("batch", 2, fmt.Sprintf("sequences (at most %d)", gradcheckMaxBatch))
 	seed := fs.Uint64("seed", 1, "seed of weights and data")
 	tol := fs.Float64("tol", 1e-6, "largest norm-relative error that passes (finite, > 0)")
@@ -59,6 +51,14 @@ func runGradcheck(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// gradcheckDefault is the model gradcheck differentiates without flags.
+func gradcheckDefault() layers.StackConfig {
+	return layers.StackConfig{Vocab: 7, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Bias: true}}
+}
+
+// ptr returns a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }
+
 // describeGradcheck names the model a gradcheck differentiates, so that a
 // reader of its report knows which attention and options it covered.
 func describeGradcheck(c layers.StackConfig, batch int) string {
@@ -76,33 +76,23 @@ func describeGradcheck(c layers.StackConfig, batch int) string {
 	if scale == "" {
 		scale = layers.ScaleDK
 	}
+	// Every other option that differs from gradcheck's own default, as
+	// the flag that sets it: the schema's, so a new option is named too.
 	var variants string
-	if c.KVHeads != 0 {
-		variants += fmt.Sprintf(", %s", plural(c.KVHeads, "key/value head"))
-	}
-	if c.Softcap != 0 {
-		variants += fmt.Sprintf(", softcap %g", c.Softcap)
-	}
-	if c.Sinks {
-		variants += ", sinks"
-	}
-	if c.QKNorm {
-		variants += ", QK-norm"
-	}
-	if c.Window != 0 {
-		variants += fmt.Sprintf(", window %d", c.Window)
-	}
-	if c.RoPEBase != 0 {
-		variants += fmt.Sprintf(", RoPE base %g", c.RoPEBase)
-	}
-	if !c.Bias {
-		variants += ", no projection biases"
-	}
-	if c.TieEmbeddings {
-		variants += ", tied head"
-	}
-	if c.BiasFreeNorm {
-		variants += ", gain-only LayerNorms"
+	def := schemaOf(ptr(gradcheckDefault()))
+	for i, f := range schemaOf(&c) {
+		switch f.flag {
+		case "layers", "dim", "heads", "hidden", "activation", "post-ln", "attention", "attn-scale", "positions":
+			continue // said above
+		}
+		if f.value.Equal(def[i].value) {
+			continue
+		}
+		if f.value.Kind() == reflect.Bool && f.value.Bool() {
+			variants += ", " + f.flag
+		} else {
+			variants += fmt.Sprintf(", %s=%v", f.flag, fieldFlag{f.value, f.zero})
+		}
 	}
 	return fmt.Sprintf("a float64 decoder (%s, dim %d, %s, hidden %d, %s, %s): attention %s, scale %s, positions %s%s; batch %d",
 		plural(c.Layers, "block"), c.Dim, plural(c.Heads, "head"), c.Hidden, c.Activation, norm, impl, scale, pos, variants, batch)
@@ -216,35 +206,8 @@ func checkGradcheck(cfg layers.StackConfig, batch int, tol float64) error {
 			return fmt.Errorf("%w: --%s: at most %d, got %d: finite differences run the model twice per weight, and gradcheck at its bounds takes minutes, larger models hours", errUsage, f.name, f.max, f.v)
 		}
 	}
-	if cfg.Dim%cfg.Heads != 0 {
-		return fmt.Errorf("%w: --heads (with --dim): dim %d is not divisible by heads %d", errUsage, cfg.Dim, cfg.Heads)
-	}
-	if cfg.Activation != layers.ActivationReLU && cfg.Activation != layers.ActivationGELU {
-		return fmt.Errorf("%w: --activation: unknown activation %q: want %q or %q", errUsage, cfg.Activation, layers.ActivationReLU, layers.ActivationGELU)
-	}
-	if cfg.Attention != "" {
-		if _, err := layers.ParseAttentionImpl(string(cfg.Attention)); err != nil {
-			return fmt.Errorf("%w: --attention: %v", errUsage, err)
-		}
-	}
-	if cfg.AttnScale != "" {
-		if _, err := layers.ParseAttentionScale(string(cfg.AttnScale)); err != nil {
-			return fmt.Errorf("%w: --attn-scale: %v", errUsage, err)
-		}
-	}
-	if cfg.Positions != "" {
-		if _, err := layers.ParsePositionsKind(string(cfg.Positions)); err != nil {
-			return fmt.Errorf("%w: --positions: %v", errUsage, err)
-		}
-	}
-	if cfg.KVHeads < 0 || cfg.KVHeads > 0 && cfg.Heads%cfg.KVHeads != 0 {
-		return fmt.Errorf("%w: --kv-heads (with --heads): %d does not divide heads %d", errUsage, cfg.KVHeads, cfg.Heads)
-	}
-	if math.IsNaN(cfg.Softcap) || math.IsInf(cfg.Softcap, 0) || cfg.Softcap < 0 {
-		return fmt.Errorf("%w: --softcap: must be a finite number >= 0 (0: no cap), got %v", errUsage, cfg.Softcap)
-	}
-	if err := cfg.Validate(); err != nil { // RoPE's even dk, the window, RoPE's base
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := cfg.Validate(); err != nil {
+		return schemaUsageError(err, &cfg)
 	}
 	if math.IsNaN(tol) || math.IsInf(tol, 0) || tol <= 0 {
 		return fmt.Errorf("%w: --tol: must be a finite number > 0, got %v", errUsage, tol)

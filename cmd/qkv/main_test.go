@@ -144,10 +144,10 @@ func TestGradcheckAttentionFlags(t *testing.T) {
 		{nil, "attention fused, scale dk, positions learned"},
 		{[]string{"--attention", "flash", "--attn-scale", "dmodel", "--positions", "none"}, "attention flash, scale dmodel, positions none"},
 		{[]string{"--attention", "composed", "--attn-scale", "none", "--positions", "sinusoidal", "--post-ln"}, "post-LN): attention composed, scale none, positions sinusoidal"},
-		{[]string{"--attention", "flash", "--kv-heads", "1", "--softcap", "2", "--sinks", "--qk-norm"}, "attention flash, scale dk, positions learned, 1 key/value head, softcap 2, sinks, QK-norm"},
-		{[]string{"--attention", "composed", "--positions", "rope", "--rope-base", "100", "--window", "3", "--kv-heads", "1"}, "attention composed, scale dk, positions rope, 1 key/value head, window 3, RoPE base 100"},
-		{[]string{"--positions", "alibi", "--window", "2", "--sinks"}, "positions alibi, sinks, window 2"},
-		{[]string{"--bias=false", "--tie-embeddings", "--bias-free-norm"}, "positions learned, no projection biases, tied head, gain-only LayerNorms"},
+		{[]string{"--attention", "flash", "--kv-heads", "1", "--softcap", "2", "--sinks", "--qk-norm"}, "attention flash, scale dk, positions learned, kv-heads=1, softcap=2, sinks, qk-norm"},
+		{[]string{"--attention", "composed", "--positions", "rope", "--rope-base", "100", "--window", "3", "--kv-heads", "1"}, "attention composed, scale dk, positions rope, kv-heads=1, window=3, rope-base=100"},
+		{[]string{"--positions", "alibi", "--window", "2", "--sinks"}, "positions alibi, sinks, window=2"},
+		{[]string{"--bias=false", "--tie-embeddings", "--bias-free-norm"}, "positions learned, bias=false, bias-free-norm, tie-embeddings"},
 	} {
 		code, out, stderr := qkv(append([]string{"gradcheck", "--layers", "1"}, c.args...)...)
 		if code != 0 || !strings.Contains(out, c.want) || !strings.Contains(out, "ok: every gradient") {
@@ -157,8 +157,8 @@ func TestGradcheckAttentionFlags(t *testing.T) {
 	for _, f := range []string{"attention", "attn-scale", "positions"} {
 		validationCase{[]string{"gradcheck", "--" + f, "bogus"}, 2, []string{"--" + f + ":", `"bogus"`}}.check(t)
 	}
-	validationCase{args("gradcheck --kv-heads 3"), 2, []string{"--kv-heads (with --heads): 3 does not divide heads 2"}}.check(t)
-	validationCase{args("gradcheck --softcap -1"), 2, []string{"--softcap: must be a finite number >= 0"}}.check(t)
+	validationCase{args("gradcheck --kv-heads 3"), 2, []string{"--kv-heads (with --heads): KVHeads 3 does not divide Heads 2"}}.check(t)
+	validationCase{args("gradcheck --softcap -1"), 2, []string{"--softcap: Softcap -1 must be a finite number > 0, or 0 for no cap"}}.check(t)
 }
 
 // TestInterruptSavesAndResumes sends SIGINT to a qkv process that is

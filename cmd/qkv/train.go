@@ -11,19 +11,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/term"
 
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
-	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // taskFlags are the task parameters as flags; 0 keeps the task's default.
@@ -113,69 +109,6 @@ func (f kindFlag[T]) Set(s string) error {
 	return nil
 }
 
-// defaultKind is the flag.Value of a kind whose default the configuration
-// stores as "" (so config.json stays without the field, as before the flag
-// existed), such as --attn-scale's dk: the default given explicitly is
-// stored as "" too, unless the configuration already spells it out, so that
-// it changes nothing, which --resume checks. Other names are stored as
-// given and refused by the configuration's Validate.
-type defaultKind[T ~string] struct {
-	p   *T
-	def T
-}
-
-// String returns the current value, the default for "".
-func (f defaultKind[T]) String() string {
-	if f.p == nil {
-		return ""
-	}
-	if *f.p == "" {
-		return string(f.def)
-	}
-	return string(*f.p)
-}
-
-// Set stores s.
-func (f defaultKind[T]) Set(s string) error {
-	switch {
-	case T(s) != f.def:
-		*f.p = T(s)
-	case *f.p != f.def:
-		*f.p = ""
-	}
-	return nil
-}
-
-// defaultFloat is the flag.Value of a setting whose default the
-// configuration stores as 0 (and config.json leaves out): the default
-// given explicitly is stored as 0 too, so it changes nothing, which
-// --resume checks.
-type defaultFloat struct {
-	p   *float64
-	def float64
-}
-
-// String returns the current value, the default for 0.
-func (f defaultFloat) String() string {
-	if f.p == nil || *f.p == 0 {
-		return strconv.FormatFloat(f.def, 'g', -1, 64)
-	}
-	return strconv.FormatFloat(*f.p, 'g', -1, 64)
-}
-
-// Set stores s, 0 for the default.
-func (f defaultFloat) Set(s string) error {
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return err
-	}
-	if v == f.def {
-		v = 0
-	}
-	*f.p = v
-	return nil
-}
-
 // configFlags registers every training flag on fs, defaulting to cfg, and
 // returns a function that resolves the task flags into cfg after parsing,
 // refusing a fixed length (pairs) given with a range.
@@ -183,47 +116,7 @@ func configFlags(fs *flag.FlagSet, cfg *config.Config) func() error {
 	var tf taskFlags
 	tf.register(fs, cfg.Task.Name)
 	fs.String("preset", "", "start from a named configuration, which the other flags then change: "+strings.Join(config.Presets(), ", ")+" (nanoGPT's shakespeare_char on a CPU, on --task chars; --task chars alone starts from it too)")
-	m := &cfg.Model
-	fs.IntVar(&m.Layers, "layers", m.Layers, "number of Transformer blocks")
-	fs.IntVar(&m.Heads, "heads", m.Heads, "attention heads per block (must divide --dim)")
-	fs.IntVar(&m.Dim, "dim", m.Dim, "model width d_model")
-	fs.IntVar(&m.Hidden, "hidden", m.Hidden, "feed-forward width")
-	fs.Var(kindFlag[layers.Activation]{&m.Activation}, "activation", "feed-forward activation: relu or gelu")
-	fs.Var(kindFlag[config.Arch]{&cfg.Arch}, "arch", "architecture: decoder (decoder-only, the default) or encdec (the prompt to an encoder, the answer to a decoder that cross-attends to it)")
-	fs.Var(kindFlag[layers.AttentionImpl]{&m.Attention}, "attention", "how attention is computed: composed, fused (default) or flash; checkpoints run under any")
-	fs.Var(defaultKind[layers.AttentionScale]{&m.AttnScale, layers.ScaleDK}, "attn-scale", "factor of the attention scores: dk (1/sqrt(dim/heads), the default), dmodel (1/sqrt(dim)) or none (1); a checkpoint keeps its scale")
-	fs.Var(kindFlag[layers.PositionsKind]{&m.Positions}, "positions", "positional encoding: learned, sinusoidal, none, rope (half-split pairs, Hugging Face's), rope-interleaved (Meta's pairs) or alibi")
-	fs.IntVar(&m.KVHeads, "kv-heads", m.KVHeads, "key/value heads of grouped-query attention, dividing --heads (0: as many as --heads; 1: multi-query); the KV cache holds this many")
-	fs.Float64Var(&m.Softcap, "softcap", m.Softcap, "cap every attention score s at c*tanh(s/c) (Gemma 2 uses 50; 0: no cap)")
-	fs.BoolVar(&m.Sinks, "sinks", m.Sinks, "a learnable sink logit per head in every softmax, dropped after it (gpt-oss)")
-	fs.BoolVar(&m.QKNorm, "qk-norm", m.QKNorm, "RMSNorm of each head's queries and keys before the scores (Qwen3)")
-	fs.IntVar(&m.Window, "window", m.Window, "sliding window: query i sees keys i-w < j <= i (|i-j| < w in an encoder); 0: none")
-	fs.Var(defaultFloat{&m.RoPEBase, graph.DefaultRoPEBase}, "rope-base", "base of RoPE's frequencies, with --positions rope or rope-interleaved")
-	fs.BoolVar(&m.CausalEncoder, "causal-encoder", m.CausalEncoder, "with --arch encdec, a causal encoder: source position i reads positions up to i only (what multi-query recall needs to be learned; see README)")
-	fs.BoolVar(&m.Bias, "bias", m.Bias, "biases in the attention and feed-forward projections (--bias=false drops them, as nanoGPT's bias=False; LayerNorm biases stay unless --bias-free-norm, the head's unless --tie-embeddings)")
-	fs.BoolVar(&m.TieEmbeddings, "tie-embeddings", m.TieEmbeddings, "the head is the token embedding table: logits = x tok_emb.tableᵀ, no head.w or head.b (GPT-2's and nanoGPT's weight tying; decoder only)")
-	fs.BoolVar(&m.BiasFreeNorm, "bias-free-norm", m.BiasFreeNorm, "LayerNorms without their bias, gain only (nanoGPT's LayerNorm(bias=False))")
-	fs.Var(kindFlag[layers.InitKind]{&m.Init}, "init", "initial weights: '' (qkv's default: U(±1/sqrt(in)) weights, N(0,1) embeddings) or gpt2 (N(0,0.02²), attention wo and feed-forward w2 at 0.02/sqrt(2·layers), as nanoGPT)")
-	fs.BoolVar(&m.PostLN, "post-ln", m.PostLN, "post-LN blocks instead of pre-LN")
-	fs.Float64Var(&m.Dropout, "dropout", m.Dropout, "dropout on embeddings and sublayer outputs")
-	fs.Float64Var(&m.AttnDropout, "attn-dropout", m.AttnDropout, "dropout on attention weights")
-	fs.Var(kindFlag[config.DType]{&cfg.DType}, "dtype", "float32 or float64")
-	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of weights, data and dropout")
-	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "sequences per step")
-	fs.IntVar(&cfg.Steps, "steps", cfg.Steps, "training steps at most; with --resume, the run's new total, at least the checkpoint's step (the cosine decay is re-stretched to end there, so only the run's own --steps continues bit for bit)")
-	fs.Float64Var(&cfg.LR, "lr", cfg.LR, "peak learning rate")
-	fs.Float64Var(&cfg.MinLR, "min-lr", cfg.MinLR, "learning rate at the end of the cosine decay")
-	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "linear warm-up steps, at most --steps; when not given, a tenth of --steps up to 50, so that a short run needs no --warmup")
-	fs.Var(kindFlag[config.OptimizerKind]{&cfg.Optimizer}, "optimizer", "adam or adamw")
-	fs.Float64Var(&cfg.WeightDecay, "weight-decay", cfg.WeightDecay, "AdamW weight decay")
-	fs.Var(defaultKind[config.DecayRule]{&cfg.Decay, config.DecayWeights}, "decay", "which parameters AdamW decays: weights (the projection weights, minGPT's rule) or matrices (every parameter of 2+ dimensions, the embeddings too: nanoGPT's)")
-	fs.Var(defaultFloat{&cfg.Beta1, optim.DefaultBeta1}, "beta1", "Adam's decay rate of the first moment")
-	fs.Var(defaultFloat{&cfg.Beta2, optim.DefaultBeta2}, "beta2", "Adam's decay rate of the second moment (nanoGPT uses 0.99)")
-	fs.Float64Var(&cfg.ClipNorm, "clip", cfg.ClipNorm, "global gradient-norm clip (0: off)")
-	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "steps between held-out evaluations")
-	fs.IntVar(&cfg.TestSize, "test-size", cfg.TestSize, "held-out examples, never trained on")
-	fs.Float64Var(&cfg.TargetExact, "target-exact", cfg.TargetExact, "stop once held-out exact match reaches this (0: never)")
-	fs.IntVar(&cfg.CheckpointEvery, "checkpoint-every", cfg.CheckpointEvery, "steps between checkpoints")
+	registerSchema(fs, cfg) // the model's and the run's fields, by their tags
 	return func() error {
 		if err := taskConflicts(fs); err != nil {
 			return err
