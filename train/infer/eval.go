@@ -20,12 +20,14 @@ type EvalResult struct {
 	// ExactMatch is the fraction of examples whose whole answer is right;
 	// of a language model, whose every target is its most likely token.
 	ExactMatch float64 `json:"exact_match"`
-	N          int     `json:"n"`
+	// N is the number of examples scored.
+	N int `json:"n"`
 	// Loss is a language model's mean cross-entropy per target, in nats,
 	// and BPC the same in bits (per character of a text); both are absent
 	// for the other tasks.
 	Loss float64 `json:"loss,omitempty"`
-	BPC  float64 `json:"bpc,omitempty"`
+	// BPC is Loss in bits.
+	BPC float64 `json:"bpc,omitempty"`
 }
 
 // LM is a token-level model: for each sequence of token ids it gives the

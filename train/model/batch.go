@@ -24,8 +24,11 @@ type Batch struct {
 // token ids, row-major and padded, and each row's unpadded length, from
 // which the encoder's and the cross-attention's key-padding masks are made.
 type Source struct {
-	S       int
-	IDs     []int
+	// S is the positions of a row, the model's SourceLen.
+	S int
+	// IDs are the B rows of S token ids, row-major.
+	IDs []int
+	// Lengths are the rows' unpadded lengths.
 	Lengths []int
 }
 

@@ -33,30 +33,36 @@ type Model struct {
 	// Params are the model's parameters, in the order of its checkpoints.
 	Params []graph.Param
 
-	// IDs are the decoder's token ids (B, S) and Pad its key-padding mask.
+	// IDs are the decoder's token ids, (B, S).
 	IDs *graph.IDs
+	// Pad is the decoder's key-padding mask.
 	Pad *graph.MaskNode
-	// SourceIDs are the encoder's token ids (B, SourceLen), SourcePad its
-	// key-padding mask and CrossPad the cross-attention's, which hides the
-	// source's padding from every decoder position: nil for a decoder-only
-	// model.
-	SourceIDs           *graph.IDs
-	SourcePad, CrossPad *graph.MaskNode
+	// SourceIDs are an encoder–decoder's source token ids (B, SourceLen);
+	// nil for a decoder-only model, as are SourcePad and CrossPad.
+	SourceIDs *graph.IDs
+	// SourcePad is the encoder's key-padding mask.
+	SourcePad *graph.MaskNode
+	// CrossPad is the cross-attention's mask, which hides the source's
+	// padding from every decoder position.
+	CrossPad *graph.MaskNode
 
 	// Logits are the decoder's logits, (B, S, Vocab).
 	Logits *G.Node
 	// Weights are every attention layer's weights.
 	Weights Weights
 
-	// Targets and Cost are the targets and the weighted cross-entropy (the
-	// mean over every weighted position of the batch) of a model built or
-	// assembled with Options.Train; nil otherwise.
+	// Targets are the targets and weights of a model built or assembled
+	// with Options.Train; nil otherwise.
 	Targets *graph.Targets
-	Cost    *G.Node
+	// Cost is the weighted cross-entropy of the logits against Targets (the
+	// mean over every weighted position of the batch), with Options.Train;
+	// nil otherwise.
+	Cost *G.Node
 
-	// Graph holds the nodes; VM runs them (nil for an Assemble'd model).
+	// Graph holds the nodes.
 	Graph *G.ExprGraph
-	VM    G.VM
+	// VM runs Graph; nil for a model Assemble built and nothing compiled.
+	VM G.VM
 
 	cfg config.Config
 	// dec is a decoder-only model's network, net an encoder–decoder's and
