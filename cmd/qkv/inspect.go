@@ -223,7 +223,10 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	// its queries, which follow SEP), SEP and the answer but the last
 	// token, which it only ever predicts: a decoder-only model as one
 	// sequence, an encoder-decoder the prompt in its encoder.
-	sources, seqs := infer.Begin(m.Arch, task, []data.Example{task.Frame(prompt)})
+	sources, seqs, err := infer.Begin(m.Arch, task, []data.Example{task.Frame(prompt)})
+	if err != nil {
+		return err
+	}
 	seq := append(seqs[0], answer[0]...)
 	seq = seq[:min(len(seq)-1, m.S)]
 	got, err := infer.Attention(m, sources, [][]int{seq})

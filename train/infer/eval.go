@@ -116,7 +116,10 @@ func Greedy(m *model.Model, task data.Task, prompts [][]int) ([][]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	sources, seqs := Begin(m.Arch, task, frames)
+	sources, seqs, err := Begin(m.Arch, task, frames)
+	if err != nil {
+		return nil, err
+	}
 	c, err := m.Cached()
 	if err != nil {
 		return nil, err
@@ -129,21 +132,28 @@ func Greedy(m *model.Model, task data.Task, prompts [][]int) ([][]int, error) {
 // Begin returns what a model of architecture arch reads of frames (task's
 // frames of prompts, task.Frame) before their answers: a decoder-only
 // model no sources and the sequences prompt + SEP; an encoder–decoder the
-// prompts as sources and the sequences SEP.
-func Begin(arch config.Arch, task data.Task, frames []data.Example) (sources, seqs [][]int) {
+// prompts as sources and the sequences SEP. It fails on a nil task and an
+// architecture it does not know.
+func Begin(arch config.Arch, task data.Task, frames []data.Example) (sources, seqs [][]int, err error) {
+	if task == nil {
+		return nil, nil, errors.New("infer: nil task")
+	}
 	sep := task.Vocab().SEP()
 	seqs = make([][]int, len(frames))
-	if arch == config.ArchEncDec {
+	switch arch {
+	case config.ArchEncDec:
 		sources = make([][]int, len(frames))
 		for i, f := range frames {
 			sources[i], seqs[i] = f.Prompt, []int{sep}
 		}
-		return sources, seqs
+		return sources, seqs, nil
+	case config.ArchDecoder, "":
+		for i, f := range frames {
+			seqs[i] = append(slices.Clone(f.Prompt), sep)
+		}
+		return nil, seqs, nil
 	}
-	for i, f := range frames {
-		seqs[i] = append(slices.Clone(f.Prompt), sep)
-	}
-	return nil, seqs
+	return nil, nil, fmt.Errorf("infer: unknown architecture %q", arch)
 }
 
 // framesOf validates prompts and returns their frames.

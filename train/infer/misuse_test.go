@@ -77,3 +77,25 @@ func TestEvaluateRefusesWrongAnswerLength(t *testing.T) {
 		}
 	}
 }
+
+// TestBegin: what each architecture reads of a prompt before its answer,
+// and Begin's refusals, where a nil task panicked.
+func TestBegin(t *testing.T) {
+	_, task := tiny(t)
+	sep := task.Vocab().SEP()
+	frames := []data.Example{task.Frame([]int{2, 3, 4})}
+	src, seqs, err := infer.Begin(config.ArchDecoder, task, frames)
+	if err != nil || src != nil || !slices.Equal(seqs[0], []int{2, 3, 4, sep}) {
+		t.Errorf("decoder: %v, %v, %v; want no sources and the prompt and SEP", src, seqs, err)
+	}
+	src, seqs, err = infer.Begin(config.ArchEncDec, task, frames)
+	if err != nil || !slices.Equal(src[0], []int{2, 3, 4}) || !slices.Equal(seqs[0], []int{sep}) {
+		t.Errorf("encoder-decoder: %v, %v, %v; want the prompt as source and SEP", src, seqs, err)
+	}
+	if _, _, err := infer.Begin(config.ArchDecoder, nil, frames); err == nil {
+		t.Error("Begin with a nil task: no error")
+	}
+	if _, _, err := infer.Begin("rnn", task, frames); err == nil {
+		t.Error("Begin of an unknown architecture: no error")
+	}
+}
