@@ -9,7 +9,8 @@
 // given or a target (Example.Given). The model reads the prompt and the
 // separator, then each given token, and must produce each target. An
 // encoder–decoder reads the prompt alone in its encoder and the sequence
-// SEP answer in its decoder (train.EncDecModel.Step lays the two out); the
+// SEP answer in its decoder (Model.BatchFor of package train/model lays
+// the two out); the
 // loss is taken at target positions only, because the prompt is random and
 // cannot be predicted and a given token is not asked for. At inference
 // greedy decoding fills the targets of Task.Frame(prompt), feeding the given

@@ -16,6 +16,7 @@ import (
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // charsConfig is a small character model on a text of its own: a verse
@@ -89,7 +90,7 @@ func TestCharsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	windows := stream.Test()
-	m, err := BuildModel(resolved, len(windows), resolved.Model.MaxLen)
+	m, err := model.Build(resolved, len(windows), resolved.Model.MaxLen, model.Options{Train: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestCharsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.SetBatch(batch.Inputs, batch.Lengths); err != nil {
+	if err := m.SetBatch(model.Batch{Batch: batch}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Targets.Set(batch.Targets, batch.Weights); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/qkv-dev/qkv/internal/memprobe"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // TestConfigErrorNamesField: every invalid value, NaN and Inf included, is
@@ -104,9 +104,9 @@ func TestAcceptedConfigsMarshal(t *testing.T) {
 	}
 }
 
-// TestBuildModelRefusesLargeModels: BuildModel checks its estimate against
+// TestBuildRefusesLargeModels: model.Build checks its estimate against
 // the memory limit before allocating.
-func TestBuildModelRefusesLargeModels(t *testing.T) {
+func TestBuildRefusesLargeModels(t *testing.T) {
 	cfg := config.Default()
 	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
@@ -114,23 +114,23 @@ func TestBuildModelRefusesLargeModels(t *testing.T) {
 	// Far beyond any machine: 1e12 sequences.
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := BuildModel(cfg, 1_000_000_000_000, cfg.Model.MaxLen)
+	_, err := model.Build(cfg, 1_000_000_000_000, cfg.Model.MaxLen, model.Options{Train: true})
 	runtime.ReadMemStats(&after)
 	var me *config.MemoryError
 	if !errors.As(err, &me) || !strings.Contains(err.Error(), "activations") {
-		t.Fatalf("BuildModel of 1e12 sequences: %v, want a *config.MemoryError with the breakdown", err)
+		t.Fatalf("model.Build of 1e12 sequences: %v, want a *config.MemoryError with the breakdown", err)
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 		t.Errorf("refusing allocated %d bytes", grew)
 	}
 	// A limit set by config.SetMemoryLimit applies, and restores.
 	prev := config.SetMemoryLimit(1 << 10)
-	_, err = infer.Build(cfg, 1, cfg.Model.MaxLen)
+	_, err = model.Build(cfg, 1, cfg.Model.MaxLen, model.Options{})
 	config.SetMemoryLimit(prev)
 	if !errors.As(err, &me) || me.Limit != 1<<10 {
-		t.Fatalf("BuildModel under a 1 KiB limit: %v", err)
+		t.Fatalf("model.Build under a 1 KiB limit: %v", err)
 	}
-	m, err := infer.Build(cfg, 1, cfg.Model.MaxLen)
+	m, err := model.Build(cfg, 1, cfg.Model.MaxLen, model.Options{})
 	if err != nil {
 		t.Fatalf("after restoring the limit: %v", err)
 	}
@@ -138,30 +138,30 @@ func TestBuildModelRefusesLargeModels(t *testing.T) {
 }
 
 // TestEstimateMemory: the parts add up, training needs more than
-// inference, the parameter count is BuildModel's, and absurd sizes are
+// inference, the parameter count is model.Build's, and absurd sizes are
 // estimated without overflowing.
 func TestEstimateMemory(t *testing.T) {
 	cfg := config.Default()
 	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := infer.Build(cfg, 2, cfg.Model.MaxLen)
+	m, err := model.Build(cfg, 2, cfg.Model.MaxLen, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	if got, want := numParams(t, cfg), float64(m.NumParams()); got != want {
-		t.Errorf("NumParams = %v, BuildModel has %v", got, want)
+		t.Errorf("NumParams = %v, model.Build has %v", got, want)
 	}
 	for _, v := range []layers.AttentionVariants{{KVHeads: 2}, {KVHeads: 1, Sinks: true, QKNorm: true, Softcap: 3}} {
 		c := cfg
 		c.Model.Bias, c.Model.AttentionVariants = !cfg.Model.Bias, v // the other bias too
-		vm, err := infer.Build(c, 2, c.Model.MaxLen)
+		vm, err := model.Build(c, 2, c.Model.MaxLen, model.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got, want := numParams(t, c), float64(vm.NumParams()); got != want {
-			t.Errorf("%+v, bias %v: NumParams = %v, BuildModel has %v", v, c.Model.Bias, got, want)
+			t.Errorf("%+v, bias %v: NumParams = %v, model.Build has %v", v, c.Model.Bias, got, want)
 		}
 		vm.Close()
 	}
@@ -170,12 +170,12 @@ func TestEstimateMemory(t *testing.T) {
 	for _, o := range []layers.StackConfig{{TieEmbeddings: true}, {BlockOptions: layers.BlockOptions{BiasFreeNorm: true}}, {TieEmbeddings: true, BlockOptions: layers.BlockOptions{BiasFreeNorm: true}, Init: layers.InitGPT2}} {
 		c := cfg
 		c.Model.TieEmbeddings, c.Model.BiasFreeNorm, c.Model.Init, c.Model.Bias = o.TieEmbeddings, o.BiasFreeNorm, o.Init, !o.TieEmbeddings
-		vm, err := infer.Build(c, 2, c.Model.MaxLen)
+		vm, err := model.Build(c, 2, c.Model.MaxLen, model.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got, want := numParams(t, c), float64(vm.NumParams()); got != want || got >= numParams(t, cfg) {
-			t.Errorf("tie %v, bias-free norm %v, bias %v: NumParams = %v, BuildModel has %v (untied, biased: %v)", o.TieEmbeddings, o.BiasFreeNorm, c.Model.Bias, got, want, numParams(t, cfg))
+			t.Errorf("tie %v, bias-free norm %v, bias %v: NumParams = %v, model.Build has %v (untied, biased: %v)", o.TieEmbeddings, o.BiasFreeNorm, c.Model.Bias, got, want, numParams(t, cfg))
 		}
 		vm.Close()
 	}

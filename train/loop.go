@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,11 +15,11 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 	"github.com/qkv-dev/qkv/train/optim"
 )
 
@@ -107,11 +106,13 @@ type trainer struct {
 	opt    Options
 	task   data.Task
 	stream *data.Stream
-	model  net
-	eval   evalNet
-	optim  *optim.Optimizer
-	sched  optim.Schedule
-	step   int
+	// model is the model trained, eval the forward-only one evaluated,
+	// given model's parameters before each evaluation.
+	model *model.Model
+	eval  *model.Model
+	optim *optim.Optimizer
+	sched optim.Schedule
+	step  int
 	// saved is the step of the last complete checkpoint in Out, -1 if none.
 	saved int
 	wall  float64 // seconds spent before this process, from a resumed run
@@ -202,7 +203,7 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.optim, err = optim.New(oc, t.model.parameters()); err != nil {
+	if t.optim, err = optim.New(oc, t.model.Params); err != nil {
 		return nil, err
 	}
 	t.sched = config.ScheduleFor(cfg)
@@ -217,75 +218,15 @@ func newTrainer(cfg config.Config, opt Options) (t *trainer, err error) {
 	return t, nil
 }
 
-// net is the model the loop trains: the decoder-only Model or the
-// EncDecModel, as the configuration's Arch says.
-type net interface {
-	stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error)
-	parameters() []graph.Param
-	NumParams() int
-	Close() error
-}
-
-// evalNet is the forward-only model the loop evaluates, given the trained
-// model's current parameters before each evaluation.
-type evalNet interface {
-	SetParams(params []graph.Param) error
-	Evaluate(task data.Task, examples []data.Example) (infer.EvalResult, error)
-	Close() error
-}
-
-func (m *Model) stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
-	batch, err := data.BatchFor(task, examples)
-	if err != nil {
-		return StepResult{}, err
-	}
-	return m.Step(batch, opt, o)
-}
-
-func (m *Model) parameters() []graph.Param { return m.Params }
-
-func (m *EncDecModel) stepOn(task data.Task, examples []data.Example, opt *optim.Optimizer, o StepOptions) (StepResult, error) {
-	return m.Step(task, examples, opt, o)
-}
-
-func (m *EncDecModel) parameters() []graph.Param { return m.Params }
-
-// decoderEval evaluates a decoder-only inference model.
-type decoderEval struct{ *infer.Model }
-
-func (e decoderEval) Evaluate(task data.Task, examples []data.Example) (infer.EvalResult, error) {
-	return infer.Evaluate(e.Model, task, examples)
-}
-
 // build compiles the training and the evaluation model of the run's
 // architecture, for sequences of s tokens.
 func (t *trainer) build(s int) error {
-	cfg := t.cfg
-	evalB := cfg.EvalBatch()
-	if cfg.Arch == config.ArchEncDec {
-		m, err := BuildEncDec(cfg, cfg.Batch)
-		if err != nil {
-			return err
-		}
-		t.model = m
-		e, err := infer.BuildEncDec(cfg, evalB)
-		if err != nil {
-			return err
-		}
-		t.eval = e
-		return nil
-	}
-	m, err := BuildModel(cfg, cfg.Batch, s)
-	if err != nil {
+	var err error
+	if t.model, err = model.Build(t.cfg, t.cfg.Batch, s, model.Options{Train: true}); err != nil {
 		return err
 	}
-	t.model = m
-	e, err := infer.Build(cfg, evalB, s)
-	if err != nil {
-		return err
-	}
-	t.eval = decoderEval{e}
-	return nil
+	t.eval, err = model.Build(t.cfg, t.cfg.EvalBatch(), s, model.Options{})
+	return err
 }
 
 // claimOut creates and locks the run directory, and makes sure a fresh run
@@ -437,18 +378,22 @@ func (t *trainer) trainStep() (Metric, error) {
 		return Metric{}, err
 	}
 	lr := t.sched.LR(t.step)
-	res, err := t.model.stepOn(t.task, examples, t.optim, StepOptions{LR: lr, Clip: t.cfg.ClipNorm, Step: t.step})
-	if errors.Is(err, ErrNonFinite) {
+	batch, err := t.model.BatchFor(t.task, examples)
+	if err != nil {
+		return Metric{}, err
+	}
+	res, err := t.model.Step(batch, t.optim, model.StepOptions{LR: lr, Clip: t.cfg.ClipNorm, Step: t.step})
+	if errors.Is(err, model.ErrNonFinite) {
 		err = fmt.Errorf("train: step %d: %w; %s", t.step+1, err, t.lastCheckpoint())
 	}
 	return Metric{LR: lr, Loss: res.Loss, GradNorm: res.GradNorm}, err
 }
 
 func (t *trainer) evaluate() (infer.EvalResult, error) {
-	if err := t.eval.SetParams(t.model.parameters()); err != nil {
+	if err := t.eval.SetParams(t.model.Params); err != nil {
 		return infer.EvalResult{}, err
 	}
-	return t.eval.Evaluate(t.task, t.stream.Test())
+	return infer.Evaluate(t.eval, t.task, t.stream.Test())
 }
 
 // save writes the checkpoint of the current step, unless it is the last one
@@ -482,7 +427,7 @@ func (t *trainer) writeCheckpoint(wall float64) error {
 	if err != nil {
 		return err
 	}
-	weights, err := checkpoint.ParamTensors(t.model.parameters())
+	weights, err := checkpoint.ParamTensors(t.model.Params)
 	if err != nil {
 		return err
 	}
@@ -507,7 +452,7 @@ func (t *trainer) restore() error {
 	if st.Step != ck.Step {
 		return fmt.Errorf("train: checkpoint %s: %s: the run state is at step %d, the checkpoint at step %d", t.opt.Out, checkpoint.StateFile, st.Step, ck.Step)
 	}
-	if err := checkpoint.LoadParams(t.model.parameters(), ck.Weights, checkpoint.File(t.opt.Out, checkpoint.ModelFile)); err != nil {
+	if err := checkpoint.LoadParams(t.model.Params, ck.Weights, checkpoint.File(t.opt.Out, checkpoint.ModelFile)); err != nil {
 		return err
 	}
 	if err := t.optim.Restore(st.Step, ck.Optimizer); err != nil {
@@ -654,5 +599,3 @@ func (t *trainer) finish(sum Summary) error {
 	}
 	return t.opt.Curves(filepath.Join(t.opt.Out, CurvesFile), sum, t.history)
 }
-
-func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -8,7 +8,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 	"github.com/qkv-dev/qkv/train/optim"
 )
 
@@ -34,10 +34,10 @@ func measureStep(t *testing.T, cfg config.Config, b int, training bool) (config.
 		t.Fatal(err)
 	}
 	before := settledHeap()
-	var m *infer.Model
+	var m *model.Model
 	var opt *optim.Optimizer
 	if training {
-		tm, err := BuildModel(cfg, b, s)
+		tm, err := model.Build(cfg, b, s, model.Options{Train: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,12 +51,12 @@ func measureStep(t *testing.T, cfg config.Config, b int, training bool) (config.
 		if err := tm.Targets.Set(batch.Targets, batch.Weights); err != nil {
 			t.Fatal(err)
 		}
-		m = tm.Model
-	} else if m, err = infer.Build(cfg, b, s); err != nil {
+		m = tm
+	} else if m, err = model.Build(cfg, b, s, model.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if err := m.SetBatch(batch.Inputs, batch.Lengths); err != nil {
+	if err := m.SetBatch(model.Batch{Batch: batch}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(func() error {

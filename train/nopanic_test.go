@@ -10,11 +10,13 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 	"github.com/qkv-dev/qkv/train/optim"
 )
 
@@ -28,17 +30,22 @@ func TestNoPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	resolved := tiny
-	m, err := BuildModel(tiny, 2, task.MaxLen()-1)
+	m, err := model.Build(tiny, 2, task.MaxLen()-1, model.Options{Train: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	inf, err := infer.Build(tiny, 2, task.MaxLen()-1)
+	inf, err := model.Build(tiny, 2, task.MaxLen()-1, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer inf.Close()
-	var nilModel *Model
+	var nilModel *model.Model
+	train := model.Options{Train: true}
+	// rows is a decoder batch of m's shape binding ids and lengths.
+	rows := func(ids, lengths []int) model.Batch {
+		return model.Batch{Batch: data.Batch{B: m.B, S: m.S, Inputs: ids, Lengths: lengths}}
+	}
 	var nilOpt *optim.Optimizer
 	adam, err := optim.NewAdam(optim.DefaultBeta1, optim.DefaultBeta2, optim.DefaultEps)
 	if err != nil {
@@ -76,7 +83,10 @@ func TestNoPanics(t *testing.T) {
 		{"LoadCheckpoint empty name", func() error { _, err := checkpoint.Load(""); return err }, []string{"no checkpoint"}},
 		{"LoadCheckpoint a file", func() error { _, err := checkpoint.Load("/dev/null"); return err }, []string{"/dev/null"}},
 		{"LoadConfig missing", func() error { _, err := config.Load(filepath.Join(dir, "none")); return err }, []string{"no checkpoint"}},
-		{"LoadModel missing", func() error { _, _, _, err := infer.Load(filepath.Join(dir, "none"), 1); return err }, []string{"no checkpoint"}},
+		{"LoadModel missing", func() error {
+			_, _, _, err := model.Load(filepath.Join(dir, "none"), 1, model.LoadOptions{})
+			return err
+		}, []string{"no checkpoint"}},
 		{"checkpoint.ParamTensors nil node", func() error { _, err := checkpoint.ParamTensors(nilNode); return err }, []string{`param "w": nil node`}},
 		{"checkpoint.ParamTensors no value", func() error { _, err := checkpoint.ParamTensors(noValue); return err }, []string{`param "nv": no value`}},
 		{"checkpoint.LoadParams nil node", func() error { return checkpoint.LoadParams(nilNode, nil, "f") }, []string{`param "w": nil node`}},
@@ -114,18 +124,28 @@ func TestNoPanics(t *testing.T) {
 		{"Schedule NaN", func() error { return optim.Schedule{Peak: math.NaN(), Total: 10}.Validate() }, []string{"NaN"}},
 
 		// Models.
-		{"BuildModel zero config", func() error { _, err := BuildModel(config.Config{}, 1, 1); return err }, []string{"sizes must be positive"}},
-		{"BuildModel zero batch", func() error { _, err := BuildModel(tiny, 0, 4); return err }, []string{"0"}},
-		{"BuildModel negative length", func() error { _, err := BuildModel(tiny, 1, -4); return err }, []string{"-4"}},
-		{"BuildModel huge batch", func() error { _, err := BuildModel(huge, huge.Batch, 4); return err }, []string{"memory"}},
-		{"Model nil SetBatch", func() error { return nilModel.SetBatch(nil, nil) }, []string{"nil or unbuilt model"}},
-		{"Model nil Run", func() error { return nilModel.Run(nil) }, []string{"nil or unbuilt model"}},
-		{"Model nil Close", func() error { return nilModel.Close() }, []string{"nil or unbuilt model"}},
-		{"Model zero Run", func() error { return (&Model{}).Run(nil) }, []string{"BuildModel"}},
-		{"Model SetBatch short", func() error { return m.SetBatch([]int{1}, []int{1, 1}) }, []string{"ids"}},
-		{"Model SetBatch bad id", func() error { return m.SetBatch(make([]int, m.B*m.S), []int{-1, 1}) }, []string{"-1"}},
+		{"Build zero config", func() error { _, err := model.Build(config.Config{}, 1, 1, train); return err }, []string{"sizes must be positive"}},
+		{"Build zero batch", func() error { _, err := model.Build(tiny, 0, 4, train); return err }, []string{"0"}},
+		{"Build negative length", func() error { _, err := model.Build(tiny, 1, -4, train); return err }, []string{"-4"}},
+		{"Build huge batch", func() error { _, err := model.Build(huge, huge.Batch, 4, train); return err }, []string{"memory"}},
+		{"Model nil SetBatch", func() error { return nilModel.SetBatch(model.Batch{}) }, []string{"nil or unbuilt model"}},
+		{"Model nil Run", func() error { return nilModel.Run(nil) }, []string{"nil model"}},
+		{"Model nil Close", func() error { return nilModel.Close() }, []string{"nil model"}},
+		{"Model nil Step", func() error { _, err := nilModel.Step(model.Batch{}, nil, model.StepOptions{}); return err }, []string{"nil model"}},
+		{"Model zero Run", func() error { return (&model.Model{}).Run(nil) }, []string{"Build"}},
+		{"Model SetBatch short", func() error { return m.SetBatch(rows([]int{1}, []int{1, 1})) }, []string{"ids"}},
+		{"Model SetBatch bad id", func() error { return m.SetBatch(rows(make([]int, m.B*m.S), []int{-1, 1})) }, []string{"-1"}},
+		{"Model SetBatch source", func() error {
+			b := rows(make([]int, m.B*m.S), []int{1, 1})
+			b.Source = &model.Source{S: 1, IDs: []int{1, 1}, Lengths: []int{1, 1}}
+			return m.SetBatch(b)
+		}, []string{"no encoder"}},
+		{"Model Step inference", func() error {
+			_, err := inf.Step(rows(make([]int, m.B*m.S), []int{1, 1}), nil, model.StepOptions{})
+			return err
+		}, []string{"built for inference"}},
 		{"CopyParamsFrom nil", func() error { return m.CopyParamsFrom(nil) }, []string{"nil model"}},
-		{"CopyParamsFrom zero", func() error { return m.CopyParamsFrom(&infer.Model{}) }, []string{"no machine"}},
+		{"CopyParamsFrom zero", func() error { return m.CopyParamsFrom(&model.Model{}) }, []string{"no machine"}},
 		{"Greedy nil model", func() error { _, err := infer.Greedy(nil, task, [][]int{prompt}); return err }, []string{"nil model"}},
 		{"Greedy nil task", func() error { _, err := infer.Greedy(inf, nil, [][]int{prompt}); return err }, []string{"nil task"}},
 		{"Greedy bad prompt", func() error { _, err := infer.Greedy(inf, task, [][]int{{999}}); return err }, []string{"prompt"}},

@@ -10,11 +10,12 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
 	"github.com/qkv-dev/qkv/train/optim"
 )
 
 // stepsByHand trains cfg's decoder for n steps through the public API, as a
-// loop of one's own would: BuildModel, the optimizer oc, config.ScheduleFor
+// loop of one's own would: model.Build, the optimizer oc, config.ScheduleFor
 // and Model.Step on the batches of the run's data stream. It returns the
 // weights after the last step.
 func stepsByHand(t *testing.T, cfg config.Config, oc optim.Config, n int) []checkpoint.NamedTensor {
@@ -27,7 +28,7 @@ func stepsByHand(t *testing.T, cfg config.Config, oc optim.Config, n int) []chec
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := BuildModel(cfg, cfg.Batch, task.MaxLen()-1)
+	m, err := model.Build(cfg, cfg.Batch, task.MaxLen()-1, model.Options{Train: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +43,11 @@ func stepsByHand(t *testing.T, cfg config.Config, oc optim.Config, n int) []chec
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch, err := data.BatchFor(task, examples)
+		batch, err := m.BatchFor(task, examples)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Step(batch, opt, StepOptions{LR: sched.LR(step), Clip: cfg.ClipNorm, Step: step}); err != nil {
+		if _, err := m.Step(batch, opt, model.StepOptions{LR: sched.LR(step), Clip: cfg.ClipNorm, Step: step}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +176,7 @@ func TestAdamWDefaultDecoderDecays(t *testing.T) {
 	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Assemble(cfg, 2, cfg.Model.MaxLen)
+	m, err := model.Assemble(cfg, 2, cfg.Model.MaxLen, model.Options{Train: true})
 	if err != nil {
 		t.Fatal(err)
 	}

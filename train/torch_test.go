@@ -18,7 +18,7 @@ import (
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // torchScript is the independent PyTorch reference, relative to this package.
@@ -265,14 +265,14 @@ func TestTorchReferenceLogits(t *testing.T) {
 				t.Fatal(err)
 			}
 			const b = 6
-			m, cfg, _, err := infer.Load(dir, b)
+			m, cfg, _, err := model.Load(dir, b, model.LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Close()
 			s, voc := m.S, cfg.Model.Vocab
 			ids, lengths := torchBatch(b, s, voc, rand.New(rand.NewPCG(3, 4)))
-			if err := m.SetBatch(ids, lengths); err != nil {
+			if err := m.SetBatch(model.Batch{Batch: data.Batch{B: b, S: s, Inputs: ids, Lengths: lengths}}); err != nil {
 				t.Fatal(err)
 			}
 			var got []float64
@@ -385,14 +385,14 @@ func TestTorchReferenceEncDecLogits(t *testing.T) {
 				t.Fatal(err)
 			}
 			const b = 6
-			m, cfg, _, err := infer.LoadEncDec(dir, b, infer.LoadOptions{})
+			m, cfg, _, err := model.Load(dir, b, model.LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			ss, st, voc := m.Ss, m.St, cfg.Model.Vocab
+			ss, st, voc := m.SourceLen, m.S, cfg.Model.Vocab
 			src, srcLengths, tgt, tgtLengths := torchEncDecBatch(b, ss, st, voc, rand.New(rand.NewPCG(5, 6)))
-			if err := m.SetBatch(src, srcLengths, tgt, tgtLengths); err != nil {
+			if err := m.SetBatch(model.Batch{Batch: data.Batch{B: b, S: st, Inputs: tgt, Lengths: tgtLengths}, Source: &model.Source{S: ss, IDs: src, Lengths: srcLengths}}); err != nil {
 				t.Fatal(err)
 			}
 			var got []float64

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 func TestBenchAttentionLayer(t *testing.T) {
@@ -192,7 +192,7 @@ func TestStepFLOPs(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := task.MaxLen() - 1
-	m, err := train.BuildModel(cfg, cfg.Batch, s)
+	m, err := model.Build(cfg, cfg.Batch, s, model.Options{Train: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ import (
 	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/tools/torchref"
-	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
 	"github.com/qkv-dev/qkv/train/optim"
 )
 
@@ -222,7 +222,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mem.apply()()
-	m, err := train.BuildModel(cfg, cfg.Batch, task.MaxLen()-1)
+	m, err := model.Build(cfg, cfg.Batch, task.MaxLen()-1, model.Options{Train: true})
 	if err != nil {
 		return configError(err, cfg) // a *config.MemoryError: exit 2 naming the sizes
 	}
@@ -245,11 +245,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		batch, err := data.BatchFor(task, examples)
+		batch, err := m.BatchFor(task, examples)
 		if err != nil {
 			return err
 		}
-		_, err = m.Step(batch, opt, train.StepOptions{LR: cfg.LR, Clip: cfg.ClipNorm, Step: n})
+		_, err = m.Step(batch, opt, model.StepOptions{LR: cfg.LR, Clip: cfg.ClipNorm, Step: n})
 		n++
 		return err
 	}

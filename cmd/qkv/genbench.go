@@ -9,7 +9,7 @@ import (
 
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // genResult is one line of `qkv bench --generate`: the time to produce the
@@ -53,20 +53,20 @@ func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writ
 		for i := range seq {
 			seq[i] = 2 + i%14
 		}
-		model, err := infer.Build(c, 1, p+1)
+		net, err := model.Build(c, 1, p+1, model.Options{})
 		if err != nil {
 			return configError(err, c)
 		}
-		cached, err := model.Cached()
+		cached, err := net.Cached()
 		if err != nil {
-			model.Close()
+			net.Close()
 			return err
 		}
-		uncached := func() error { _, err := model.NextLogits([][]int{seq}); return err }
+		uncached := func() error { _, err := net.NextLogits(nil, [][]int{seq}); return err }
 		// With the cache every step attends over the context of p+1
 		// positions, so p steps from a one-token prompt cost p times the
 		// step at position p.
-		steps := func() error { _, err := cached.Generate([][]int{seq[:1]}, []int{p}); return err }
+		steps := func() error { _, err := cached.Generate(nil, [][]int{seq[:1]}, []int{p}); return err }
 		tUncached, err := median(uncached, repeats)
 		if err == nil {
 			var tSteps float64
@@ -76,7 +76,7 @@ func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writ
 					genResult{Position: p, Cached: false, MsPerToken: tUncached, Dim: m.Dim, Layers: m.Layers})
 			}
 		}
-		model.Close()
+		net.Close()
 		if err != nil {
 			return err
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
-	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 func runGradcheck(args []string, stdout, stderr io.Writer) error {
@@ -111,14 +111,14 @@ func plural(n int, noun string) string {
 // weighted cross-entropy.
 func gradcheckDecoder(cfg layers.StackConfig, b int, seed uint64, progress func(param string, done, total int)) (graph.GradReport, error) {
 	n := cfg.MaxLen
-	m, err := train.Assemble(config.Config{Model: cfg, DType: config.Float64, Seed: seed}, b, n)
+	m, err := model.Assemble(config.Config{Model: cfg, DType: config.Float64, Seed: seed}, b, n, model.Options{Train: true})
 	if err != nil {
 		return nil, err
 	}
-	dec, ids, pad, targets, cost := m.Decoder, m.IDs, m.Pad, m.Targets, m.Cost
+	ids, pad, targets, cost := m.IDs, m.Pad, m.Targets, m.Cost
 
 	rng := rand.New(rand.NewPCG(seed, 7))
-	for _, p := range dec.Params() {
+	for _, p := range m.Params {
 		vals := p.Node.Value().Data().([]float64)
 		for i := range vals {
 			vals[i] += 0.3 * rng.NormFloat64()
@@ -149,7 +149,7 @@ func gradcheckDecoder(cfg layers.StackConfig, b int, seed uint64, progress func(
 	if err := targets.Set(tgt, w); err != nil {
 		return nil, err
 	}
-	return graph.GradCheck(cost, dec.Params(), nil, graph.GradCheckConfig{Progress: progress})
+	return graph.GradCheck(cost, m.Params, nil, graph.GradCheckConfig{Progress: progress})
 }
 
 // gradcheckProgress shows on w how many weights have been differenced, as

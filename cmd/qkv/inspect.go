@@ -16,6 +16,7 @@ import (
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // tooLargeAdvice is the advice for a checkpoint too large for the memory
@@ -80,13 +81,8 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 		if fused {
 			fmt.Fprintln(stderr, "flash attention forms no weights: drawing them with fused attention, the same function of the same weights")
 		}
-		opts := infer.LoadOptions{Attention: cfg.Model.Attention}
 		l := &loaded{}
-		if cfg.Arch == config.ArchEncDec {
-			l.encdec, l.cfg, l.task, err = infer.LoadEncDec(*dir, b, opts)
-		} else {
-			l.dec, l.cfg, l.task, err = infer.LoadWith(*dir, b, opts)
-		}
+		l.m, l.cfg, l.task, err = model.Load(*dir, b, model.LoadOptions{Attention: cfg.Model.Attention})
 		if err != nil {
 			return nil, err
 		}
@@ -97,35 +93,23 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 // loaded is a checkpoint's model, decoder-only or encoder-decoder, with its
 // configuration and task.
 type loaded struct {
-	dec    *infer.Model
-	encdec *infer.EncDecModel
-	cfg    config.Config
-	task   data.Task
+	m    *model.Model
+	cfg  config.Config
+	task data.Task
 }
 
 // greedy decodes the answers of prompts.
 func (l *loaded) greedy(prompts [][]int) ([][]int, error) {
-	if l.encdec != nil {
-		return l.encdec.Greedy(l.task, prompts)
-	}
-	return infer.Greedy(l.dec, l.task, prompts)
+	return infer.Greedy(l.m, l.task, prompts)
 }
 
 // evaluate scores greedy answers on examples.
 func (l *loaded) evaluate(examples []data.Example) (infer.EvalResult, error) {
-	if l.encdec != nil {
-		return l.encdec.Evaluate(l.task, examples)
-	}
-	return infer.Evaluate(l.dec, l.task, examples)
+	return infer.Evaluate(l.m, l.task, examples)
 }
 
 // Close releases the model's machine.
-func (l *loaded) Close() error {
-	if l.encdec != nil {
-		return l.encdec.Close()
-	}
-	return l.dec.Close()
-}
+func (l *loaded) Close() error { return l.m.Close() }
 
 func runEval(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("eval", "--checkpoint DIR", stderr)
@@ -226,10 +210,7 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer l.Close()
-	if l.encdec != nil {
-		return attendEncDec(l, *input, *out, stdout)
-	}
-	m, task := l.dec, l.task
+	m, task := l.m, l.task
 	prompt, err := promptArg(task, *input)
 	if err != nil {
 		return err
@@ -240,60 +221,44 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	}
 	// The model reads the frame's prompt (a multi-query recall prompt less
 	// its queries, which follow SEP), SEP and the answer but the last
-	// token, which it only ever predicts.
-	vocab := task.Vocab()
-	seq := append(append(append([]int(nil), task.Frame(prompt).Prompt...), vocab.SEP()), answer[0]...)
-	seq = seq[:min(len(seq)-1, m.S)]
-	maps, err := attention(m, seq)
+	// token, which it only ever predicts: a decoder-only model as one
+	// sequence, an encoder-decoder the prompt in its encoder.
+	sources, seqs, err := infer.Begin(m.Arch, task, []data.Example{task.Frame(prompt)})
 	if err != nil {
 		return err
+	}
+	seq := append(seqs[0], answer[0]...)
+	seq = seq[:min(len(seq)-1, m.S)]
+	got, err := infer.Attention(m, sources, [][]int{seq})
+	if err != nil {
+		return err
+	}
+	if sources != nil {
+		return attendEncDec(l, prompt, answer[0], sources[0], seq, got[0], *out, stdout)
+	}
+	vocab := task.Vocab()
+	maps := plot.Heatmaps(got[0].Self, plot.SelfHidden(len(seq), true, l.cfg.Model.Window))
+	if len(maps) == 0 {
+		return errors.New("model has no attention layers")
 	}
 	title := fmt.Sprintf("%s: %s -> %s", task.Name(), oneLine(vocab, prompt), oneLine(vocab, answer[0]))
 	if err := plot.Attention(*out, title, vocab.Labels(seq), maps); err != nil {
 		return outputErr("out", err)
 	}
-	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", oneLine(vocab, answer[0]), len(maps)/max(1, m.Decoder.Config().Heads), *out)
+	fmt.Fprintf(stdout, "answer %s; attention of %d layers written to %s\n", oneLine(vocab, answer[0]), len(maps)/max(1, l.cfg.Model.Heads), *out)
 	return nil
 }
 
-// attention runs m on seq and returns every layer's and head's attention
-// weights over its tokens, the cells its causal mask and window hide marked.
-func attention(m *infer.Model, seq []int) ([]plot.AttentionMap, error) {
-	maps, err := m.Attention([][]int{seq})
-	if err != nil {
-		return nil, err
-	}
-	out := plot.Heatmaps(maps[0], plot.SelfHidden(len(seq), true, m.Decoder.Config().Window))
-	if len(out) == 0 {
-		return nil, errors.New("model has no attention layers")
-	}
-	return out, nil
-}
-
-// attendEncDec draws an encoder–decoder's three kinds of attention for a
-// prompt and its greedy answer, each in a PNG of its own next to out
+// attendEncDec draws an encoder–decoder's three kinds of attention, got,
+// for a prompt and its greedy answer, each in a PNG of its own next to out
 // (attn-encoder.png, attn-decoder.png, attn-cross.png for attn.png),
-// written all or none: the encoder's self-attention over the prompt, the
-// decoder's causal self-attention over SEP and the answer, and the
-// cross-attention from the decoder's positions (queries) to the prompt's
-// (keys).
-func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
-	m, task := l.encdec, l.task
-	prompt, err := promptArg(task, input)
-	if err != nil {
-		return err
-	}
-	answer, err := m.Greedy(task, [][]int{prompt})
-	if err != nil {
-		return err
-	}
+// written all or none: the encoder's self-attention over the prompt's
+// frame (srcIDs), the decoder's causal self-attention over SEP and the
+// answer (tgt), and the cross-attention from the decoder's positions
+// (queries) to the prompt's (keys).
+func attendEncDec(l *loaded, prompt, answer, srcIDs, tgt []int, got infer.AttentionMaps, out string, stdout io.Writer) error {
+	task := l.task
 	vocab := task.Vocab()
-	tgt := append([]int{vocab.SEP()}, answer[0][:len(answer[0])-1]...) // what the decoder reads
-	srcIDs := task.Frame(prompt).Prompt                                // what the encoder reads
-	got, err := m.Attention([][]int{srcIDs}, [][]int{tgt})
-	if err != nil {
-		return err
-	}
 	// The decoder's self-attention is masked within the real tokens, and
 	// the encoder's too when it is causal: padding, which the others hide,
 	// is not drawn.
@@ -307,14 +272,15 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 		keys    []string
 		hidden  [][]bool
 	}{
-		{"encoder", got[0].Encoder, vocab.Labels(srcIDs), vocab.Labels(srcIDs), encHidden},
-		{"decoder", got[0].DecoderSelf, vocab.Labels(tgt), vocab.Labels(tgt), causal},
-		{"cross", got[0].Cross, vocab.Labels(tgt), vocab.Labels(srcIDs), nil},
+		{"encoder", got.Encoder, vocab.Labels(srcIDs), vocab.Labels(srcIDs), encHidden},
+		{"decoder", got.Self, vocab.Labels(tgt), vocab.Labels(tgt), causal},
+		{"cross", got.Cross, vocab.Labels(tgt), vocab.Labels(srcIDs), nil},
 	}
 	ext := filepath.Ext(out)
 	base := strings.TrimSuffix(out, ext)
-	title := fmt.Sprintf("%s: %s -> %s", task.Name(), oneLine(vocab, prompt), oneLine(vocab, answer[0]))
+	title := fmt.Sprintf("%s: %s -> %s", task.Name(), oneLine(vocab, prompt), oneLine(vocab, answer))
 	var written []string
+	var err error
 	var pngs plot.Set // all three or none
 	for _, kind := range kinds {
 		path := base + "-" + kind.name + ext
@@ -332,7 +298,7 @@ func attendEncDec(l *loaded, input, out string, stdout io.Writer) error {
 	if err := pngs.Write(); err != nil {
 		return outputErr("out", err)
 	}
-	fmt.Fprintf(stdout, "answer %s; encoder, decoder and cross-attention written to %s\n", vocab.Decode(answer[0]), strings.Join(written, ", "))
+	fmt.Fprintf(stdout, "answer %s; encoder, decoder and cross-attention written to %s\n", vocab.Decode(answer), strings.Join(written, ", "))
 	return nil
 }
 

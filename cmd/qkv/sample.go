@@ -9,6 +9,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 func runSample(args []string, stdout, stderr io.Writer) error {
@@ -50,9 +51,9 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 		ids = ids[len(ids)-context:]
 	}
 	prefix := append([]int{v.SEP()}, ids...) // BOS starts every window
-	var c *infer.Cached
+	var c *model.Cached
 	if *cache {
-		if c, err = l.dec.Cached(); err != nil {
+		if c, err = l.m.Cached(); err != nil {
 			return err
 		}
 	}
@@ -71,7 +72,7 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 	out := bufio.NewWriter(stdout)
 	fmt.Fprint(out, *prompt)
 	start := time.Now()
-	err = infer.Stream(l.dec, c, prefix, *tokens, 1, choose, func(tok int) error {
+	err = infer.Stream(l.m, c, prefix, *tokens, 1, choose, func(tok int) error {
 		if _, err := out.WriteString(v.Decode([]int{tok})); err != nil {
 			return err
 		}

@@ -219,7 +219,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: %s holds a checkpoint of an earlier run: continue it with --resume %s, or %s", errUsage, dir, opts.Out, aside)
 	}
 	if err != nil {
-		return configError(err, cfg) // a *config.MemoryError of BuildModel: exit 2 naming the sizes
+		return configError(err, cfg) // a *config.MemoryError of model.Build: exit 2 naming the sizes
 	}
 	// This process's steps and seconds, and the run's in all when resumed:
 	// MsPerStep is of this process's steps.

@@ -154,7 +154,7 @@ func (m *memoryFlag) limit() (int64, string) {
 	return a.Bytes, "the available memory (" + a.Limit + ")"
 }
 
-// apply makes the library's own check (train.BuildModel) use the limit given
+// apply makes the library's own check (model.Build) use the limit given
 // by --max-memory, if any, and returns the function that restores it.
 func (m *memoryFlag) apply() func() {
 	if m.n == 0 {

@@ -344,7 +344,7 @@ func TestFieldFlags(t *testing.T) {
 	if got := fmt.Sprint(err); !strings.Contains(got, "--clip: x") || !errors.Is(err, errUsage) {
 		t.Errorf("configError = %q, want a usage error --clip: x", got)
 	}
-	// A *config.MemoryError (of BuildModel, within train.Run) exits 2 too.
+	// A *config.MemoryError (of model.Build, within train.Run) exits 2 too.
 	est := config.MemoryEstimate{B: 3, S: 4, Params: 1 << 20}
 	err = configError(fmt.Errorf("train: %w", &config.MemoryError{Estimate: est, Limit: 1 << 10}), cfg)
 	if got := fmt.Sprint(err); !errors.Is(err, errUsage) || !strings.Contains(got, "--max-memory") || !strings.Contains(got, "B=3 S=4") {

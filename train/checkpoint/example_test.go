@@ -9,7 +9,7 @@ import (
 
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // Weights out of one model and into another, here through PyTorch's
@@ -20,13 +20,13 @@ func ExampleLoadWeights() {
 	if _, err := cfg.Resolve(); err != nil {
 		log.Fatal(err)
 	}
-	a, err := infer.Build(cfg, 1, cfg.Model.MaxLen)
+	a, err := model.Build(cfg, 1, cfg.Model.MaxLen, model.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer a.Close()
 	cfg.Seed = 2 // other initial weights
-	b, err := infer.Build(cfg, 1, cfg.Model.MaxLen)
+	b, err := model.Build(cfg, 1, cfg.Model.MaxLen, model.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,18 +42,18 @@ func ExampleLoadWeights() {
 		log.Fatal(err)
 	}
 	seq := [][]int{{2, 3, 4, 2, 1}}
-	before, err := b.NextLogits(seq)
+	before, err := b.NextLogits(nil, seq)
 	if err != nil {
 		log.Fatal(err)
 	}
 	if err := checkpoint.LoadWeights(path, b.Params, checkpoint.LayoutTorch); err != nil {
 		log.Fatal(err)
 	}
-	want, err := a.NextLogits(seq)
+	want, err := a.NextLogits(nil, seq)
 	if err != nil {
 		log.Fatal(err)
 	}
-	got, err := b.NextLogits(seq)
+	got, err := b.NextLogits(nil, seq)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -105,9 +105,8 @@ const (
 // EstimateMemory estimates what a model of cfg needs for batches of b
 // sequences of s tokens: weights, and with training their gradients and
 // Adam's moments, plus one batch's activations. It covers both
-// architectures: train.BuildModel(cfg, b, s) and train.BuildEncDec(cfg, b)
-// check it with training true, infer.Build and infer.BuildEncDec with
-// training false (CheckMemory). cfg must be resolved (Model.Vocab and MaxLen set). It fails
+// architectures: model.Build(cfg, b, s, opts) checks it with training
+// opts.Train (CheckMemory). cfg must be resolved (Model.Vocab and MaxLen set). It fails
 // only for non-positive sizes.
 func EstimateMemory(cfg Config, b, s int, training bool) (MemoryEstimate, error) {
 	m := cfg.Model
@@ -240,13 +239,13 @@ func CheckMemory(cfg Config, b, s int, training bool) error {
 
 var memoryLimit atomic.Int64
 
-// SetMemoryLimit sets the most memory, in bytes, that BuildModel lets a
+// SetMemoryLimit sets the most memory, in bytes, that model.Build lets a
 // model's estimate take; 0 (the initial value) means the memory available
 // at the time of each check (internal/memprobe.Probe). It returns the previous setting. The command
 // line sets it from --max-memory.
 func SetMemoryLimit(n int64) (previous int64) { return memoryLimit.Swap(max(n, 0)) }
 
-// MemoryLimit returns the limit BuildModel checks estimates against: the
+// MemoryLimit returns the limit model.Build checks estimates against: the
 // one set by SetMemoryLimit, or else the memory the process can still
 // allocate (internal/memprobe.Probe: /proc/meminfo, ulimit -v, cgroups).
 func MemoryLimit() int64 {

@@ -8,6 +8,7 @@ import (
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // checkRows checks that every map of maps is rows x cols per head, each
@@ -51,17 +52,23 @@ func checkRows(t *testing.T, what string, maps infer.Maps, layers, heads, rows, 
 func TestAttentionMaps(t *testing.T) {
 	cfg, m := randomModel(t, config.Float64, layers.PositionsLearned, false)
 	seqs := [][]int{{1, 2, 3, 4, 0}, {2, 2}, {4, 3, 1}}
-	got, err := m.Attention(seqs)
+	maps, err := infer.Attention(m, nil, seqs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := make([]infer.Maps, len(maps))
 	for b, seq := range seqs {
+		if maps[b].Encoder != nil || maps[b].Cross != nil {
+			t.Errorf("sequence %d: a decoder-only model has encoder or cross maps", b)
+		}
+		got[b] = maps[b].Self
 		checkRows(t, "decoder", got[b], cfg.Model.Layers, cfg.Model.Heads, len(seq), len(seq), true)
 	}
-	alone, err := m.Attention(seqs[1:2])
+	aloneMaps, err := infer.Attention(m, nil, seqs[1:2])
 	if err != nil {
 		t.Fatal(err)
 	}
+	alone := []infer.Maps{aloneMaps[0].Self}
 	for l := range alone[0] {
 		for h := range alone[0][l] {
 			for i := range alone[0][l][h] {
@@ -74,7 +81,7 @@ func TestAttentionMaps(t *testing.T) {
 		}
 	}
 	for _, bad := range [][][]int{nil, {{}}, {{1}, {1}, {1}, {1}}, {make([]int, m.S+1)}} {
-		if _, err := m.Attention(bad); err == nil || !strings.Contains(err.Error(), "infer: attention") {
+		if _, err := infer.Attention(m, nil, bad); err == nil || !strings.Contains(err.Error(), "infer: attention") {
 			t.Errorf("Attention(%d sequences) = %v, want an error", len(bad), err)
 		}
 	}
@@ -84,7 +91,7 @@ func TestAttentionMaps(t *testing.T) {
 // shapes of source and target, and their rows are distributions.
 func TestEncDecAttentionMaps(t *testing.T) {
 	cfg, task, examples := multiQuery(t, config.ArchEncDec)
-	m, err := infer.BuildEncDec(cfg, 2)
+	m, err := model.Build(cfg, 2, cfg.Model.MaxLen, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,17 +103,20 @@ func TestEncDecAttentionMaps(t *testing.T) {
 		src = append(src, f.Prompt)
 		tgt = append(tgt, append([]int{task.Vocab().SEP()}, e.Answer[:len(e.Answer)-1]...))
 	}
-	got, err := m.Attention(src, tgt)
+	got, err := infer.Attention(m, src, tgt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for b := range src {
 		ns, nt := len(src[b]), len(tgt[b])
 		checkRows(t, "encoder", got[b].Encoder, cfg.Model.Layers, cfg.Model.Heads, ns, ns, false)
-		checkRows(t, "decoder", got[b].DecoderSelf, cfg.Model.Layers, cfg.Model.Heads, nt, nt, true)
+		checkRows(t, "decoder", got[b].Self, cfg.Model.Layers, cfg.Model.Heads, nt, nt, true)
 		checkRows(t, "cross", got[b].Cross, cfg.Model.Layers, cfg.Model.Heads, nt, ns, false)
 	}
-	if _, err := m.Attention(src, tgt[:1]); err == nil {
+	if _, err := infer.Attention(m, src, tgt[:1]); err == nil {
 		t.Error("Attention with 2 sources and 1 target: no error")
+	}
+	if _, err := infer.Attention(m, nil, tgt); err == nil {
+		t.Error("Attention of an encoder-decoder without sources: no error")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // EvalResult is the score of greedy decoding on a set of examples
@@ -18,33 +20,40 @@ type EvalResult struct {
 	// ExactMatch is the fraction of examples whose whole answer is right;
 	// of a language model, whose every target is its most likely token.
 	ExactMatch float64 `json:"exact_match"`
-	N          int     `json:"n"`
+	// N is the number of examples scored.
+	N int `json:"n"`
 	// Loss is a language model's mean cross-entropy per target, in nats,
 	// and BPC the same in bits (per character of a text); both are absent
 	// for the other tasks.
 	Loss float64 `json:"loss,omitempty"`
-	BPC  float64 `json:"bpc,omitempty"`
+	// BPC is Loss in bits.
+	BPC float64 `json:"bpc,omitempty"`
 }
 
-// LM is a token-level language model: for each sequence of token ids it
-// gives the logits of the token that follows it. *Model is one; Generate
-// decodes with any.
+// LM is a token-level model: for each sequence of token ids it gives the
+// logits of the token that follows it, reading sources[i] with sequence i
+// if it is an encoder–decoder (sources is nil for a decoder-only model).
+// *model.Model is one; Generate decodes with any.
 type LM interface {
-	NextLogits(seqs [][]int) ([][]float64, error)
+	NextLogits(sources, seqs [][]int) ([][]float64, error)
 }
 
 // Generate extends each sequence seqs[i] greedily by steps[i] tokens: it
 // appends the most likely next token (the lowest id among ties) and asks lm
-// again, until every sequence has its tokens. It returns only the new
-// tokens, and leaves seqs as they were. Nothing stops a model from
-// generating padding or separator ids: a caller that wants to stop at one
-// truncates the result.
-func Generate(lm LM, seqs [][]int, steps []int) ([][]int, error) {
+// again, until every sequence has its tokens. sources are the sources the
+// sequences read, one each, for an encoder–decoder, nil otherwise. It
+// returns only the new tokens, and leaves seqs as they were. Nothing stops
+// a model from generating padding or separator ids: a caller that wants to
+// stop at one truncates the result.
+func Generate(lm LM, sources, seqs [][]int, steps []int) ([][]int, error) {
 	if lm == nil {
 		return nil, errors.New("infer: generate: nil model")
 	}
 	if len(steps) != len(seqs) {
 		return nil, fmt.Errorf("infer: generate: %d step counts for %d sequences", len(steps), len(seqs))
+	}
+	if sources != nil && len(sources) != len(seqs) {
+		return nil, fmt.Errorf("infer: generate: %d sources for %d sequences", len(sources), len(seqs))
 	}
 	grown := make([][]int, len(seqs))
 	longest := 0
@@ -63,10 +72,17 @@ func Generate(lm LM, seqs [][]int, steps []int) ([][]int, error) {
 			}
 		}
 		batch := make([][]int, len(open))
+		var srcs [][]int
+		if sources != nil {
+			srcs = make([][]int, len(open))
+		}
 		for k, i := range open {
 			batch[k] = grown[i]
+			if sources != nil {
+				srcs[k] = sources[i]
+			}
 		}
-		logits, err := lm.NextLogits(batch)
+		logits, err := lm.NextLogits(srcs, batch)
 		if err != nil {
 			return nil, err
 		}
@@ -84,13 +100,15 @@ func Generate(lm LM, seqs [][]int, steps []int) ([][]int, error) {
 	return out, nil
 }
 
-// Greedy decodes the answer of every prompt of task autoregressively: it
-// feeds the frame's prompt + SEP (task.Frame), then each given answer token
-// as it is and each target as the model's most likely token, with the
-// model's key/value cache (Model.Cached), which gives the tokens recomputing
-// the prefix (Generate) gives. It returns whole answers, given tokens
-// included. A target may be PAD or SEP if the model predicts them.
-func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
+// Greedy decodes the answer of every prompt of task autoregressively with
+// m, of either architecture. A decoder-only model reads the frame's prompt
+// (task.Frame) and SEP; an encoder–decoder's encoder reads the frame's
+// prompt and its decoder starts from SEP. Then each given answer token is
+// fed as it is and each target is the model's most likely token, with the
+// model's key/value cache (model.Model.Cached), which gives the tokens
+// recomputing the prefix (Generate) gives. It returns whole answers, given
+// tokens included. A target may be PAD or SEP if the model predicts them.
+func Greedy(m *model.Model, task data.Task, prompts [][]int) ([][]int, error) {
 	if err := checkModelTask(m, task); err != nil {
 		return nil, err
 	}
@@ -98,15 +116,44 @@ func Greedy(m *Model, task data.Task, prompts [][]int) ([][]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	seqs := make([][]int, len(frames))
-	for i, f := range frames {
-		seqs[i] = append(slices.Clone(f.Prompt), task.Vocab().SEP())
+	sources, seqs, err := Begin(m.Arch, task, frames)
+	if err != nil {
+		return nil, err
 	}
 	c, err := m.Cached()
 	if err != nil {
 		return nil, err
 	}
-	return fill(frames, seqs, c.Generate)
+	return fill(frames, seqs, func(seqs [][]int, steps []int) ([][]int, error) {
+		return c.Generate(sources, seqs, steps)
+	})
+}
+
+// Begin returns what a model of architecture arch reads of frames (task's
+// frames of prompts, task.Frame) before their answers: a decoder-only
+// model no sources and the sequences prompt + SEP; an encoder–decoder the
+// prompts as sources and the sequences SEP. It fails on a nil task and an
+// architecture it does not know.
+func Begin(arch config.Arch, task data.Task, frames []data.Example) (sources, seqs [][]int, err error) {
+	if task == nil {
+		return nil, nil, errors.New("infer: nil task")
+	}
+	sep := task.Vocab().SEP()
+	seqs = make([][]int, len(frames))
+	switch arch {
+	case config.ArchEncDec:
+		sources = make([][]int, len(frames))
+		for i, f := range frames {
+			sources[i], seqs[i] = f.Prompt, []int{sep}
+		}
+		return sources, seqs, nil
+	case config.ArchDecoder, "":
+		for i, f := range frames {
+			seqs[i] = append(slices.Clone(f.Prompt), sep)
+		}
+		return nil, seqs, nil
+	}
+	return nil, nil, fmt.Errorf("infer: unknown architecture %q", arch)
 }
 
 // framesOf validates prompts and returns their frames.
@@ -160,7 +207,7 @@ func fill(frames []data.Example, seqs [][]int, gen func(seqs [][]int, steps []in
 // example; a shorter answer would otherwise score its few tokens alone. A
 // language model (data.IsLanguageModel) has no answers to decode: it is
 // scored by its loss on the examples (EvaluateLoss).
-func Evaluate(m *Model, task data.Task, examples []data.Example) (EvalResult, error) {
+func Evaluate(m *model.Model, task data.Task, examples []data.Example) (EvalResult, error) {
 	if err := checkModelTask(m, task); err != nil {
 		return EvalResult{}, err
 	}
@@ -261,12 +308,23 @@ func givenEqual(a, b data.Example) bool {
 
 // checkModelTask checks the arguments of Greedy and Evaluate: a compiled
 // model and a task.
-func checkModelTask(m *Model, task data.Task) error {
-	if err := m.check(); err != nil {
+func checkModelTask(m *model.Model, task data.Task) error {
+	if err := checkModel(m); err != nil {
 		return err
 	}
 	if task == nil {
 		return errors.New("infer: nil task")
+	}
+	return nil
+}
+
+// checkModel reports a nil model, or one no builder compiled.
+func checkModel(m *model.Model) error {
+	switch {
+	case m == nil:
+		return errors.New("infer: nil model")
+	case m.VM == nil:
+		return errors.New("infer: model has no machine: build it with model.Build or model.Load")
 	}
 	return nil
 }

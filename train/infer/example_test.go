@@ -10,6 +10,7 @@ import (
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // Load a trained checkpoint and run it: the sort model answers prompts it
@@ -25,7 +26,7 @@ func ExampleLoad() {
 		log.Fatal(err)
 	}
 
-	m, _, task, err := infer.Load(dir, 4) // compiled for up to 4 prompts at a time
+	m, _, task, err := model.Load(dir, 4, model.LoadOptions{}) // compiled for up to 4 prompts at a time
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // EvaluateLoss scores a language model (data.IsLanguageModel) on held-out
@@ -13,10 +15,14 @@ import (
 // target given the tokens before it, teacher-forced, in float64 from the
 // model's logits. It also counts the targets that are the model's most
 // likely token. The examples run m.B at a time; the last batch is padded
-// with rows that carry no loss.
-func EvaluateLoss(m *Model, task data.Task, examples []data.Example) (EvalResult, error) {
+// with rows that carry no loss. A language model reads one text: m is a
+// decoder-only model.
+func EvaluateLoss(m *model.Model, task data.Task, examples []data.Example) (EvalResult, error) {
 	if err := checkModelTask(m, task); err != nil {
 		return EvalResult{}, err
+	}
+	if m.Arch != config.ArchDecoder {
+		return EvalResult{}, fmt.Errorf("infer: evaluate loss: a %q model; a language model is decoder-only", m.Arch)
 	}
 	if len(examples) == 0 {
 		return EvalResult{}, fmt.Errorf("infer: evaluate loss: no examples")
@@ -39,13 +45,13 @@ func EvaluateLoss(m *Model, task data.Task, examples []data.Example) (EvalResult
 		if batch, err = batch.PadRows(m.B, task.Vocab().PAD()); err != nil {
 			return EvalResult{}, err
 		}
-		if err := m.SetBatch(batch.Inputs, batch.Lengths); err != nil {
+		if err := m.SetBatch(model.Batch{Batch: batch}); err != nil {
 			return EvalResult{}, err
 		}
 		err = m.Run(func() error {
 			logits, err := graph.Float64s(m.Logits.Value()) // (B, S, V)
 			if err != nil {
-				return err
+				return fmt.Errorf("infer: evaluate loss: logits: %w", err)
 			}
 			for i := range chunk {
 				all := true

@@ -9,68 +9,27 @@ import (
 	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // TestCopyParamsFromOtherDType: copying a float64 model's weights into a
 // float32 one is refused naming both dtypes, where gorgonia panicked.
 func TestCopyParamsFromOtherDType(t *testing.T) {
 	cfg, task := tiny(t)
-	m32, err := infer.Build(cfg, 1, task.MaxLen()-1)
+	m32, err := model.Build(cfg, 1, task.MaxLen()-1, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m32.Close()
 	cfg.DType = config.Float64
-	m64, err := infer.Build(cfg, 1, task.MaxLen()-1)
+	m64, err := model.Build(cfg, 1, task.MaxLen()-1, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m64.Close()
-	graphtest.WantErr(t, m32.CopyParamsFrom(m64), "infer: params: param \""+m32.Params[0].Name+"\" is float64, the model's is float32")
+	graphtest.WantErr(t, m32.CopyParamsFrom(m64), "model: params: param \""+m32.Params[0].Name+"\" is float64, the model's is float32")
 	graphtest.WantErr(t, m64.CopyParamsFrom(m32), "is float32, the model's is float64")
 	graphtest.WantErr(t, m32.SetParams(m64.Params), "is float64, the model's is float32")
-}
-
-// TestBuildRefusesOtherArch: each builder refuses the other architecture's
-// configuration, naming the builder to use, where it built its own model
-// from it.
-func TestBuildRefusesOtherArch(t *testing.T) {
-	dec, task := tiny(t)
-	encdec := dec
-	encdec.Arch = config.ArchEncDec
-	if _, err := encdec.Resolve(); err != nil {
-		t.Fatal(err)
-	}
-	s := task.MaxLen() - 1
-	for name, build := range map[string]func() (func() error, error){
-		"Build": func() (func() error, error) { m, err := infer.Build(encdec, 1, s); return m.Close, err },
-		"Assemble": func() (func() error, error) {
-			_, err := infer.Assemble(encdec, 1, s)
-			return nil, err
-		},
-		"NewCached":   func() (func() error, error) { c, err := infer.NewCached(encdec, 1, nil); return c.Close, err },
-		"BuildEncDec": func() (func() error, error) { m, err := infer.BuildEncDec(dec, 1); return m.Close, err },
-		"AssembleEncDec": func() (func() error, error) {
-			_, err := infer.AssembleEncDec(dec, 1)
-			return nil, err
-		},
-		"NewCachedEncDec": func() (func() error, error) {
-			c, err := infer.NewCachedEncDec(dec, 1, nil)
-			return c.Close, err
-		},
-	} {
-		closeIt, err := build()
-		if err == nil {
-			t.Errorf("%s built a model of the other architecture", name)
-			if closeIt != nil {
-				closeIt()
-			}
-			continue
-		}
-		other := map[string]string{"Build": "BuildEncDec", "Assemble": "AssembleEncDec", "NewCached": "NewCachedEncDec",
-			"BuildEncDec": "Build", "AssembleEncDec": "Assemble", "NewCachedEncDec": "NewCached"}[name]
-		graphtest.WantErr(t, err, "infer: "+name+": the configuration's arch is", "use "+other)
-	}
 }
 
 // TestEvaluateRefusesWrongAnswerLength: an example whose answer is shorter
@@ -84,12 +43,12 @@ func TestEvaluateRefusesWrongAnswerLength(t *testing.T) {
 	if _, err := encdec.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := infer.Build(dec, 2, task.MaxLen()-1)
+	m, err := model.Build(dec, 2, task.MaxLen()-1, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	e, err := infer.BuildEncDec(encdec, 2)
+	e, err := model.Build(encdec, 2, encdec.Model.MaxLen, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +65,7 @@ func TestEvaluateRefusesWrongAnswerLength(t *testing.T) {
 		examples := []data.Example{good, bad}
 		evaluate := map[string]func() (infer.EvalResult, error){
 			"decoder":         func() (infer.EvalResult, error) { return infer.Evaluate(m, task, examples) },
-			"encoder-decoder": func() (infer.EvalResult, error) { return e.Evaluate(task, examples) },
+			"encoder-decoder": func() (infer.EvalResult, error) { return infer.Evaluate(e, task, examples) },
 		}
 		for arch, f := range evaluate {
 			res, err := f()
@@ -116,5 +75,27 @@ func TestEvaluateRefusesWrongAnswerLength(t *testing.T) {
 			}
 			graphtest.WantErr(t, err, "infer: example 1: the answer has", "want "+strconv.Itoa(want))
 		}
+	}
+}
+
+// TestBegin: what each architecture reads of a prompt before its answer,
+// and Begin's refusals, where a nil task panicked.
+func TestBegin(t *testing.T) {
+	_, task := tiny(t)
+	sep := task.Vocab().SEP()
+	frames := []data.Example{task.Frame([]int{2, 3, 4})}
+	src, seqs, err := infer.Begin(config.ArchDecoder, task, frames)
+	if err != nil || src != nil || !slices.Equal(seqs[0], []int{2, 3, 4, sep}) {
+		t.Errorf("decoder: %v, %v, %v; want no sources and the prompt and SEP", src, seqs, err)
+	}
+	src, seqs, err = infer.Begin(config.ArchEncDec, task, frames)
+	if err != nil || !slices.Equal(src[0], []int{2, 3, 4}) || !slices.Equal(seqs[0], []int{sep}) {
+		t.Errorf("encoder-decoder: %v, %v, %v; want the prompt as source and SEP", src, seqs, err)
+	}
+	if _, _, err := infer.Begin(config.ArchDecoder, nil, frames); err == nil {
+		t.Error("Begin with a nil task: no error")
+	}
+	if _, _, err := infer.Begin("rnn", task, frames); err == nil {
+		t.Error("Begin of an unknown architecture: no error")
 	}
 }

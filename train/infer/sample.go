@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // Sampler chooses each next token from a model's logits: the most likely
@@ -96,14 +98,17 @@ func (s *Sampler) Next(logits []float64) int {
 // position per token. Beyond them each token is predicted from a window of
 // the sequence: its first keep tokens and its last ones up to the model's
 // length, which m runs whole (for a character model: BOS and the last
-// characters of the context, nanoGPT's crop). m is a Model of one row (B 1)
-// and c, if given, a cache of one row of the same length and parameters.
-func Stream(m *Model, c *Cached, prefix []int, n, keep int, choose func(logits []float64) int, emit func(tok int) error) error {
-	if err := m.check(); err != nil {
+// characters of the context, nanoGPT's crop). m is a decoder-only model of
+// one row (B 1) and c, if given, a cache of one row of the same length and
+// parameters (m.Cached()).
+func Stream(m *model.Model, c *model.Cached, prefix []int, n, keep int, choose func(logits []float64) int, emit func(tok int) error) error {
+	if err := checkModel(m); err != nil {
 		return err
 	}
 	L := m.S
 	switch {
+	case m.SourceLen != 0 || (c != nil && c.SourceLen != 0):
+		return errors.New("infer: stream: want a decoder-only model: an encoder-decoder continues no text")
 	case m.B != 1 || (c != nil && (c.B != 1 || c.L != L)):
 		return errors.New("infer: stream: want a model and a cache of one row each, of the same length")
 	case len(prefix) == 0 || len(prefix) > L:
@@ -116,14 +121,16 @@ func Stream(m *Model, c *Cached, prefix []int, n, keep int, choose func(logits [
 	seq := slices.Clone(prefix)
 	fed := 0 // positions in c's cache
 	if c != nil {
-		c.reset()
+		if err := c.Start(nil); err != nil {
+			return err
+		}
 	}
 	for range n {
 		var logits []float64
 		switch {
 		case c != nil && len(seq) <= L:
 			for ; fed < len(seq); fed++ {
-				rows, err := c.feed(c.vm, []int{seq[fed]}, fed)
+				rows, err := c.Feed([]int{seq[fed]}, fed)
 				if err != nil {
 					return err
 				}
@@ -134,7 +141,7 @@ func Stream(m *Model, c *Cached, prefix []int, n, keep int, choose func(logits [
 			if len(seq) > L {
 				window = append(slices.Clone(seq[:keep]), seq[len(seq)-(L-keep):]...)
 			}
-			rows, err := m.NextLogits([][]int{window})
+			rows, err := m.NextLogits(nil, [][]int{window})
 			if err != nil {
 				return err
 			}

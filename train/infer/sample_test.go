@@ -10,6 +10,7 @@ import (
 
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // The sampler's draws follow softmax(logits/T) restricted by top-k and
@@ -98,7 +99,7 @@ func TestSamplerGreedySeedAndErrors(t *testing.T) {
 
 // charsModel returns a small character model of random weights over a
 // text of its own, compiled for one row.
-func charsModel(t *testing.T, dt config.DType) (*infer.Model, config.Config) {
+func charsModel(t *testing.T, dt config.DType) (*model.Model, config.Config) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "text.txt")
 	text := strings.Repeat("the quick brown fox jumps over the lazy dog.\n", 20)
@@ -114,7 +115,7 @@ func charsModel(t *testing.T, dt config.DType) (*infer.Model, config.Config) {
 	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := infer.Build(cfg, 1, cfg.Model.MaxLen)
+	m, err := model.Build(cfg, 1, cfg.Model.MaxLen, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestStreamCacheEqualsRecompute(t *testing.T) {
 		prefix := []int{1, 5, 6, 7} // BOS and three characters
 		const n = 40
 		for _, temp := range []float64{0, 1} {
-			run := func(cache *infer.Cached) []int {
+			run := func(cache *model.Cached) []int {
 				s, err := infer.NewSampler(temp, 0, 0, 9)
 				if err != nil {
 					t.Fatal(err)
@@ -161,7 +162,7 @@ func TestStreamCacheEqualsRecompute(t *testing.T) {
 				if len(seq) > L {
 					window = append([]int{seq[0]}, seq[len(seq)-(L-1):]...)
 				}
-				logits, err := m.NextLogits([][]int{window})
+				logits, err := m.NextLogits(nil, [][]int{window})
 				if err != nil {
 					t.Fatal(err)
 				}

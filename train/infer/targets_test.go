@@ -10,8 +10,10 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // randomize sets every parameter to a fixed non-trivial value, so that an
@@ -29,6 +31,28 @@ func randomize(ps []graph.Param) {
 			}
 		}
 	}
+}
+
+// randomModel returns a resolved config of dtype dt and a decoder of it
+// whose every parameter is random, so that no zero bias or unit gain hides
+// a difference.
+func randomModel(t *testing.T, dt config.DType, positions layers.PositionsKind, postLN bool) (config.Config, *model.Model) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Task = config.TaskSpec{Name: "copy", Params: data.TaskConfig{MinLength: 2, MaxLength: 6, Alphabet: 5}}
+	cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Hidden, cfg.Model.Layers = 12, 3, 20, 2
+	cfg.Model.Positions, cfg.Model.PostLN, cfg.DType = positions, postLN, dt
+	task, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Build(cfg, 3, task.MaxLen()-1, model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	randomize(m.Params)
+	return cfg, m
 }
 
 // multiQuery returns a resolved config of multi-query recall, whose answers
@@ -121,7 +145,7 @@ func checkScore(t *testing.T, examples []data.Example, greedy func([][]int) ([][
 // only.
 func TestGreedyMultiTarget(t *testing.T) {
 	cfg, task, examples := multiQuery(t, config.ArchDecoder)
-	m, err := infer.Build(cfg, 2, task.MaxLen()-1)
+	m, err := model.Build(cfg, 2, task.MaxLen()-1, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +154,7 @@ func TestGreedyMultiTarget(t *testing.T) {
 	greedy := func(p [][]int) ([][]int, error) { return infer.Greedy(m, task, p) }
 	checkGreedy(t, task, examples, greedy, func(e data.Example, answer []int) []float64 {
 		seq := append(append(slices.Clone(e.Prompt), task.Vocab().SEP()), answer...)
-		l, err := m.NextLogits([][]int{seq})
+		l, err := m.NextLogits(nil, [][]int{seq})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,13 +174,13 @@ func TestGreedyMultiTarget(t *testing.T) {
 // and each given query, and decodes each value as the uncached model does.
 func TestEncDecGreedyMultiTarget(t *testing.T) {
 	cfg, task, examples := multiQuery(t, config.ArchEncDec)
-	m, err := infer.BuildEncDec(cfg, 2)
+	m, err := model.Build(cfg, 2, cfg.Model.MaxLen, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	randomize(m.Params)
-	greedy := func(p [][]int) ([][]int, error) { return m.Greedy(task, p) }
+	greedy := func(p [][]int) ([][]int, error) { return infer.Greedy(m, task, p) }
 	checkGreedy(t, task, examples, greedy, func(e data.Example, answer []int) []float64 {
 		tgt := append([]int{task.Vocab().SEP()}, answer...)
 		l, err := m.NextLogits([][]int{e.Prompt}, [][]int{tgt})
@@ -165,5 +189,10 @@ func TestEncDecGreedyMultiTarget(t *testing.T) {
 		}
 		return l[0]
 	})
-	checkScore(t, examples, greedy, func(e []data.Example) (infer.EvalResult, error) { return m.Evaluate(task, e) })
+	checkScore(t, examples, greedy, func(e []data.Example) (infer.EvalResult, error) { return infer.Evaluate(m, task, e) })
+}
+
+// argmaxOf returns the index of the largest of xs, the lowest among ties.
+func argmaxOf(xs []float64) int {
+	return slices.Index(xs, slices.Max(xs))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // maskRows is how many held-out examples the trained mask runs change.
@@ -103,7 +104,7 @@ func trainedCausal(o Options) (causalTrained, error) {
 	defer run.Close()
 	c.Exact, c.Steps = run.Summary.ExactMatch, run.Summary.Steps
 	rows := len(test)
-	m, err := run.decoder(rows)
+	m, err := run.load(rows)
 	if err != nil {
 		return c, err
 	}
@@ -117,7 +118,7 @@ func trainedCausal(o Options) (causalTrained, error) {
 		lengths[r] = len(seq)
 	}
 	logits := func(ids []int) ([]float64, error) {
-		if err := m.SetBatch(ids, lengths); err != nil {
+		if err := m.SetBatch(model.Batch{Batch: data.Batch{B: rows, S: s, Inputs: ids, Lengths: lengths}}); err != nil {
 			return nil, err
 		}
 		var out []float64
@@ -186,13 +187,13 @@ func trainedPadding(o Options) (paddingTrained, error) {
 	defer run.Close()
 	p.Exact, p.Steps = run.Summary.ExactMatch, run.Summary.Steps
 	rows := len(test)
-	m, err := run.encDec(rows)
+	m, err := run.load(rows)
 	if err != nil {
 		return p, err
 	}
 	defer m.Close()
 	v := task.Vocab()
-	ss, st, vocab := m.Ss, m.St, m.Logits.Shape()[2]
+	ss, st, vocab := m.SourceLen, m.S, m.Logits.Shape()[2]
 	p.N, p.MinUnmasked = len(test[0].Prompt), math.Inf(1)
 	src, tgt := make([]int, rows*ss), make([]int, rows*st)
 	tgtLen := make([]int, rows)
@@ -206,7 +207,8 @@ func trainedPadding(o Options) (paddingTrained, error) {
 		tgtLen[r] = len(t)
 	}
 	logits := func(src []int, srcLen []int) ([]float64, error) {
-		if err := m.SetBatch(src, srcLen, tgt, tgtLen); err != nil {
+		b := model.Batch{Batch: data.Batch{B: rows, S: st, Inputs: tgt, Lengths: tgtLen}, Source: &model.Source{S: ss, IDs: src, Lengths: srcLen}}
+		if err := m.SetBatch(b); err != nil {
 			return nil, err
 		}
 		var out []float64

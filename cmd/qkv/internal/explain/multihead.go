@@ -197,7 +197,7 @@ func measureHeads(cfg config.Config, n int) (*headStats, error) {
 	}
 	test := stream.Test()
 	test = test[:min(len(test), n)]
-	m, err := run.decoder(min(32, len(test)))
+	m, err := run.load(min(32, len(test)))
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +208,13 @@ func measureHeads(cfg config.Config, n int) (*headStats, error) {
 		st.Seqs = append(st.Seqs, append(append(append([]int(nil), ex.Prompt...), sep), ex.Answer[:len(ex.Answer)-1]...))
 	}
 	for start := 0; start < len(st.Seqs); start += m.B {
-		got, err := m.Attention(st.Seqs[start:min(start+m.B, len(st.Seqs))])
+		got, err := infer.Attention(m, nil, st.Seqs[start:min(start+m.B, len(st.Seqs))])
 		if err != nil {
 			return nil, err
 		}
-		st.Maps = append(st.Maps, got...)
+		for _, g := range got {
+			st.Maps = append(st.Maps, g.Self)
+		}
 	}
 	L, H := len(st.Maps[0]), len(st.Maps[0][0])
 	st.Entropy, st.Distance, st.TV = make([][]float64, L), make([][]float64, L), make([]float64, L)

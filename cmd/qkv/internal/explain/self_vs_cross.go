@@ -8,6 +8,7 @@ import (
 	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // crossLength is the prompt length of the encoder–decoders trained here:
@@ -65,8 +66,8 @@ type shapeCheck struct {
 
 // checkShapes checks the maps of an example with a source of ss tokens and
 // a target of st.
-func checkShapes(m infer.EncDecMaps, ss, st int) shapeCheck {
-	c := shapeCheck{OK: len(m.Encoder) > 0 && len(m.DecoderSelf) > 0 && len(m.Cross) > 0}
+func checkShapes(m infer.AttentionMaps, ss, st int) shapeCheck {
+	c := shapeCheck{OK: len(m.Encoder) > 0 && len(m.Self) > 0 && len(m.Cross) > 0}
 	check := func(maps infer.Maps, rows, cols int, causal bool) {
 		for _, heads := range maps {
 			for _, w := range heads {
@@ -90,7 +91,7 @@ func checkShapes(m infer.EncDecMaps, ss, st int) shapeCheck {
 		}
 	}
 	check(m.Encoder, ss, ss, false)
-	check(m.DecoderSelf, st, st, true)
+	check(m.Self, st, st, true)
 	check(m.Cross, st, ss, false)
 	return c
 }
@@ -118,10 +119,10 @@ type alignment struct {
 	Own, Other pointing
 	Exact      float64 // held-out exact match
 	Steps      int
-	maps       []infer.EncDecMaps // held-out examples' maps
+	maps       []infer.AttentionMaps // held-out examples' maps
 	srcs, tgts [][]int
 	run        *trainedRun
-	model      *infer.EncDecModel // loaded for batches of 50
+	model      *model.Model // loaded for batches of 50
 }
 
 // Close releases the model and removes its run directory.
@@ -151,7 +152,7 @@ func trainAligned(o Options, name string) (*alignment, error) {
 	if err != nil {
 		return a, err
 	}
-	m, err := run.encDec(min(50, len(test)))
+	m, err := run.load(min(50, len(test)))
 	if err != nil {
 		return a, err
 	}
@@ -163,7 +164,7 @@ func trainAligned(o Options, name string) (*alignment, error) {
 	}
 	for start := 0; start < len(test); start += m.B {
 		end := min(start+m.B, len(test))
-		got, err := m.Attention(a.srcs[start:end], a.tgts[start:end])
+		got, err := infer.Attention(m, a.srcs[start:end], a.tgts[start:end])
 		if err != nil {
 			return a, err
 		}
@@ -215,17 +216,17 @@ func selfVsCross(o Options) (Result, error) {
 	src, tgt := rev.srcs[0], rev.tgts[0][:crossLength/2]
 	src2, tgt2 := changed(src, v), changed(tgt[1:], v) // the target keeps its SEP
 	tgt2 = append([]int{tgt[0]}, tgt2...)
-	got, err := m.Attention([][]int{src, src}, [][]int{tgt, tgt2})
+	got, err := infer.Attention(m, [][]int{src, src}, [][]int{tgt, tgt2})
 	if err != nil {
 		return r, err
 	}
-	bySrc, err := m.Attention([][]int{src2}, [][]int{tgt})
+	bySrc, err := infer.Attention(m, [][]int{src2}, [][]int{tgt})
 	if err != nil {
 		return r, err
 	}
 	shape := checkShapes(got[0], len(src), len(tgt))
 	encOnTgt := mapsDiff(got[0].Encoder, got[1].Encoder)
-	dec0OnSrc := mapsDiff(got[0].DecoderSelf[:1], bySrc[0].DecoderSelf[:1])
+	dec0OnSrc := mapsDiff(got[0].Self[:1], bySrc[0].Self[:1])
 	crossOnSrc := mapsDiff(got[0].Cross, bySrc[0].Cross)
 	crossOnTgt := mapsDiff(got[0].Cross, got[1].Cross)
 
@@ -297,7 +298,7 @@ func drawSelfVsCross(r *Result, o Options, v *data.Vocab, rev *alignment) error 
 	if err := set.Attention(paths[0], title+", encoder self-attention: Q, K, V from the source)", v.Labels(src), plot.Heatmaps(mp.Encoder, nil)); err != nil {
 		return err
 	}
-	if err := set.Attention(paths[1], title+", decoder self-attention: Q, K, V from the target)", v.Labels(tgt), plot.Heatmaps(mp.DecoderSelf, causal)); err != nil {
+	if err := set.Attention(paths[1], title+", decoder self-attention: Q, K, V from the target)", v.Labels(tgt), plot.Heatmaps(mp.Self, causal)); err != nil {
 		return err
 	}
 	if err := set.CrossAttention(paths[2], title+", cross-attention: Q from the target, K, V from the source)", v.Labels(tgt), v.Labels(src), plot.Heatmaps(mp.Cross, nil)); err != nil {

@@ -49,7 +49,7 @@ func TestCrossAlignment(t *testing.T) {
 
 // encDecMaps returns well-formed maps for a source of ss and a target of
 // st tokens: uniform encoder and cross rows, a causal uniform decoder.
-func encDecMaps(ss, st int) infer.EncDecMaps {
+func encDecMaps(ss, st int) infer.AttentionMaps {
 	uniform := func(rows, cols int) [][]float64 {
 		w := make([][]float64, rows)
 		for q := range w {
@@ -60,10 +60,10 @@ func encDecMaps(ss, st int) infer.EncDecMaps {
 		}
 		return w
 	}
-	return infer.EncDecMaps{
-		Encoder:     infer.Maps{{uniform(ss, ss)}},
-		DecoderSelf: infer.Maps{{causalUniform(st)}},
-		Cross:       infer.Maps{{uniform(st, ss)}},
+	return infer.AttentionMaps{
+		Encoder: infer.Maps{{uniform(ss, ss)}},
+		Self:    infer.Maps{{causalUniform(st)}},
+		Cross:   infer.Maps{{uniform(st, ss)}},
 	}
 }
 
@@ -83,7 +83,7 @@ func TestCheckShapes(t *testing.T) {
 	}
 	// A decoder weight on a later position: not causal.
 	leak := encDecMaps(6, 3)
-	leak.DecoderSelf[0][0][0][1], leak.DecoderSelf[0][0][0][0] = 0.25, 0.75
+	leak.Self[0][0][0][1], leak.Self[0][0][0][0] = 0.25, 0.75
 	if c := checkShapes(leak, 6, 3); c.AboveDiagonal != 0.25 {
 		t.Errorf("decoder weight 0.25 above the diagonal: measured %v", c.AboveDiagonal)
 	}

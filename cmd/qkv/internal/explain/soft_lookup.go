@@ -7,6 +7,7 @@ import (
 	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // recallConfig is `qkv train --task recall`, in o.Small a short run on a
@@ -104,7 +105,7 @@ func softLookup(o Options) (Result, error) {
 		return r, err
 	}
 	const b = 50
-	m, err := run.decoder(min(b, len(test)))
+	m, err := run.load(min(b, len(test)))
 	if err != nil {
 		return r, err
 	}
@@ -168,14 +169,16 @@ func softLookup(o Options) (Result, error) {
 
 // decoderMaps runs seqs through m, m.B at a time, and returns their
 // attention weights.
-func decoderMaps(m *infer.Model, seqs [][]int) ([]infer.Maps, error) {
+func decoderMaps(m *model.Model, seqs [][]int) ([]infer.Maps, error) {
 	var out []infer.Maps
 	for start := 0; start < len(seqs); start += m.B {
-		got, err := m.Attention(seqs[start:min(start+m.B, len(seqs))])
+		got, err := infer.Attention(m, nil, seqs[start:min(start+m.B, len(seqs))])
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, got...)
+		for _, g := range got {
+			out = append(out, g.Self)
+		}
 	}
 	return out, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // trainedRun is a model trained by train.Run, as `qkv train` trains it, in
@@ -46,16 +46,10 @@ func trainModel(cfg config.Config) (*trainedRun, error) {
 // Close removes the run directory.
 func (r *trainedRun) Close() error { return os.RemoveAll(filepath.Dir(r.Dir)) }
 
-// decoder loads the trained decoder for batches of b sequences, with fused
-// attention so that it forms the weights the claims read.
-func (r *trainedRun) decoder(b int) (*infer.Model, error) {
-	m, _, _, err := infer.LoadWith(r.Dir, b, infer.LoadOptions{Attention: layers.AttentionFused})
-	return m, err
-}
-
-// encDec loads the trained encoder–decoder as decoder does a decoder.
-func (r *trainedRun) encDec(b int) (*infer.EncDecModel, error) {
-	m, _, _, err := infer.LoadEncDec(r.Dir, b, infer.LoadOptions{Attention: layers.AttentionFused})
+// load loads the trained model, of either architecture, for batches of b
+// rows, with fused attention so that it forms the weights the claims read.
+func (r *trainedRun) load(b int) (*model.Model, error) {
+	m, _, _, err := model.Load(r.Dir, b, model.LoadOptions{Attention: layers.AttentionFused})
 	return m, err
 }
 

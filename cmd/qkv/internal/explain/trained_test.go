@@ -23,7 +23,7 @@ func TestTrainModel(t *testing.T) {
 	if got := r.stepsToExact(); got != -1 && r.Metrics[got-1].Eval.ExactMatch < 1 {
 		t.Errorf("stepsToExact = %d where exact match is %v", got, r.Metrics[got-1].Eval.ExactMatch)
 	}
-	m, err := r.decoder(2)
+	m, err := r.load(2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package infer_test
+package model_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // TestCachedEncDecEqualsRecompute: decoding an encoder-decoder with the
@@ -40,7 +40,7 @@ func TestCachedEncDecEqualsRecompute(t *testing.T) {
 			if _, err := cfg.Resolve(); err != nil {
 				t.Fatal(err)
 			}
-			m, err := infer.BuildEncDec(cfg, 2)
+			m, err := model.Build(cfg, 2, cfg.Model.MaxLen, model.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

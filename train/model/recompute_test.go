@@ -1,11 +1,11 @@
-package infer_test
+package model_test
 
 import (
 	"math"
 	"slices"
 	"testing"
 
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // cacheRun is what decoding with the key/value cache gave, checked against
@@ -22,9 +22,9 @@ type cacheRun struct {
 // decodeDecoder decodes seqs by steps with cached (b rows) and compares
 // every step with m recomputing the prefix; a token the recomputed logits
 // would not choose fails the test.
-func decodeDecoder(t *testing.T, m *infer.Model, cached *infer.Cached, seqs [][]int, steps []int) cacheRun {
+func decodeDecoder(t *testing.T, m *model.Model, cached *model.Cached, seqs [][]int, steps []int) cacheRun {
 	t.Helper()
-	got, logits, err := cached.Decode(seqs, steps)
+	got, logits, err := cached.Decode(nil, seqs, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func decodeDecoder(t *testing.T, m *infer.Model, cached *infer.Cached, seqs [][]
 		}
 		prefix := slices.Clone(s)
 		for k, tok := range got[i] {
-			ref, err := m.NextLogits([][]int{prefix})
+			ref, err := m.NextLogits(nil, [][]int{prefix})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +48,7 @@ func decodeDecoder(t *testing.T, m *infer.Model, cached *infer.Cached, seqs [][]
 
 // decodeEncDec is decodeDecoder for an encoder-decoder: sources srcs, each
 // target starting at SEP.
-func decodeEncDec(t *testing.T, m *infer.EncDecModel, cached *infer.CachedEncDec, srcs [][]int, steps []int) cacheRun {
+func decodeEncDec(t *testing.T, m *model.Model, cached *model.Cached, srcs [][]int, steps []int) cacheRun {
 	t.Helper()
 	prefixes := make([][]int, len(srcs))
 	for i := range prefixes {

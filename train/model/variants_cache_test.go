@@ -1,4 +1,4 @@
-package infer_test
+package model_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // TestCachedVariantsEqualRecompute: with each attention variant (RoPE,
@@ -86,7 +86,7 @@ func mhaBytes(t *testing.T, cfg config.Config, arch config.Arch) int {
 func decodeWithCache(t *testing.T, cfg config.Config, maxLen int, seqs [][]int, steps []int) cacheRun {
 	t.Helper()
 	if cfg.Arch == config.ArchEncDec {
-		m, err := infer.BuildEncDec(cfg, 2)
+		m, err := model.Build(cfg, 2, cfg.Model.MaxLen, model.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,13 +99,13 @@ func decodeWithCache(t *testing.T, cfg config.Config, maxLen int, seqs [][]int, 
 		defer cached.Close()
 		return decodeEncDec(t, m, cached, seqs, steps)
 	}
-	m, err := infer.Build(cfg, 3, maxLen)
+	m, err := model.Build(cfg, 3, maxLen, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	randomize(m.Params)
-	cached, err := infer.NewCached(cfg, 2, m.Params)
+	cached, err := model.NewCached(cfg, 2, m.Params)
 	if err != nil {
 		t.Fatal(err)
 	}

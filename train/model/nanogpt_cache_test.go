@@ -1,4 +1,4 @@
-package infer_test
+package model_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // TestCachedTiedEqualsRecompute: a decoder whose head is its token
@@ -34,7 +34,7 @@ func TestCachedTiedEqualsRecompute(t *testing.T) {
 					t.Fatal(err)
 				}
 				if arch == config.ArchDecoder {
-					m, err := infer.Build(cfg, 1, cfg.Model.MaxLen)
+					m, err := model.Build(cfg, 1, cfg.Model.MaxLen, model.Options{})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -1,4 +1,4 @@
-package infer_test
+package model_test
 
 import (
 	"math"
@@ -7,7 +7,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // TestCachedScaleEqualsRecompute: under a scale other than dk, decoding
@@ -58,7 +58,7 @@ func nextLogits(t *testing.T, cfg config.Config, maxLen int, seqs [][]int) [][]f
 	t.Helper()
 	var out [][]float64
 	if cfg.Arch == config.ArchEncDec {
-		m, err := infer.BuildEncDec(cfg, 2)
+		m, err := model.Build(cfg, 2, cfg.Model.MaxLen, model.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,14 +73,14 @@ func nextLogits(t *testing.T, cfg config.Config, maxLen int, seqs [][]int) [][]f
 		}
 		return out
 	}
-	m, err := infer.Build(cfg, 3, maxLen)
+	m, err := model.Build(cfg, 3, maxLen, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	randomize(m.Params)
 	for _, s := range seqs {
-		l, err := m.NextLogits([][]int{s})
+		l, err := m.NextLogits(nil, [][]int{s})
 		if err != nil {
 			t.Fatal(err)
 		}

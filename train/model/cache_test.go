@@ -1,4 +1,4 @@
-package infer_test
+package model_test
 
 import (
 	"testing"
@@ -6,13 +6,13 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/infer"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // randomModel returns a resolved config of dtype dt and a model of it whose
 // every parameter is random, so that no zero bias or unit gain hides a
 // difference.
-func randomModel(t *testing.T, dt config.DType, positions layers.PositionsKind, postLN bool) (config.Config, *infer.Model) {
+func randomModel(t *testing.T, dt config.DType, positions layers.PositionsKind, postLN bool) (config.Config, *model.Model) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Task = config.TaskSpec{Name: "copy", Params: data.TaskConfig{MinLength: 2, MaxLength: 6, Alphabet: 5}}
@@ -22,7 +22,7 @@ func randomModel(t *testing.T, dt config.DType, positions layers.PositionsKind, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := infer.Build(cfg, 3, task.MaxLen()-1)
+	m, err := model.Build(cfg, 3, task.MaxLen()-1, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestCachedEqualsUncached(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, m := randomModel(t, c.dt, c.positions, c.postLN)
 			cfg.Model.Attention = c.attention
-			cached, err := infer.NewCached(cfg, 2, m.Params)
+			cached, err := model.NewCached(cfg, 2, m.Params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestCachedEqualsUncached(t *testing.T) {
 
 func TestCachedErrors(t *testing.T) {
 	cfg, m := randomModel(t, config.Float64, layers.PositionsLearned, false)
-	c, err := infer.NewCached(cfg, 2, m.Params)
+	c, err := model.NewCached(cfg, 2, m.Params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,18 +91,18 @@ func TestCachedErrors(t *testing.T) {
 		{"negative steps", [][]int{{2}}, []int{-1}},
 		{"step counts", [][]int{{2}}, nil},
 	} {
-		if _, err := c.Generate(bad.seqs, bad.steps); err == nil {
+		if _, err := c.Generate(nil, bad.seqs, bad.steps); err == nil {
 			t.Errorf("%s: no error", bad.name)
 		}
 	}
-	if _, err := infer.NewCached(cfg, 0, m.Params); err == nil {
+	if _, err := model.NewCached(cfg, 0, m.Params); err == nil {
 		t.Error("0 rows: no error")
 	}
-	if _, err := infer.NewCached(cfg, 1, m.Params[1:]); err == nil {
+	if _, err := model.NewCached(cfg, 1, m.Params[1:]); err == nil {
 		t.Error("missing params: no error")
 	}
-	var nilCached *infer.Cached
-	if _, err := nilCached.Generate([][]int{{2}}, []int{1}); err == nil {
+	var nilCached *model.Cached
+	if _, err := nilCached.Generate(nil, [][]int{{2}}, []int{1}); err == nil {
 		t.Error("nil Cached: no error")
 	}
 }
