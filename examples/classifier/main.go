@@ -6,10 +6,10 @@
 // The task needs attention: is a sequence of 8 tokens sorted? The unsorted
 // ones are sorted sequences with two tokens swapped, so both classes hold
 // the same tokens and only their order tells them apart. Each position must
-// compare its token with the others', which is what attention does; the
-// same model with a feed-forward layer in place of the Transformer block
-// (each position on its own) stops near 78% held-out accuracy, this one
-// reaches 98-100% in 1000 steps (seeds 1 to 5), in about two seconds.
+// compare its token with the others', which is what attention does. With
+// the Transformer block replaced by a feed-forward layer (each position on
+// its own) the same model stops at 78-80% held-out accuracy; with it, it
+// reaches 97.7-100% in 1000 steps (seeds 1 to 10), in about 1.5 seconds.
 //
 //	go run ./classifier            # from examples/
 //	go run ./classifier -out dir   # keep the weights file in dir
@@ -37,7 +37,7 @@ import (
 
 const (
 	seqLen  = 8  // tokens per sequence
-	vocab   = 6  // token ids 0..5; 1 and 2 are the ones that matter
+	vocab   = 6  // token ids 0..5
 	dim     = 32 // model width
 	heads   = 4
 	hidden  = 64 // feed-forward width
@@ -51,12 +51,6 @@ type options struct {
 	Steps int     // optimizer steps
 	LR    float64 // AdamW's learning rate
 	Out   string  // directory of the weights file; "" means a temporary one
-}
-
-// result is what a run measured, for the test to check.
-type result struct {
-	Accuracy  float64 // of the trained model on held-out sequences
-	Identical bool    // the two gave bit-identical logits
 }
 
 // model is one compiled graph: inputs bound per batch, logits and loss out.
@@ -211,8 +205,9 @@ func sample(rng *rand.Rand) (tokens, labels []int) {
 	return tokens, labels
 }
 
-func train(opts options, w io.Writer) (result, error) {
-	var res result
+// train trains a model, reports its held-out accuracy, saves it, and loads
+// it into a fresh model; an error if the two do not agree bit for bit.
+func train(opts options, w io.Writer) (float64, error) {
 	// Two streams: the held-out sequences are drawn apart from the training
 	// ones, and a fresh training batch is drawn at every step.
 	trainRNG := rand.New(rand.NewPCG(opts.Seed, 1))
@@ -225,35 +220,35 @@ func train(opts options, w io.Writer) (result, error) {
 
 	m, err := newModel(opts.Seed, true)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
 	defer m.vm.Close()
 	// AdamW decays the projection weights only (DecayWeights), not the
 	// embeddings, gains and biases.
 	adamw, err := optim.NewAdamW(optim.DefaultBeta1, optim.DefaultBeta2, optim.DefaultEps, optim.DefaultWeightDecay, optim.DecayWeights)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
 	opt, err := optim.New(adamw, m.params)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
 	for step := 1; step <= opts.Steps; step++ {
 		if _, err := m.run(sample(trainRNG)); err != nil {
-			return res, err
+			return 0, err
 		}
 		// Clipping the global gradient norm keeps an early large step from
 		// throwing the weights far off.
 		if _, err := optim.ClipGradNorm(m.params, 1); err != nil {
-			return res, err
+			return 0, err
 		}
 		if err := opt.Step(opts.LR); err != nil { // updates, then zeroes the gradients
-			return res, err
+			return 0, err
 		}
 		if step%100 == 0 || step == opts.Steps {
 			loss, err := graph.Float64s(m.loss.Value()) // this batch's, before the step
 			if err != nil {
-				return res, err
+				return 0, err
 			}
 			fmt.Fprintf(w, "step %4d  loss %.4f\n", step, loss[0])
 		}
@@ -261,21 +256,20 @@ func train(opts options, w io.Writer) (result, error) {
 	// Running the training graph without an optimizer step only evaluates.
 	want, acc, err := m.evaluate(testTokens, testLabels)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
-	res.Accuracy = acc
 	fmt.Fprintf(w, "held-out accuracy: %.1f%% (chance is 50%%)\n", 100*acc)
 
 	dir := opts.Out
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "qkv-classifier-"); err != nil {
-			return res, err
+			return 0, err
 		}
 		defer os.RemoveAll(dir)
 	}
 	path := filepath.Join(dir, "classifier.safetensors")
 	if err := checkpoint.SaveWeights(path, m.params, checkpoint.LayoutQKV); err != nil {
-		return res, err
+		return 0, err
 	}
 	fmt.Fprintf(w, "saved %d tensors to %s\n", len(m.params), path)
 
@@ -284,22 +278,21 @@ func train(opts options, w io.Writer) (result, error) {
 	// checks every name, shape and dtype, and replaces all the weights.
 	fresh, err := newModel(opts.Seed+1, false)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
 	defer fresh.vm.Close()
 	if err := checkpoint.LoadWeights(path, fresh.params, checkpoint.LayoutQKV); err != nil {
-		return res, err
+		return 0, err
 	}
 	got, _, err := fresh.evaluate(testTokens, testLabels)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
-	res.Identical = slices.EqualFunc(got, want, slices.Equal)
-	if !res.Identical {
-		return res, fmt.Errorf("reloaded: logits differ from the trained model's")
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		return 0, errors.New("reloaded: logits differ from the trained model's")
 	}
 	fmt.Fprintln(w, "reloaded: logits identical")
-	return res, nil
+	return acc, nil
 }
 
 func main() {

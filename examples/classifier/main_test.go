@@ -12,18 +12,15 @@ import (
 func TestClassifier(t *testing.T) {
 	var out strings.Builder
 	dir := t.TempDir()
-	res, err := train(options{Seed: 1, Steps: 1000, LR: 3e-3, Out: dir}, &out)
+	acc, err := train(options{Seed: 1, Steps: 1000, LR: 3e-3, Out: dir}, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(err) // among them a reloaded model whose logits differ
 	}
-	// Seeds 1 to 5 reach 97.9% to 100% at 1000 steps; without attention
-	// the model stops near 78%.
-	if res.Accuracy < 0.95 {
-		t.Errorf("held-out accuracy %.3f, want at least 0.95", res.Accuracy)
-	}
-	if !res.Identical {
-		t.Error("the reloaded model's logits differ from the trained model's")
+	// Seeds 1 to 10 reach 97.7% to 100% (seed 1: 100%) at 1000 steps;
+	// without attention the model stops at 78-80%.
+	if acc < 0.95 {
+		t.Errorf("held-out accuracy %.3f, want at least 0.95", acc)
 	}
 	if !strings.Contains(out.String(), "reloaded: logits identical") {
 		t.Errorf("output lacks %q", "reloaded: logits identical")
