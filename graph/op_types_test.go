@@ -32,6 +32,7 @@ var customOps = []string{
 	"qkv.FlashAttention", "qkv.FlashOutput", "qkv.FlashPad", "qkv.FlashGrad",
 	"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV", "qkv.FlashGradSinks",
 	"qkv.RoPE", "qkv.RoPEInverse", "qkv.RMSNorm", "qkv.RMSNormGradX", "qkv.RMSNormGradGain",
+	"qkv.HeadScale", "qkv.HeadScaleGradX", "qkv.HeadScaleGradScale",
 }
 
 // opKind is the op's String() without its parameters ("qkv.Reshape(2, 3)").
@@ -214,6 +215,7 @@ func everyOp(t *testing.T, g *G.ExprGraph, dt tensor.Dtype) (cost *G.Node, wrt G
 	add(must(RoPE(must(HeadRMSNorm(x, val(tensor.Shape{2}, "qk gain"), 3, 0)), 3, pos, RoPEOptions{})))
 	add(must(RoPE(x, 3, pos, RoPEOptions{Interleaved: true})))
 	add(must(RMSNorm(x2, gain, 1e-6)))
+	add(must(HeadScale(x, val(tensor.Shape{3}, "temperature"), 3)))
 
 	for _, o := range outs {
 		c := weightedSum(t, o, rng)

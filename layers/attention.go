@@ -85,6 +85,14 @@ type AttentionVariants struct {
 	// graph.DefaultRoPEBase, 10000. It needs positions "rope" or
 	// "rope-interleaved".
 	RoPEBase float64 `json:"rope_base,omitempty" flag:"rope-base" zero:"10000" help:"base of RoPE's frequencies, with --positions rope or rope-interleaved"`
+	// HeadTemperature adds "temperature" (Heads), one learnable factor per
+	// head that multiplies the head's scores before any score modifier,
+	// s_ij = t_h q_i·k_j / sqrt(dk) (a softcap then caps the tempered score),
+	// so that each head learns how sharp its softmax is. They start at 1,
+	// the 2017 formula. qkv applies it to the queries (graph.HeadScale),
+	// which gives the same scores in every implementation and in a cached
+	// step. Cross-attention takes it too.
+	HeadTemperature bool `json:"head_temperature,omitempty" flag:"head-temperature" help:"a learnable temperature per head multiplying its attention scores, starting at 1"`
 	// Mask and Score are modifiers of your own (a document mask, a prefix
 	// LM, a bias of your design): Mask hides keys besides what the built-in
 	// ones hide (graph.And), Score changes the scores after them
@@ -145,6 +153,7 @@ type MultiHeadAttention struct {
 	wq, wk, wv, wo *Linear
 	sinks          graph.Param // (H), with Sinks
 	qNorm, kNorm   graph.Param // (dk), with QKNorm
+	temperature    graph.Param // (H), with HeadTemperature
 	s              *Scope
 	dropouts       []*graph.Dropout
 }
@@ -232,14 +241,17 @@ func (c AttentionConfig) params() int {
 	if c.QKNorm {
 		n += 2 * (c.Dim / c.Heads)
 	}
+	if c.HeadTemperature {
+		n += c.Heads
+	}
 	return n
 }
 
 // NewMultiHeadAttention returns an attention layer whose parameters are wq
 // (D, D), wk (KeyDim, G·dk), wv (ValueDim, G·dk), wo (D, D) and, with Bias,
 // bq, bo (D), bk, bv (G·dk), in scope s, where G is KVHeads (Heads for 0);
-// then, with Sinks, sinks (H), and with QKNorm, q_norm.gain and k_norm.gain
-// (dk).
+// then, with Sinks, sinks (H), with QKNorm, q_norm.gain and k_norm.gain
+// (dk), and with HeadTemperature, temperature (H).
 func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, error) {
 	if err := s.check(); err != nil {
 		return nil, layerErr("attention", s.path(), err)
@@ -275,6 +287,13 @@ func NewMultiHeadAttention(s *Scope, cfg AttentionConfig) (*MultiHeadAttention, 
 			return nil, layerErr("attention", s.path(), err)
 		}
 		if a.kNorm, err = s.Sub("k_norm").param("gain", graph.RoleGain, constant(1), dk); err != nil {
+			return nil, layerErr("attention", s.path(), err)
+		}
+	}
+	if cfg.HeadTemperature {
+		// A gain: a factor that starts at 1 and that weight decay should
+		// not pull to 0.
+		if a.temperature, err = s.param("temperature", graph.RoleGain, constant(1), cfg.Heads); err != nil {
 			return nil, layerErr("attention", s.path(), err)
 		}
 	}
@@ -333,6 +352,15 @@ func (a *MultiHeadAttention) Sinks() graph.Param {
 		return graph.Param{}
 	}
 	return a.sinks
+}
+
+// Temperature returns the temperatures of the heads, "temperature" (H);
+// the zero Param without HeadTemperature and for a nil layer.
+func (a *MultiHeadAttention) Temperature() graph.Param {
+	if a == nil {
+		return graph.Param{}
+	}
+	return a.temperature
 }
 
 // QKNorm returns the RMSNorm gains of the queries and keys, "q_norm.gain"
@@ -535,8 +563,9 @@ func (a *MultiHeadAttention) attendInference(q, keys, values *G.Node, mask *grap
 }
 
 // queries returns x Wq (B, S, D), each head RMS-normalised with QKNorm,
-// rotated to the positions pos with RoPE (pos nil: no rotation), and scaled
-// for Scale (scaleQuery): the queries every path attends with.
+// rotated to the positions pos with RoPE (pos nil: no rotation), scaled
+// for Scale (scaleQuery) and each head by its temperature with
+// HeadTemperature: the queries every path attends with.
 func (a *MultiHeadAttention) queries(x *G.Node, pos *graph.IDs) (*G.Node, error) {
 	q, err := a.wq.Forward(x) // (B, S, D)
 	if err != nil {
@@ -554,6 +583,11 @@ func (a *MultiHeadAttention) queries(x *G.Node, pos *graph.IDs) (*G.Node, error)
 	}
 	if q, err = a.scaleQuery(q); err != nil {
 		return nil, fmt.Errorf("layers: attention %q: %w", a.s.prefix, err)
+	}
+	if a.cfg.HeadTemperature { // (t_h q_i) · k_j = t_h (q_i · k_j): the head's scores tempered
+		if q, err = graph.HeadScale(q, a.temperature.Node, a.cfg.Heads); err != nil {
+			return nil, fmt.Errorf("layers: attention %q: temperature: %w", a.s.prefix, err)
+		}
 	}
 	return q, nil
 }
@@ -780,7 +814,8 @@ func (a *MultiHeadAttention) check() error {
 }
 
 // Params returns wq, bq, wk, bk, wv, bv, wo, bo (no biases without Bias),
-// then sinks with Sinks and q_norm.gain, k_norm.gain with QKNorm.
+// then sinks with Sinks, q_norm.gain, k_norm.gain with QKNorm and
+// temperature with HeadTemperature.
 func (a *MultiHeadAttention) Params() []graph.Param {
 	if a == nil {
 		return nil
@@ -794,6 +829,9 @@ func (a *MultiHeadAttention) Params() []graph.Param {
 	}
 	if a.cfg.QKNorm {
 		ps = append(ps, a.qNorm, a.kNorm)
+	}
+	if a.cfg.HeadTemperature {
+		ps = append(ps, a.temperature)
 	}
 	return ps
 }

@@ -100,6 +100,7 @@ func TestAttentionImplsAgree(t *testing.T) {
 		{"softcap", attnVariant{"", AttentionVariants{Softcap: 0.7}}},
 		{"sinks", attnVariant{"", AttentionVariants{Sinks: true}}},
 		{"QK-norm", attnVariant{"", AttentionVariants{QKNorm: true}}},
+		{"head temperature", attnVariant{"", AttentionVariants{HeadTemperature: true}}},
 		{"RoPE", attnVariant{PositionsRoPE, AttentionVariants{}}},
 		{"RoPE interleaved, base 100", attnVariant{PositionsRoPEInterleaved, AttentionVariants{RoPEBase: 100}}},
 		{"ALiBi", attnVariant{PositionsALiBi, AttentionVariants{}}},

@@ -116,8 +116,8 @@ var attnNames = []string{"attn.wq", "attn.bq", "attn.wk", "attn.bk", "attn.wv", 
 // allVariants is every AttentionVariants at once; allVariantNames the
 // parameters an attention with them has.
 var (
-	allVariants     = AttentionVariants{KVHeads: 1, Softcap: 1.5, Sinks: true, QKNorm: true}
-	allVariantNames = append([]string{"attn.sinks", "attn.q_norm.gain", "attn.k_norm.gain"}, attnNames...)
+	allVariants     = AttentionVariants{KVHeads: 1, Softcap: 1.5, Sinks: true, QKNorm: true, HeadTemperature: true}
+	allVariantNames = append([]string{"attn.sinks", "attn.q_norm.gain", "attn.k_norm.gain", "attn.temperature"}, attnNames...)
 )
 
 // variantAttn is a 4-head attention of width 8 with biases, the variants v,
@@ -281,6 +281,7 @@ var gradCases = []gradCase{
 	// GPT-2's init (which perturb overwrites, but which must build).
 	{name: "decoder/nanogpt", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.ln1.gain", "blocks.1.ff.w2", "ln_f.gain"},
 		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, TieEmbeddings: true, Init: InitGPT2, BlockOptions: BlockOptions{Activation: ActivationGELU, BiasFreeNorm: true}})},
+	{name: "attention/self head temperature causal", names: append([]string{"attn.temperature"}, attnNames...), build: selfAttention(withCausal(variantAttn(AttentionVariants{HeadTemperature: true}, "", "")), 2, 4, nil)},
 }
 
 func positionsGrad(kind PositionsKind, maxLen, seqLen int) func(*testing.T, *Scope, *rand.Rand) (*G.Node, []graph.Param) {

@@ -16,6 +16,7 @@ import (
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/graphtest"
 	"github.com/qkv-dev/qkv/layers"
+	"github.com/qkv-dev/qkv/tools/torchref"
 	"github.com/qkv-dev/qkv/train"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/model"
@@ -159,35 +160,15 @@ func withVariants(c layers.StackConfig, pos layers.PositionsKind, v layers.Atten
 	return c
 }
 
-// variantCases are the attention variants every PyTorch comparison runs:
-// each alone and all at once.
-var variantCases = []struct {
-	name string
-	pos  layers.PositionsKind
-	v    layers.AttentionVariants
-}{
-	{"gqa-2", "", layers.AttentionVariants{KVHeads: 2}},
-	{"mqa", "", layers.AttentionVariants{KVHeads: 1}},
-	{"softcap-0.5", "", layers.AttentionVariants{Softcap: 0.5}},
-	{"sinks", "", layers.AttentionVariants{Sinks: true}},
-	{"qk-norm", "", layers.AttentionVariants{QKNorm: true}},
-	{"rope", layers.PositionsRoPE, layers.AttentionVariants{}},
-	{"rope-interleaved-base-100", layers.PositionsRoPEInterleaved, layers.AttentionVariants{RoPEBase: 100}},
-	{"alibi", layers.PositionsALiBi, layers.AttentionVariants{}},
-	{"window-3", "", layers.AttentionVariants{Window: 3}},
-	{"rope+gqa+window+sinks+softcap+qk-norm", layers.PositionsRoPE, layers.AttentionVariants{KVHeads: 2, Window: 3, Sinks: true, Softcap: 2, QKNorm: true}},
-	{"alibi+mqa+window+sinks+softcap+qk-norm", layers.PositionsALiBi, layers.AttentionVariants{KVHeads: 1, Window: 2, Sinks: true, Softcap: 2, QKNorm: true}},
-}
-
 // withVariantCases appends to variants one float64 comparison per
-// variantCases entry on base (4 heads, so that grouped queries share), and
-// a float32 one of the last two.
+// torchref.Variants entry on base (4 heads, so that grouped queries
+// share), and a float32 one of the last two.
 func withVariantCases(variants []torchVariant, base layers.StackConfig, tol64, tol32 float64) []torchVariant {
-	for _, c := range variantCases {
-		variants = append(variants, torchVariant{"float64/pre-LN/" + c.name, "float64", tol64, withVariants(base, c.pos, c.v)})
+	for _, c := range torchref.Variants {
+		variants = append(variants, torchVariant{"float64/pre-LN/" + c.Name, "float64", tol64, withVariants(base, c.Positions, c.Variants)})
 	}
-	for _, c := range variantCases[len(variantCases)-2:] {
-		variants = append(variants, torchVariant{"float32/pre-LN/" + c.name, "float32", tol32, withVariants(base, c.pos, c.v)})
+	for _, c := range torchref.Variants[len(torchref.Variants)-2:] {
+		variants = append(variants, torchVariant{"float32/pre-LN/" + c.Name, "float32", tol32, withVariants(base, c.Positions, c.Variants)})
 	}
 	return variants
 }

@@ -56,6 +56,9 @@ docs); the points where a reader might guess differently:
     mask. model.sinks: attn.sinks (H), a logit per head that joins each
     row's softmax and is dropped. model.qk_norm: attn.q_norm.gain and
     attn.k_norm.gain (dk), RMSNorm (eps 1e-6) of each head's q and k.
+    model.head_temperature: attn.temperature (H), a factor per head that
+    multiplies the head's scaled scores before the softcap (every
+    attention, cross-attention too).
   * Encoder-decoder (layers.EncoderDecoder as config.Config.EncDec builds
     it): both halves have the task's vocab and max_len and model.layers
     blocks, and their own embeddings and positions (enc.*, dec.*). The
@@ -230,6 +233,7 @@ class Attention(nn.Module):
         self.v = nn.Linear(d, self.g * self.dk, bias=bias)
         self.o = nn.Linear(d, d, bias=bias)
         self.sinks = nn.Parameter(torch.zeros(heads)) if m.get("sinks") else None
+        self.temperature = nn.Parameter(torch.ones(heads)) if m.get("head_temperature") else None
         if m.get("qk_norm"):
             self.q_norm = nn.Parameter(torch.ones(self.dk))
             self.k_norm = nn.Parameter(torch.ones(self.dk))
@@ -253,6 +257,8 @@ class Attention(nn.Module):
         k = k.repeat_interleave(self.h // self.g, dim=1)  # (B, H, Sk, dk): head h reads KV head h // (H/G)
         v = v.repeat_interleave(self.h // self.g, dim=1)
         scores = q @ k.transpose(-2, -1) / self.div  # (B, H, Sq, Sk)
+        if self.temperature is not None:
+            scores = scores * self.temperature.view(1, self.h, 1, 1)
         if self.softcap:
             scores = self.softcap * torch.tanh(scores / self.softcap)
         i = torch.arange(sq).unsqueeze(1)  # (Sq, 1)
@@ -532,7 +538,8 @@ def is_encdec(cfg):
 
 def attn_names(m, p):
     """qkv -> torch names of one attention under prefix p: its projections,
-    and with model.sinks and model.qk_norm its sinks (H) and norm gains (dk)."""
+    and with model.sinks, model.qk_norm and model.head_temperature its sinks
+    (H), norm gains (dk) and temperatures (H)."""
     out = {}
     for x in "qkvo":
         out[p + "w" + x] = (p + x + ".weight", True)
@@ -543,6 +550,8 @@ def attn_names(m, p):
     if m.get("qk_norm"):
         out[p + "q_norm.gain"] = (p + "q_norm", False)
         out[p + "k_norm.gain"] = (p + "k_norm", False)
+    if m.get("head_temperature"):
+        out[p + "temperature"] = (p + "temperature", False)
     return out
 
 

@@ -439,7 +439,7 @@ func (t TaskSpec) New() (data.Task, error) {
 // from it. Besides Validate's checks it checks the task's parameters, that
 // the held-out set leaves prompts to train on, and that the model is one
 // the layers can build (without building it: memory is checked where models
-// are built, by BuildModel). Its errors are *Error.
+// are built, by model.Build). Its errors are *Error.
 func (c *Config) Resolve() (data.Task, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
