@@ -83,6 +83,27 @@ func KeyPadding(lengths []int, sq, sk int) (Mask, error) {
 	return m, nil
 }
 
+// keyLengths writes into out, for each sequence, the number l of keys
+// every query of it may see when the sequence's mask is a key-padding mask
+// (key j visible to every query exactly when j < l), and -1 when it is not.
+func (m Mask) keyLengths(out []int) {
+	for b := range m.B {
+		rows := m.Allow[b*m.Sq*m.Sk : (b+1)*m.Sq*m.Sk]
+		l := 0
+		for l < m.Sk && rows[l] {
+			l++
+		}
+		out[b] = l
+		for i := range m.Sq {
+			for j, ok := range rows[i*m.Sk : (i+1)*m.Sk] {
+				if ok != (j < l) {
+					out[b] = -1
+				}
+			}
+		}
+	}
+}
+
 // At reports whether query i of sequence b may attend to key j. Outside the
 // mask's (B, Sq, Sk), or for a mask whose Allow does not hold B*Sq*Sk entries
 // (a zero value), nothing is allowed: At reports false rather than panic.
@@ -141,7 +162,22 @@ type MaskNode struct {
 	Bias      *G.Node
 	B, Sq, Sk int
 
-	buf *tensor.Dense // Set's bias, rewritten in place by every Set
+	buf     *tensor.Dense // Set's bias, rewritten in place by every Set
+	lengths []int         // KeyLengths, rewritten in place by every Set
+}
+
+// KeyLengths returns, for each sequence, the number of keys the last Set
+// let every query see when it was a key-padding mask (KeyPadding's: keys
+// j < length visible to every query, the others hidden), and -1 for a
+// sequence whose mask was anything else. Before the first Set every length
+// is 0. The slice is rewritten in place by Set, so that an op holding it
+// (linear attention's LinearSpec.KeyLengths, which cannot read a (Sq, Sk)
+// mask in linear time) reads each run's lengths; nil for a nil n.
+func (n *MaskNode) KeyLengths() []int {
+	if n == nil {
+		return nil
+	}
+	return n.lengths
 }
 
 // Check returns an error unless n is a usable mask: a nil *MaskNode means "no
@@ -185,6 +221,7 @@ func NewMaskInput(g *G.ExprGraph, dt tensor.Dtype, b, sq, sk int, name string) (
 	return &MaskNode{
 		Bias: G.NewTensor(g, dt, 3, G.WithShape(b, sq, sk), G.WithName(name)),
 		B:    b, Sq: sq, Sk: sk,
+		lengths: make([]int, b),
 	}, nil
 }
 
@@ -227,6 +264,10 @@ func (n *MaskNode) Set(m Mask) error {
 	case tensor.Float32:
 		setBias(n.buf.Float32s(), m.Allow)
 	}
+	if len(n.lengths) != n.B { // a MaskNode made by hand
+		n.lengths = make([]int, n.B)
+	}
+	m.keyLengths(n.lengths)
 	if err := LetOnce(n.Bias, n.buf); err != nil {
 		return fmt.Errorf("graph: mask %q: %w", n.Bias.Name(), err)
 	}

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -317,5 +318,49 @@ func TestCombineMasks(t *testing.T) {
 		if _, err := CombineMasks(cn, other); err == nil {
 			t.Error("CombineMasks of (2, 4, 4) and (2, 4, 5): no error")
 		}
+	}
+}
+
+// TestMaskNodeKeyLengths: a key-padding mask's lengths are read off it at
+// every Set, in place, and any other mask gives -1 for the sequences it
+// does not pad.
+func TestMaskNodeKeyLengths(t *testing.T) {
+	g := G.NewGraph()
+	n, err := NewMaskInput(g, tensor.Float64, 3, 2, 4, "pad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lengths := n.KeyLengths()
+	if !slices.Equal(lengths, []int{0, 0, 0}) {
+		t.Errorf("before Set: %v, want zeros", lengths)
+	}
+	pad, err := KeyPadding([]int{4, 0, 2}, 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Set(pad); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(lengths, []int{4, 0, 2}) {
+		t.Errorf("after Set of KeyPadding(4, 0, 2): %v", lengths)
+	}
+	causal, err := MaskOf(Causal(), 3, 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad.Allow[(2*2+1)*4+0] = false // sequence 2, query 1 loses key 0: no longer padding
+	for _, c := range []struct {
+		m    Mask
+		want []int
+	}{{causal, []int{-1, -1, -1}}, {pad, []int{4, 0, -1}}} {
+		if err := n.Set(c.m); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(n.KeyLengths(), c.want) {
+			t.Errorf("lengths %v, want %v", n.KeyLengths(), c.want)
+		}
+	}
+	if (*MaskNode)(nil).KeyLengths() != nil {
+		t.Error("a nil mask has lengths")
 	}
 }
