@@ -70,6 +70,37 @@ docs); the points where a reader might guess differently:
     source key padding (cross_attn, ln2), then the feed-forward (ff, ln3).
     Pre-LN ends each half with its ln_f (enc.ln_f, dec.ln_f); post-LN
     normalises every residual sum and has no ln_f. One head, "head".
+  * Per-layer attention kinds and linear attention (issue 24):
+    model.layer_kinds is a comma-separated string (spaces around an entry
+    are ignored, an empty entry is an error) cycled over the blocks: block
+    i takes kinds[i % len(kinds)]. "softmax" is the attention above with
+    every variant; "window:W" (W an integer >= 1) is that attention with
+    model.window replaced by W for this block; "linear" is linear
+    attention. Absent or "" means every block "softmax". In an
+    encoder-decoder the kinds apply to the encoder's blocks and to the
+    decoder's self-attention alike (block i of each half takes kinds[i %
+    len]); cross-attention is always softmax. A linear block keeps the
+    tensor names of a softmax one (attn.wq, ..., self_attn.wq in a decoder
+    block) with other shapes: wq, wk (D, H*d'), wv, wo (D, D), biases bq,
+    bk (H*d') and bv, bo (D) when model.bias, and nothing else (no sinks,
+    norms, temperatures); d' = model.feature_dim (0 or absent: dk = D/H).
+    q = x wq + bq, k = x wk + bk, v = x wv + bv, split into H heads (q, k
+    d' per head, v dk per head), then phi per head, model.feature_map:
+    "elu1" F.elu(x)+1, "relu", "identity", "taylor" (the default when
+    absent; Based's phi(x) = [1, x/d'^(1/4), vec(x outer x)/(sqrt(2)
+    sqrt(d'))], vec row-major, index a*d'+b holding x_a x_b, so that
+    phi(q).phi(k) = 1 + s + s^2/2, s = q.k/sqrt(d')). With A_ij =
+    phi(q_i).phi(k_j) over the keys j visible to query i (the self-
+    attention's mask: causal plus key padding in a decoder; key padding
+    only in an encoder, plus causal with model.causal_encoder),
+    out_i = sum_j A_ij v_j, divided, when model.linear_norm is "sum" or
+    absent, by (sum_j A_ij + 1e-12); "none": not divided. A query with no
+    visible key gets 0. y = concat(heads) wo + bo. No attention dropout
+    and no positions inside linear attention: learned and sinusoidal tables
+    are still added at the embeddings; rope, alibi, sinks, softcap,
+    qk_norm, kv_heads, head_temperature and window act on softmax blocks
+    only. tools/torchref/linear_ref.py holds the same attention in its
+    naive and recurrent forms, with a self-test.
 """
 
 import argparse
@@ -283,6 +314,101 @@ class Attention(nn.Module):
         return self.o(y.transpose(1, 2).reshape(b, sq, d))
 
 
+def layer_kinds(m):
+    """model.layer_kinds as one (kind, window) per block: ("softmax", None),
+    ("window", W) or ("linear", None); block i takes kinds[i % len(kinds)].
+    Absent or "" (or only spaces): every block softmax."""
+    s = m.get("layer_kinds") or ""
+    if not isinstance(s, str):
+        raise ValueError(f"model.layer_kinds {s!r}: want a comma-separated string")
+    n = m["layers"]
+    if not s.strip():
+        return [("softmax", None)] * n
+    kinds = []
+    for part in s.split(","):
+        p = part.strip()
+        if p in ("softmax", "linear"):
+            kinds.append((p, None))
+        elif p.startswith("window:") and p[len("window:"):].isdigit() and int(p[len("window:"):]) >= 1:
+            kinds.append(("window", int(p[len("window:"):])))
+        else:
+            raise ValueError(f"model.layer_kinds {s!r}: entry {p!r} is not softmax, window:W (W >= 1) or linear")
+    return [kinds[i % len(kinds)] for i in range(n)]
+
+
+FEATURE_MAPS = ("taylor", "elu1", "relu", "identity")
+LINEAR_NORMS = ("sum", "none")
+
+
+def feature_map(name, x):
+    """phi over the last axis (d') of x: model.feature_map."""
+    if name == "elu1":
+        return F.elu(x) + 1
+    if name == "relu":
+        return F.relu(x)
+    if name == "identity":
+        return x
+    if name == "taylor":  # Based: [1, x/d'^(1/4), vec(x x^T)/(sqrt(2) sqrt(d'))], row-major
+        d = x.shape[-1]
+        outer = (x.unsqueeze(-1) * x.unsqueeze(-2)).flatten(-2)  # index a*d'+b: x_a x_b
+        return torch.cat((torch.ones_like(x[..., :1]), x / d ** 0.25, outer / (math.sqrt(2) * math.sqrt(d))), dim=-1)
+    raise ValueError(f"unknown feature_map {name!r}: want one of {', '.join(FEATURE_MAPS)}")
+
+
+class LinearAttention(nn.Module):
+    """Linear attention (layer kind "linear"): q, k (H heads of d'), v (H
+    heads of dk), phi per head, out_i = sum_{j visible} (phi(q_i).phi(k_j))
+    v_j, divided by (sum_{j visible} phi(q_i).phi(k_j) + 1e-12) with
+    linear_norm "sum", 0 for a query with no visible key; then wo. Written
+    in its naive O(S^2) masked form, with the mask of the softmax
+    self-attention it replaces. Self-attention only."""
+
+    def __init__(self, m):
+        super().__init__()
+        d, h = m["dim"], m["heads"]
+        bias = bool(m.get("bias"))
+        self.h, self.dk = h, d // h
+        self.fd = m.get("feature_dim") or self.dk
+        if not isinstance(self.fd, int) or self.fd < 1:
+            raise ValueError(f"model.feature_dim {self.fd!r}: want a positive integer (0 or absent: D/H)")
+        self.fmap = m.get("feature_map") or "taylor"
+        if self.fmap not in FEATURE_MAPS:
+            raise ValueError(f"unknown feature_map {self.fmap!r}: want one of {', '.join(FEATURE_MAPS)}")
+        self.norm = m.get("linear_norm") or "sum"
+        if self.norm not in LINEAR_NORMS:
+            raise ValueError(f"unknown linear_norm {self.norm!r}: want sum or none")
+        self.q = nn.Linear(d, h * self.fd, bias=bias)
+        self.k = nn.Linear(d, h * self.fd, bias=bias)
+        self.v = nn.Linear(d, d, bias=bias)
+        self.o = nn.Linear(d, d, bias=bias)
+
+    def forward(self, x, allow, memory=None):
+        # x (B, S, D); allow (B, S, S) bool, True = key j visible to query i.
+        if memory is not None:
+            raise ValueError("linear attention is self-attention only")
+        b, s, d = x.shape
+        split = lambda t, n: t.view(b, s, self.h, n).transpose(1, 2)  # (B, H, S, n)
+        q, k, v = split(self.q(x), self.fd), split(self.k(x), self.fd), split(self.v(x), self.dk)
+        pq, pk = feature_map(self.fmap, q), feature_map(self.fmap, k)  # (B, H, S, F)
+        a = allow.unsqueeze(1)  # (B, 1, S, S)
+        w = (pq @ pk.transpose(-2, -1)).masked_fill(~a, 0.0)  # (B, H, S, S)
+        y = w @ v  # (B, H, S, dk)
+        if self.norm == "sum":
+            y = y / (w.sum(-1, keepdim=True) + 1e-12)
+        y = torch.where(a.any(dim=-1, keepdim=True), y, torch.zeros_like(y))  # no visible key: 0
+        return self.o(y.transpose(1, 2).reshape(b, s, d))
+
+
+def self_attention(m, kind, lk):
+    """The self-attention of a block of layer kind lk ((kind, window), from
+    layer_kinds): kind is "decoder" or "encoder", as for Attention."""
+    if lk[0] == "linear":
+        return LinearAttention(m)
+    if lk[0] == "window":
+        m = dict(m, window=lk[1])
+    return Attention(m["dim"], m["heads"], bool(m.get("bias")), m.get("attn_dropout", 0.0) or 0.0, m.get("attn_scale", ""), m, kind)
+
+
 class FeedForward(nn.Module):
     def __init__(self, d, hidden, activation, bias):
         super().__init__()
@@ -318,12 +444,12 @@ def layer_norm(d, m):
 
 
 class Block(nn.Module):
-    def __init__(self, m, kind="decoder"):
+    def __init__(self, m, kind="decoder", lk=("softmax", None)):
         super().__init__()
         d = m["dim"]
         self.post_ln = bool(m.get("post_ln"))
         self.ln1 = layer_norm(d, m)
-        self.attn = Attention(d, m["heads"], bool(m.get("bias")), m.get("attn_dropout", 0.0) or 0.0, m.get("attn_scale", ""), m, kind)
+        self.attn = self_attention(m, kind, lk)
         self.ln2 = layer_norm(d, m)
         self.ff = FeedForward(d, m["hidden"], m.get("activation", ""), bool(m.get("bias")))
         p = m.get("dropout", 0.0) or 0.0
@@ -358,7 +484,7 @@ class Decoder(nn.Module):
         elif self.positions not in TABLELESS:
             raise ValueError(f"unknown positions {self.positions!r}")
         self.drop = nn.Dropout(m.get("dropout", 0.0) or 0.0)
-        self.blocks = nn.ModuleList(Block(m) for _ in range(m["layers"]))
+        self.blocks = nn.ModuleList(Block(m, "decoder", lk) for lk in layer_kinds(m))
         self.ln_f = None if m.get("post_ln") else layer_norm(d, m)
         self.tied = bool(m.get("tie_embeddings"))
         if self.tied:  # logits = x E^T: the head's weight is the table itself
@@ -445,7 +571,7 @@ class Encoder(nn.Module):
     def __init__(self, m, vocab, max_len):
         super().__init__()
         embed_init(self, m, vocab, max_len)
-        self.blocks = nn.ModuleList(Block(m, "encoder") for _ in range(m["layers"]))
+        self.blocks = nn.ModuleList(Block(m, "encoder", lk) for lk in layer_kinds(m))
         self.ln_f = None if m.get("post_ln") else layer_norm(m["dim"], m)
         self.causal = bool(m.get("causal_encoder"))
 
@@ -466,13 +592,13 @@ class DecoderBlock(nn.Module):
     and values from the encoder output), feed-forward; each sublayer
     x + f(LN(x)) (pre-LN) or LN(x + f(x)) (post-LN)."""
 
-    def __init__(self, m):
+    def __init__(self, m, lk=("softmax", None)):
         super().__init__()
         d, bias = m["dim"], bool(m.get("bias"))
         ad = m.get("attn_dropout", 0.0) or 0.0
         self.post_ln = bool(m.get("post_ln"))
         self.ln1 = layer_norm(d, m)
-        self.self_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""), m, "decoder")
+        self.self_attn = self_attention(m, "decoder", lk)
         self.ln2 = layer_norm(d, m)
         self.cross_attn = Attention(d, m["heads"], bias, ad, m.get("attn_scale", ""), m, "cross")
         self.ln3 = layer_norm(d, m)
@@ -495,7 +621,7 @@ class TargetDecoder(nn.Module):
     def __init__(self, m, vocab, max_len):
         super().__init__()
         embed_init(self, m, vocab, max_len)
-        self.blocks = nn.ModuleList(DecoderBlock(m) for _ in range(m["layers"]))
+        self.blocks = nn.ModuleList(DecoderBlock(m, lk) for lk in layer_kinds(m))
         self.ln_f = None if m.get("post_ln") else layer_norm(m["dim"], m)
 
     def forward(self, ids, lengths, memory, src_lengths):
@@ -536,15 +662,18 @@ def is_encdec(cfg):
     return arch == "encdec"
 
 
-def attn_names(m, p):
+def attn_names(m, p, lk=("softmax", None)):
     """qkv -> torch names of one attention under prefix p: its projections,
     and with model.sinks, model.qk_norm and model.head_temperature its sinks
-    (H), norm gains (dk) and temperatures (H)."""
+    (H), norm gains (dk) and temperatures (H). A linear attention (lk, from
+    layer_kinds) has its projections only."""
     out = {}
     for x in "qkvo":
         out[p + "w" + x] = (p + x + ".weight", True)
         if m.get("bias"):
             out[p + "b" + x] = (p + x + ".bias", False)
+    if lk[0] == "linear":
+        return out
     if m.get("sinks"):
         out[p + "sinks"] = (p + "sinks", False)
     if m.get("qk_norm"):
@@ -555,15 +684,16 @@ def attn_names(m, p):
     return out
 
 
-def block_names(m, p, attns, lns):
-    """qkv -> torch names of one block under prefix p."""
+def block_names(m, p, attns, lns, lk=("softmax", None)):
+    """qkv -> torch names of one block under prefix p; its first attention
+    (the self-attention) is of layer kind lk, any other softmax."""
     out = {}
     for ln in lns:
         out[p + ln + ".gain"] = (p + ln + ".weight", False)
         if not m.get("bias_free_norm"):
             out[p + ln + ".bias"] = (p + ln + ".bias", False)
-    for attn in attns:
-        out.update(attn_names(m, p + attn + "."))
+    for n, attn in enumerate(attns):
+        out.update(attn_names(m, p + attn + ".", lk if n == 0 else ("softmax", None)))
     for n in "12":
         out[p + "ff.w" + n] = (p + "ff.fc" + n + ".weight", True)
         if m.get("bias"):
@@ -581,9 +711,9 @@ def encdec_name_map(m):
             out[half + ".ln_f.gain"] = (half + ".ln_f.weight", False)
             if not m.get("bias_free_norm"):
                 out[half + ".ln_f.bias"] = (half + ".ln_f.bias", False)
-    for i in range(m["layers"]):
-        out.update(block_names(m, f"enc.blocks.{i}.", ["attn"], ["ln1", "ln2"]))
-        out.update(block_names(m, f"dec.blocks.{i}.", ["self_attn", "cross_attn"], ["ln1", "ln2", "ln3"]))
+    for i, lk in enumerate(layer_kinds(m)):
+        out.update(block_names(m, f"enc.blocks.{i}.", ["attn"], ["ln1", "ln2"], lk))
+        out.update(block_names(m, f"dec.blocks.{i}.", ["self_attn", "cross_attn"], ["ln1", "ln2", "ln3"], lk))
     return out
 
 
@@ -599,13 +729,13 @@ def name_map(m):
         out["ln_f.gain"] = ("ln_f.weight", False)
         if not nobias:
             out["ln_f.bias"] = ("ln_f.bias", False)
-    for i in range(m["layers"]):
+    for i, lk in enumerate(layer_kinds(m)):
         p = f"blocks.{i}."
         for ln in ("ln1", "ln2"):
             out[p + ln + ".gain"] = (p + ln + ".weight", False)
             if not nobias:
                 out[p + ln + ".bias"] = (p + ln + ".bias", False)
-        out.update(attn_names(m, p + "attn."))
+        out.update(attn_names(m, p + "attn.", lk))
         for n in "12":
             out[p + "ff.w" + n] = (p + "ff.fc" + n + ".weight", True)
             if m.get("bias"):
