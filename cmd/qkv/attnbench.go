@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/qkv-dev/qkv/cmd/qkv/internal/attncost"
+	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
@@ -32,6 +34,16 @@ type attnResult struct {
 	Causal  bool                 `json:"causal"`
 	// Window is the sliding window, 0 for none.
 	Window int `json:"window,omitempty"`
+	// Global is the number of global tokens beside the window
+	// (graph.GlobalWindow), 0 for none.
+	Global int `json:"global,omitempty"`
+	// BlockLocal is the block of block-local attention (graph.BlockLocal),
+	// 0 for none.
+	BlockLocal int `json:"block_local,omitempty"`
+	// FlashTiles is, for flash, the number of (query tile, key tile)
+	// pairs it computed in one forward and backward pass (graph.FlashTiles),
+	// summed over the batch and heads: the work the mask left it.
+	FlashTiles int64 `json:"flash_tiles_per_pass,omitempty"`
 	// MsPerStep is the median over the timed repeats.
 	MsPerStep float64 `json:"ms_per_step"`
 	// PeakBytes is the Go heap's high-water mark while the layer was built
@@ -53,13 +65,67 @@ type attnBench struct {
 	causal  bool
 	// window, if positive, is timed beside no window, for each
 	// implementation: what the window saves.
-	window  int
-	dtype   config.DType
-	repeats int
-	plot    string
+	window int
+	// global, if positive, makes the first global positions global tokens
+	// beside the window (graph.GlobalWindow; it needs window); blockLocal,
+	// if positive, is block-local attention in blocks of that many
+	// positions (graph.BlockLocal). Either is timed beside no pattern.
+	global, blockLocal int
+	dtype              config.DType
+	repeats            int
+	plot               string
 	// mem is the memory limit every size is estimated against before it
 	// runs.
 	mem *memoryFlag
+}
+
+// sparseFlags are the values of bench's --global and --block-local.
+type sparseFlags struct{ global, blockLocal int }
+
+// registerSparseFlags registers --global and --block-local on fs, bench's
+// flags of the sparse patterns of --seq.
+func registerSparseFlags(fs *flag.FlagSet) *sparseFlags {
+	var f sparseFlags
+	fs.IntVar(&f.global, "global", 0, "with --seq and --window: the first G positions are global tokens, seen by every query and (without --causal) seeing every key, beside the window (Longformer, BigBird); flash skips the tiles the pattern leaves")
+	fs.IntVar(&f.blockLocal, "block-local", 0, "with --seq: block-local attention, each query seeing the keys of its own block of B positions (and with --causal none after it); flash skips the other tiles")
+	return &f
+}
+
+// checkSparse refuses sparse patterns that cannot be built.
+func (b attnBench) checkSparse() error {
+	switch {
+	case b.global < 0:
+		return fmt.Errorf("%w: --global: want 0 or more global tokens, got %d", errUsage, b.global)
+	case b.blockLocal < 0:
+		return fmt.Errorf("%w: --block-local: want a block of at least 1 position, got %d", errUsage, b.blockLocal)
+	case b.global > 0 && b.blockLocal > 0:
+		return fmt.Errorf("%w: --global and --block-local are two patterns: give one", errUsage)
+	case b.global > 0 && b.window == 0:
+		return fmt.Errorf("%w: --global needs --window: the global tokens are seen beside a sliding window", errUsage)
+	case b.blockLocal > 0 && b.window > 0:
+		return fmt.Errorf("%w: --block-local and --window are two patterns: give one (--global works with --window)", errUsage)
+	}
+	return nil
+}
+
+// mask is the mask modifier of b's sparse pattern beside Causal, and the
+// window the layer itself applies: GlobalWindow holds the window.
+func (b attnBench) mask() (graph.MaskMod, int, error) {
+	switch {
+	case b.global > 0:
+		m, err := graph.GlobalWindow(b.global, b.window, b.causal)
+		return m, 0, err
+	case b.blockLocal > 0:
+		m, err := graph.BlockLocal(b.blockLocal, b.causal)
+		return m, b.window, err
+	}
+	return nil, b.window, nil
+}
+
+// plain is b without its window or sparse pattern.
+func (b attnBench) plain() attnBench {
+	b.window, b.global, b.blockLocal = 0, 0, 0
+	return b
 }
 
 // parseInts parses a comma-separated list of positive integers.
@@ -82,6 +148,9 @@ func parseInts(flagName, s string) ([]int, error) {
 // run, and then the command fails naming the sizes refused (a usage error)
 // and those whose run failed.
 func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
+	if err := b.checkSparse(); err != nil {
+		return err
+	}
 	single := len(b.impls) == 1 && len(b.seqs) == 1 && b.plot == ""
 	exe, err := os.Executable()
 	if err != nil && !single {
@@ -90,14 +159,12 @@ func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
 	limit, from := b.mem.limit()
 	var results []attnResult
 	var tooLarge, failed []string
-	windows := []int{b.window}
-	if b.window > 0 && !single {
-		windows = []int{0, b.window} // what the window saves, side by side
+	patterns := []attnBench{b}
+	if (b.window > 0 || b.blockLocal > 0) && !single {
+		patterns = []attnBench{b.plain(), b} // what the window or pattern saves, side by side
 	}
 	for _, impl := range b.impls {
-		for _, w := range windows {
-			bw := b
-			bw.window = w
+		for _, bw := range patterns {
 			for _, n := range b.seqs {
 				res := bw.result(impl, n)
 				if est := attnMemoryEstimate(bw, impl, n); est > float64(limit) {
@@ -141,7 +208,8 @@ func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
 func runAttnChild(exe string, b attnBench, impl layers.AttentionImpl, n int, stderr io.Writer) (attnResult, error) {
 	args := []string{"bench", "--attention", string(impl), "--seq", strconv.Itoa(n), "--batch", strconv.Itoa(b.batch),
 		"--heads", strconv.Itoa(b.heads), "--head-dim", strconv.Itoa(b.headDim), "--dtype", string(b.dtype),
-		"--causal=" + strconv.FormatBool(b.causal), "--window", strconv.Itoa(b.window), "-n", strconv.Itoa(b.repeats)}
+		"--causal=" + strconv.FormatBool(b.causal), "--window", strconv.Itoa(b.window), "-n", strconv.Itoa(b.repeats),
+		"--global", strconv.Itoa(b.global), "--block-local", strconv.Itoa(b.blockLocal)}
 	if b.mem.n > 0 {
 		args = append(args, "--max-memory", strconv.FormatInt(b.mem.n, 10))
 	}
@@ -161,13 +229,20 @@ func runAttnChild(exe string, b attnBench, impl layers.AttentionImpl, n int, std
 
 // result is the attnResult of impl at length n, before it is measured.
 func (b attnBench) result(impl layers.AttentionImpl, n int) attnResult {
-	return attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal, Window: b.window}
+	return attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal, Window: b.window,
+		Global: b.global, BlockLocal: b.blockLocal}
 }
 
-// name names the result's implementation and window, e.g. "flash, window
-// 256", in printed lines and a plot's legend.
+// name names the result's implementation and window or sparse pattern,
+// e.g. "flash, window 256", "flash, global 16 + window 256" or "flash,
+// block-local 256", in printed lines and a plot's legend.
 func (r attnResult) name() string {
-	if r.Window > 0 {
+	switch {
+	case r.Global > 0:
+		return fmt.Sprintf("%s, global %d + window %d", r.Impl, r.Global, r.Window)
+	case r.BlockLocal > 0:
+		return fmt.Sprintf("%s, block-local %d", r.Impl, r.BlockLocal)
+	case r.Window > 0:
 		return fmt.Sprintf("%s, window %d", r.Impl, r.Window)
 	}
 	return string(r.Impl)
@@ -198,8 +273,12 @@ func printAttn(w io.Writer, r attnResult) {
 		fmt.Fprintf(w, "%-17s n=%-6d skipped: %s\n", r.name(), r.Seq, r.Skipped)
 		return
 	}
-	fmt.Fprintf(w, "%-17s n=%-6d %10.2f ms/step  peak heap %10s  peak RSS %10s\n", r.name(), r.Seq, r.MsPerStep,
-		config.FormatBytes(float64(r.PeakBytes)), config.FormatBytes(float64(r.PeakRSS)))
+	tiles := ""
+	if r.FlashTiles > 0 {
+		tiles = fmt.Sprintf("  flash tiles/pass %d", r.FlashTiles)
+	}
+	fmt.Fprintf(w, "%-17s n=%-6d %10.2f ms/step  peak heap %10s  peak RSS %10s%s\n", r.name(), r.Seq, r.MsPerStep,
+		config.FormatBytes(float64(r.PeakBytes)), config.FormatBytes(float64(r.PeakRSS)), tiles)
 }
 
 // attnMemoryEstimate is a generous estimate of what one forward and
@@ -233,8 +312,17 @@ func measureAttention(b attnBench, impl layers.AttentionImpl, n int) (attnResult
 	if err != nil {
 		return res, fmt.Errorf("%w: --dtype: %v", errUsage, err)
 	}
+	mask, window, err := b.mask()
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	tiles := graph.FlashTiles()
 	m, err := attncost.Measure(attncost.Config{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim,
-		DType: dt, Causal: b.causal, Window: b.window, Repeats: b.repeats})
+		DType: dt, Causal: b.causal, Window: window, Mask: mask, Repeats: b.repeats})
+	if impl == layers.AttentionFlash {
+		// Measure runs one untimed pass and b.repeats timed ones.
+		res.FlashTiles = (graph.FlashTiles() - tiles) / int64(b.repeats+1)
+	}
 	if errors.Is(err, attncost.ErrConfig) {
 		return res, fmt.Errorf("%w: %v", errUsage, err)
 	} else if err != nil {

@@ -204,3 +204,95 @@ func TestStepFLOPs(t *testing.T) {
 		t.Errorf("stepFLOPs = %v, want %v", got, want)
 	}
 }
+
+// TestBenchSparsePatterns: --global (with --window) and --block-local time
+// flash under graph.GlobalWindow and graph.BlockLocal, reporting the tiles
+// flash computed per pass, fewer than causal attention's and as many as the
+// patterns touch; a sweep times each beside no pattern; bad combinations are
+// usage errors.
+func TestBenchSparsePatterns(t *testing.T) {
+	// run runs one flash layer of 512 positions (8 x 8 tiles of 64) and
+	// returns its result.
+	run := func(args ...string) attnResult {
+		t.Helper()
+		all := append([]string{"bench", "--attention", "flash", "--seq", "512", "--batch", "1", "--heads", "2", "--head-dim", "4", "-n", "2"}, args...)
+		code, out, stderr := qkv(all...)
+		if code != 0 {
+			t.Fatalf("qkv %q: exit %d: %s", all, code, stderr)
+		}
+		res, err := lastJSON([]byte(out))
+		if err != nil {
+			t.Fatalf("qkv %q: %v:\n%s", all, err, out)
+		}
+		if res.Impl == "flash" && !strings.Contains(out, "flash tiles/pass") {
+			t.Errorf("qkv %q prints no tiles:\n%s", all, out)
+		}
+		return res
+	}
+	causal := run()
+	global := run("--global", "4", "--window", "32")
+	local := run("--block-local", "64")
+	bidi := run("--global", "4", "--window", "32", "--causal=false")
+	if global.Global != 4 || global.Window != 32 || local.BlockLocal != 64 || bidi.Causal {
+		t.Errorf("results %+v, %+v, %+v", global, local, bidi)
+	}
+	// Forward, per head: causal 36 tiles of 64; global 4 + window 32, the
+	// diagonal (8), the one below it (7) and the global column (6 more);
+	// block-local 64, the diagonal (8); without causality, global 4 +
+	// window 32 is the band (22) with the first row and column (6 + 6).
+	// The backward pass computes each tile again, once or twice.
+	for _, c := range []struct {
+		name    string
+		r       attnResult
+		forward int64
+	}{{"causal", causal, 36}, {"global + window", global, 21}, {"block-local", local, 8}, {"bidirectional global + window", bidi, 34}} {
+		if per := 2 * c.forward; c.r.FlashTiles < 2*per || c.r.FlashTiles > 3*per {
+			t.Errorf("%s: %d tiles per pass, want %d to %d (forward %d per head)", c.name, c.r.FlashTiles, 2*per, 3*per, c.forward)
+		}
+	}
+	if !(local.FlashTiles < global.FlashTiles && global.FlashTiles < causal.FlashTiles) {
+		t.Errorf("tiles per pass: block-local %d, global + window %d, causal %d", local.FlashTiles, global.FlashTiles, causal.FlashTiles)
+	}
+	if fused := run("--attention", "fused", "--block-local", "64"); fused.FlashTiles != 0 || fused.BlockLocal != 64 {
+		t.Errorf("fused block-local: %+v", fused)
+	}
+
+	// A sweep times each pattern beside no pattern, in processes of their own.
+	for _, pattern := range [][]string{{"--global", "2", "--window", "8"}, {"--block-local", "16"}} {
+		args := append([]string{"bench", "--attention", "flash", "--seq", "128,512", "--batch", "1", "--heads", "1", "--head-dim", "4", "-n", "1"}, pattern...)
+		code, out, stderr := qkv(args...)
+		if code != 0 {
+			t.Fatalf("qkv %q: exit %d: %s", args, code, stderr)
+		}
+		tiles := map[string][]int64{}
+		for _, l := range strings.Split(out, "\n") {
+			var r attnResult
+			if strings.HasPrefix(l, "{") && json.Unmarshal([]byte(l), &r) == nil {
+				tiles[r.name()] = append(tiles[r.name()], r.FlashTiles)
+			}
+		}
+		name := "flash, global 2 + window 8"
+		if pattern[0] == "--block-local" {
+			name = "flash, block-local 16"
+		}
+		if len(tiles) != 2 || len(tiles["flash"]) != 2 || len(tiles[name]) != 2 || !strings.Contains(out, name) {
+			t.Errorf("qkv %q: results per pattern %v, want 2 of flash and 2 of %q:\n%s", args, tiles, name, out)
+		} else if tiles[name][1] >= tiles["flash"][1] {
+			t.Errorf("qkv %q: n=512 %s computed %d tiles, plain flash %d", args, name, tiles[name][1], tiles["flash"][1])
+		}
+	}
+
+	for _, args := range [][]string{
+		{"bench", "--seq", "16", "--global", "2"},
+		{"bench", "--seq", "16", "--global", "-1", "--window", "4"},
+		{"bench", "--seq", "16", "--block-local", "-2"},
+		{"bench", "--seq", "16", "--global", "2", "--window", "4", "--block-local", "4"},
+		{"bench", "--seq", "16", "--block-local", "4", "--window", "4"},
+		{"bench", "--generate", "4", "--block-local", "4"},
+		{"bench", "--global", "4"},
+	} {
+		if code, _, stderr := qkv(args...); code != 2 || !strings.Contains(stderr, "--") {
+			t.Errorf("qkv %q: exit %d, want 2: %s", args, code, stderr)
+		}
+	}
+}

@@ -36,6 +36,11 @@ type Config struct {
 	// (layers.AttentionVariants.Window): flash then skips the tiles outside
 	// it.
 	Window int
+	// Mask, if not nil, hides keys besides Causal and Window
+	// (layers.AttentionVariants.Mask): a sparse pattern such as
+	// graph.GlobalWindow or graph.BlockLocal, whose skipped tiles flash
+	// never computes.
+	Mask graph.MaskMod
 	// Repeats is the number of timed passes, after one untimed warm-up;
 	// at least 1.
 	Repeats int
@@ -108,7 +113,7 @@ func (c Config) dtype() tensor.Dtype {
 
 func (c Config) layer() layers.AttentionConfig {
 	return layers.AttentionConfig{Dim: c.Heads * c.HeadDim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, Impl: c.Impl,
-		AttentionVariants: layers.AttentionVariants{Window: c.Window}}
+		AttentionVariants: layers.AttentionVariants{Window: c.Window, Mask: c.Mask}}
 }
 
 // Layer is one attention layer of a Config's sizes compiled for forward
