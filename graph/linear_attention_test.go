@@ -379,7 +379,9 @@ func TestLinearAttendDeterministic(t *testing.T) {
 // TestLinearAttendErrors: bad input is a clear error, never a panic.
 func TestLinearAttendErrors(t *testing.T) {
 	g := G.NewGraph()
-	x := func(dt tensor.Dtype, shape ...int) *G.Node { return input(g, dt, shape, fmt.Sprintf("x%v%v", dt, shape)) }
+	x := func(dt tensor.Dtype, shape ...int) *G.Node {
+		return input(g, dt, shape, fmt.Sprintf("x%v%v", dt, shape))
+	}
 	f64 := tensor.Float64
 	q, k, v := x(f64, 2, 5, 6), x(f64, 2, 5, 6), x(f64, 2, 5, 4)
 	for _, c := range []struct {

@@ -81,6 +81,15 @@ type AttentionVariants struct {
 	// then skips the tiles outside the band. 0 means no window.
 	// Cross-attention has none.
 	Window int `json:"window,omitempty" flag:"window" help:"sliding window: query i sees keys i-w < j <= i (|i-j| < w in an encoder); 0: none"`
+	// GlobalTokens, with a Window, makes the first GlobalTokens positions
+	// global (Longformer's and BigBird's pattern): every query sees them
+	// beside its window and, in an encoder, they see every key
+	// (graph.GlobalWindow). 0 means none.
+	GlobalTokens int `json:"global_tokens,omitempty" flag:"global-tokens" help:"with --window, the first N positions are global: every query sees them (and, in an encoder, they see every key); Longformer/BigBird"`
+	// BlockLocal, if positive, lets each query see only the keys of its
+	// own block of BlockLocal positions (graph.BlockLocal): block-local
+	// attention. It excludes Window.
+	BlockLocal int `json:"block_local,omitempty" flag:"block-local" help:"block-local attention: each query sees only the keys of its own block of N positions (0: none)"`
 	// RoPEBase is the base of RoPE's frequencies, base^(-2m/dk); 0 means
 	// graph.DefaultRoPEBase, 10000. It needs positions "rope" or
 	// "rope-interleaved".
@@ -191,6 +200,12 @@ func (c AttentionConfig) validate(name string) error {
 	}
 	if c.Window < 0 {
 		return layerErr("attention", name, fieldErrorf("window", nil, "Window %d must be at least 1 (query i sees keys i-w < j <= i), or 0 for none", c.Window))
+	}
+	if c.GlobalTokens < 0 || c.GlobalTokens > 0 && c.Window == 0 {
+		return layerErr("attention", name, fieldErrorf("global_tokens", []string{"window"}, "GlobalTokens %d needs a Window (the global tokens join a sliding window) and must not be negative", c.GlobalTokens))
+	}
+	if c.BlockLocal < 0 || c.BlockLocal > 0 && c.Window > 0 {
+		return layerErr("attention", name, fieldErrorf("block_local", []string{"window"}, "BlockLocal %d must not be negative, and excludes Window %d: a block is its own window", c.BlockLocal, c.Window))
 	}
 	if !c.Positions.valid() {
 		return layerErr("attention", name, fieldErrorf("positions", nil, "unknown Positions %q, want one of %v", c.Positions, positionsKinds))
@@ -639,8 +654,12 @@ func (a *MultiHeadAttention) spec(qPos []int) graph.Spec {
 		}
 	}
 	s.ScoreMod = graph.Chain(softcap, alibi, c.Score) // the cap, then the bias (Gemma 2's order), then yours
-	var hide graph.MaskMod                            // what the layer's own rules hide: the future, keys beyond the window
+	var hide graph.MaskMod                            // what the layer's own rules hide: the future, keys beyond the window or block
 	switch {
+	case c.GlobalTokens > 0:
+		hide, _ = graph.GlobalWindow(c.GlobalTokens, c.Window, c.Causal) // causal itself when causal
+	case c.BlockLocal > 0:
+		hide, _ = graph.BlockLocal(c.BlockLocal, c.Causal)
 	case c.Causal && c.Window > 0:
 		hide, _ = graph.Window(c.Window) // causal itself
 	case c.Causal:
@@ -661,7 +680,7 @@ func (a *MultiHeadAttention) spec(qPos []int) graph.Spec {
 // positional reports whether the layer reads positions: RoPE, ALiBi or a
 // window.
 func (a *MultiHeadAttention) positional() bool {
-	return a.cfg.Positions.inAttention() || a.cfg.Window > 0 || a.cfg.Mask != nil || a.cfg.Score != nil
+	return a.cfg.Positions.inAttention() || a.cfg.Window > 0 || a.cfg.BlockLocal > 0 || a.cfg.Mask != nil || a.cfg.Score != nil
 }
 
 // rope returns the options of graph.RoPE for the layer's positions.

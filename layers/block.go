@@ -27,6 +27,10 @@ type BlockConfig struct {
 	// block of an encoder–decoder. It is never causal: every position may
 	// read every memory position its mask allows.
 	Cross bool
+	// Linear makes the self-attention linear attention (LinearAttention,
+	// with the LinearOptions) instead of softmax attention, which then
+	// takes none of the softmax variants; a cross-attention stays softmax.
+	Linear bool
 	// Eps of the LayerNorms; 0 means 1e-5.
 	Eps float64
 	// Init draws every attention's and the feed-forward's weights (see
@@ -58,7 +62,8 @@ type BlockConfig struct {
 type Block struct {
 	cfg           BlockConfig
 	ln1, ln2, ln3 *LayerNorm          // ln3 only with Cross
-	attn, cross   *MultiHeadAttention // cross only with Cross
+	attn, cross   *MultiHeadAttention // attn nil with Linear, cross only with Cross
+	lin           *LinearAttention    // with Linear only
 	ff            *FeedForward
 	s             *Scope
 	dropouts      []*graph.Dropout
@@ -99,8 +104,14 @@ func (c BlockConfig) parts() (ln LayerNormConfig, self, cross AttentionConfig, f
 	// positional variants, which measure within one.
 	cross = self
 	cross.Causal, cross.Positions, cross.Window, cross.RoPEBase, cross.Mask, cross.Score = false, "", 0, 0, nil, nil
+	cross.GlobalTokens, cross.BlockLocal = 0, 0
 	return LayerNormConfig{Dim: c.Dim, Eps: c.Eps, NoBias: c.BiasFreeNorm}, self, cross,
 		FeedForwardConfig{Dim: c.Dim, Hidden: c.Hidden, Activation: c.Activation, Bias: c.Bias, Init: c.Init}
+}
+
+// linear is the configuration of the self-attention of a Linear block.
+func (c BlockConfig) linear() LinearAttentionConfig {
+	return LinearAttentionConfig{Dim: c.Dim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, LinearOptions: c.LinearOptions, Impl: c.Attention, Init: c.Init}
 }
 
 // validate checks the block at scope prefix name, naming the sublayer that is
@@ -115,7 +126,11 @@ func (c BlockConfig) validate(name string) error {
 	if err := ln.validate(sub("ln1")); err != nil {
 		return err
 	}
-	if err := self.validate(sub(selfName)); err != nil {
+	if c.Linear {
+		if err := c.linear().validate(sub(selfName)); err != nil {
+			return err
+		}
+	} else if err := self.validate(sub(selfName)); err != nil {
 		return err
 	}
 	if c.Cross {
@@ -129,7 +144,12 @@ func (c BlockConfig) validate(name string) error {
 // params is the number of learnable values of a valid configuration.
 func (c BlockConfig) params() int {
 	ln, self, cross, ff := c.parts()
-	n := 2*ln.params() + self.params() + ff.params()
+	n := 2*ln.params() + ff.params()
+	if c.Linear {
+		n += c.linear().params()
+	} else {
+		n += self.params()
+	}
 	if c.Cross {
 		n += ln.params() + cross.params()
 	}
@@ -153,7 +173,11 @@ func NewBlock(s *Scope, cfg BlockConfig) (*Block, error) {
 	if b.ln1, err = NewLayerNorm(s.Sub("ln1"), lnCfg); err != nil {
 		return nil, err
 	}
-	if b.attn, err = NewMultiHeadAttention(s.Sub(selfName), selfCfg); err != nil {
+	if cfg.Linear {
+		if b.lin, err = NewLinearAttention(s.Sub(selfName), cfg.linear()); err != nil {
+			return nil, err
+		}
+	} else if b.attn, err = NewMultiHeadAttention(s.Sub(selfName), selfCfg); err != nil {
 		return nil, err
 	}
 	if b.ln2, err = NewLayerNorm(s.Sub("ln2"), lnCfg); err != nil {
@@ -200,12 +224,21 @@ func (b *Block) LN1() *LayerNorm {
 }
 
 // Attention returns the block's self-attention, "attn" ("self_attn" with
-// Cross); nil for a nil Block.
+// Cross); nil for a Linear block (see LinearAttention) and a nil Block.
 func (b *Block) Attention() *MultiHeadAttention {
 	if b == nil {
 		return nil
 	}
 	return b.attn
+}
+
+// LinearAttention returns the self-attention of a Linear block, at the
+// names Attention's would have; nil for a softmax block and a nil Block.
+func (b *Block) LinearAttention() *LinearAttention {
+	if b == nil {
+		return nil
+	}
+	return b.lin
 }
 
 // SelfAttention is Attention, by the name that sets it apart from the
@@ -303,6 +336,9 @@ func (b *Block) StepCross(x *G.Node, pos *graph.IDs, cacheK, cacheV, slot *G.Nod
 // Cross, to memory.
 func (b *Block) forward(x *G.Node, selfMask *graph.MaskNode, memory *G.Node, crossMask *graph.MaskNode) (y, selfWeights, crossWeights *G.Node, err error) {
 	selfAttend := func(h *G.Node) (*G.Node, error) {
+		if b.lin != nil {
+			return b.lin.Forward(h, selfMask) // no (S, S) weights to return
+		}
 		out, w, err := b.attn.Forward(h, h, h, selfMask) // Q, K, V from one X
 		selfWeights = w
 		return out, err
@@ -324,6 +360,11 @@ func (b *Block) forward(x *G.Node, selfMask *graph.MaskNode, memory *G.Node, cro
 // cross-attention (with Cross) reads the memory's projected keys and values.
 func (b *Block) step(x *G.Node, pos *graph.IDs, cacheK, cacheV, slot *G.Node, selfMask *graph.MaskNode, crossK, crossV *G.Node, crossMask *graph.MaskNode) (y, keys, values *G.Node, err error) {
 	selfAttend := func(h *G.Node) (*G.Node, error) {
+		if b.lin != nil { // the state S and z in place of the key and value caches
+			out, s, z, err := b.lin.Step(h, cacheK, cacheV)
+			keys, values = s, z
+			return out, err
+		}
 		out, k, v, err := b.attn.Step(h, pos, cacheK, cacheV, slot, selfMask)
 		keys, values = k, v
 		return out, err
@@ -373,7 +414,7 @@ func (b *Block) checkCross(cross bool, method, other string) error {
 
 // check returns an error unless b was made by NewBlock.
 func (b *Block) check() error {
-	if b == nil || b.s.check() != nil || b.ln1 == nil || b.ln2 == nil || b.attn == nil || b.ff == nil ||
+	if b == nil || b.s.check() != nil || b.ln1 == nil || b.ln2 == nil || (b.attn == nil) == (b.lin == nil) || b.ff == nil ||
 		(b.cfg.Cross && (b.cross == nil || b.ln3 == nil)) {
 		return errors.New("layers: block: the block is nil or a zero value: make it with NewBlock")
 	}
@@ -423,7 +464,7 @@ func (b *Block) Params() []graph.Param {
 	if b == nil {
 		return nil
 	}
-	return concatParams(b.ln1.Params(), b.attn.Params(), b.ln2.Params(), b.cross.Params(), b.ln3.Params(), b.ff.Params())
+	return concatParams(b.ln1.Params(), b.attn.Params(), b.lin.Params(), b.ln2.Params(), b.cross.Params(), b.ln3.Params(), b.ff.Params())
 }
 
 // Dropouts returns the dropout masks of the block, to be redrawn every step.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 )
 
 // EncDecConfig configures an encoder–decoder Transformer (Vaswani et al.'s
@@ -33,6 +34,10 @@ type EncDecConfig struct {
 	// BlockOptions are the options of every block of both halves; learned
 	// positions give each half its own table.
 	BlockOptions
+	// LayerKinds are the kinds of the self-attentions of both halves, each
+	// cycled over its own blocks (see StackConfig.LayerKinds); every
+	// cross-attention is softmax attention.
+	LayerKinds string `json:"layer_kinds,omitempty"`
 	// CausalEncoder makes the encoder's self-attention causal (see
 	// StackConfig.CausalEncoder); the decoder's is causal either way, its
 	// cross-attention never.
@@ -65,7 +70,7 @@ func (c EncDecConfig) decoderConfig() StackConfig {
 // vocabulary, longest sequence and number of blocks: the rest the halves
 // share.
 func (c EncDecConfig) half(vocab, maxLen, layers int) StackConfig {
-	return StackConfig{Vocab: vocab, MaxLen: maxLen, Dim: c.Dim, Heads: c.Heads, Layers: layers, Hidden: c.Hidden, BlockOptions: c.BlockOptions, Init: c.Init}
+	return StackConfig{Vocab: vocab, MaxLen: maxLen, Dim: c.Dim, Heads: c.Heads, Layers: layers, Hidden: c.Hidden, BlockOptions: c.BlockOptions, LayerKinds: c.LayerKinds, Init: c.Init}
 }
 
 // Validate checks everything NewEncoderDecoder checks, without allocating
@@ -408,6 +413,16 @@ func (m *EncoderDecoder) checkInputs(src *graph.IDs, srcPad *graph.MaskNode, tgt
 		}
 	}
 	return nil
+}
+
+// StepShapes returns the shapes of the self-attention caches Step reads and
+// returns for b rows over l target positions, per decoder block (see
+// Decoder.StepShapes); nil for a nil or zero-value model.
+func (m *EncoderDecoder) StepShapes(b, l int) (k, v []tensor.Shape) {
+	if m.check() != nil {
+		return nil, nil
+	}
+	return m.dec.stepShapes(b, l)
 }
 
 // Params returns every learnable with its hierarchical name, in the order

@@ -761,7 +761,10 @@ func TestEncDecBadInput(t *testing.T) {
 	}{
 		{"NewEncoderDecoder nil scope", func() error { _, err := NewEncoderDecoder(nil, cfg); return err }},
 		{"NewEncoderDecoder zero scope", func() error { _, err := NewEncoderDecoder(&Scope{}, cfg); return err }},
-		{"NewDecoderBlock nil scope", func() error { _, err := NewDecoderBlock(nil, cfg.decoderConfig().blockConfig(crossKind)); return err }},
+		{"NewDecoderBlock nil scope", func() error {
+			_, err := NewDecoderBlock(nil, cfg.decoderConfig().blockConfig(crossKind, LayerKind{}))
+			return err
+		}},
 		{"NewDecoderBlock bad config", func() error {
 			_, err := NewDecoderBlock(s.Sub("b"), BlockConfig{Dim: 8, Heads: 3, Hidden: 4})
 			return err

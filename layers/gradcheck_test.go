@@ -282,6 +282,45 @@ var gradCases = []gradCase{
 	{name: "decoder/nanogpt", names: []string{"tok_emb.table", "pos_emb.table", "blocks.0.ln1.gain", "blocks.1.ff.w2", "ln_f.gain"},
 		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 2, Hidden: 16, TieEmbeddings: true, Init: InitGPT2, BlockOptions: BlockOptions{Activation: ActivationGELU, BiasFreeNorm: true}})},
 	{name: "attention/self head temperature causal", names: append([]string{"attn.temperature"}, attnNames...), build: selfAttention(withCausal(variantAttn(AttentionVariants{HeadTemperature: true}, "", "")), 2, 4, nil)},
+	// Linear attention: every feature map, causal and not, with and without
+	// its denominator, padded, and the composed (quadratic) form; a block
+	// and a hybrid decoder of linear, windowed and softmax blocks.
+	{name: "linear/taylor causal", keyBiasMoves: true, names: linNames, build: linearGrad(LinearAttentionConfig{Dim: 8, Heads: 2, Causal: true, Bias: true}, nil)},
+	{name: "linear/elu1 causal padded", keyBiasMoves: true, names: linNames, build: linearGrad(LinearAttentionConfig{Dim: 8, Heads: 2, Causal: true, Bias: true, LinearOptions: LinearOptions{FeatureMap: graph.FeatureELU1, LinearChunk: 3}}, []int{5, 2})},
+	{name: "linear/relu bidirectional padded", keyBiasMoves: true, names: linNames, build: linearGrad(LinearAttentionConfig{Dim: 8, Heads: 2, Bias: true, LinearOptions: LinearOptions{FeatureMap: graph.FeatureReLU}}, []int{5, 3})},
+	{name: "linear/identity unnormalized", keyBiasMoves: true, names: linNames, build: linearGrad(LinearAttentionConfig{Dim: 8, Heads: 2, Causal: true, Bias: true, LinearOptions: LinearOptions{FeatureMap: graph.FeatureIdentity, LinearNorm: LinearNormNone, LinearChunk: 2}}, nil)},
+	{name: "linear/taylor feature dim 3 composed", keyBiasMoves: true, names: linNames, build: linearGrad(LinearAttentionConfig{Dim: 8, Heads: 2, Causal: true, Bias: true, Impl: AttentionComposed, LinearOptions: LinearOptions{FeatureDim: 3}}, []int{5, 4})},
+	{name: "block/linear causal", keyBiasMoves: true, names: []string{"blocks.0.attn.wq", "blocks.0.attn.bk", "blocks.0.ff.w1", "x"}, build: blockCase(BlockConfig{Dim: 8, Heads: 2, Hidden: 16, Causal: true, Linear: true, BlockOptions: BlockOptions{Activation: ActivationGELU, Bias: true}}, 2, 4, nil)},
+	// Without projection biases: the softmax blocks' bk would get exactly 0
+	// and the linear block's would not.
+	{name: "decoder/hybrid linear,window:2,softmax", names: []string{"blocks.0.attn.wq", "blocks.1.attn.wq", "blocks.2.attn.wk", "head.w"},
+		build: decoderCE(StackConfig{Vocab: 6, MaxLen: 5, Dim: 8, Heads: 2, Layers: 3, Hidden: 16, LayerKinds: "linear,window:2,softmax", BlockOptions: BlockOptions{Activation: ActivationGELU, LinearOptions: LinearOptions{FeatureDim: 2}}})},
+}
+
+// linNames are the parameters of a linear attention with biases.
+var linNames = []string{"attn.wq", "attn.bq", "attn.wk", "attn.bk", "attn.wv", "attn.bv", "attn.wo", "attn.bo", "x"}
+
+// linearGrad builds linear attention over one learnable x (2, 5, D), with
+// key-padding lengths if not nil.
+func linearGrad(cfg LinearAttentionConfig, lengths []int) func(*testing.T, *Scope, *rand.Rand) (*G.Node, []graph.Param) {
+	return func(t *testing.T, s *Scope, rng *rand.Rand) (*G.Node, []graph.Param) {
+		a, err := NewLinearAttention(s.Sub("attn"), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const b, seqLen = 2, 5
+		x := inputParam(s.Graph(), rng, tensor.Shape{b, seqLen, cfg.Dim}, "x")
+		var m *graph.MaskNode
+		if lengths != nil {
+			m = padMask(lengths, seqLen, false)(t, s)
+		}
+		out, err := a.Forward(x.Node, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost, _ := weightedSum(t, out, rng)
+		return cost, append(a.Params(), x)
+	}
 }
 
 func positionsGrad(kind PositionsKind, maxLen, seqLen int) func(*testing.T, *Scope, *rand.Rand) (*G.Node, []graph.Param) {

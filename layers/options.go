@@ -1,5 +1,7 @@
 package layers
 
+import "github.com/qkv-dev/qkv/graph"
+
 // BlockOptions are the options every block of a model shares besides its
 // sizes: its sublayers' options and the attention variants. A BlockConfig,
 // a StackConfig and an EncDecConfig embed it, so that a stack hands it to
@@ -44,10 +46,86 @@ type BlockOptions struct {
 	// QK-norm, ...); each is absent from config.json when not set. A
 	// cross-attention takes all but the positional ones.
 	AttentionVariants
+	// LinearOptions configure the blocks whose self-attention is linear.
+	LinearOptions
 	// BiasFreeNorm leaves the additive bias out of every LayerNorm (gain
 	// only, nanoGPT's LayerNorm(bias=False)). Bias keeps its meaning, the
 	// projections' biases, so that configurations written before this
 	// field existed build the same model. Absent from config.json when
 	// false.
 	BiasFreeNorm bool `json:"bias_free_norm,omitempty" flag:"bias-free-norm" help:"LayerNorms without their bias, gain only (nanoGPT's LayerNorm(bias=False))"`
+}
+
+// LinearOptions are the options of the blocks whose self-attention is
+// linear attention (StackConfig.LayerKinds): the feature map φ, the width
+// it maps from, the denominator and the chunk of the chunked form. Softmax
+// blocks ignore them, and linear blocks ignore the softmax variants.
+type LinearOptions struct {
+	// FeatureMap is φ: graph.FeatureTaylor (the default for "", Based's
+	// second-order Taylor map, φ(q)·φ(k) = 1 + s + s²/2 with
+	// s = q·k/sqrt(d')), graph.FeatureELU1, graph.FeatureReLU or
+	// graph.FeatureIdentity.
+	FeatureMap graph.FeatureMap `json:"feature_map,omitempty" flag:"feature-map" zero:"taylor" help:"feature map of linear attention layers: taylor (Based's 1+s+s²/2), elu1 (elu(x)+1), relu or identity"`
+	// FeatureDim is d', each head's width of a linear block's queries and
+	// keys, which the feature map then maps to FeatureMap.Dim(d') features
+	// (1 + d' + d'² for Taylor); 0 means dk = Dim/Heads. Based uses 16.
+	FeatureDim int `json:"feature_dim,omitempty" flag:"feature-dim" help:"per-head width of a linear layer's queries and keys before the feature map (0: dim/heads; Based uses 16)"`
+	// LinearNorm is the denominator: LinearNormSum (the default for ""),
+	// out_i = φ(q_i)·S_i / (φ(q_i)·z_i + graph.LinearEps), or
+	// LinearNormNone, out_i = φ(q_i)·S_i.
+	LinearNorm LinearNorm `json:"linear_norm,omitempty" flag:"linear-norm" zero:"sum" help:"denominator of linear attention: sum (divide by φ(q)·Σφ(k), the default) or none"`
+	// LinearChunk is the number of positions per chunk of linear
+	// attention's chunked form (graph.LinearSpec.Chunk); 0 means
+	// graph.DefaultLinearChunk. It changes speed, not the function.
+	LinearChunk int `json:"linear_chunk,omitempty" flag:"linear-chunk" zero:"64" help:"positions per chunk of linear attention's chunked training form (speed only)"`
+}
+
+// LinearNorm is the denominator of linear attention, as config.json and
+// the CLI spell it.
+type LinearNorm string
+
+// The denominators of linear attention.
+const (
+	// LinearNormSum divides by φ(q_i)·Σ_j φ(k_j), so that the weights
+	// φ(q_i)·φ(k_j) of a row sum to 1, as softmax's do (Katharopoulos et
+	// al.; Based).
+	LinearNormSum LinearNorm = "sum"
+	// LinearNormNone does not divide.
+	LinearNormNone LinearNorm = "none"
+)
+
+// validate checks the options of a linear block of width dk per head at
+// scope name.
+func (o LinearOptions) validate(name string, dk int) error {
+	if o.FeatureMap != "" && !o.FeatureMap.Valid() {
+		return layerErr("linear attention", name, fieldErrorf("feature_map", nil, "unknown FeatureMap %q, want %q, %q, %q or %q", o.FeatureMap, graph.FeatureTaylor, graph.FeatureELU1, graph.FeatureReLU, graph.FeatureIdentity))
+	}
+	if o.FeatureDim < 0 {
+		return layerErr("linear attention", name, fieldErrorf("feature_dim", nil, "FeatureDim %d must be positive, or 0 for dk = %d", o.FeatureDim, dk))
+	}
+	switch o.LinearNorm {
+	case "", LinearNormSum, LinearNormNone:
+	default:
+		return layerErr("linear attention", name, fieldErrorf("linear_norm", nil, "unknown LinearNorm %q, want %q or %q", o.LinearNorm, LinearNormSum, LinearNormNone))
+	}
+	if o.LinearChunk < 0 {
+		return layerErr("linear attention", name, fieldErrorf("linear_chunk", nil, "LinearChunk %d must be positive, or 0 for %d", o.LinearChunk, graph.DefaultLinearChunk))
+	}
+	return nil
+}
+
+// featureDim is d', FeatureDim or dk for 0.
+func (o LinearOptions) featureDim(dk int) int {
+	if o.FeatureDim == 0 {
+		return dk
+	}
+	return o.FeatureDim
+}
+
+// featureMap is φ, FeatureTaylor for "".
+func (o LinearOptions) featureMap() graph.FeatureMap {
+	if o.FeatureMap == "" {
+		return graph.FeatureTaylor
+	}
+	return o.FeatureMap
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 )
 
 // StackConfig configures a stack of Transformer blocks over token and
@@ -24,6 +25,12 @@ type StackConfig struct {
 	// BlockOptions are the options of every block (activation, positions,
 	// norms, attention and its variants).
 	BlockOptions
+	// LayerKinds says what each block's self-attention is, as
+	// ParseLayerKinds reads it, cycled over the blocks: "" every block
+	// softmax, "linear" every block linear attention, "linear,window:64"
+	// Based's hybrid of linear attention and a small sliding window.
+	// Absent from config.json when "".
+	LayerKinds string `json:"layer_kinds,omitempty" flag:"layer-kinds" help:"what each block's self-attention is, cycled over the blocks: softmax, linear or window:W, comma-separated (linear,window:64 is Based's hybrid; default: all softmax)"`
 	// CausalEncoder makes an Encoder's self-attention causal, as a
 	// decoder's is: source position i reads positions j <= i only. A
 	// bidirectional encoder (the default, Vaswani et al.'s) starts out
@@ -119,12 +126,26 @@ func (c StackConfig) NumParams() (int, error) {
 	return c.validate(stackKind{name: "model", head: true}, "")
 }
 
-// blockConfig is the configuration of every block of a stack of kind k.
-func (c StackConfig) blockConfig(k stackKind) BlockConfig {
+// blockConfig is the configuration of a block of kind kind in a stack of
+// kind k.
+func (c StackConfig) blockConfig(k stackKind, kind LayerKind) BlockConfig {
 	opts := c.BlockOptions
 	opts.Positions = c.Positions.attention() // the embeddings' kinds are the stack's own
+	if kind.Window > 0 {
+		opts.Window = kind.Window
+	}
 	return BlockConfig{Dim: c.Dim, Heads: c.Heads, Hidden: c.Hidden, BlockOptions: opts,
-		Causal: k.decoder || c.CausalEncoder, Cross: k.cross, Init: c.Init.weights(c.Layers)}
+		Causal: k.decoder || c.CausalEncoder, Cross: k.cross, Linear: kind.Linear, Init: c.Init.weights(c.Layers)}
+}
+
+// layerKinds returns the kinds of the stack's blocks, cycled: ParseLayerKinds
+// of LayerKinds, checked by validate.
+func (c StackConfig) layerKinds() []LayerKind {
+	kinds, err := ParseLayerKinds(c.LayerKinds)
+	if err != nil {
+		return []LayerKind{{}}
+	}
+	return kinds
 }
 
 // validate checks c for a stack of kind k in the scope prefix, and returns
@@ -156,9 +177,18 @@ func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 	if err := c.positionsConfig().validate(sub("pos_emb")); err != nil {
 		return 0, err
 	}
-	block := c.blockConfig(k)
-	if err := block.validate(sub("blocks.0")); err != nil {
-		return 0, err
+	kinds, err := ParseLayerKinds(c.LayerKinds)
+	if err != nil {
+		return 0, layerKindsError(k.name, err)
+	}
+	// A block of each kind, as the first block of that kind would be named.
+	per := make([]int, len(kinds))
+	for i, kind := range kinds {
+		block := c.blockConfig(k, kind)
+		if err := block.validate(sub("blocks." + strconv.Itoa(i))); err != nil {
+			return 0, err
+		}
+		per[i] = block.params()
 	}
 	ln := c.finalNormConfig()
 	if err := ln.validate(sub("ln_f")); err != nil {
@@ -171,12 +201,16 @@ func (c StackConfig) validate(k stackKind, prefix string) (int, error) {
 		}
 	}
 	// Each count below is at most MaxElements, so sums of a few cannot
-	// overflow; the product with Layers is checked before it is taken.
-	per := block.params()
-	if per > graph.MaxElements/c.Layers {
-		return 0, layerErr(k.name, "", fieldErrorf("layers", []string{"dim", "hidden"}, "%d layers of %d parameters each exceed graph.MaxElements = %d", c.Layers, per, graph.MaxElements))
+	// overflow; each product with a number of blocks is checked before it
+	// is taken.
+	counts := []int{emb.Vocab * emb.Dim}
+	for i, p := range per {
+		blocks := (c.Layers - i + len(per) - 1) / len(per) // blocks i, i+len(per), ...
+		if blocks > 0 && p > graph.MaxElements/blocks {
+			return 0, layerErr(k.name, "", fieldErrorf("layers", []string{"dim", "hidden"}, "%d layers of %d parameters each exceed graph.MaxElements = %d", blocks, p, graph.MaxElements))
+		}
+		counts = append(counts, p*blocks)
 	}
-	counts := []int{emb.Vocab * emb.Dim, per * c.Layers}
 	if c.Positions == PositionsLearned {
 		counts = append(counts, c.MaxLen*c.Dim)
 	}
@@ -222,7 +256,7 @@ func newStack(s *Scope, k stackKind, cfg StackConfig) (*stack, error) {
 	if cfg.Positions == "" {
 		cfg.Positions = PositionsLearned
 	}
-	blockCfg := cfg.blockConfig(k)
+	kinds := cfg.layerKinds()
 	st := &stack{cfg: cfg, kind: k, s: s}
 	var err error
 	if st.tok, err = NewEmbedding(s.Sub("tok_emb"), cfg.embeddingConfig()); err != nil {
@@ -232,7 +266,7 @@ func newStack(s *Scope, k stackKind, cfg StackConfig) (*stack, error) {
 		return nil, err
 	}
 	for i := 0; i < cfg.Layers; i++ {
-		b, err := NewBlock(s.Sub("blocks").Sub(strconv.Itoa(i)), blockCfg)
+		b, err := NewBlock(s.Sub("blocks").Sub(strconv.Itoa(i)), cfg.blockConfig(k, kindOf(kinds, i)))
 		if err != nil {
 			return nil, err
 		}
@@ -368,6 +402,23 @@ func (st *stack) step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.Nod
 		return nil, nil, nil, err
 	}
 	return logits, keys, values, nil
+}
+
+// stepShapes returns, per block, the shapes of the caches a step of b rows
+// over l positions reads and returns: a key and a value cache (b, l, KVDim)
+// for a softmax block, the state S and z of a linear one
+// (LinearAttention.StateShapes), whose size does not depend on l.
+func (st *stack) stepShapes(b, l int) (k, v []tensor.Shape) {
+	for _, blk := range st.blocks {
+		if blk.lin != nil {
+			s, z := blk.lin.StateShapes(b)
+			k, v = append(k, s), append(v, z)
+			continue
+		}
+		kv := tensor.Shape{b, l, st.cfg.KVDim()}
+		k, v = append(k, kv), append(v, kv.Clone())
+	}
+	return k, v
 }
 
 // end applies the final norm and the head to the last block's output x, as
@@ -573,6 +624,17 @@ func (d *Decoder) Step(tok, pos *graph.IDs, cacheK, cacheV []*G.Node, slot *G.No
 // tok_emb.table, pos_emb.table, blocks.<i>.{ln1,attn,ln2,ff}.*, ln_f.*,
 // head.* (none with TieEmbeddings; no ln *.bias with BiasFreeNorm).
 func (d *Decoder) Params() []graph.Param { return d.st().params() }
+
+// StepShapes returns the shapes of the caches Step reads and returns for b
+// rows over l positions, one key and one value entry per block: (b, l,
+// KVDim) each for a softmax block, the state S and z for a linear block
+// (LinearAttention.StateShapes). nil for a nil Decoder.
+func (d *Decoder) StepShapes(b, l int) (k, v []tensor.Shape) {
+	if d.check() != nil {
+		return nil, nil
+	}
+	return d.st().stepShapes(b, l)
+}
 
 // Dropouts returns every dropout mask, to be redrawn each training step.
 func (d *Decoder) Dropouts() []*graph.Dropout { return d.st().dropoutList() }

@@ -165,7 +165,9 @@ func withVariants(c layers.StackConfig, pos layers.PositionsKind, v layers.Atten
 // share), and a float32 one of the last two.
 func withVariantCases(variants []torchVariant, base layers.StackConfig, tol64, tol32 float64) []torchVariant {
 	for _, c := range torchref.Variants {
-		variants = append(variants, torchVariant{"float64/pre-LN/" + c.Name, "float64", tol64, withVariants(base, c.Positions, c.Variants)})
+		m := withVariants(base, c.Positions, c.Variants)
+		m.LayerKinds, m.LinearOptions = c.LayerKinds, c.Linear
+		variants = append(variants, torchVariant{"float64/pre-LN/" + c.Name, "float64", tol64, m})
 	}
 	for _, c := range torchref.Variants[len(torchref.Variants)-2:] {
 		variants = append(variants, torchVariant{"float32/pre-LN/" + c.Name, "float32", tol32, withVariants(base, c.Positions, c.Variants)})

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -79,31 +78,19 @@ type attnBench struct {
 	mem *memoryFlag
 }
 
-// sparseFlags are the values of bench's --global and --block-local.
-type sparseFlags struct{ global, blockLocal int }
-
-// registerSparseFlags registers --global and --block-local on fs, bench's
-// flags of the sparse patterns of --seq.
-func registerSparseFlags(fs *flag.FlagSet) *sparseFlags {
-	var f sparseFlags
-	fs.IntVar(&f.global, "global", 0, "with --seq and --window: the first G positions are global tokens, seen by every query and (without --causal) seeing every key, beside the window (Longformer, BigBird); flash skips the tiles the pattern leaves")
-	fs.IntVar(&f.blockLocal, "block-local", 0, "with --seq: block-local attention, each query seeing the keys of its own block of B positions (and with --causal none after it); flash skips the other tiles")
-	return &f
-}
-
 // checkSparse refuses sparse patterns that cannot be built.
 func (b attnBench) checkSparse() error {
 	switch {
 	case b.global < 0:
-		return fmt.Errorf("%w: --global: want 0 or more global tokens, got %d", errUsage, b.global)
+		return fmt.Errorf("%w: --global-tokens: want 0 or more global tokens, got %d", errUsage, b.global)
 	case b.blockLocal < 0:
 		return fmt.Errorf("%w: --block-local: want a block of at least 1 position, got %d", errUsage, b.blockLocal)
 	case b.global > 0 && b.blockLocal > 0:
-		return fmt.Errorf("%w: --global and --block-local are two patterns: give one", errUsage)
+		return fmt.Errorf("%w: --global-tokens and --block-local are two patterns: give one", errUsage)
 	case b.global > 0 && b.window == 0:
-		return fmt.Errorf("%w: --global needs --window: the global tokens are seen beside a sliding window", errUsage)
+		return fmt.Errorf("%w: --global-tokens needs --window: the global tokens are seen beside a sliding window", errUsage)
 	case b.blockLocal > 0 && b.window > 0:
-		return fmt.Errorf("%w: --block-local and --window are two patterns: give one (--global works with --window)", errUsage)
+		return fmt.Errorf("%w: --block-local and --window are two patterns: give one (--global-tokens works with --window)", errUsage)
 	}
 	return nil
 }
@@ -209,7 +196,7 @@ func runAttnChild(exe string, b attnBench, impl layers.AttentionImpl, n int, std
 	args := []string{"bench", "--attention", string(impl), "--seq", strconv.Itoa(n), "--batch", strconv.Itoa(b.batch),
 		"--heads", strconv.Itoa(b.heads), "--head-dim", strconv.Itoa(b.headDim), "--dtype", string(b.dtype),
 		"--causal=" + strconv.FormatBool(b.causal), "--window", strconv.Itoa(b.window), "-n", strconv.Itoa(b.repeats),
-		"--global", strconv.Itoa(b.global), "--block-local", strconv.Itoa(b.blockLocal)}
+		"--global-tokens", strconv.Itoa(b.global), "--block-local", strconv.Itoa(b.blockLocal)}
 	if b.mem.n > 0 {
 		args = append(args, "--max-memory", strconv.FormatInt(b.mem.n, 10))
 	}

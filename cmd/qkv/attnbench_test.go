@@ -205,7 +205,7 @@ func TestStepFLOPs(t *testing.T) {
 	}
 }
 
-// TestBenchSparsePatterns: --global (with --window) and --block-local time
+// TestBenchSparsePatterns: --global-tokens (with --window) and --block-local time
 // flash under graph.GlobalWindow and graph.BlockLocal, reporting the tiles
 // flash computed per pass, fewer than causal attention's and as many as the
 // patterns touch; a sweep times each beside no pattern; bad combinations are
@@ -230,9 +230,9 @@ func TestBenchSparsePatterns(t *testing.T) {
 		return res
 	}
 	causal := run()
-	global := run("--global", "4", "--window", "32")
+	global := run("--global-tokens", "4", "--window", "32")
 	local := run("--block-local", "64")
-	bidi := run("--global", "4", "--window", "32", "--causal=false")
+	bidi := run("--global-tokens", "4", "--window", "32", "--causal=false")
 	if global.Global != 4 || global.Window != 32 || local.BlockLocal != 64 || bidi.Causal {
 		t.Errorf("results %+v, %+v, %+v", global, local, bidi)
 	}
@@ -258,7 +258,7 @@ func TestBenchSparsePatterns(t *testing.T) {
 	}
 
 	// A sweep times each pattern beside no pattern, in processes of their own.
-	for _, pattern := range [][]string{{"--global", "2", "--window", "8"}, {"--block-local", "16"}} {
+	for _, pattern := range [][]string{{"--global-tokens", "2", "--window", "8"}, {"--block-local", "16"}} {
 		args := append([]string{"bench", "--attention", "flash", "--seq", "128,512", "--batch", "1", "--heads", "1", "--head-dim", "4", "-n", "1"}, pattern...)
 		code, out, stderr := qkv(args...)
 		if code != 0 {
@@ -283,13 +283,13 @@ func TestBenchSparsePatterns(t *testing.T) {
 	}
 
 	for _, args := range [][]string{
-		{"bench", "--seq", "16", "--global", "2"},
-		{"bench", "--seq", "16", "--global", "-1", "--window", "4"},
+		{"bench", "--seq", "16", "--global-tokens", "2"},
+		{"bench", "--seq", "16", "--global-tokens", "-1", "--window", "4"},
 		{"bench", "--seq", "16", "--block-local", "-2"},
-		{"bench", "--seq", "16", "--global", "2", "--window", "4", "--block-local", "4"},
+		{"bench", "--seq", "16", "--global-tokens", "2", "--window", "4", "--block-local", "4"},
 		{"bench", "--seq", "16", "--block-local", "4", "--window", "4"},
 		{"bench", "--generate", "4", "--block-local", "4"},
-		{"bench", "--global", "4"},
+		{"bench", "--global-tokens", "4"},
 	} {
 		if code, _, stderr := qkv(args...); code != 2 || !strings.Contains(stderr, "--") {
 			t.Errorf("qkv %q: exit %d, want 2: %s", args, code, stderr)

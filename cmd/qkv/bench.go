@@ -52,7 +52,7 @@ var benchTrainFlags = func() []string {
 // --max-memory.
 var benchModes = []benchMode{
 	{"", "a training step", append([]string{"torch", "profile", "memprofile"}, benchTrainFlags...)},
-	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "window", "global", "block-local", "dtype", "plot"}},
+	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "window", "global-tokens", "block-local", "dtype", "plot"}},
 	{"generate", "generating with a decoder of random weights: one sequence, no dropout, its own vocabulary",
 		[]string{"generate", "preset", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "bias", "tie-embeddings", "bias-free-norm", "attention", "dtype", "seed"}},
 }
@@ -142,7 +142,6 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	seq := fs.String("seq", "", "time one attention layer (forward and backward) instead of a training step, at these sequence lengths, e.g. 512 or 128,256,512 (each in a process of its own); --attention may list several implementations, e.g. composed,fused,flash")
 	headDim := fs.Int("head-dim", 32, "with --seq: d_k, the width of each head")
 	causal := fs.Bool("causal", true, "with --seq: causal attention")
-	sparse := registerSparseFlags(fs)
 	plotFile := fs.String("plot", "", "with --seq: write a log-log PNG of time and peak memory against the sequence length")
 	profile := fs.String("profile", "", "write a CPU profile of the timed steps to this file (go tool pprof reads it)")
 	memprofile := fs.String("memprofile", "", "write a profile of every allocation of the timed steps to this file (go tool pprof -sample_index=alloc_objects); it records each one, so the steps run slower")
@@ -184,7 +183,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return runGenBench(cfg, positions, *steps, stdout)
 	case "seq":
 		b := attnBench{batch: cfg.Batch, heads: cfg.Model.Heads, headDim: *headDim, causal: *causal, window: cfg.Model.Window, dtype: cfg.DType, repeats: *steps, plot: *plotFile, mem: mem}
-		b.global, b.blockLocal = sparse.global, sparse.blockLocal
+		b.global, b.blockLocal = cfg.Model.GlobalTokens, cfg.Model.BlockLocal // the model's flags, read by this mode
 		var err error
 		if b.seqs, err = parseInts("seq", *seq); err != nil {
 			return err

@@ -16,11 +16,14 @@ import (
 // zero tag that is the default the code applies for a zero value.
 func TestSchemaTags(t *testing.T) {
 	zeros := map[string]string{
-		"model.rope_base":  strconv.FormatFloat(graph.DefaultRoPEBase, 'g', -1, 64),
-		"model.attn_scale": string(layers.ScaleDK),
-		"decay":            string(config.DecayWeights),
-		"beta1":            strconv.FormatFloat(optim.DefaultBeta1, 'g', -1, 64),
-		"beta2":            strconv.FormatFloat(optim.DefaultBeta2, 'g', -1, 64),
+		"model.rope_base":    strconv.FormatFloat(graph.DefaultRoPEBase, 'g', -1, 64),
+		"model.attn_scale":   string(layers.ScaleDK),
+		"decay":              string(config.DecayWeights),
+		"beta1":              strconv.FormatFloat(optim.DefaultBeta1, 'g', -1, 64),
+		"beta2":              strconv.FormatFloat(optim.DefaultBeta2, 'g', -1, 64),
+		"model.feature_map":  string(graph.FeatureTaylor),
+		"model.linear_norm":  string(layers.LinearNormSum),
+		"model.linear_chunk": strconv.Itoa(graph.DefaultLinearChunk),
 	}
 	seen := map[string]string{}
 	for _, f := range schemaOf((*config.Config)(nil)) {

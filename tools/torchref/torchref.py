@@ -52,7 +52,10 @@ docs); the points where a reader might guess differently:
     none of the three adds a position table. model.kv_heads G: wk, wv are
     (D, G*dk) and query head h reads KV head h // (H/G). model.window w:
     self-attention query i sees keys i-w < j <= i (|i-j| < w in an
-    encoder). model.softcap c: scores c*tanh(s/c) before ALiBi and the
+    encoder); model.global_tokens g (with a window): keys j < g join every
+    query's window, and in an encoder queries i < g see every key;
+    model.block_local B: query i sees the keys of its own block of B
+    positions (floor(i/B) = floor(j/B)) only. model.softcap c: scores c*tanh(s/c) before ALiBi and the
     mask. model.sinks: attn.sinks (H), a logit per head that joins each
     row's softmax and is dropped. model.qk_norm: attn.q_norm.gain and
     attn.k_norm.gain (dk), RMSNorm (eps 1e-6) of each head's q and k.
@@ -258,6 +261,8 @@ class Attention(nn.Module):
         self.base = float(m.get("rope_base") or 10000.0)
         self.alibi = pos == "alibi" and self.self_attn
         self.window = (m.get("window") or 0) if self.self_attn else 0
+        self.global_tokens = (m.get("global_tokens") or 0) if self.self_attn else 0
+        self.block_local = (m.get("block_local") or 0) if self.self_attn else 0
         self.softcap = m.get("softcap") or 0.0
         self.q = nn.Linear(d, d, bias=bias)
         self.k = nn.Linear(d, self.g * self.dk, bias=bias)
@@ -301,7 +306,16 @@ class Attention(nn.Module):
         a = allow.unsqueeze(1)  # (B, 1, Sq, Sk)
         if self.window:
             near = (i - j).abs() < self.window if self.kind == "encoder" else (i - j) < self.window
+            if self.global_tokens:
+                # Longformer/BigBird: every query sees the global tokens; in
+                # an encoder they see every key (the allow mask keeps a
+                # causal model causal).
+                near = near | (j < self.global_tokens)
+                if self.kind == "encoder":
+                    near = near | (i < self.global_tokens)
             a = a & near
+        if self.block_local:
+            a = a & (torch.div(i, self.block_local, rounding_mode="floor") == torch.div(j, self.block_local, rounding_mode="floor"))
         logits = scores.masked_fill(~a, float("-inf"))
         if self.sinks is not None:
             sink = self.sinks.view(1, self.h, 1, 1).expand(b, self.h, sq, 1)

@@ -532,6 +532,7 @@ func (c Config) EncDec() layers.EncDecConfig {
 		SrcVocab: m.Vocab, SrcMaxLen: m.MaxLen, TgtVocab: m.Vocab, TgtMaxLen: m.MaxLen,
 		Dim: m.Dim, Heads: m.Heads, Hidden: m.Hidden, EncLayers: m.Layers, DecLayers: m.Layers,
 		BlockOptions:  m.BlockOptions,
+		LayerKinds:    m.LayerKinds,
 		CausalEncoder: m.CausalEncoder,
 		Init:          m.Init,
 	}

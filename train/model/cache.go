@@ -46,7 +46,7 @@ type Cached struct {
 	tok, pos       *graph.IDs
 	slot           *G.Node         // (B, L, 1): 1 at the position each row writes
 	seen           *graph.MaskNode // (B, 1, L): the positions each row may see
-	cacheK, cacheV []*G.Node       // inputs, one (B, L, D) per block
+	cacheK, cacheV []*G.Node       // inputs, per block: keys and values (B, L, D), or a linear block's state
 	keys, values   []*G.Node       // the same with the step's row written in
 	logits         *G.Node         // (B, 1, Vocab)
 	// bufK and bufV hold the caches between steps, in the model's dtype,
@@ -101,7 +101,8 @@ func NewCached(cfg config.Config, b int, params []graph.Param) (*Cached, error) 
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCached(g, what, scope.Dtype(), b, l, d, cfg.Model.Vocab, cfg.Model.Layers)
+	ks, vs := dec.StepShapes(b, l)
+	c, err := newCached(g, what, scope.Dtype(), b, l, d, cfg.Model.Vocab, ks, vs)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +160,8 @@ func newCachedMemory(cfg config.Config, what string, b int, params []graph.Param
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCached(sg, what, dt, b, ec.TgtMaxLen, ec.KVDim(), ec.TgtVocab, ec.DecLayers)
+	ks, vs := sm.StepShapes(b, ec.TgtMaxLen)
+	c, err := newCached(sg, what, dt, b, ec.TgtMaxLen, ec.KVDim(), ec.TgtVocab, ks, vs)
 	if err != nil {
 		return nil, err
 	}
@@ -188,10 +190,12 @@ func newCachedMemory(cfg config.Config, what string, b int, params []graph.Param
 	return c, nil
 }
 
-// newCached adds the inputs of a cached step with blocks blocks to g, b
-// rows of l positions whose caches are dim wide. The caller sets keys,
-// values and logits from the network's Step.
-func newCached(g *G.ExprGraph, what string, dt tensor.Dtype, b, l, dim, vocab, blocks int) (*Cached, error) {
+// newCached adds the inputs of a cached step to g, b rows of l positions
+// whose keys and values are dim wide, with one key and one value cache per
+// block of the shapes ks and vs (the network's StepShapes: a linear block
+// keeps its state there). The caller sets keys, values and logits from the
+// network's Step.
+func newCached(g *G.ExprGraph, what string, dt tensor.Dtype, b, l, dim, vocab int, ks, vs []tensor.Shape) (*Cached, error) {
 	c := &Cached{B: b, L: l, what: what, dim: dim, vocab: vocab, dt: dt,
 		slotBuf: tensor.New(tensor.Of(dt), tensor.WithShape(b, l, 1)), posIDs: make([]int, b), seenLens: make([]int, b)}
 	var err error
@@ -205,11 +209,11 @@ func newCached(g *G.ExprGraph, what string, dt tensor.Dtype, b, l, dim, vocab, b
 		return nil, err
 	}
 	c.slot = G.NewTensor(g, dt, 3, G.WithShape(b, l, 1), G.WithName("slot"))
-	for i := 0; i < blocks; i++ {
-		c.cacheK = append(c.cacheK, G.NewTensor(g, dt, 3, G.WithShape(b, l, dim), G.WithName(fmt.Sprintf("cache.%d.k", i))))
-		c.cacheV = append(c.cacheV, G.NewTensor(g, dt, 3, G.WithShape(b, l, dim), G.WithName(fmt.Sprintf("cache.%d.v", i))))
-		c.bufK = append(c.bufK, tensor.New(tensor.Of(dt), tensor.WithShape(b, l, dim)))
-		c.bufV = append(c.bufV, tensor.New(tensor.Of(dt), tensor.WithShape(b, l, dim)))
+	for i := range ks {
+		c.cacheK = append(c.cacheK, G.NewTensor(g, dt, len(ks[i]), G.WithShape(ks[i]...), G.WithName(fmt.Sprintf("cache.%d.k", i))))
+		c.cacheV = append(c.cacheV, G.NewTensor(g, dt, len(vs[i]), G.WithShape(vs[i]...), G.WithName(fmt.Sprintf("cache.%d.v", i))))
+		c.bufK = append(c.bufK, tensor.New(tensor.Of(dt), tensor.WithShape(ks[i]...)))
+		c.bufV = append(c.bufV, tensor.New(tensor.Of(dt), tensor.WithShape(vs[i]...)))
 	}
 	return c, nil
 }
@@ -255,16 +259,21 @@ func (c *Cached) Close() error {
 	return nil
 }
 
-// CacheBytes is the size of the self-attention key/value caches a step
-// reads: a key and a value tensor (B, L, KVDim) per block in the model's
-// dtype. A grouped-query model's KVDim is KVHeads·dk, so its caches are
-// KVHeads/Heads of those of a multi-head model of the same width. An
-// encoder–decoder's cross-attention memory is not counted.
+// CacheBytes is the size of what the self-attentions keep between steps,
+// in the model's dtype: a key and a value tensor (B, L, KVDim) per softmax
+// block, the state S (B, H·dφ, dk) and z (B, 1, H·dφ) per linear block,
+// whatever the position. A grouped-query model's KVDim is KVHeads·dk, so
+// its caches are KVHeads/Heads of those of a multi-head model of the same
+// width. An encoder–decoder's cross-attention memory is not counted.
 func (c *Cached) CacheBytes() int {
 	if c == nil {
 		return 0
 	}
-	return 2 * len(c.cacheK) * c.B * c.L * c.dim * int(c.dt.Size())
+	n := 0
+	for i := range c.bufK {
+		n += c.bufK[i].Size() + c.bufV[i].Size()
+	}
+	return n * int(c.dt.Size())
 }
 
 // Generate extends each sequence prefixes[i] greedily by steps[i] tokens,
