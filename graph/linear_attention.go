@@ -84,7 +84,13 @@ const DefaultLinearChunk = 64
 //
 // Fused is a custom op in the chunked form (flash-linear-attention's
 // "chunk" mode), O(n dφ dv) time and O(n (dφ + dv) + C² + dφ dv) memory,
-// with a hand-written backward pass: see linearHead and linearHeadGrad.
+// with a hand-written backward pass: see linearCausal, linearCausalGrad and,
+// without Causal, linearFull and linearFullGrad. Its products run on
+// qkv's GEMM in the data's dtype, and the state S, the key sum z and their
+// gradients accumulate in the data's dtype too (float32 for float32 data,
+// as the products of every other op here). The (sequence, head) pairs are
+// split over the cores, each written by one goroutine in a fixed order, so
+// the results are the same bits at any GOMAXPROCS.
 //
 // Errors, while the graph is built, name what is wrong: nil nodes,
 // shapes (matching ErrShape), dtypes, heads that do not divide the widths,
