@@ -42,6 +42,17 @@
 // half-split or interleaved pairs, angles in float64 for both dtypes) and
 // RMSNorm / HeadRMSNorm (rmsnorm.go, QK-norm over each head).
 //
+// Linear attention (linear_attention.go, features.go, linear_step.go) is
+// the other family: LinearAttend(φq, φk, v, LinearSpec) replaces the
+// softmax weight by φ(q)·φ(k), so that the keys enter through a (dφ, dv)
+// state instead of (Sq, Sk) weights. Features applies a feature map
+// (elu1, relu, Based's Taylor map, identity) to each head first. The fused
+// op is the chunked form, O(n dφ dv) time and memory linear in n, with a
+// hand-written backward pass; the composed one is the O(n²) masked
+// formula in gorgonia's ops, the reference it is tested equal to; and
+// LinearStep is the recurrent form for generation, one position per call.
+// Padding is KeyLengths (MaskNode.KeyLengths), not a (Sq, Sk) mask.
+//
 // Attention, LayerNorm, RMSNorm, RoPE, Linear and the activations are custom
 // gorgonia ops (attention.go, layernorm.go, rmsnorm.go, rope.go, linear.go,
 // activation.go): one op each way

@@ -84,7 +84,13 @@ const DefaultLinearChunk = 64
 //
 // Fused is a custom op in the chunked form (flash-linear-attention's
 // "chunk" mode), O(n dφ dv) time and O(n (dφ + dv) + C² + dφ dv) memory,
-// with a hand-written backward pass: see linearHead and linearHeadGrad.
+// with a hand-written backward pass: see linearCausal, linearCausalGrad and,
+// without Causal, linearFull and linearFullGrad. Its products run on
+// qkv's GEMM in the data's dtype, and the state S, the key sum z and their
+// gradients accumulate in the data's dtype too (float32 for float32 data,
+// as the products of every other op here). The (sequence, head) pairs are
+// split over the cores, each written by one goroutine in a fixed order, so
+// the results are the same bits at any GOMAXPROCS.
 //
 // Errors, while the graph is built, name what is wrong: nil nodes,
 // shapes (matching ErrShape), dtypes, heads that do not divide the widths,
@@ -192,11 +198,13 @@ func (s LinearSpec) check(q, k, v *G.Node) (linearDims, error) {
 // term is a checked tensor size; the sum of three stays within int64.
 func (d linearDims) stackedWidth() int { return (d.Sq+d.Sk)*d.H*d.F + d.Sk*d.H*d.E }
 
-// checkLengths returns an error unless every length is in [0, sk].
-func checkLengths(op fmt.Stringer, lengths []int, sk int) error {
+// checkLengths returns an error unless every length is in [0, sk]; what
+// names the op (a func, so that a run that passes does not box the op
+// into an interface, which would allocate).
+func checkLengths(what func() string, lengths []int, sk int) error {
 	for b, l := range lengths {
 		if l < 0 || l > sk {
-			return fmt.Errorf("graph: %v: LinearSpec.KeyLengths[%d] = %d, want 0..%d (a mask whose MaskNode.KeyLengths is -1 is not key padding, which is all linear attention can hide)", op, b, l, sk)
+			return fmt.Errorf("graph: %s: LinearSpec.KeyLengths[%d] = %d, want 0..%d (a mask whose MaskNode.KeyLengths is -1 is not key padding, which is all linear attention can hide)", what(), b, l, sk)
 		}
 	}
 	return nil
@@ -256,7 +264,7 @@ func (op linearMaskOp) Do(vals ...G.Value) (G.Value, error) {
 	if len(vals) == 1 && vals[0] != nil && vals[0].Shape().TotalSize() != d.B*d.H*d.Sq*d.Sk {
 		return nil, fmt.Errorf("graph: %v: input is %v, want (%d, %d, %d)", op, vals[0].Shape(), d.B*d.H, d.Sq, d.Sk)
 	}
-	if err := checkLengths(op, op.lengths, d.Sk); err != nil {
+	if err := checkLengths(op.String, op.lengths, d.Sk); err != nil {
 		return nil, err
 	}
 	return runKernel(op, vals, 1, op.shape(), op.buf, false)
@@ -405,7 +413,7 @@ func (op linAttnOp) Do(vals ...G.Value) (G.Value, error) {
 		}
 	}
 	if op.out == linForward || op.out == linGrad {
-		if err := checkLengths(op, op.lengths, op.dims.Sk); err != nil {
+		if err := checkLengths(op.String, op.lengths, op.dims.Sk); err != nil {
 			return nil, err
 		}
 	}

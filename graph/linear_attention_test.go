@@ -458,3 +458,56 @@ func BenchmarkLinearAttention(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d/flash", n), func(b *testing.B) { benchAttention(b, n, Spec{Impl: Flash, MaskMod: Causal()}) })
 	}
 }
+
+// TestLinearOpsAllocateNothing: once run, linear attention's ops (the
+// features, the fused op and its gradient steps, the step) run again
+// without allocating, as TestOpsAllocateNothing holds the training path's
+// other ops (the composed form's mask is a reference, not held to it).
+func TestLinearOpsAllocateNothing(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	kinds := []string{"qkv.Features", "qkv.FeaturesGrad", "qkv.LinearAttention", "qkv.LinearAttentionGrad",
+		"qkv.LinearAttentionGradQ", "qkv.LinearAttentionGradK", "qkv.LinearAttentionGradV",
+		"qkv.LinearStepState", "qkv.LinearStepZ", "qkv.LinearStepOut"}
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		for _, dt := range floatTypes {
+			g := G.NewGraph()
+			cost, wrt := everyOp(t, g, dt)
+			if _, err := G.Grad(cost, wrt...); err != nil {
+				t.Fatal(err)
+			}
+			vm, err := NewMachine(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, n := range g.AllNodes() {
+				if !isCustomOp(n.Op()) || !slices.Contains(kinds, opKind(n.Op())) {
+					continue
+				}
+				seen[opKind(n.Op())] = true
+				var in []G.Value
+				for it := g.From(n.ID()); it.Next(); {
+					in = append(in, it.Node().(*G.Node).Value())
+				}
+				var runErr error
+				allocs := testing.AllocsPerRun(5, func() { _, runErr = n.Op().Do(in...) })
+				if runErr != nil {
+					t.Fatalf("%v %v: %v", dt, n.Op(), runErr)
+				}
+				if allocs != 0 {
+					t.Errorf("GOMAXPROCS %d, %v: %v allocates %v times per run, want 0", procs, dt, n.Op(), allocs)
+				}
+			}
+			vm.Close()
+			for _, k := range kinds {
+				if !seen[k] {
+					t.Errorf("%v: no %s in everyOp's graph", dt, k)
+				}
+			}
+		}
+	}
+}

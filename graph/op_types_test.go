@@ -33,6 +33,9 @@ var customOps = []string{
 	"qkv.FlashGradQ", "qkv.FlashGradK", "qkv.FlashGradV", "qkv.FlashGradSinks",
 	"qkv.RoPE", "qkv.RoPEInverse", "qkv.RMSNorm", "qkv.RMSNormGradX", "qkv.RMSNormGradGain",
 	"qkv.HeadScale", "qkv.HeadScaleGradX", "qkv.HeadScaleGradScale",
+	"qkv.Features", "qkv.FeaturesGrad", "qkv.LinearMask",
+	"qkv.LinearAttention", "qkv.LinearAttentionGrad", "qkv.LinearAttentionGradQ", "qkv.LinearAttentionGradK", "qkv.LinearAttentionGradV",
+	"qkv.LinearStepState", "qkv.LinearStepZ", "qkv.LinearStepOut",
 }
 
 // opKind is the op's String() without its parameters ("qkv.Reshape(2, 3)").
@@ -216,6 +219,33 @@ func everyOp(t *testing.T, g *G.ExprGraph, dt tensor.Dtype) (cost *G.Node, wrt G
 	add(must(RoPE(x, 3, pos, RoPEOptions{Interleaved: true})))
 	add(must(RMSNorm(x2, gain, 1e-6)))
 	add(must(HeadScale(x, val(tensor.Shape{3}, "temperature"), 3)))
+
+	// Linear attention: features, the composed and fused forms, causal and
+	// padded, and the (forward-only) step on inputs of its own.
+	for _, f := range []FeatureMap{FeatureELU1, FeatureTaylor} {
+		fq, fk := must(Features(q, heads, f)), must(Features(k, heads, f))
+		for _, ls := range []LinearSpec{{Causal: true, Normalize: true, Chunk: 3}, {KeyLengths: []int{4, 0}, Impl: Composed}, {KeyLengths: []int{3, 4}}} {
+			ls.Heads = heads
+			queries := fq
+			if ls.Causal {
+				queries = fk // Sq = Sk
+			}
+			add(must(LinearAttend(queries, fk, v, ls)))
+		}
+	}
+	hf := heads * FeatureTaylor.Dim(d/heads)
+	stepIn := func(shape tensor.Shape, name string) *G.Node {
+		return valued(g, dt, shape, roundTo(dt, uniform(rng, shape.TotalSize(), 0, 1)), name)
+	}
+	sq1, sk1, sv1 := stepIn(tensor.Shape{b, 1, hf}, "step phiQ"), stepIn(tensor.Shape{b, 1, hf}, "step phiK"), stepIn(tensor.Shape{b, 1, d}, "step v")
+	state, z := stepIn(tensor.Shape{b, hf, d / heads}, "step state"), stepIn(tensor.Shape{b, 1, hf}, "step z")
+	o, ns, nz, err := LinearStep(sq1, sk1, sv1, state, z, LinearSpec{Heads: heads, Normalize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(o)
+	add(ns)
+	add(nz)
 
 	for _, o := range outs {
 		c := weightedSum(t, o, rng)
