@@ -86,12 +86,14 @@ func TestLinearParts(t *testing.T) {
 		t.Errorf("good slopes: %q", v)
 	}
 	for name, change := range map[string]func(map[string]*linSeries, map[string]crossover){
-		"quadratic linear":      func(s map[string]*linSeries, _ map[string]crossover) { s["linear_elu1"].slopes.time = 2 },
-		"linear fused memory":   func(s map[string]*linSeries, _ map[string]crossover) { s["fused"].slopes.memory = 1 },
-		"quadratic flash":       func(s map[string]*linSeries, _ map[string]crossover) { s["flash"].slopes.memory = 2 },
-		"window not linear":     func(s map[string]*linSeries, _ map[string]crossover) { s["flash_window"].slopes.time = 2 },
-		"never faster":          func(_ map[string]*linSeries, c map[string]crossover) { c["linear_taylor16"] = crossover{n: -1} },
-		"nothing measured, NaN": func(s map[string]*linSeries, _ map[string]crossover) { s["composed"].slopes = costSlopes{math.NaN(), 0, math.NaN()} },
+		"quadratic linear":    func(s map[string]*linSeries, _ map[string]crossover) { s["linear_elu1"].slopes.time = 2 },
+		"linear fused memory": func(s map[string]*linSeries, _ map[string]crossover) { s["fused"].slopes.memory = 1 },
+		"quadratic flash":     func(s map[string]*linSeries, _ map[string]crossover) { s["flash"].slopes.memory = 2 },
+		"window not linear":   func(s map[string]*linSeries, _ map[string]crossover) { s["flash_window"].slopes.time = 2 },
+		"never faster":        func(_ map[string]*linSeries, c map[string]crossover) { c["linear_taylor16"] = crossover{n: -1} },
+		"nothing measured, NaN": func(s map[string]*linSeries, _ map[string]crossover) {
+			s["composed"].slopes = costSlopes{math.NaN(), 0, math.NaN()}
+		},
 	} {
 		s, c := good()
 		change(s, c)
