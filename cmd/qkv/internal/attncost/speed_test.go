@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -109,12 +110,13 @@ func BenchmarkSpeedTrainStep(b *testing.B) {
 			if _, _, err := layer.Pass(); err != nil { // warm-up
 				b.Fatal(err)
 			}
+			cpu := cpuTime()
 			for b.Loop() {
 				if _, _, err := layer.Pass(); err != nil {
 					b.Fatal(err)
 				}
 			}
-			reportFLOPs(b, speedFLOPs(c))
+			reportFLOPs(b, speedFLOPs(c), cpuTime()-cpu)
 		})
 	}
 }
@@ -163,13 +165,14 @@ func BenchmarkSpeedLinearOp(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer vm.Close()
+			cpu := cpuTime()
 			for b.Loop() {
 				if err := vm.RunAll(); err != nil {
 					b.Fatal(err)
 				}
 				vm.Reset()
 			}
-			reportFLOPs(b, linearFLOPs(n, h, f.dim, e, graph.DefaultLinearChunk))
+			reportFLOPs(b, linearFLOPs(n, h, f.dim, e, graph.DefaultLinearChunk), cpuTime()-cpu)
 		})
 	}
 }
@@ -214,6 +217,7 @@ func BenchmarkSpeedGemm(b *testing.B) {
 			}
 			a, bm, out := rnd(s.m*s.k), rnd(s.k*s.n), make([]float32, s.m*s.n)
 			var ws gemm.Workspace[float32]
+			cpu := cpuTime()
 			for b.Loop() {
 				if s.all {
 					gemm.Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, out, s.n)
@@ -221,17 +225,23 @@ func BenchmarkSpeedGemm(b *testing.B) {
 					ws.Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, a, lda, bm, ldb, 0, out, s.n)
 				}
 			}
-			reportFLOPs(b, 2*float64(s.m*s.n*s.k))
+			reportFLOPs(b, 2*float64(s.m*s.n*s.k), cpuTime()-cpu)
 		})
 	}
 	b.Logf("GOMAXPROCS %d", runtime.GOMAXPROCS(0))
 }
 
-// reportFLOPs reports flops a run as GFLOP/step and the rate b measured,
-// and ms/step.
-func reportFLOPs(b *testing.B, flops float64) {
+// reportFLOPs reports flops a run as GFLOP/step, ms/step, the rate in wall
+// time (GFLOP/s) and in the process's CPU time, cpu over all the runs
+// (GFLOP/cpu-s: the rate a core gives, which other programs on a shared
+// machine change less).
+func reportFLOPs(b *testing.B, flops float64, cpu time.Duration) {
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(sec*1e3, "ms/step")
+	b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "cpu-ms/step")
 	b.ReportMetric(flops/1e9, "GFLOP/step")
 	b.ReportMetric(flops/sec/1e9, "GFLOP/s")
+	if cpu > 0 {
+		b.ReportMetric(flops*float64(b.N)/cpu.Seconds()/1e9, "GFLOP/cpu-s")
+	}
 }
