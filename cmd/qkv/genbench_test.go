@@ -2,8 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/qkv-dev/qkv/graph"
+	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
 )
 
 // genRows returns the JSON lines of `qkv bench --generate`.
@@ -50,5 +55,59 @@ func TestBenchGenerateLinear(t *testing.T) {
 	}
 	if code, _, stderr := qkv(append(base, "--layer-kinds", "linear", "--feature-map", "nope")...); code != 2 || !strings.Contains(stderr, "feature") {
 		t.Errorf("bad --feature-map: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// BenchmarkSpeedGenerate is the recurrent generation target
+// (docs/linear-attention.md): the cached decoder's step at position 4096
+// (stepAt, as qkv bench --generate times it) of nanoGPT's CPU model
+// (dim 128, 4 layers of 4 heads) with softmax attention in every block,
+// against the same model with linear attention (Based's Taylor map of
+// d' = 16, and elu+1) in every block:
+//
+//	go test ./cmd/qkv -run '^$' -bench SpeedGenerate -benchtime 20x
+func BenchmarkSpeedGenerate(b *testing.B) {
+	const p = 4096
+	for _, v := range []struct {
+		name string
+		set  func(*config.Config)
+	}{
+		{"softmax", func(*config.Config) {}},
+		{"linear_taylor16", func(c *config.Config) {
+			c.Model.LayerKinds, c.Model.FeatureMap, c.Model.FeatureDim = "linear", graph.FeatureTaylor, 16
+		}},
+		{"linear_elu1", func(c *config.Config) { c.Model.LayerKinds, c.Model.FeatureMap = "linear", graph.FeatureELU1 }},
+	} {
+		b.Run(fmt.Sprintf("%s/position=%d", v.name, p), func(b *testing.B) {
+			cfg, err := config.Preset(config.PresetNanoGPTCPU)
+			if err != nil {
+				b.Fatal(err)
+			}
+			v.set(&cfg)
+			c := genConfig(cfg, p)
+			net, err := model.Build(c, 1, p+1, model.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer net.Close()
+			cached, err := net.Cached()
+			if err != nil {
+				b.Fatal(err)
+			}
+			seq := make([]int, p)
+			for i := range seq {
+				seq[i] = 2 + i%14
+			}
+			if _, err := stepAt(cached, seq, 1); err != nil { // the prefix fed, the step warm
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := cached.Feed([]int{seq[p-1]}, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			b.ReportMetric(float64(cached.CacheBytes()), "cache-bytes")
+		})
 	}
 }
