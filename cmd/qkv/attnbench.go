@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/cmd/qkv/internal/attncost"
 	"github.com/qkv-dev/qkv/graph"
@@ -39,6 +42,11 @@ type attnResult struct {
 	// BlockLocal is the block of block-local attention (graph.BlockLocal),
 	// 0 for none.
 	BlockLocal int `json:"block_local,omitempty"`
+	// FeatureMap and FeatureDim are linear attention's (Impl "linear"):
+	// the map and each head's width of queries and keys before it (0 for
+	// head_dim).
+	FeatureMap graph.FeatureMap `json:"feature_map,omitempty"`
+	FeatureDim int              `json:"feature_dim,omitempty"`
 	// FlashTiles is, for flash, the number of (query tile, key tile)
 	// pairs it computed in one forward and backward pass (graph.FlashTiles),
 	// summed over the batch and heads: the work the mask left it.
@@ -52,6 +60,25 @@ type attnResult struct {
 	PeakRSS int64 `json:"peak_rss_bytes"`
 	// Skipped, when set, says why the configuration was not run.
 	Skipped string `json:"skipped,omitempty"`
+}
+
+// attnLinear is the choice of --attention that times linear attention
+// (layers.LinearAttention, in its chunked form) in place of softmax
+// attention, with the model's --feature-map, --feature-dim, --linear-norm
+// and --linear-chunk.
+const attnLinear layers.AttentionImpl = "linear"
+
+// parseAttnImpl reads one choice of --attention in --seq mode: a softmax
+// implementation or attnLinear.
+func parseAttnImpl(name string) (layers.AttentionImpl, error) {
+	if name == string(attnLinear) {
+		return attnLinear, nil
+	}
+	impl, err := layers.ParseAttentionImpl(name)
+	if err != nil {
+		return "", fmt.Errorf("%w (or %q, linear attention)", err, attnLinear)
+	}
+	return impl, nil
 }
 
 // attnBench is the configuration of an attention-layer benchmark.
@@ -70,9 +97,11 @@ type attnBench struct {
 	// if positive, is block-local attention in blocks of that many
 	// positions (graph.BlockLocal). Either is timed beside no pattern.
 	global, blockLocal int
-	dtype              config.DType
-	repeats            int
-	plot               string
+	// linear are the options of linear attention (attnLinear).
+	linear  layers.LinearOptions
+	dtype   config.DType
+	repeats int
+	plot    string
 	// mem is the memory limit every size is estimated against before it
 	// runs.
 	mem *memoryFlag
@@ -151,7 +180,11 @@ func runAttnBench(b attnBench, stdout, stderr io.Writer) error {
 		patterns = []attnBench{b.plain(), b} // what the window or pattern saves, side by side
 	}
 	for _, impl := range b.impls {
-		for _, bw := range patterns {
+		pats := patterns
+		if impl == attnLinear {
+			pats = []attnBench{b.plain()} // linear attention has no window or pattern
+		}
+		for _, bw := range pats {
 			for _, n := range b.seqs {
 				res := bw.result(impl, n)
 				if est := attnMemoryEstimate(bw, impl, n); est > float64(limit) {
@@ -197,6 +230,11 @@ func runAttnChild(exe string, b attnBench, impl layers.AttentionImpl, n int, std
 		"--heads", strconv.Itoa(b.heads), "--head-dim", strconv.Itoa(b.headDim), "--dtype", string(b.dtype),
 		"--causal=" + strconv.FormatBool(b.causal), "--window", strconv.Itoa(b.window), "-n", strconv.Itoa(b.repeats),
 		"--global-tokens", strconv.Itoa(b.global), "--block-local", strconv.Itoa(b.blockLocal)}
+	if impl == attnLinear {
+		o := b.linear
+		args = append(args, "--feature-map", string(cmp.Or(o.FeatureMap, graph.FeatureTaylor)), "--feature-dim", strconv.Itoa(o.FeatureDim),
+			"--linear-norm", string(cmp.Or(o.LinearNorm, layers.LinearNormSum)), "--linear-chunk", strconv.Itoa(cmp.Or(o.LinearChunk, graph.DefaultLinearChunk)))
+	}
 	if b.mem.n > 0 {
 		args = append(args, "--max-memory", strconv.FormatInt(b.mem.n, 10))
 	}
@@ -216,8 +254,12 @@ func runAttnChild(exe string, b attnBench, impl layers.AttentionImpl, n int, std
 
 // result is the attnResult of impl at length n, before it is measured.
 func (b attnBench) result(impl layers.AttentionImpl, n int) attnResult {
-	return attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal, Window: b.window,
+	r := attnResult{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: string(b.dtype), Causal: b.causal, Window: b.window,
 		Global: b.global, BlockLocal: b.blockLocal}
+	if impl == attnLinear {
+		r.FeatureMap, r.FeatureDim = cmp.Or(b.linear.FeatureMap, graph.FeatureTaylor), b.linear.FeatureDim
+	}
+	return r
 }
 
 // name names the result's implementation and window or sparse pattern,
@@ -225,6 +267,10 @@ func (b attnBench) result(impl layers.AttentionImpl, n int) attnResult {
 // block-local 256", in printed lines and a plot's legend.
 func (r attnResult) name() string {
 	switch {
+	case r.Impl == attnLinear && r.FeatureDim > 0:
+		return fmt.Sprintf("linear, %s %d", r.FeatureMap, r.FeatureDim)
+	case r.Impl == attnLinear:
+		return fmt.Sprintf("linear, %s", r.FeatureMap)
 	case r.Global > 0:
 		return fmt.Sprintf("%s, global %d + window %d", r.Impl, r.Global, r.Window)
 	case r.BlockLocal > 0:
@@ -268,27 +314,28 @@ func printAttn(w io.Writer, r attnResult) {
 		config.FormatBytes(float64(r.PeakBytes)), config.FormatBytes(float64(r.PeakRSS)), tiles)
 }
 
-// attnMemoryEstimate is a generous estimate of what one forward and
-// backward pass keeps, from this machine's measurements: composed attention
-// peaked at about 50 (B, H, n, n) tensors' worth at n = 4096 (every
-// intermediate of gorgonia's graph is kept for backward), fused at about 15
-// (the weights, their gradient and the scratch of its kernels), flash at a
-// few (B, n, D) tensors.
+// attnMemoryEstimate is attncost.EstimateBytes of impl at length n with
+// b's sizes: a generous estimate of what one forward and backward pass
+// keeps.
 func attnMemoryEstimate(b attnBench, impl layers.AttentionImpl, n int) float64 {
-	elem := 4.0
+	dt := tensor.Float32
 	if b.dtype == config.Float64 {
-		elem = 8
+		dt = tensor.Float64
 	}
-	d := float64(b.heads * b.headDim)
-	linear := 30 * float64(b.batch) * float64(n) * d * elem
-	square := float64(b.batch*b.heads) * float64(n) * float64(n) * elem
-	switch impl {
-	case layers.AttentionComposed:
-		return linear + 60*square
-	case layers.AttentionFlash:
-		return linear
+	c, _ := b.config(impl, n, dt)
+	return attncost.EstimateBytes(c)
+}
+
+// config is the attncost.Config of impl at length n with b's sizes.
+func (b attnBench) config(impl layers.AttentionImpl, n int, dt tensor.Dtype) (attncost.Config, error) {
+	c := attncost.Config{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim, DType: dt, Causal: b.causal, Repeats: b.repeats}
+	if impl == attnLinear {
+		c.Impl, c.Linear, c.LinearOptions = layers.AttentionFused, true, b.linear
+		return c, nil
 	}
-	return linear + 20*square
+	var err error
+	c.Mask, c.Window, err = b.mask()
+	return c, err
 }
 
 // measureAttention measures one attention layer of b's sizes with
@@ -299,13 +346,12 @@ func measureAttention(b attnBench, impl layers.AttentionImpl, n int) (attnResult
 	if err != nil {
 		return res, fmt.Errorf("%w: --dtype: %v", errUsage, err)
 	}
-	mask, window, err := b.mask()
+	c, err := b.config(impl, n, dt)
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	tiles := graph.FlashTiles()
-	m, err := attncost.Measure(attncost.Config{Impl: impl, Seq: n, Batch: b.batch, Heads: b.heads, HeadDim: b.headDim,
-		DType: dt, Causal: b.causal, Window: window, Mask: mask, Repeats: b.repeats})
+	m, err := attncost.Measure(c)
 	if impl == layers.AttentionFlash {
 		// Measure runs one untimed pass and b.repeats timed ones.
 		res.FlashTiles = (graph.FlashTiles() - tiles) / int64(b.repeats+1)

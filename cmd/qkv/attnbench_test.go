@@ -110,6 +110,37 @@ func TestAttentionInterchangeable(t *testing.T) {
 	}
 }
 
+// --attention linear times linear attention with the model's feature map,
+// alone or in a sweep beside softmax attention, and names its map.
+func TestBenchAttentionLinear(t *testing.T) {
+	code, out, stderr := qkv("bench", "--attention", "linear", "--feature-map", "elu1", "--seq", "32", "--batch", "1", "--heads", "2", "--head-dim", "4", "-n", "1")
+	if code != 0 {
+		t.Fatalf("bench --attention linear: exit %d: %s", code, stderr)
+	}
+	res, err := lastJSON([]byte(out))
+	if err != nil || res.Impl != "linear" || res.FeatureMap != "elu1" || res.Seq != 32 || !(res.MsPerStep > 0) || res.PeakBytes <= 0 {
+		t.Errorf("result %+v (%v)", res, err)
+	}
+	code, out, stderr = qkv("bench", "--attention", "flash,linear", "--feature-dim", "4", "--window", "8", "--seq", "16,32", "--batch", "1", "--heads", "2", "--head-dim", "4", "-n", "1")
+	if code != 0 {
+		t.Fatalf("bench sweep with linear: exit %d: %s", code, stderr)
+	}
+	seen := map[string]int{}
+	for _, l := range strings.Split(out, "\n") {
+		var r attnResult
+		if strings.HasPrefix(l, "{") && json.Unmarshal([]byte(l), &r) == nil {
+			seen[r.name()]++
+		}
+	}
+	// The window is flash's: linear attention is timed once a length.
+	if seen["flash"] != 2 || seen["flash, window 8"] != 2 || seen["linear, taylor 4"] != 2 || len(seen) != 3 {
+		t.Errorf("sweep results: %v", seen)
+	}
+	if code, _, stderr := qkv("bench", "--attention", "linearish", "--seq", "16"); code != 2 || !strings.Contains(stderr, "linear") {
+		t.Errorf("--attention linearish: exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestBenchGenerate(t *testing.T) {
 	code, out, stderr := qkv("bench", "--generate", "4,8", "--dim", "8", "--heads", "2", "--hidden", "16", "--layers", "1", "-n", "1")
 	if code != 0 {

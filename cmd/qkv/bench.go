@@ -52,9 +52,9 @@ var benchTrainFlags = func() []string {
 // --max-memory.
 var benchModes = []benchMode{
 	{"", "a training step", append([]string{"torch", "profile", "memprofile"}, benchTrainFlags...)},
-	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "window", "global-tokens", "block-local", "dtype", "plot"}},
+	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "window", "global-tokens", "block-local", "dtype", "plot", "feature-map", "feature-dim", "linear-norm", "linear-chunk"}},
 	{"generate", "generating with a decoder of random weights: one sequence, no dropout, its own vocabulary",
-		[]string{"generate", "preset", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "bias", "tie-embeddings", "bias-free-norm", "attention", "dtype", "seed"}},
+		[]string{"generate", "preset", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "bias", "tie-embeddings", "bias-free-norm", "attention", "dtype", "seed", "layer-kinds", "feature-map", "feature-dim", "linear-norm", "linear-chunk"}},
 }
 
 // benchMode is one of bench's modes.
@@ -139,7 +139,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	resolveTask := benchConfigFlags(fs, &cfg)
 	steps := fs.Int("n", 30, "timed training steps (after 3 untimed), or with --seq and --generate timed repeats (after 1), at least 1")
 	torch := fs.String("torch", "", "also time the same model and step in PyTorch with this python (e.g. /usr/bin/python3)")
-	seq := fs.String("seq", "", "time one attention layer (forward and backward) instead of a training step, at these sequence lengths, e.g. 512 or 128,256,512 (each in a process of its own); --attention may list several implementations, e.g. composed,fused,flash")
+	seq := fs.String("seq", "", "time one attention layer (forward and backward) instead of a training step, at these sequence lengths, e.g. 512 or 128,256,512 (each in a process of its own); --attention may list several implementations, e.g. composed,fused,flash, and linear (linear attention with --feature-map, --feature-dim, --linear-norm, --linear-chunk; the window and sparse patterns apply to the softmax ones)")
 	headDim := fs.Int("head-dim", 32, "with --seq: d_k, the width of each head")
 	causal := fs.Bool("causal", true, "with --seq: causal attention")
 	plotFile := fs.String("plot", "", "with --seq: write a log-log PNG of time and peak memory against the sequence length")
@@ -184,12 +184,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	case "seq":
 		b := attnBench{batch: cfg.Batch, heads: cfg.Model.Heads, headDim: *headDim, causal: *causal, window: cfg.Model.Window, dtype: cfg.DType, repeats: *steps, plot: *plotFile, mem: mem}
 		b.global, b.blockLocal = cfg.Model.GlobalTokens, cfg.Model.BlockLocal // the model's flags, read by this mode
+		b.linear = cfg.Model.LinearOptions
 		var err error
 		if b.seqs, err = parseInts("seq", *seq); err != nil {
 			return err
 		}
 		for _, name := range strings.Split(cmp.Or(string(cfg.Model.Attention), string(layers.AttentionFused)), ",") {
-			impl, err := layers.ParseAttentionImpl(strings.TrimSpace(name))
+			impl, err := parseAttnImpl(strings.TrimSpace(name))
 			if err != nil {
 				return fmt.Errorf("%w: --attention: %v", errUsage, err)
 			}

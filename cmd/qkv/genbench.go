@@ -13,7 +13,8 @@ import (
 )
 
 // genResult is one line of `qkv bench --generate`: the time to produce the
-// token at Position, with and without the key/value cache.
+// token at Position, with and without the key/value cache (a linear
+// block's recurrent state, for the blocks of --layer-kinds linear).
 type genResult struct {
 	Position   int     `json:"position"`
 	Cached     bool    `json:"cached"`
@@ -21,6 +22,13 @@ type genResult struct {
 	TokensPerS float64 `json:"tokens_per_s"`
 	Dim        int     `json:"dim"`
 	Layers     int     `json:"layers"`
+	// LayerKinds are the model's (layers.StackConfig.LayerKinds), absent
+	// for softmax attention in every block.
+	LayerKinds string `json:"layer_kinds,omitempty"`
+	// CacheBytes, of the cached decoder, is what its self-attentions keep
+	// between steps (model.Cached.CacheBytes): key/value caches of room
+	// for Position+1 tokens, or linear blocks' states, which do not grow.
+	CacheBytes int `json:"cache_bytes,omitempty"`
 }
 
 // genConfig is the configuration of the decoder that runGenBench times at
@@ -38,9 +46,10 @@ func genConfig(cfg config.Config, p int) config.Config {
 
 // runGenBench times producing one token at each position p of positions
 // with a decoder of cfg's width and depth (random weights, one sequence, a
-// context of p+1): with the cache, one step, which attends over the
-// context (the mean of p steps); without it, the whole prefix of p tokens
-// run again. Medians of repeats runs.
+// context of p+1): with the cache, the step at position p once the p
+// tokens before it are fed (model.Cached.Feed), which attends over the
+// cached context, or reads a linear block's state; without it, the whole
+// prefix of p tokens run again. Medians of repeats runs.
 func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writer) error {
 	var results []genResult
 	for _, p := range positions {
@@ -63,17 +72,14 @@ func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writ
 			return err
 		}
 		uncached := func() error { _, err := net.NextLogits(nil, [][]int{seq}); return err }
-		// With the cache every step attends over the context of p+1
-		// positions, so p steps from a one-token prompt cost p times the
-		// step at position p.
-		steps := func() error { _, err := cached.Generate(nil, [][]int{seq[:1]}, []int{p}); return err }
 		tUncached, err := median(uncached, repeats)
 		if err == nil {
-			var tSteps float64
-			if tSteps, err = median(steps, repeats); err == nil {
-				results = append(results,
-					genResult{Position: p, Cached: true, MsPerToken: tSteps / float64(p), Dim: m.Dim, Layers: m.Layers},
-					genResult{Position: p, Cached: false, MsPerToken: tUncached, Dim: m.Dim, Layers: m.Layers})
+			var tStep float64
+			if tStep, err = stepAt(cached, seq, repeats); err == nil {
+				r := genResult{Position: p, Cached: true, MsPerToken: tStep, Dim: m.Dim, Layers: m.Layers, LayerKinds: m.LayerKinds, CacheBytes: cached.CacheBytes()}
+				results = append(results, r)
+				r.Cached, r.MsPerToken, r.CacheBytes = false, tUncached, 0
+				results = append(results, r)
 			}
 		}
 		net.Close()
@@ -81,10 +87,14 @@ func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writ
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "%-10s %16s %18s %16s %18s\n", "position", "cached ms/token", "cached tokens/s", "uncached ms/token", "uncached tokens/s")
+	if k := cfg.Model.LayerKinds; k != "" {
+		fmt.Fprintf(stdout, "layer kinds %s\n", k)
+	}
+	fmt.Fprintf(stdout, "%-10s %16s %18s %14s %16s %18s\n", "position", "cached ms/token", "cached tokens/s", "cache", "uncached ms/token", "uncached tokens/s")
 	for i := 0; i < len(results); i += 2 {
 		c, u := results[i].MsPerToken, results[i+1].MsPerToken
-		fmt.Fprintf(stdout, "%-10d %16.3f %18.0f %16.3f %18.0f\n", results[i].Position, c, 1000/c, u, 1000/u)
+		fmt.Fprintf(stdout, "%-10d %16.3f %18.0f %14s %16.3f %18.0f\n", results[i].Position, c, 1000/c,
+			config.FormatBytes(float64(results[i].CacheBytes)), u, 1000/u)
 	}
 	for _, r := range results {
 		r.TokensPerS = 1000 / r.MsPerToken
@@ -92,6 +102,23 @@ func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writ
 		fmt.Fprintln(stdout, string(line))
 	}
 	return nil
+}
+
+// stepAt feeds the cached decoder seq, one token a step from position 0,
+// untimed, and then times the step at position len(seq): one untimed and
+// repeats timed, the median in milliseconds. Each repeat feeds that
+// position again; it costs what the first feed did (a softmax block
+// rewrites the same cache slot, a linear block adds to its state again).
+func stepAt(c *model.Cached, seq []int, repeats int) (float64, error) {
+	if err := c.Start(nil); err != nil {
+		return 0, err
+	}
+	for t, id := range seq {
+		if _, err := c.Feed([]int{id}, t); err != nil {
+			return 0, err
+		}
+	}
+	return median(func() error { _, err := c.Feed([]int{seq[len(seq)-1]}, len(seq)); return err }, repeats)
 }
 
 // median runs f once to warm up, then repeats times, and returns the

@@ -1,6 +1,7 @@
 package attncost
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -41,6 +42,12 @@ type Config struct {
 	// graph.GlobalWindow or graph.BlockLocal, whose skipped tiles flash
 	// never computes.
 	Mask graph.MaskMod
+	// Linear makes the layer linear attention (layers.LinearAttention)
+	// with LinearOptions in place of softmax attention: in its chunked
+	// form for Impl "", fused or flash, in the quadratic composed form for
+	// Impl composed. Window and Mask do not apply to it.
+	Linear        bool
+	LinearOptions layers.LinearOptions
 	// Repeats is the number of timed passes, after one untimed warm-up;
 	// at least 1.
 	Repeats int
@@ -95,6 +102,9 @@ func (c Config) Validate() error {
 	if dt := c.dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
 		return fmt.Errorf("%w: dtype %v: want float32 or float64", ErrConfig, dt)
 	}
+	if c.Linear {
+		return c.validateLinear()
+	}
 	if err := c.layer().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -104,11 +114,80 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// validateLinear checks what Validate can of a linear layer: no window or
+// mask, a known feature map, and the sizes of its features and, in the
+// composed form, of its (B, H, n, n) weights. layers.NewLinearAttention
+// checks the rest when New builds it.
+func (c Config) validateLinear() error {
+	switch {
+	case c.Window != 0 || c.Mask != nil:
+		return fmt.Errorf("%w: linear attention takes no window or mask", ErrConfig)
+	case !c.Impl.Valid():
+		return fmt.Errorf("%w: unknown Impl %q", ErrConfig, c.Impl)
+	case c.LinearOptions.FeatureMap != "" && !c.LinearOptions.FeatureMap.Valid():
+		return fmt.Errorf("%w: unknown feature map %q", ErrConfig, c.LinearOptions.FeatureMap)
+	case c.LinearOptions.FeatureDim < 0 || c.LinearOptions.LinearChunk < 0:
+		return fmt.Errorf("%w: FeatureDim %d and LinearChunk %d must not be negative", ErrConfig, c.LinearOptions.FeatureDim, c.LinearOptions.LinearChunk)
+	}
+	if err := graph.CheckElements(c.Batch, c.Seq, c.Heads*c.Features()); err != nil {
+		return fmt.Errorf("%w: the (B, n, H·dφ) features: %w", ErrConfig, err)
+	}
+	if c.Impl == layers.AttentionComposed {
+		if err := graph.CheckElements(c.Batch*c.Heads, c.Seq, c.Seq); err != nil {
+			return fmt.Errorf("%w: the (B, H, n, n) weights: %w", ErrConfig, err)
+		}
+	}
+	return nil
+}
+
+// Features is dφ, each head's width of a linear layer's features after
+// the map: FeatureMap.Dim of FeatureDim (HeadDim for 0), Taylor's for "".
+// It is 0 for a softmax layer.
+func (c Config) Features() int {
+	if !c.Linear {
+		return 0
+	}
+	return cmp.Or(c.LinearOptions.FeatureMap, graph.FeatureTaylor).Dim(cmp.Or(c.LinearOptions.FeatureDim, c.HeadDim))
+}
+
+// EstimateBytes is a generous estimate of the bytes one forward and
+// backward pass of c keeps, from this machine's measurements: composed
+// softmax attention peaked at about 50 (B, H, n, n) tensors' worth at
+// n = 4096 (every intermediate of gorgonia's graph is kept for backward),
+// fused at about 15 (the weights, their gradient and the scratch of its
+// kernels), flash at a few (B, n, D) tensors. Linear attention keeps, on
+// top of those, its features and their gradients (B, n, H·dφ) a few times
+// over (and, composed, as many (B, H, n, n) tensors as composed softmax).
+func EstimateBytes(c Config) float64 {
+	elem := float64(c.dtype().Size())
+	d := float64(c.Heads * c.HeadDim)
+	linear := 30 * float64(c.Batch) * float64(c.Seq) * d * elem
+	square := float64(c.Batch*c.Heads) * float64(c.Seq) * float64(c.Seq) * elem
+	if c.Linear {
+		linear += 8 * float64(c.Batch) * float64(c.Seq) * float64(c.Heads*c.Features()) * elem
+		if c.Impl == layers.AttentionComposed {
+			return linear + 60*square
+		}
+		return linear
+	}
+	switch c.Impl {
+	case layers.AttentionComposed:
+		return linear + 60*square
+	case layers.AttentionFlash:
+		return linear
+	}
+	return linear + 20*square
+}
+
 func (c Config) dtype() tensor.Dtype {
 	if c.DType == (tensor.Dtype{}) {
 		return tensor.Float32
 	}
 	return c.DType
+}
+
+func (c Config) linearLayer() layers.LinearAttentionConfig {
+	return layers.LinearAttentionConfig{Dim: c.Heads * c.HeadDim, Heads: c.Heads, Causal: c.Causal, Bias: c.Bias, LinearOptions: c.LinearOptions, Impl: c.Impl}
 }
 
 func (c Config) layer() layers.AttentionConfig {
@@ -143,9 +222,19 @@ func New(c Config) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	attn, err := layers.NewMultiHeadAttention(s.Sub("attn"), c.layer())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	var attn mixer
+	if c.Linear {
+		a, err := layers.NewLinearAttention(s.Sub("attn"), c.linearLayer())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		attn = linearMixer{a}
+	} else {
+		a, err := layers.NewMultiHeadAttention(s.Sub("attn"), c.layer())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		attn = softmaxMixer{a}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	d := c.Heads * c.HeadDim
@@ -231,10 +320,27 @@ func Measure(c Config) (Result, error) {
 	return res, nil
 }
 
-// build adds cost = sum(attn(x, x, x) ⊙ r) and its gradient with respect
-// to attn's parameters to g and compiles g.
-func build(g *G.ExprGraph, attn *layers.MultiHeadAttention, x, r *G.Node) (G.VM, G.Nodes, error) {
-	y, _, err := attn.Forward(x, x, x, nil)
+// mixer is the layer a Config measures: softmax or linear attention.
+type mixer interface {
+	forward(x *G.Node) (*G.Node, error)
+	Params() []graph.Param
+}
+
+type softmaxMixer struct{ *layers.MultiHeadAttention }
+
+func (m softmaxMixer) forward(x *G.Node) (*G.Node, error) {
+	y, _, err := m.Forward(x, x, x, nil)
+	return y, err
+}
+
+type linearMixer struct{ *layers.LinearAttention }
+
+func (m linearMixer) forward(x *G.Node) (*G.Node, error) { return m.Forward(x, nil) }
+
+// build adds cost = sum(attn(x) ⊙ r) and its gradient with respect to
+// attn's parameters to g and compiles g.
+func build(g *G.ExprGraph, attn mixer, x, r *G.Node) (G.VM, G.Nodes, error) {
+	y, err := attn.forward(x)
 	if err != nil {
 		return nil, nil, err
 	}

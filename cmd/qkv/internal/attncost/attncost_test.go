@@ -172,3 +172,38 @@ func TestLayerPasses(t *testing.T) {
 		t.Errorf("New with HeadDim 0 = %v, want ErrConfig", err)
 	}
 }
+
+// Linear attention is measured like softmax attention: its chunked form
+// holds no (n, n) tensor, its composed form does; its parameters are wq,
+// wk (D, H·d'), wv, wo (D, D); a window or mask is refused.
+func TestLinear(t *testing.T) {
+	const h, dk, n = 2, 4, 24
+	d := int64(h * dk)
+	c := Config{Seq: n, Batch: 1, Heads: h, HeadDim: dk, Causal: true, Linear: true, Repeats: 1,
+		LinearOptions: layers.LinearOptions{FeatureDim: 2}}
+	r := measure(t, c)
+	if r.SquareBytes != 0 {
+		t.Errorf("chunked: SquareBytes %d, want 0", r.SquareBytes)
+	}
+	if want := (2*d*h*2 + 2*d*d) * 4; r.ParamBytes != want {
+		t.Errorf("ParamBytes %d, want %d", r.ParamBytes, want)
+	}
+	if c.Features() != 1+2+4 {
+		t.Errorf("Features %d, want 7 (Taylor of d' = 2)", c.Features())
+	}
+	c.Impl = layers.AttentionComposed
+	if r := measure(t, c); r.SquareBytes == 0 {
+		t.Error("composed: no (n, n) tensor held")
+	}
+	if a, b := EstimateBytes(Config{Seq: 1024, Batch: 1, Heads: h, HeadDim: dk, Linear: true}), EstimateBytes(Config{Seq: 2048, Batch: 1, Heads: h, HeadDim: dk, Linear: true}); !(a > 0) || b != 2*a {
+		t.Errorf("EstimateBytes of chunked linear attention %v at n=1024, %v at 2048: want positive and linear in n", a, b)
+	}
+	for name, bad := range map[string]Config{
+		"window":      {Seq: 8, Batch: 1, Heads: h, HeadDim: dk, Linear: true, Window: 4, Repeats: 1},
+		"feature map": {Seq: 8, Batch: 1, Heads: h, HeadDim: dk, Linear: true, LinearOptions: layers.LinearOptions{FeatureMap: "cosine"}, Repeats: 1},
+	} {
+		if _, err := Measure(bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Measure = %v, want ErrConfig", name, err)
+		}
+	}
+}
