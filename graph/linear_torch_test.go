@@ -180,7 +180,7 @@ func runLinearRef(t *testing.T, py string, requests []map[string]any) []torchLin
 		t.Fatalf("%s %s: %v\n%s", py, linearScript, err, stderr.Bytes())
 	}
 	var resp struct {
-		Torch   string      `json:"torch"`
+		Torch   string        `json:"torch"`
 		Results []torchLinear `json:"results"`
 	}
 	if err := json.Unmarshal(out, &resp); err != nil {
