@@ -22,20 +22,10 @@ import (
 // heads that do not divide the last axis, a scale of another size or dtype.
 func HeadScale(x, scale *G.Node, heads int) (*G.Node, error) {
 	const what = "graph: head scale"
-	if err := checkNodes([]*G.Node{x, scale}, "input", "scale"); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+	if _, err := checkHeads(what, x, scale, "scale", "(..., heads*dk)", heads); err != nil {
+		return nil, err
 	}
 	s := x.Shape()
-	if s.Dims() < 2 {
-		return nil, shapeErrorf("%s: input shape %v, want (..., heads*dk)", what, s)
-	}
-	if err := CheckFloat(x.Dtype()); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	d := s[len(s)-1]
-	if heads <= 0 || d%heads != 0 {
-		return nil, shapeErrorf("%s: input %q has %d features, which %d heads do not divide", what, x.Name(), d, heads)
-	}
 	if !scale.Shape().Eq(tensor.Shape{heads}) || scale.Dtype() != x.Dtype() {
 		return nil, shapeErrorf("%s: scale %q is %v %v, want %v (%d), one factor per head", what, scale.Name(), scale.Dtype(), scale.Shape(), x.Dtype(), heads)
 	}

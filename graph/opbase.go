@@ -45,6 +45,28 @@ const (
 	paramGradP         // the first parameter's gradient from (x, p, dy); paramGradP+1 the second's
 )
 
+// checkHeads checks the input x (..., heads*dk) of an op on each head's dk
+// features and the op's parameter p, named pname: both nodes, x of rank 2
+// or more (shape, in the error, is the one wanted) and of a float dtype,
+// heads dividing its last axis. It returns dk; its errors begin with what.
+func checkHeads(what string, x, p *G.Node, pname, shape string, heads int) (int, error) {
+	if err := checkNodes([]*G.Node{x, p}, "input", pname); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	s := x.Shape()
+	if s.Dims() < 2 {
+		return 0, shapeErrorf("%s: input shape %v, want %s", what, s, shape)
+	}
+	if err := CheckFloat(x.Dtype()); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	d := s[len(s)-1]
+	if heads <= 0 || d%heads != 0 {
+		return 0, shapeErrorf("%s: input %q has %d features, which %d heads do not divide", what, x.Name(), d, heads)
+	}
+	return d / heads, nil
+}
+
 // paramOp is what the ops of an input x (..., D) and one or two parameters
 // of n values each share besides their kernels (LayerNorm's gain and bias,
 // RMSNorm's gain, HeadScale's scale): which value an op computes, its

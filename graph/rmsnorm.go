@@ -50,21 +50,11 @@ func HeadRMSNorm(x, gain *G.Node, heads int, eps float64) (*G.Node, error) {
 }
 
 func rmsNorm(what string, x, gain *G.Node, heads int, eps float64) (*G.Node, error) {
-	if err := checkNodes([]*G.Node{x, gain}, "input", "gain"); err != nil {
-		return nil, fmt.Errorf("graph: %s: %w", what, err)
+	w, err := checkHeads("graph: "+what, x, gain, "gain", "(..., D)", heads)
+	if err != nil {
+		return nil, err
 	}
 	s := x.Shape()
-	if s.Dims() < 2 {
-		return nil, shapeErrorf("graph: %s: input shape %v, want (..., D)", what, s)
-	}
-	if err := CheckFloat(x.Dtype()); err != nil {
-		return nil, fmt.Errorf("graph: %s: %w", what, err)
-	}
-	d := s[len(s)-1]
-	if heads <= 0 || d%heads != 0 {
-		return nil, shapeErrorf("graph: %s: input %q has %d features, which %d heads do not divide", what, x.Name(), d, heads)
-	}
-	w := d / heads
 	if !gain.Shape().Eq(tensor.Shape{w}) || gain.Dtype() != x.Dtype() {
 		return nil, shapeErrorf("graph: %s: gain %q is %v %v, want %v (%d) to match input %v with %d heads", what, gain.Name(), gain.Dtype(), gain.Shape(), x.Dtype(), w, s, heads)
 	}
