@@ -55,6 +55,22 @@ func trainedSort(o Options, arch config.Arch) (*sortRun, error) {
 	return &sortRun{run: run, m: m, task: task, test: test}, nil
 }
 
+// sortScore is how far the sort model learned its task.
+type sortScore struct {
+	Exact float64 // held-out exact match
+	Steps int     // steps trained
+}
+
+func (s *sortRun) score() sortScore {
+	return sortScore{Exact: s.run.Summary.ExactMatch, Steps: s.run.Summary.Steps}
+}
+
+// record puts the score into measured.
+func (s sortScore) record(measured map[string]float64) {
+	measured["trained_exact_match"] = s.Exact
+	measured["trained_steps"] = float64(s.Steps)
+}
+
 // Close closes the model and removes the run.
 func (s *sortRun) Close() error {
 	s.m.Close()
@@ -125,8 +141,7 @@ type causalTrained struct {
 	// for j = S/2, the figure's.
 	AtMiddle []float64
 	J, S     int
-	Exact    float64
-	Steps    int
+	sortScore
 }
 
 // trainedCausal trains the default sort decoder and measures causalTrained.
@@ -137,7 +152,7 @@ func trainedCausal(o Options) (causalTrained, error) {
 		return c, err
 	}
 	defer sr.Close()
-	c.Exact, c.Steps = sr.run.Summary.ExactMatch, sr.run.Summary.Steps
+	c.sortScore = sr.score()
 	test, rows := sr.test, len(sr.test)
 	v := sr.task.Vocab()
 	s, vocab := sr.m.S, sr.m.Logits.Shape()[2]
@@ -193,8 +208,7 @@ type paddingTrained struct {
 	// lengths 1 to N-1.
 	Masked, Unmasked []float64
 	N                int // the prompts' length
-	Exact            float64
-	Steps            int
+	sortScore
 }
 
 // trainedPadding trains the default sort encoder–decoder and measures
@@ -206,7 +220,7 @@ func trainedPadding(o Options) (paddingTrained, error) {
 		return p, err
 	}
 	defer sr.Close()
-	p.Exact, p.Steps = sr.run.Summary.ExactMatch, sr.run.Summary.Steps
+	p.sortScore = sr.score()
 	test, rows := sr.test, len(sr.test)
 	v := sr.task.Vocab()
 	ss, st, vocab := sr.m.SourceLen, sr.m.S, sr.m.Logits.Shape()[2]
