@@ -887,31 +887,12 @@ def cmd_logits(a):
             raise ValueError(f"{a.input}: a decoder-only checkpoint needs \"ids\" (and optionally \"lengths\")")
         ids, lengths = inp["ids"], inp.get("lengths")
     else:
-        ids = parse_rows(a.ids, "ids")
-        lengths = None
-        if a.lengths:
-            lengths = [int(x) for x in a.lengths.replace(",", " ").replace("[", " ").replace("]", " ").split()]
-    if len({len(r) for r in ids}) != 1:
-        raise ValueError("every row of ids must have the same length")
-    s = len(ids[0])
-    if lengths is None:
-        lengths = [s] * len(ids)
-    if len(lengths) != len(ids) or any(not 0 <= n <= s for n in lengths):
-        raise ValueError(f"lengths {lengths}: want one per row, each in [0, {s}]")
-    v = cfg["model"]["vocab"]
-    if any(not 0 <= t < v for r in ids for t in r):
-        raise ValueError(f"ids must be in [0, {v})")
+        ids, lengths = parse_rows(a.ids, "ids"), parse_lengths(a.lengths or None)
+    lengths = check_rows(ids, lengths, cfg["model"]["vocab"], "input")
     model.eval()
     with torch.no_grad():
         logits = model(torch.tensor(ids, dtype=torch.int64), torch.tensor(lengths, dtype=torch.int64))
-    out = {
-        "shape": list(logits.shape),
-        "dtype": str(dt).replace("torch.", ""),
-        "torch": torch.__version__,
-        "logits": logits.double().tolist(),
-    }
-    json.dump(out, sys.stdout, allow_nan=False)
-    sys.stdout.write("\n")
+    print_logits(logits, dt)
 
 
 def bench_batch(cfg, gen):
