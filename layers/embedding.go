@@ -76,9 +76,4 @@ func (e *Embedding) Forward(ids *graph.IDs) (*G.Node, error) {
 }
 
 // Params returns the table; nothing for a nil Embedding.
-func (e *Embedding) Params() []graph.Param {
-	if e == nil {
-		return nil
-	}
-	return learned(e.table)
-}
+func (e *Embedding) Params() []graph.Param { return learned(orZero(e).table) }

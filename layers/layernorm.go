@@ -101,8 +101,6 @@ func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
 // Params returns gain and bias (gain alone with NoBias); nothing for a nil
 // LayerNorm.
 func (l *LayerNorm) Params() []graph.Param {
-	if l == nil {
-		return nil
-	}
-	return learned(l.gain, l.bias)
+	n := orZero(l)
+	return learned(n.gain, n.bias)
 }

@@ -126,8 +126,6 @@ func (l *Linear) Forward(x *G.Node) (*G.Node, error) {
 
 // Params returns W and, with bias, b; nothing for a nil Linear.
 func (l *Linear) Params() []graph.Param {
-	if l == nil {
-		return nil
-	}
-	return learned(l.w, l.b)
+	lin := orZero(l)
+	return learned(lin.w, lin.b)
 }

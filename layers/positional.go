@@ -159,9 +159,4 @@ func (p *Positions) At(pos *graph.IDs) (*G.Node, error) {
 }
 
 // Params returns the learned table, or nothing for fixed encodings.
-func (p *Positions) Params() []graph.Param {
-	if p == nil {
-		return nil
-	}
-	return learned(p.param)
-}
+func (p *Positions) Params() []graph.Param { return learned(orZero(p).param) }
