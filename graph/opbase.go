@@ -18,6 +18,16 @@ func (pureOp) ReturnsPtr() bool     { return false }
 func (pureOp) CallsExtern() bool    { return false }
 func (pureOp) OverwritesInput() int { return -1 }
 
+// orZero returns x, or a zero T for a nil x: getters read through it, so
+// that each is safe on a nil receiver and returns its field's zero value
+// there.
+func orZero[T any](x *T) *T {
+	if x == nil {
+		return new(T)
+	}
+	return x
+}
+
 // diffAll is the DiffWRT of an op differentiable in each of its inputs
 // (d true, the forward op) or in none (its gradient ops, not
 // differentiated again).
