@@ -46,6 +46,7 @@ func activation(x *G.Node, kind int) (*G.Node, error) {
 
 // activationOp computes f(x), or with grad, dx = dy f'(x) from (x, dy).
 type activationOp struct {
+	pureOp
 	kind  int
 	shape tensor.Shape
 	grad  bool
@@ -132,31 +133,16 @@ func (j *activationJob[T]) Item(_, c int) {
 	}
 }
 
-func (op activationOp) ReturnsPtr() bool     { return false }
-func (op activationOp) CallsExtern() bool    { return false }
-func (op activationOp) OverwritesInput() int { return -1 }
-
 func (op activationOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.activation %d %v %t", op.kind, op.shape, op.grad)
 }
 func (op activationOp) Hashcode() uint32 { return hashOf(op) }
 
-func (op activationOp) String() string {
-	if op.grad {
-		return "qkv." + actNames[op.kind] + "Grad"
-	}
-	return "qkv." + actNames[op.kind]
-}
+func (op activationOp) String() string { return gradName("qkv."+actNames[op.kind], op.grad) }
 
 // DiffWRT: f(x) is differentiable in x; the gradient op is not
 // differentiated again.
-func (op activationOp) DiffWRT(inputs int) []bool {
-	d := make([]bool, inputs)
-	for i := range d {
-		d[i] = !op.grad
-	}
-	return d
-}
+func (op activationOp) DiffWRT(inputs int) []bool { return diffAll(inputs, !op.grad) }
 
 // SymDiff returns dx = dy f'(x) as an activationOp over (x, dy).
 func (op activationOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {

@@ -34,6 +34,7 @@ func Add(a, b *G.Node) (*G.Node, error) {
 
 // addOp computes a + b.
 type addOp struct {
+	pureOp
 	shape tensor.Shape
 	buf   *output
 }
@@ -61,10 +62,6 @@ func add[T float32 | float64](y, a, b []T) {
 		y[i] = a[i] + b[i]
 	}
 }
-
-func (op addOp) ReturnsPtr() bool     { return false }
-func (op addOp) CallsExtern() bool    { return false }
-func (op addOp) OverwritesInput() int { return -1 }
 
 func (op addOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "qkv.add %v", op.shape) }
 func (op addOp) Hashcode() uint32      { return hashOf(op) }
@@ -106,6 +103,7 @@ func WriteSlot(cache, slot, row *G.Node) (*G.Node, error) {
 
 // slotOp computes WriteSlot.
 type slotOp struct {
+	pureOp
 	shape tensor.Shape // the cache's (B, L, D)
 	buf   *output
 }
@@ -120,9 +118,6 @@ func (op slotOp) Do(vals ...G.Value) (G.Value, error) {
 }
 func (op slotOp) run64(in [][]float64, out []float64) { writeSlot(op, in, out) }
 func (op slotOp) run32(in [][]float32, out []float32) { writeSlot(op, in, out) }
-func (op slotOp) ReturnsPtr() bool                    { return false }
-func (op slotOp) CallsExtern() bool                   { return false }
-func (op slotOp) OverwritesInput() int                { return -1 }
 func (op slotOp) WriteHash(h hash.Hash)               { fmt.Fprintf(h, "qkv.writeSlot %v", op.shape) }
 func (op slotOp) Hashcode() uint32                    { return hashOf(op) }
 func (op slotOp) String() string                      { return "qkv.writeSlot" }

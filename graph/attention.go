@@ -154,6 +154,7 @@ const (
 // attentionOp is one step of Attention or of its gradient; which one is out.
 // mod, for the steps that call modifiers, is nil without them.
 type attentionOp struct {
+	pureOp
 	dims attnDims
 	out  int
 	mod  *modRun
@@ -578,10 +579,6 @@ func scoresGrad[T float32 | float64](p, dp, ds []T, scale T, n int) []T {
 	}
 	return ds
 }
-
-func (op attentionOp) ReturnsPtr() bool     { return false }
-func (op attentionOp) CallsExtern() bool    { return false }
-func (op attentionOp) OverwritesInput() int { return -1 }
 
 func (op attentionOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.attention %+v %d", op.dims, op.out)

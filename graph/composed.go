@@ -307,6 +307,7 @@ func (c *composer) modScores(s *G.Node, r *modRun, b, h int) *G.Node {
 // scoreModsOp is modScores' op: the modified scores, or (deriv) their
 // derivatives with respect to the scores.
 type scoreModsOp struct {
+	pureOp
 	run   *modRun
 	b, h  int
 	shape tensor.Shape // (B*H, Sq, Sk)
@@ -350,9 +351,6 @@ func runScoreMods[T float32 | float64](op scoreModsOp, s, out []T) {
 	})
 }
 
-func (op scoreModsOp) ReturnsPtr() bool     { return false }
-func (op scoreModsOp) CallsExtern() bool    { return false }
-func (op scoreModsOp) OverwritesInput() int { return -1 }
 func (op scoreModsOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.scoremods %v %d %d %v %s", op.shape, op.b, op.h, op.deriv, op.run.key)
 }

@@ -28,6 +28,7 @@ import (
 // weight 0 (a prompt token, padding) costs nothing, and sums run in float64.
 // loss_test.go keeps the composed form and tests this one equal to it.
 type crossEntropyOp struct {
+	pureOp
 	shape   tensor.Shape // of the logits: (N, C) or (B, S, C)
 	classes int
 	grad    bool
@@ -215,21 +216,12 @@ func scalarOf(v G.Value) (float64, error) {
 	return 0, fmt.Errorf("want a float scalar, got %T %v", v, v.Shape())
 }
 
-func (op crossEntropyOp) ReturnsPtr() bool     { return false }
-func (op crossEntropyOp) CallsExtern() bool    { return false }
-func (op crossEntropyOp) OverwritesInput() int { return -1 }
-
 func (op crossEntropyOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.crossEntropy %v %d %t", op.shape, op.classes, op.grad)
 }
 func (op crossEntropyOp) Hashcode() uint32 { return hashOf(op) }
 
-func (op crossEntropyOp) String() string {
-	if op.grad {
-		return "qkv.crossEntropyGrad"
-	}
-	return "qkv.crossEntropy"
-}
+func (op crossEntropyOp) String() string { return gradName("qkv.crossEntropy", op.grad) }
 
 // DiffWRT: the loss is differentiable in the logits, not in the targets;
 // the gradient op is not differentiated again.

@@ -68,12 +68,7 @@ func (d *Dropout) Apply(x *G.Node) (*G.Node, error) {
 // Keep returns the keep-mask node (0 or 1/(1-P)), for ops that apply it
 // themselves, such as Attention; nil for a nil Dropout, which Attention
 // takes as no dropout.
-func (d *Dropout) Keep() *G.Node {
-	if d == nil {
-		return nil
-	}
-	return d.keep
-}
+func (d *Dropout) Keep() *G.Node { return orZero(d).keep }
 
 // check returns an error unless d was made by NewDropout.
 func (d *Dropout) check() error {

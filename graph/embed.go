@@ -49,6 +49,7 @@ func Embed(table *G.Node, ids *IDs) (*G.Node, error) {
 // embedOp gathers rows of a (vocab, dim) table by (B*S) ids into (B, S,
 // dim), or with grad scatters a (B, S, dim) gradient back into (vocab, dim).
 type embedOp struct {
+	pureOp
 	vocab, dim, b, s int
 	grad             bool
 	buf              *output
@@ -120,21 +121,12 @@ func gather[T float32 | float64](op embedOp, x []T, ids []int, out []T) {
 	}
 }
 
-func (op embedOp) ReturnsPtr() bool     { return false }
-func (op embedOp) CallsExtern() bool    { return false }
-func (op embedOp) OverwritesInput() int { return -1 }
-
 func (op embedOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.embed %d %d %d %d %t", op.vocab, op.dim, op.b, op.s, op.grad)
 }
 func (op embedOp) Hashcode() uint32 { return hashOf(op) }
 
-func (op embedOp) String() string {
-	if op.grad {
-		return "qkv.embedGrad"
-	}
-	return "qkv.embed"
-}
+func (op embedOp) String() string { return gradName("qkv.embed", op.grad) }
 
 // DiffWRT: the rows are differentiable in the table, not in the ids; the
 // gradient op is not differentiated again.
@@ -181,6 +173,7 @@ func AddPositions(x, table *G.Node) (*G.Node, error) {
 // positionsOp computes x + table[:S] from (x, table), or with grad the
 // table's gradient from the output's gradient.
 type positionsOp struct {
+	pureOp
 	b, s, d, l int
 	grad       bool
 	buf        *output
@@ -230,31 +223,16 @@ func addPositions[T float32 | float64](op positionsOp, in [][]T, out []T) {
 	}
 }
 
-func (op positionsOp) ReturnsPtr() bool     { return false }
-func (op positionsOp) CallsExtern() bool    { return false }
-func (op positionsOp) OverwritesInput() int { return -1 }
-
 func (op positionsOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.positions %d %d %d %d %t", op.b, op.s, op.d, op.l, op.grad)
 }
 func (op positionsOp) Hashcode() uint32 { return hashOf(op) }
 
-func (op positionsOp) String() string {
-	if op.grad {
-		return "qkv.addPositionsGrad"
-	}
-	return "qkv.addPositions"
-}
+func (op positionsOp) String() string { return gradName("qkv.addPositions", op.grad) }
 
 // DiffWRT: differentiable in both x and the table; the gradient op is not
 // differentiated again.
-func (op positionsOp) DiffWRT(inputs int) []bool {
-	d := make([]bool, inputs)
-	for i := range d {
-		d[i] = !op.grad
-	}
-	return d
-}
+func (op positionsOp) DiffWRT(inputs int) []bool { return diffAll(inputs, !op.grad) }
 
 // SymDiff returns the output's gradient for x and its sum over the batch
 // for the table.

@@ -66,12 +66,7 @@ func (t *IDs) Set(ids []int) error {
 // Values returns the ids bound by the last Set, (B, S) row-major: the
 // slice Set copies into, shared and not to be written. Spec's
 // QueryPos may alias it, so that modifiers read each run's positions.
-func (t *IDs) Values() []int {
-	if t == nil {
-		return nil
-	}
-	return t.backing
-}
+func (t *IDs) Values() []int { return orZero(t).backing }
 
 // Check returns an error unless t was made by NewIDs: a nil or zero-value IDs
 // has no node to bind and no buffer to copy into. Set and Embed call it; so do

@@ -5,7 +5,6 @@ import (
 	"hash"
 	"math"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -50,68 +49,31 @@ func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
 	if !(eps > 0) || math.IsInf(eps, 1) {
 		return nil, fmt.Errorf("graph: layernorm: eps must be positive and finite, got %v", eps)
 	}
-	op := layerNormOp{shape: s.Clone(), eps: eps, out: lnOutput, noBias: bias == nil}
+	op := layerNormOp{paramOp: paramOp{shape: s.Clone(), n: d, params: len(params), out: lnOutput}, eps: eps}
 	return apply(op, append([]*G.Node{x}, params...)...)
 }
 
-// What a layerNormOp computes: the output from (x, gain, bias), or a
-// gradient from (x, gain, dy).
+// What a layerNormOp computes (its paramOp's out): the output from (x,
+// gain, bias), or a gradient from (x, gain, dy).
 const (
-	lnOutput = iota
-	lnGradX
-	lnGradGain
-	lnGradBias
+	lnOutput   = paramOutput
+	lnGradX    = paramGradX
+	lnGradGain = paramGradP
+	lnGradBias = paramGradP + 1
 )
 
+// layerNormOp's paramOp has the gain and the bias, of n = D values, as its
+// parameters, or the gain alone (params 1) for a LayerNorm without a bias;
+// the gradient ops take (x, gain, dy) either way, and without a bias there
+// is no bias gradient.
 type layerNormOp struct {
-	shape tensor.Shape // of x
-	eps   float64
-	out   int
-	// noBias: the output has no bias input (x, gain); the gradient ops
-	// take (x, gain, dy) either way, and there is no bias gradient.
-	noBias bool
-	buf    *output
+	paramOp
+	eps float64
 }
 
 func (op layerNormOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
-func (op layerNormOp) Arity() int {
-	if op.out == lnOutput && op.noBias {
-		return 2
-	}
-	return 3
-}
-
-func (op layerNormOp) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	x := &G.TensorType{Dims: op.shape.Dims(), Of: a}
-	v := &G.TensorType{Dims: 1, Of: a}
-	switch op.out {
-	case lnOutput:
-		if op.noBias {
-			return hm.NewFnType(x, v, x)
-		}
-		return hm.NewFnType(x, v, v, x)
-	case lnGradX:
-		return hm.NewFnType(x, v, x, x)
-	}
-	return hm.NewFnType(x, v, x, v)
-}
-
-func (op layerNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
-	if op.out == lnGradGain || op.out == lnGradBias {
-		return tensor.Shape{op.shape[len(op.shape)-1]}, nil
-	}
-	return op.shape.Clone(), nil
-}
-
-func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) {
-	shape := op.shape // not InferShape's copy: runKernel copies it if it keeps it
-	if op.out == lnGradGain || op.out == lnGradBias {
-		shape = op.shape[len(op.shape)-1:]
-	}
-	return runKernel(op, vals, op.Arity(), shape, op.buf, false)
-}
+func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) { return runParam(op, op.paramOp, vals) }
 
 func (op layerNormOp) run64(in [][]float64, out []float64) { runLayerNorm(op, in, out) }
 func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in, out) }
@@ -134,17 +96,35 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 		j.third = in[2]
 	}
 	d := len(j.gain)
-	rows := len(j.x) / d
-	j.per = max(1, layerNormBlock/d)
-	blocks := (rows + j.per - 1) / j.per
-	if op.out == lnGradGain || op.out == lnGradBias {
-		j.sums = sized(j.sums, blocks*d)
+	j.run(j, len(j.x), d, 2*d, op.out == lnGradGain || op.out == lnGradBias, out)
+}
+
+// rowBlocks is the part of a row-by-row job (LayerNorm's, RMSNorm's) that
+// splits the rows into blocks: item blk is the block of rows [blk per,
+// (blk+1) per).
+type rowBlocks[T float32 | float64] struct {
+	per     int
+	sums    []float64 // each block's sums over its rows, for a parameter's gradient
+	scratch [][]T     // each worker's scratch
+}
+
+// run has job, whose rowBlocks b is, work on n values in rows of d, in
+// blocks of about layerNormBlock values over the cores, each worker with
+// scratch values of its own. With sum, the op computes a parameter's
+// gradient: each block sums its rows into b.sums, which run then adds
+// into out in block order, so that the result does not depend on how many
+// goroutines ran.
+func (b *rowBlocks[T]) run(job par.Job, n, d, scratch int, sum bool, out []T) {
+	b.per = max(1, layerNormBlock/d)
+	blocks := (n/d + b.per - 1) / b.per
+	if sum {
+		b.sums = sized(b.sums, blocks*d)
 	}
-	workers := par.WorkersFor(len(j.x))
-	j.scratch = perWorker(j.scratch, workers, 2*d)
-	par.Run(blocks, workers, j)
-	if op.out == lnGradGain || op.out == lnGradBias {
-		sumBlocks(j.sums, out)
+	workers := par.WorkersFor(n)
+	b.scratch = perWorker(b.scratch, workers, scratch)
+	par.Run(blocks, workers, job)
+	if sum {
+		sumBlocks(b.sums, out)
 	}
 }
 
@@ -162,14 +142,12 @@ func sumBlocks[T float32 | float64](sums []float64, out []T) {
 	}
 }
 
-// layerNormJob is runLayerNorm's work: item blk is the block of rows
-// [blk per, (blk+1) per).
+// layerNormJob is runLayerNorm's work, on blocks of rows; its scratch is
+// each worker's xhat and g, d values each, its sums for dgain or dbias.
 type layerNormJob[T float32 | float64] struct {
+	rowBlocks[T]
 	op                  layerNormOp
 	x, gain, third, out []T // third: the bias (nil without one), or dy for gradients
-	per                 int
-	sums                []float64 // each block's sum over its rows, for dgain and dbias
-	scratch             [][]T     // each worker's xhat and g, d values each
 }
 
 func (j *layerNormJob[T]) Item(w, blk int) {
@@ -213,12 +191,8 @@ func normalise[T float32 | float64](x, xhat []T, eps float64) T {
 	return rstd
 }
 
-func (op layerNormOp) ReturnsPtr() bool     { return false }
-func (op layerNormOp) CallsExtern() bool    { return false }
-func (op layerNormOp) OverwritesInput() int { return -1 }
-
 func (op layerNormOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "qkv.layernorm %v %v %d %t", op.shape, op.eps, op.out, op.noBias)
+	fmt.Fprintf(h, "qkv.layernorm %v %v %d %t", op.shape, op.eps, op.out, op.params == 1)
 }
 func (op layerNormOp) Hashcode() uint32 { return hashOf(op) }
 
@@ -226,25 +200,8 @@ func (op layerNormOp) String() string {
 	return [...]string{"qkv.LayerNorm", "qkv.LayerNormGradX", "qkv.LayerNormGradGain", "qkv.LayerNormGradBias"}[op.out]
 }
 
-// DiffWRT: the output is differentiable in x, gain and bias; gradient ops are
-// not differentiated again.
-func (op layerNormOp) DiffWRT(inputs int) []bool {
-	return []bool{op.out == lnOutput, op.out == lnOutput, op.out == lnOutput}[:inputs]
-}
-
 // SymDiff returns dx, dgain and, with a bias, dbias as layerNormOps over
 // (x, gain, dy).
-func (op layerNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	if op.out != lnOutput {
-		return nil, fmt.Errorf("graph: %v is not differentiable", op)
-	}
-	grads := make(G.Nodes, len(inputs))
-	for i, which := range []int{lnGradX, lnGradGain, lnGradBias}[:len(inputs)] {
-		g, err := apply(layerNormOp{shape: op.shape, eps: op.eps, out: which, noBias: op.noBias}, inputs[0], inputs[1], grad)
-		if err != nil {
-			return nil, err
-		}
-		grads[i] = g
-	}
-	return grads, nil
+func (op layerNormOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
+	return op.symDiff(op, func(out int) kernelOp { g := op; g.out = out; return g }, inputs, grad)
 }

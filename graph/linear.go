@@ -82,6 +82,7 @@ const (
 )
 
 type linearOp struct {
+	pureOp
 	x       tensor.Shape // shape of x, (..., In)
 	in, out int
 	bias    bool
@@ -228,10 +229,6 @@ func gemm[T float32 | float64](ta, tb blas.Transpose, m, n, k int, a, b []T, bet
 	}
 }
 
-func (op linearOp) ReturnsPtr() bool     { return false }
-func (op linearOp) CallsExtern() bool    { return false }
-func (op linearOp) OverwritesInput() int { return -1 }
-
 func (op linearOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.linear %v %d %d %t %t %d", op.x, op.in, op.out, op.bias, op.trans, op.step)
 }
@@ -243,13 +240,7 @@ func (op linearOp) String() string {
 
 // DiffWRT: the output is differentiable in x, W and b; gradient ops are not
 // differentiated again.
-func (op linearOp) DiffWRT(inputs int) []bool {
-	d := make([]bool, inputs)
-	for i := range d {
-		d[i] = op.step == linOutput
-	}
-	return d
-}
+func (op linearOp) DiffWRT(inputs int) []bool { return diffAll(inputs, op.step == linOutput) }
 
 // SymDiff returns dx, dW and, with a bias, db.
 func (op linearOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {

@@ -173,12 +173,7 @@ type MaskNode struct {
 // is 0. The slice is rewritten in place by Set, so that an op holding it
 // (linear attention's LinearSpec.KeyLengths, which cannot read a (Sq, Sk)
 // mask in linear time) reads each run's lengths; nil for a nil n.
-func (n *MaskNode) KeyLengths() []int {
-	if n == nil {
-		return nil
-	}
-	return n.lengths
-}
+func (n *MaskNode) KeyLengths() []int { return orZero(n).lengths }
 
 // Check returns an error unless n is a usable mask: a nil *MaskNode means "no
 // mask" and passes, but a MaskNode with a nil or zero-value Bias, sizes that
@@ -312,9 +307,4 @@ func CombineMasks(a, b *MaskNode) (*MaskNode, error) {
 
 // bias returns the mask's Bias node, nil for no mask: an optional input of
 // the attention ops.
-func (n *MaskNode) bias() *G.Node {
-	if n == nil {
-		return nil
-	}
-	return n.Bias
-}
+func (n *MaskNode) bias() *G.Node { return orZero(n).Bias }

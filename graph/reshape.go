@@ -3,7 +3,6 @@ package graph
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -37,7 +36,10 @@ func Reshape(x *G.Node, to tensor.Shape) (*G.Node, error) {
 
 // reshapeCopy is the op behind Reshape: a copy with a new shape, whose
 // gradient is the incoming gradient copied back to the old shape.
-type reshapeCopy struct{ from, to tensor.Shape }
+type reshapeCopy struct {
+	pureOp
+	from, to tensor.Shape
+}
 
 func (op reshapeCopy) Arity() int { return 1 }
 
@@ -66,17 +68,9 @@ func (op reshapeCopy) Do(vals ...G.Value) (G.Value, error) {
 	return out, nil
 }
 
-func (op reshapeCopy) ReturnsPtr() bool     { return false }
-func (op reshapeCopy) CallsExtern() bool    { return false }
-func (op reshapeCopy) OverwritesInput() int { return -1 }
-
 func (op reshapeCopy) WriteHash(h hash.Hash) { fmt.Fprintf(h, "qkv.reshape %v -> %v", op.from, op.to) }
 
-func (op reshapeCopy) Hashcode() uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
-}
+func (op reshapeCopy) Hashcode() uint32 { return hashOf(op) }
 
 func (op reshapeCopy) String() string { return fmt.Sprintf("qkv.Reshape%v", op.to) }
 

@@ -5,11 +5,9 @@ import (
 	"hash"
 	"math"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/qkv-dev/qkv/internal/gemm/par"
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
@@ -52,21 +50,11 @@ func HeadRMSNorm(x, gain *G.Node, heads int, eps float64) (*G.Node, error) {
 }
 
 func rmsNorm(what string, x, gain *G.Node, heads int, eps float64) (*G.Node, error) {
-	if err := checkNodes([]*G.Node{x, gain}, "input", "gain"); err != nil {
-		return nil, fmt.Errorf("graph: %s: %w", what, err)
+	w, err := checkHeads("graph: "+what, x, gain, "gain", "(..., D)", heads)
+	if err != nil {
+		return nil, err
 	}
 	s := x.Shape()
-	if s.Dims() < 2 {
-		return nil, shapeErrorf("graph: %s: input shape %v, want (..., D)", what, s)
-	}
-	if err := CheckFloat(x.Dtype()); err != nil {
-		return nil, fmt.Errorf("graph: %s: %w", what, err)
-	}
-	d := s[len(s)-1]
-	if heads <= 0 || d%heads != 0 {
-		return nil, shapeErrorf("graph: %s: input %q has %d features, which %d heads do not divide", what, x.Name(), d, heads)
-	}
-	w := d / heads
 	if !gain.Shape().Eq(tensor.Shape{w}) || gain.Dtype() != x.Dtype() {
 		return nil, shapeErrorf("graph: %s: gain %q is %v %v, want %v (%d) to match input %v with %d heads", what, gain.Name(), gain.Dtype(), gain.Shape(), x.Dtype(), w, s, heads)
 	}
@@ -76,70 +64,27 @@ func rmsNorm(what string, x, gain *G.Node, heads int, eps float64) (*G.Node, err
 	if !(eps > 0) || math.IsInf(eps, 1) {
 		return nil, fmt.Errorf("graph: %s: eps must be positive and finite (0 for the default %g), got %v", what, DefaultRMSNormEps, eps)
 	}
-	return apply(rmsNormOp{shape: s.Clone(), width: w, eps: eps, out: rmsOutput}, x, gain)
+	return apply(rmsNormOp{paramOp: paramOp{shape: s.Clone(), n: w, params: 1, out: rmsOutput}, eps: eps}, x, gain)
 }
 
-// What an rmsNormOp computes: the output from (x, gain), or a gradient from
-// (x, gain, dy).
+// What an rmsNormOp computes (its paramOp's out): the output from (x,
+// gain), or a gradient from (x, gain, dy).
 const (
-	rmsOutput = iota
-	rmsGradX
-	rmsGradGain
+	rmsOutput   = paramOutput
+	rmsGradX    = paramGradX
+	rmsGradGain = paramGradP
 )
 
+// rmsNormOp's paramOp has one parameter, the gain, of n values: the width
+// of a normalised row, the last axis or dk.
 type rmsNormOp struct {
-	shape tensor.Shape // of x
-	width int          // of a normalised row: the last axis, or dk
-	eps   float64
-	out   int
-	buf   *output
+	paramOp
+	eps float64
 }
 
 func (op rmsNormOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
-func (op rmsNormOp) Arity() int {
-	if op.out == rmsOutput {
-		return 2
-	}
-	return 3
-}
-
-func (op rmsNormOp) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	x := &G.TensorType{Dims: op.shape.Dims(), Of: a}
-	v := &G.TensorType{Dims: 1, Of: a}
-	switch op.out {
-	case rmsOutput:
-		return hm.NewFnType(x, v, x)
-	case rmsGradX:
-		return hm.NewFnType(x, v, x, x)
-	}
-	return hm.NewFnType(x, v, x, v)
-}
-
-func (op rmsNormOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
-	if op.out == rmsGradGain {
-		return tensor.Shape{op.width}, nil
-	}
-	return op.shape.Clone(), nil
-}
-
-func (op rmsNormOp) Do(vals ...G.Value) (G.Value, error) {
-	shape := op.shape // not InferShape's copy: runKernel copies it if it keeps it
-	var width [1]int
-	if op.out == rmsGradGain {
-		width[0] = op.width
-		shape = width[:]
-	}
-	// Sizes the kernel relies on: gorgonia checks ranks, not sizes.
-	sizes := [3]int{op.shape.TotalSize(), op.width, op.shape.TotalSize()}
-	for i, want := range sizes[:min(len(vals), 3)] {
-		if d, ok := vals[i].(*tensor.Dense); ok && d != nil && d.Shape().TotalSize() != want {
-			return nil, fmt.Errorf("graph: %v: input %d has shape %v, want %d elements", op, i, d.Shape(), want)
-		}
-	}
-	return runKernel(op, vals, op.Arity(), shape, op.buf, false)
-}
+func (op rmsNormOp) Do(vals ...G.Value) (G.Value, error) { return runParam(op, op.paramOp, vals) }
 
 func (op rmsNormOp) run64(in [][]float64, out []float64) { runRMSNorm(op, in, out) }
 func (op rmsNormOp) run32(in [][]float32, out []float32) { runRMSNorm(op, in, out) }
@@ -160,27 +105,15 @@ func runRMSNorm[T float32 | float64](op rmsNormOp, in [][]T, out []T) {
 		j.dy = in[2]
 	}
 	d := len(j.gain)
-	j.per = max(1, layerNormBlock/d)
-	blocks := (len(j.x)/d + j.per - 1) / j.per
-	if op.out == rmsGradGain {
-		j.sums = sized(j.sums, blocks*d)
-	}
-	workers := par.WorkersFor(len(j.x))
-	j.scratch = perWorker(j.scratch, workers, d)
-	par.Run(blocks, workers, j)
-	if op.out == rmsGradGain {
-		sumBlocks(j.sums, out)
-	}
+	j.run(j, len(j.x), d, d, op.out == rmsGradGain, out)
 }
 
-// rmsNormJob is runRMSNorm's work: item blk is the block of rows
-// [blk per, (blk+1) per).
+// rmsNormJob is runRMSNorm's work, on blocks of rows; its scratch is each
+// worker's g, d values, its sums for dgain.
 type rmsNormJob[T float32 | float64] struct {
+	rowBlocks[T]
 	op               rmsNormOp
 	x, gain, dy, out []T // dy is nil forward
-	per              int
-	sums             []float64 // each block's sum over its rows, for dgain
-	scratch          [][]T     // each worker's g, d values
 }
 
 func (j *rmsNormJob[T]) Item(w, blk int) {
@@ -207,12 +140,8 @@ func (j *rmsNormJob[T]) Item(w, blk int) {
 	}
 }
 
-func (op rmsNormOp) ReturnsPtr() bool     { return false }
-func (op rmsNormOp) CallsExtern() bool    { return false }
-func (op rmsNormOp) OverwritesInput() int { return -1 }
-
 func (op rmsNormOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "qkv.rmsnorm %v %d %v %d", op.shape, op.width, op.eps, op.out)
+	fmt.Fprintf(h, "qkv.rmsnorm %v %d %v %d", op.shape, op.n, op.eps, op.out)
 }
 func (op rmsNormOp) Hashcode() uint32 { return hashOf(op) }
 
@@ -220,28 +149,7 @@ func (op rmsNormOp) String() string {
 	return [...]string{"qkv.RMSNorm", "qkv.RMSNormGradX", "qkv.RMSNormGradGain"}[op.out]
 }
 
-// DiffWRT: the output is differentiable in x and gain; gradient ops are not
-// differentiated again.
-func (op rmsNormOp) DiffWRT(inputs int) []bool {
-	d := op.out == rmsOutput
-	return []bool{d, d, d}[:inputs]
-}
-
 // SymDiff returns dx and dgain as rmsNormOps over (x, gain, dy).
-func (op rmsNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	if op.out != rmsOutput {
-		return nil, fmt.Errorf("graph: %v is not differentiable", op)
-	}
-	if len(inputs) != 2 {
-		return nil, fmt.Errorf("graph: %v: want 2 inputs, got %d", op, len(inputs))
-	}
-	grads := make(G.Nodes, 2)
-	for i, which := range []int{rmsGradX, rmsGradGain} {
-		g, err := apply(rmsNormOp{shape: op.shape, width: op.width, eps: op.eps, out: which}, inputs[0], inputs[1], grad)
-		if err != nil {
-			return nil, err
-		}
-		grads[i] = g
-	}
-	return grads, nil
+func (op rmsNormOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
+	return op.symDiff(op, func(out int) kernelOp { g := op; g.out = out; return g }, inputs, grad)
 }

@@ -349,7 +349,7 @@ func BenchmarkRMSNorm(b *testing.B) {
 			w := d / heads
 			gain := NewDense(dt, tensor.Shape{w}, uniform(rng, w, 0.5, 2))
 			for _, out := range []int{rmsOutput, rmsGradX, rmsGradGain} {
-				op := rmsNormOp{shape: tensor.Shape{bs, s, d}, width: w, eps: DefaultRMSNormEps, out: out}.withOutput(new(output))
+				op := rmsNormOp{paramOp: paramOp{shape: tensor.Shape{bs, s, d}, n: w, params: 1, out: out}, eps: DefaultRMSNormEps}.withOutput(new(output))
 				vals := []G.Value{x, gain, dy}[:op.Arity()]
 				b.Run(fmt.Sprintf("%v/H%d/%v", dt, heads, op), func(b *testing.B) {
 					b.SetBytes(int64(bs * s * d * dt.Size())) // MB/s: of x

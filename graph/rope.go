@@ -146,6 +146,7 @@ func SequencePositions(starts []int, s int) ([]int, error) {
 }
 
 type ropeOp struct {
+	pureOp
 	shape       tensor.Shape // of x, (B, S, D)
 	heads       int
 	rot         int // features rotated per head, even, <= dk
@@ -320,10 +321,6 @@ func (j *ropeJob[T]) Item(_, blk int) {
 		}
 	}
 }
-
-func (op ropeOp) ReturnsPtr() bool     { return false }
-func (op ropeOp) CallsExtern() bool    { return false }
-func (op ropeOp) OverwritesInput() int { return -1 }
 
 func (op ropeOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.rope %v %d %d %v %t %t", op.shape, op.heads, op.rot, op.base, op.interleaved, op.inverse)

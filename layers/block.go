@@ -158,10 +158,7 @@ func (c BlockConfig) params() int {
 
 // NewBlock returns a block in scope s, with cross-attention if cfg.Cross.
 func NewBlock(s *Scope, cfg BlockConfig) (*Block, error) {
-	if err := s.check(); err != nil {
-		return nil, layerErr(cfg.kind(), s.path(), err)
-	}
-	if err := cfg.validate(s.path()); err != nil {
+	if err := s.checkLayer(cfg.kind(), cfg.validate); err != nil {
 		return nil, err
 	}
 	lnCfg, selfCfg, crossCfg, ffCfg := cfg.parts()
@@ -207,39 +204,19 @@ func NewDecoderBlock(s *Scope, cfg BlockConfig) (*DecoderBlock, error) {
 
 // Config returns a copy of the configuration the block was built with; the
 // zero BlockConfig for a nil Block.
-func (b *Block) Config() BlockConfig {
-	if b == nil {
-		return BlockConfig{}
-	}
-	return b.cfg
-}
+func (b *Block) Config() BlockConfig { return orZero(b).cfg }
 
 // LN1 returns the LayerNorm of the self-attention sublayer (its input with
 // pre-LN, its residual sum with post-LN); nil for a nil Block.
-func (b *Block) LN1() *LayerNorm {
-	if b == nil {
-		return nil
-	}
-	return b.ln1
-}
+func (b *Block) LN1() *LayerNorm { return orZero(b).ln1 }
 
 // Attention returns the block's self-attention, "attn" ("self_attn" with
 // Cross); nil for a Linear block (see LinearAttention) and a nil Block.
-func (b *Block) Attention() *MultiHeadAttention {
-	if b == nil {
-		return nil
-	}
-	return b.attn
-}
+func (b *Block) Attention() *MultiHeadAttention { return orZero(b).attn }
 
 // LinearAttention returns the self-attention of a Linear block, at the
 // names Attention's would have; nil for a softmax block and a nil Block.
-func (b *Block) LinearAttention() *LinearAttention {
-	if b == nil {
-		return nil
-	}
-	return b.lin
-}
+func (b *Block) LinearAttention() *LinearAttention { return orZero(b).lin }
 
 // SelfAttention is Attention, by the name that sets it apart from the
 // cross-attention.
@@ -247,38 +224,18 @@ func (b *Block) SelfAttention() *MultiHeadAttention { return b.Attention() }
 
 // LN2 returns the LayerNorm of the second sublayer: the feed-forward's, or
 // with Cross the cross-attention's; nil for a nil Block.
-func (b *Block) LN2() *LayerNorm {
-	if b == nil {
-		return nil
-	}
-	return b.ln2
-}
+func (b *Block) LN2() *LayerNorm { return orZero(b).ln2 }
 
 // CrossAttention returns the cross-attention "cross_attn", whose wk and wv
 // project the memory; nil without Cross and for a nil Block.
-func (b *Block) CrossAttention() *MultiHeadAttention {
-	if b == nil {
-		return nil
-	}
-	return b.cross
-}
+func (b *Block) CrossAttention() *MultiHeadAttention { return orZero(b).cross }
 
 // LN3 returns the LayerNorm of the feed-forward sublayer of a block with
 // Cross; nil without Cross and for a nil Block.
-func (b *Block) LN3() *LayerNorm {
-	if b == nil {
-		return nil
-	}
-	return b.ln3
-}
+func (b *Block) LN3() *LayerNorm { return orZero(b).ln3 }
 
 // FeedForward returns the block's feed-forward layer; nil for a nil Block.
-func (b *Block) FeedForward() *FeedForward {
-	if b == nil {
-		return nil
-	}
-	return b.ff
-}
+func (b *Block) FeedForward() *FeedForward { return orZero(b).ff }
 
 // Forward maps x (B, S, D) to (B, S, D) and returns the attention weights
 // (B, H, S, S), nil with AttentionFlash. mask, if not nil, is (B, S, S). A
@@ -481,6 +438,18 @@ func concatParams(lists ...[]graph.Param) []graph.Param {
 	var out []graph.Param
 	for _, l := range lists {
 		out = append(out, l...)
+	}
+	return out
+}
+
+// learned returns those of ps that hold a node (a layer's parameters
+// without the ones its configuration leaves out), in order; nil for none.
+func learned(ps ...graph.Param) []graph.Param {
+	var out []graph.Param
+	for _, p := range ps {
+		if p.Node != nil {
+			out = append(out, p)
+		}
 	}
 	return out
 }

@@ -25,29 +25,16 @@ type Embedding struct {
 
 // Config returns a copy of the configuration the layer was built with; the
 // zero EmbeddingConfig for a nil Embedding.
-func (e *Embedding) Config() EmbeddingConfig {
-	if e == nil {
-		return EmbeddingConfig{}
-	}
-	return e.cfg
-}
+func (e *Embedding) Config() EmbeddingConfig { return orZero(e).cfg }
 
 // Table returns the (Vocab, Dim) table, role graph.RoleEmbedding; the zero
 // Param for a nil Embedding.
-func (e *Embedding) Table() graph.Param {
-	if e == nil {
-		return graph.Param{}
-	}
-	return e.table
-}
+func (e *Embedding) Table() graph.Param { return orZero(e).table }
 
 // NewEmbedding returns an embedding in scope s with entries drawn from
 // N(0, 1), PyTorch's nn.Embedding default.
 func NewEmbedding(s *Scope, cfg EmbeddingConfig) (*Embedding, error) {
-	if err := s.check(); err != nil {
-		return nil, layerErr("embedding", s.path(), err)
-	}
-	if err := cfg.validate(s.path()); err != nil {
+	if err := s.checkLayer("embedding", cfg.validate); err != nil {
 		return nil, err
 	}
 	table, err := s.param("table", graph.RoleEmbedding, normal(stdOr1(cfg.Std)), cfg.Vocab, cfg.Dim)
@@ -89,9 +76,4 @@ func (e *Embedding) Forward(ids *graph.IDs) (*G.Node, error) {
 }
 
 // Params returns the table; nothing for a nil Embedding.
-func (e *Embedding) Params() []graph.Param {
-	if e == nil || e.table.Node == nil {
-		return nil
-	}
-	return []graph.Param{e.table}
-}
+func (e *Embedding) Params() []graph.Param { return learned(orZero(e).table) }

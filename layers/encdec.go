@@ -225,28 +225,13 @@ func NewEncoderDecoder(s *Scope, cfg EncDecConfig) (*EncoderDecoder, error) {
 
 // Config returns a copy of the configuration the model was built with,
 // Positions filled in; the zero EncDecConfig for a nil model.
-func (m *EncoderDecoder) Config() EncDecConfig {
-	if m == nil {
-		return EncDecConfig{}
-	}
-	return m.cfg
-}
+func (m *EncoderDecoder) Config() EncDecConfig { return orZero(m).cfg }
 
 // Encoder returns the encoder half "enc"; nil for a nil model.
-func (m *EncoderDecoder) Encoder() *Encoder {
-	if m == nil {
-		return nil
-	}
-	return m.enc
-}
+func (m *EncoderDecoder) Encoder() *Encoder { return orZero(m).enc }
 
 // decoder is m's decoder half, nil for a nil model.
-func (m *EncoderDecoder) decoder() *stack {
-	if m == nil {
-		return nil
-	}
-	return m.dec
-}
+func (m *EncoderDecoder) decoder() *stack { return orZero(m).dec }
 
 // TargetEmbedding returns the target token embedding "dec.tok_emb"; nil for
 // a nil model.

@@ -28,12 +28,7 @@ type FeedForward struct {
 
 // Config returns a copy of the configuration the layer was built with,
 // Activation filled in; the zero FeedForwardConfig for a nil FeedForward.
-func (f *FeedForward) Config() FeedForwardConfig {
-	if f == nil {
-		return FeedForwardConfig{}
-	}
-	return f.cfg
-}
+func (f *FeedForward) Config() FeedForwardConfig { return orZero(f).cfg }
 
 // W1 returns w1 (Dim, Hidden), role graph.RoleWeight.
 func (f *FeedForward) W1() graph.Param { return f.linear(0).Weight() }
@@ -85,10 +80,7 @@ func (c FeedForwardConfig) params() int {
 // NewFeedForward returns a feed-forward layer whose parameters are w1 (Dim,
 // Hidden), b1, w2 (Hidden, Dim), b2 in scope s.
 func NewFeedForward(s *Scope, cfg FeedForwardConfig) (*FeedForward, error) {
-	if err := s.check(); err != nil {
-		return nil, layerErr("feed-forward", s.path(), err)
-	}
-	if err := cfg.validate(s.path()); err != nil {
+	if err := s.checkLayer("feed-forward", cfg.validate); err != nil {
 		return nil, err
 	}
 	if cfg.Activation == "" {

@@ -31,30 +31,15 @@ type LayerNorm struct {
 
 // Config returns a copy of the configuration the layer was built with, Eps
 // filled in; the zero LayerNormConfig for a nil LayerNorm.
-func (l *LayerNorm) Config() LayerNormConfig {
-	if l == nil {
-		return LayerNormConfig{}
-	}
-	return l.cfg
-}
+func (l *LayerNorm) Config() LayerNormConfig { return orZero(l).cfg }
 
 // Gain returns the gain (Dim), role graph.RoleGain; the zero Param for a nil
 // LayerNorm.
-func (l *LayerNorm) Gain() graph.Param {
-	if l == nil {
-		return graph.Param{}
-	}
-	return l.gain
-}
+func (l *LayerNorm) Gain() graph.Param { return orZero(l).gain }
 
 // Bias returns the bias (Dim), role graph.RoleBias; the zero Param for a nil
 // LayerNorm and with NoBias.
-func (l *LayerNorm) Bias() graph.Param {
-	if l == nil {
-		return graph.Param{}
-	}
-	return l.bias
-}
+func (l *LayerNorm) Bias() graph.Param { return orZero(l).bias }
 
 // Validate checks what NewLayerNorm checks, without allocating anything: Dim
 // positive and Eps a finite number >= 0 (NaN or Inf would make every output
@@ -82,10 +67,7 @@ func (c LayerNormConfig) params() int {
 // NewLayerNorm returns a LayerNorm with gain 1 and bias 0 (no bias with
 // NoBias).
 func NewLayerNorm(s *Scope, cfg LayerNormConfig) (*LayerNorm, error) {
-	if err := s.check(); err != nil {
-		return nil, layerErr("layernorm", s.path(), err)
-	}
-	if err := cfg.validate(s.path()); err != nil {
+	if err := s.checkLayer("layernorm", cfg.validate); err != nil {
 		return nil, err
 	}
 	if cfg.Eps == 0 {
@@ -119,11 +101,6 @@ func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
 // Params returns gain and bias (gain alone with NoBias); nothing for a nil
 // LayerNorm.
 func (l *LayerNorm) Params() []graph.Param {
-	if l == nil || l.gain.Node == nil {
-		return nil
-	}
-	if l.bias.Node == nil {
-		return []graph.Param{l.gain}
-	}
-	return []graph.Param{l.gain, l.bias}
+	n := orZero(l)
+	return learned(n.gain, n.bias)
 }

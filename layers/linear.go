@@ -32,30 +32,15 @@ type Linear struct {
 
 // Config returns a copy of the configuration the layer was built with, names
 // filled in; the zero LinearConfig for a nil Linear.
-func (l *Linear) Config() LinearConfig {
-	if l == nil {
-		return LinearConfig{}
-	}
-	return l.cfg
-}
+func (l *Linear) Config() LinearConfig { return orZero(l).cfg }
 
 // Weight returns W (In, Out), role graph.RoleWeight; the zero Param for a nil
 // Linear.
-func (l *Linear) Weight() graph.Param {
-	if l == nil {
-		return graph.Param{}
-	}
-	return l.w
-}
+func (l *Linear) Weight() graph.Param { return orZero(l).w }
 
 // Bias returns b (Out), role graph.RoleBias; the zero Param (nil Node)
 // without Bias or for a nil Linear.
-func (l *Linear) Bias() graph.Param {
-	if l == nil {
-		return graph.Param{}
-	}
-	return l.b
-}
+func (l *Linear) Bias() graph.Param { return orZero(l).b }
 
 // Validate checks what NewLinear checks, without allocating anything: In and
 // Out positive, and the (In, Out) weight within graph.MaxElements.
@@ -86,10 +71,7 @@ func (c LinearConfig) params() int {
 // NewLinear returns a Linear in scope s with weights drawn from
 // U(-1/sqrt(In), 1/sqrt(In)) and a zero bias.
 func NewLinear(s *Scope, cfg LinearConfig) (*Linear, error) {
-	if err := s.check(); err != nil {
-		return nil, layerErr("linear", s.path(), err)
-	}
-	if err := cfg.validate(s.path()); err != nil {
+	if err := s.checkLayer("linear", cfg.validate); err != nil {
 		return nil, err
 	}
 	if cfg.WeightName == "" {
@@ -144,11 +126,6 @@ func (l *Linear) Forward(x *G.Node) (*G.Node, error) {
 
 // Params returns W and, with bias, b; nothing for a nil Linear.
 func (l *Linear) Params() []graph.Param {
-	if l == nil || l.w.Node == nil {
-		return nil
-	}
-	if l.b.Node == nil {
-		return []graph.Param{l.w}
-	}
-	return []graph.Param{l.w, l.b}
+	lin := orZero(l)
+	return learned(lin.w, lin.b)
 }

@@ -61,10 +61,7 @@ func (c PositionsConfig) validate(name string) error {
 // graph.RoleEmbedding, initialised from N(0, 1), the same scale as the token
 // embeddings (not GPT-2's 0.02); the sinusoidal table is a constant.
 func NewPositions(s *Scope, cfg PositionsConfig) (*Positions, error) {
-	if err := s.check(); err != nil {
-		return nil, layerErr("positions", s.path(), err)
-	}
-	if err := cfg.validate(s.path()); err != nil {
+	if err := s.checkLayer("positions", cfg.validate); err != nil {
 		return nil, err
 	}
 	if cfg.Kind == "" {
@@ -108,21 +105,11 @@ func NewPositions(s *Scope, cfg PositionsConfig) (*Positions, error) {
 
 // Config returns a copy of the configuration the layer was built with, Kind
 // filled in; the zero PositionsConfig for a nil Positions.
-func (p *Positions) Config() PositionsConfig {
-	if p == nil {
-		return PositionsConfig{}
-	}
-	return p.cfg
-}
+func (p *Positions) Config() PositionsConfig { return orZero(p).cfg }
 
 // Table returns the learned (MaxLen, Dim) table, role graph.RoleEmbedding;
 // the zero Param for fixed encodings (sinusoidal, none), which learn nothing.
-func (p *Positions) Table() graph.Param {
-	if p == nil {
-		return graph.Param{}
-	}
-	return p.param
-}
+func (p *Positions) Table() graph.Param { return orZero(p).param }
 
 // Forward returns x + PE[:S] for x of shape (B, S, D).
 func (p *Positions) Forward(x *G.Node) (*G.Node, error) {
@@ -172,9 +159,4 @@ func (p *Positions) At(pos *graph.IDs) (*G.Node, error) {
 }
 
 // Params returns the learned table, or nothing for fixed encodings.
-func (p *Positions) Params() []graph.Param {
-	if p == nil || p.param.Node == nil {
-		return nil
-	}
-	return []graph.Param{p.param}
-}
+func (p *Positions) Params() []graph.Param { return learned(orZero(p).param) }

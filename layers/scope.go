@@ -62,21 +62,11 @@ func (s *Scope) Name(local string) string {
 }
 
 // Graph returns the graph layers are built in, nil for a nil scope.
-func (s *Scope) Graph() *G.ExprGraph {
-	if s == nil {
-		return nil
-	}
-	return s.g
-}
+func (s *Scope) Graph() *G.ExprGraph { return orZero(s).g }
 
 // Dtype returns the dtype of every node the scope builds (the zero Dtype for a
 // nil scope).
-func (s *Scope) Dtype() tensor.Dtype {
-	if s == nil {
-		return tensor.Dtype{}
-	}
-	return s.dt
-}
+func (s *Scope) Dtype() tensor.Dtype { return orZero(s).dt }
 
 // path is the scope's dotted prefix, "" for a nil or root scope: the name
 // error messages give the layer.
@@ -98,6 +88,26 @@ func (s *Scope) check() error {
 		return errors.New("scope is a zero value (no graph, dtype or random source): make one with NewScope")
 	}
 	return nil
+}
+
+// checkLayer is how a constructor of a kind of layer begins: it returns an
+// error unless s is a scope to build in (check) and validate, the
+// configuration's, accepts it for the layer at s.
+func (s *Scope) checkLayer(kind string, validate func(name string) error) error {
+	if err := s.check(); err != nil {
+		return layerErr(kind, s.path(), err)
+	}
+	return validate(s.path())
+}
+
+// orZero returns l, or a zero L for a nil l: the getters read through it,
+// so that each is safe on a nil layer and returns its field's zero value
+// there.
+func orZero[L any](l *L) *L {
+	if l == nil {
+		return new(L)
+	}
+	return l
 }
 
 // initFn draws the initial value of one parameter.

@@ -492,26 +492,11 @@ func (st *stack) dropoutList() []*graph.Dropout {
 // config, tokens, positions, blockList, finalNorm and headLayer are the
 // getters of Decoder, Encoder and EncoderDecoder; each is safe on a nil
 // stack.
-func (st *stack) config() StackConfig {
-	if st == nil {
-		return StackConfig{}
-	}
-	return st.cfg
-}
+func (st *stack) config() StackConfig { return orZero(st).cfg }
 
-func (st *stack) tokens() *Embedding {
-	if st == nil {
-		return nil
-	}
-	return st.tok
-}
+func (st *stack) tokens() *Embedding { return orZero(st).tok }
 
-func (st *stack) positions() *Positions {
-	if st == nil {
-		return nil
-	}
-	return st.pos
-}
+func (st *stack) positions() *Positions { return orZero(st).pos }
 
 // blockList returns a copy of the block slice, so that a caller cannot
 // replace the model's blocks.
@@ -522,19 +507,9 @@ func (st *stack) blockList() []*Block {
 	return append([]*Block(nil), st.blocks...)
 }
 
-func (st *stack) finalNorm() *LayerNorm {
-	if st == nil {
-		return nil
-	}
-	return st.lnf
-}
+func (st *stack) finalNorm() *LayerNorm { return orZero(st).lnf }
 
-func (st *stack) headLayer() *Linear {
-	if st == nil {
-		return nil
-	}
-	return st.head
-}
+func (st *stack) headLayer() *Linear { return orZero(st).head }
 
 // Decoder is the decoder-only language model: token and position embeddings,
 // Layers causal blocks, a final norm and a projection to vocabulary logits.
@@ -543,12 +518,7 @@ func (st *stack) headLayer() *Linear {
 type Decoder struct{ *stack }
 
 // st is d's stack, nil for a nil Decoder.
-func (d *Decoder) st() *stack {
-	if d == nil {
-		return nil
-	}
-	return d.stack
-}
+func (d *Decoder) st() *stack { return orZero(d).stack }
 
 // Config returns a copy of the configuration the model was built with,
 // Positions filled in; the zero StackConfig for a nil Decoder.
@@ -648,12 +618,7 @@ func (d *Decoder) Dropouts() []*graph.Dropout { return d.st().dropoutList() }
 type Encoder struct{ *stack }
 
 // st is e's stack, nil for a nil Encoder.
-func (e *Encoder) st() *stack {
-	if e == nil {
-		return nil
-	}
-	return e.stack
-}
+func (e *Encoder) st() *stack { return orZero(e).stack }
 
 // Config returns a copy of the configuration the encoder was built with,
 // Positions filled in; the zero StackConfig for a nil Encoder.

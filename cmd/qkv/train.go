@@ -55,22 +55,14 @@ func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 	cfg := data.DefaultConfig(tf.name)
 	visitSet(fs, func(f *flag.Flag) {
 		switch f.Name {
-		case "length":
-			cfg.Length, cfg.MinLength, cfg.MaxLength = tf.cfg.Length, 0, 0
-		case "min-length":
-			cfg.Length, cfg.MinLength, cfg.MaxLength = 0, tf.cfg.MinLength, cmp.Or(cfg.MaxLength, cfg.Length)
-		case "max-length":
-			cfg.Length, cfg.MinLength, cfg.MaxLength = 0, cmp.Or(cfg.MinLength, cfg.Length), tf.cfg.MaxLength
+		case "length", "min-length", "max-length":
+			setRange(f.Name, "length", &cfg.Length, &cfg.MinLength, &cfg.MaxLength, tf.cfg.Length, tf.cfg.MinLength, tf.cfg.MaxLength)
 		case "alphabet":
 			cfg.Alphabet = tf.cfg.Alphabet
 		case "digits":
 			cfg.Digits = tf.cfg.Digits
-		case "pairs":
-			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = tf.cfg.Pairs, 0, 0
-		case "min-pairs":
-			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = 0, tf.cfg.MinPairs, cmp.Or(cfg.MaxPairs, cfg.Pairs)
-		case "max-pairs":
-			cfg.Pairs, cfg.MinPairs, cfg.MaxPairs = 0, cmp.Or(cfg.MinPairs, cfg.Pairs), tf.cfg.MaxPairs
+		case "pairs", "min-pairs", "max-pairs":
+			setRange(f.Name, "pairs", &cfg.Pairs, &cfg.MinPairs, &cfg.MaxPairs, tf.cfg.Pairs, tf.cfg.MinPairs, tf.cfg.MaxPairs)
 		case "keys":
 			cfg.Keys = tf.cfg.Keys
 		case "values":
@@ -86,6 +78,22 @@ func (tf *taskFlags) resolve(fs *flag.FlagSet) data.TaskConfig {
 		}
 	})
 	return cfg
+}
+
+// setRange applies the flag name, base ("length", "pairs"), "min-"+base or
+// "max-"+base, to the task's fixed n or range lo to hi, the flags' values
+// being flagN, flagLo and flagHi: a fixed value replaces the range, one end
+// of the range replaces the fixed value and keeps the other end (a fixed n
+// counting as the range n to n).
+func setRange(name, base string, n, lo, hi *int, flagN, flagLo, flagHi int) {
+	switch name {
+	case base:
+		*n, *lo, *hi = flagN, 0, 0
+	case "min-" + base:
+		*n, *lo, *hi = 0, flagLo, cmp.Or(*hi, *n)
+	case "max-" + base:
+		*n, *lo, *hi = 0, cmp.Or(*lo, *n), flagHi
+	}
 }
 
 // kindFlag is the flag.Value of a string kind (layers.Activation,

@@ -13,34 +13,35 @@ var avx2 = &kernelSet{
 	name: "AVX2+FMA assembly (6x16)",
 	f32: kernels[float32]{
 		mr: 6, nr: 16,
-		kernel: func(k int, a, b, c []float32, ldc int, _ float32, store bool) {
-			if store {
-				clearTile(c, ldc, 6, 16)
-			}
-			kernel6x16(k, &a[0], &b[0], &c[0], ldc)
-		},
-		direct: func(k int, a []float32, lda int, b, c []float32, ldc int, _ float32, store bool) {
-			if store {
-				clearTile(c, ldc, 6, 16)
-			}
-			kernel6x16Direct(k, &a[0], lda, &b[0], &c[0], ldc)
-		},
+		kernel: adding(6, 16, kernel6x16),
+		direct: addingInPlace(6, 16, kernel6x16Direct),
 	},
 	f64: kernels[float64]{
 		mr: 6, nr: 8,
-		kernel: func(k int, a, b, c []float64, ldc int, _ float64, store bool) {
-			if store {
-				clearTile(c, ldc, 6, 8)
-			}
-			kernel6x8(k, &a[0], &b[0], &c[0], ldc)
-		},
-		direct: func(k int, a []float64, lda int, b, c []float64, ldc int, _ float64, store bool) {
-			if store {
-				clearTile(c, ldc, 6, 8)
-			}
-			kernel6x8Direct(k, &a[0], lda, &b[0], &c[0], ldc)
-		},
+		kernel: adding(6, 8, kernel6x8),
+		direct: addingInPlace(6, 8, kernel6x8Direct),
 	},
+}
+
+// adding and addingInPlace are packed and inPlace for the AVX2 kernels of
+// an mr x nr tile, which only add to C: a tile to be stored is cleared
+// first.
+func adding[T Float](mr, nr int, f func(k int, a, b, c *T, ldc int)) func(int, []T, []T, []T, int, T, bool) {
+	return func(k int, a, b, c []T, ldc int, _ T, store bool) {
+		if store {
+			clearTile(c, ldc, mr, nr)
+		}
+		f(k, &a[0], &b[0], &c[0], ldc)
+	}
+}
+
+func addingInPlace[T Float](mr, nr int, f func(k int, a *T, lda int, b, c *T, ldc int)) func(int, []T, int, []T, []T, int, T, bool) {
+	return func(k int, a []T, lda int, b, c []T, ldc int, _ T, store bool) {
+		if store {
+			clearTile(c, ldc, mr, nr)
+		}
+		f(k, &a[0], lda, &b[0], &c[0], ldc)
+	}
 }
 
 // avx512 is the set of 12x32 float32 and 12x16 float64 kernels on zmm

@@ -47,20 +47,18 @@ func Compare(path, title string, series []LossSeries) error {
 			xy[j] = plotter.XY{X: s.Step[j], Y: s.Loss[j]}
 		}
 		c := compareColours[i%len(compareColours)]
-		line, err := plotter.NewLine(xy)
+		line, err := styledLine(xy, 1.8, c)
 		if err != nil {
 			return plotErr(path, err)
 		}
-		line.Width, line.Color = vg.Points(1.8), c
 		line.Dashes = []vg.Length{vg.Points(float64(3 * i)), vg.Points(float64(2 * i))}
 		if i == 0 {
 			line.Dashes = nil
 		}
-		pts, err := plotter.NewScatter(xy)
+		pts, err := glyphs(xy, c, 3, []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}[i%3])
 		if err != nil {
 			return plotErr(path, err)
 		}
-		pts.GlyphStyle = draw.GlyphStyle{Color: c, Radius: px(3), Shape: []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}[i%3]}
 		p.Add(line, pts)
 		last := s.Loss[len(s.Loss)-1]
 		p.Legend.Add(fmt.Sprintf("%s (last %.4f nats, %.3f bits)", s.Name, last, last/math.Ln2), line, pts)

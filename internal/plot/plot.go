@@ -68,6 +68,26 @@ const plotDPI = 96
 // px converts a size in pixels at plotDPI to a vg.Length (points).
 func px(n float64) vg.Length { return vg.Length(n * 72 / plotDPI) }
 
+// styledLine is a line through xy, width points wide, in c.
+func styledLine(xy plotter.XYs, width float64, c color.Color) (*plotter.Line, error) {
+	l, err := plotter.NewLine(xy)
+	if err != nil {
+		return nil, err
+	}
+	l.Width, l.Color = vg.Points(width), c
+	return l, nil
+}
+
+// glyphs marks the points of xy with shape, of radius r pixels, in c.
+func glyphs(xy plotter.XYs, c color.Color, r float64, shape draw.GlyphDrawer) (*plotter.Scatter, error) {
+	s, err := plotter.NewScatter(xy)
+	if err != nil {
+		return nil, err
+	}
+	s.GlyphStyle = draw.GlyphStyle{Color: c, Radius: px(r), Shape: shape}
+	return s, nil
+}
+
 // Figure sizes and layout limits, in pixels.
 const (
 	curvesWidthPx       = 900
@@ -243,49 +263,41 @@ func lossPanel(xy, val plotter.XYs) (*plot.Plot, []plotter.XYs, error) {
 		xy, smoothed, val = toLog(xy), toLog(smoothed), toLog(val)
 	}
 
-	raw, err := plotter.NewLine(xy)
+	raw, err := styledLine(xy, 1, colLossRaw)
 	if err != nil {
 		return nil, nil, err
 	}
-	raw.Width = vg.Points(1)
-	raw.Color = colLossRaw
 	p.Add(raw)
 	if len(xy) >= curvesEMAMinPoints {
 		raw.Color = colLossFaint
-		smooth, err := plotter.NewLine(smoothed)
+		smooth, err := styledLine(smoothed, 1.8, colLossSmooth)
 		if err != nil {
 			return nil, nil, err
 		}
-		smooth.Width = vg.Points(1.8)
-		smooth.Color = colLossSmooth
 		p.Add(smooth)
 		p.Legend.Add("loss", raw)
 		p.Legend.Add("loss (EMA)", smooth)
 	} else {
 		raw.Width = vg.Points(1.5)
 		if len(xy) <= curvesMaxGlyphs {
-			pts, err := plotter.NewScatter(xy)
+			pts, err := glyphs(xy, colLossRaw, 2.5, draw.CircleGlyph{})
 			if err != nil {
 				return nil, nil, err
 			}
-			pts.GlyphStyle = draw.GlyphStyle{Color: colLossRaw, Radius: px(2.5), Shape: draw.CircleGlyph{}}
 			p.Add(pts)
 		}
 		p.Legend.Add("training loss", raw)
 	}
 
 	if len(val) > 0 {
-		line, err := plotter.NewLine(val)
+		line, err := styledLine(val, 1.8, colVal)
 		if err != nil {
 			return nil, nil, err
 		}
-		line.Width = vg.Points(1.8)
-		line.Color = colVal
-		pts, err := plotter.NewScatter(val)
+		pts, err := glyphs(val, colVal, 2.5, draw.CircleGlyph{})
 		if err != nil {
 			return nil, nil, err
 		}
-		pts.GlyphStyle = draw.GlyphStyle{Color: colVal, Radius: px(2.5), Shape: draw.CircleGlyph{}}
 		p.Add(line, pts)
 		last := math.Pow(10, val[len(val)-1].Y) // val is on the log axis when positive
 		if !positive {
@@ -329,18 +341,17 @@ func evalPanel(acc, em plotter.XYs) (*plot.Plot, error) {
 		if len(xy) == 0 {
 			return nil
 		}
-		l, err := plotter.NewLine(xy)
+		l, err := styledLine(xy, 1.6, c)
 		if err != nil {
 			return err
 		}
-		l.Color, l.Width, l.Dashes = c, vg.Points(1.6), dashes
+		l.Dashes = dashes
 		p.Add(l)
 		if len(xy) <= curvesMaxGlyphs {
-			s, err := plotter.NewScatter(xy)
+			s, err := glyphs(xy, c, 3, shape)
 			if err != nil {
 				return err
 			}
-			s.GlyphStyle = draw.GlyphStyle{Color: c, Radius: px(3), Shape: shape}
 			p.Add(s)
 			p.Legend.Add(name, l, s)
 		} else {

@@ -32,25 +32,23 @@ func reluAsm[T float32 | float64](y, x, dy []T) int {
 	case []float32:
 		n := span32(len(x))
 		if n > 0 {
-			x := any(x).([]float32)
-			if dy == nil {
-				active.relu32(&y[0], &x[0], nil, n)
-			} else {
-				active.relu32(&y[0], &x[0], &any(dy).([]float32)[0], n)
-			}
+			active.relu32(&y[0], &any(x).([]float32)[0], first(any(dy).([]float32)), n)
 		}
 		return n
 	case []float64:
 		n := span64(len(x))
 		if n > 0 {
-			x := any(x).([]float64)
-			if dy == nil {
-				active.relu64(&y[0], &x[0], nil, n)
-			} else {
-				active.relu64(&y[0], &x[0], &any(dy).([]float64)[0], n)
-			}
+			active.relu64(&y[0], &any(x).([]float64)[0], first(any(dy).([]float64)), n)
 		}
 		return n
 	}
 	return 0
+}
+
+// first returns &s[0], or nil for an empty s: a kernel's optional operand.
+func first[T any](s []T) *T {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
 }

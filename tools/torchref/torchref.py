@@ -484,70 +484,9 @@ def sinusoid(max_len, d):
     return torch.where(i % 2 == 0, torch.sin(angle), torch.cos(angle))
 
 
-class Decoder(nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-        v, d, n = m["vocab"], m["dim"], m["max_len"]
-        self.tok_emb = nn.Embedding(v, d)
-        self.positions = m.get("positions") or "learned"
-        if self.positions == "learned":
-            self.pos_emb = nn.Parameter(torch.zeros(n, d))
-        elif self.positions == "sinusoidal":
-            self.register_buffer("pos_emb", sinusoid(n, d).float(), persistent=False)
-        elif self.positions not in TABLELESS:
-            raise ValueError(f"unknown positions {self.positions!r}")
-        self.drop = nn.Dropout(m.get("dropout", 0.0) or 0.0)
-        self.blocks = nn.ModuleList(Block(m, "decoder", lk) for lk in layer_kinds(m))
-        self.ln_f = None if m.get("post_ln") else layer_norm(d, m)
-        self.tied = bool(m.get("tie_embeddings"))
-        if self.tied:  # logits = x E^T: the head's weight is the table itself
-            self.head = nn.Linear(d, v, bias=False)
-            self.head.weight = self.tok_emb.weight
-        else:
-            self.head = nn.Linear(d, v, bias=True)
-
-    def forward(self, ids, lengths):
-        # ids (B, S) int64, lengths (B) int64 -> logits (B, S, V)
-        b, s = ids.shape
-        if s > self.m["max_len"]:
-            raise ValueError(f"sequence length {s} exceeds max_len {self.m['max_len']}")
-        j = torch.arange(s)
-        causal = j.unsqueeze(0) <= j.unsqueeze(1)  # (S, S): key j <= query i
-        keys = j.unsqueeze(0) < lengths.unsqueeze(1)  # (B, S): key j < length
-        allow = causal.unsqueeze(0) & keys.unsqueeze(1)  # (B, S, S)
-        x = self.tok_emb(ids)
-        if self.positions in ("learned", "sinusoidal"):
-            x = x + self.pos_emb[:s]
-        x = self.drop(x)
-        for blk in self.blocks:
-            x = blk(x, allow)
-        if self.ln_f is not None:
-            x = self.ln_f(x)
-        return self.head(x)
-
-
-def build(cfg):
-    dt = DTYPES[cfg.get("dtype", "")]
-    m = cfg["model"]
-    if is_encdec(cfg):
-        model = EncoderDecoder(m).to(dt)
-        for half in (model.enc, model.dec):
-            if half.positions == "sinusoidal":  # computed in float64, then rounded once
-                half.pos_emb = sinusoid(half.max_len, m["dim"]).to(dt)
-        return model, dt
-    model = Decoder(m).to(dt)
-    if model.positions == "sinusoidal":  # computed in float64, then rounded once
-        model.pos_emb = sinusoid(m["max_len"], m["dim"]).to(dt)
-    return model, dt
-
-
-# ----------------------------------------------------------------------------
-# the encoder-decoder ("arch": "encdec"), in torch's own layout
-
-
 def embed_init(mod, m, vocab, max_len):
-    """Gives mod a token embedding and positions, as each half has its own."""
+    """Gives mod a token embedding and positions: the decoder-only model, and
+    each half of the encoder-decoder, which has its own."""
     d = m["dim"]
     mod.max_len = max_len
     mod.tok_emb = nn.Embedding(vocab, d)
@@ -569,6 +508,54 @@ def embed(mod, ids, what):
     if mod.positions in ("learned", "sinusoidal"):
         x = x + mod.pos_emb[:s]
     return mod.drop(x)
+
+
+class Decoder(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+        v, d = m["vocab"], m["dim"]
+        embed_init(self, m, v, m["max_len"])
+        self.blocks = nn.ModuleList(Block(m, "decoder", lk) for lk in layer_kinds(m))
+        self.ln_f = None if m.get("post_ln") else layer_norm(d, m)
+        self.tied = bool(m.get("tie_embeddings"))
+        if self.tied:  # logits = x E^T: the head's weight is the table itself
+            self.head = nn.Linear(d, v, bias=False)
+            self.head.weight = self.tok_emb.weight
+        else:
+            self.head = nn.Linear(d, v, bias=True)
+
+    def forward(self, ids, lengths):
+        # ids (B, S) int64, lengths (B) int64 -> logits (B, S, V)
+        x = embed(self, ids, "sequence")
+        j = torch.arange(ids.shape[1])
+        causal = j.unsqueeze(0) <= j.unsqueeze(1)  # (S, S): key j <= query i
+        keys = j.unsqueeze(0) < lengths.unsqueeze(1)  # (B, S): key j < length
+        allow = causal.unsqueeze(0) & keys.unsqueeze(1)  # (B, S, S)
+        for blk in self.blocks:
+            x = blk(x, allow)
+        if self.ln_f is not None:
+            x = self.ln_f(x)
+        return self.head(x)
+
+
+def build(cfg):
+    dt = DTYPES[cfg.get("dtype", "")]
+    m = cfg["model"]
+    if is_encdec(cfg):
+        model = EncoderDecoder(m).to(dt)
+        halves = (model.enc, model.dec)
+    else:
+        model = Decoder(m).to(dt)
+        halves = (model,)
+    for half in halves:
+        if half.positions == "sinusoidal":  # computed in float64, then rounded once
+            half.pos_emb = sinusoid(half.max_len, m["dim"]).to(dt)
+    return model, dt
+
+
+# ----------------------------------------------------------------------------
+# the encoder-decoder ("arch": "encdec"), in torch's own layout
 
 
 def key_allow(lengths, sq, sk):
@@ -900,31 +887,12 @@ def cmd_logits(a):
             raise ValueError(f"{a.input}: a decoder-only checkpoint needs \"ids\" (and optionally \"lengths\")")
         ids, lengths = inp["ids"], inp.get("lengths")
     else:
-        ids = parse_rows(a.ids, "ids")
-        lengths = None
-        if a.lengths:
-            lengths = [int(x) for x in a.lengths.replace(",", " ").replace("[", " ").replace("]", " ").split()]
-    if len({len(r) for r in ids}) != 1:
-        raise ValueError("every row of ids must have the same length")
-    s = len(ids[0])
-    if lengths is None:
-        lengths = [s] * len(ids)
-    if len(lengths) != len(ids) or any(not 0 <= n <= s for n in lengths):
-        raise ValueError(f"lengths {lengths}: want one per row, each in [0, {s}]")
-    v = cfg["model"]["vocab"]
-    if any(not 0 <= t < v for r in ids for t in r):
-        raise ValueError(f"ids must be in [0, {v})")
+        ids, lengths = parse_rows(a.ids, "ids"), parse_lengths(a.lengths or None)
+    lengths = check_rows(ids, lengths, cfg["model"]["vocab"], "input")
     model.eval()
     with torch.no_grad():
         logits = model(torch.tensor(ids, dtype=torch.int64), torch.tensor(lengths, dtype=torch.int64))
-    out = {
-        "shape": list(logits.shape),
-        "dtype": str(dt).replace("torch.", ""),
-        "torch": torch.__version__,
-        "logits": logits.double().tolist(),
-    }
-    json.dump(out, sys.stdout, allow_nan=False)
-    sys.stdout.write("\n")
+    print_logits(logits, dt)
 
 
 def bench_batch(cfg, gen):

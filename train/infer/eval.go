@@ -236,31 +236,60 @@ func shown(examples []data.Example) [][]int {
 // score compares the answers got with the examples' answers at their
 // target positions.
 func score(examples []data.Example, got [][]int) EvalResult {
-	var right, total, exact int
+	var t tally
 	for i, e := range examples {
-		all := len(got[i]) == len(e.Answer)
+		t.example(len(got[i]) == len(e.Answer))
 		for j, tok := range e.Answer {
-			if e.IsGiven(j) {
-				continue
+			if !e.IsGiven(j) {
+				t.token(j < len(got[i]) && got[i][j] == tok)
 			}
-			if j < len(got[i]) && got[i][j] == tok {
-				right++
-			} else {
-				all = false
-			}
-			total++
-		}
-		if all {
-			exact++
 		}
 	}
 	if len(examples) == 0 {
 		return EvalResult{}
 	}
+	return t.result()
+}
+
+// tally counts the target tokens predicted right and the examples whose
+// every target token was.
+type tally struct {
+	right, total, exact, examples int
+	all                           bool // the current example's so far
+}
+
+// example starts counting an example, which can still be exact if all.
+func (t *tally) example(all bool) {
+	t.end()
+	t.examples++
+	t.all = all
+}
+
+// token counts a target token of the current example, right if ok.
+func (t *tally) token(ok bool) {
+	if ok {
+		t.right++
+	} else {
+		t.all = false
+	}
+	t.total++
+}
+
+// end counts the current example as exact if it is.
+func (t *tally) end() {
+	if t.all {
+		t.exact++
+	}
+	t.all = false
+}
+
+// result is the fractions counted: TokenAccuracy, ExactMatch and N.
+func (t *tally) result() EvalResult {
+	t.end()
 	return EvalResult{
-		TokenAccuracy: float64(right) / float64(total),
-		ExactMatch:    float64(exact) / float64(len(examples)),
-		N:             len(examples),
+		TokenAccuracy: float64(t.right) / float64(t.total),
+		ExactMatch:    float64(t.exact) / float64(t.examples),
+		N:             t.examples,
 	}
 }
 

@@ -29,9 +29,8 @@ func EvaluateLoss(m *model.Model, task data.Task, examples []data.Example) (Eval
 	}
 	v := m.Logits.Shape()[2]
 	var (
-		sum          float64 // of -log p(target)
-		right, total int
-		exact        int
+		sum float64 // of -log p(target)
+		t   tally
 	)
 	for start := 0; start < len(examples); start += m.B {
 		chunk := examples[start:min(start+m.B, len(examples))]
@@ -54,7 +53,7 @@ func EvaluateLoss(m *model.Model, task data.Task, examples []data.Example) (Eval
 				return fmt.Errorf("infer: evaluate loss: logits: %w", err)
 			}
 			for i := range chunk {
-				all := true
+				t.example(true)
 				for j := i * m.S; j < (i+1)*m.S; j++ {
 					if batch.Weights[j] == 0 {
 						continue
@@ -62,15 +61,7 @@ func EvaluateLoss(m *model.Model, task data.Task, examples []data.Example) (Eval
 					row := logits[j*v : (j+1)*v]
 					target := batch.Targets[j]
 					sum += logSumExp(row) - row[target]
-					if argmax(row) == target {
-						right++
-					} else {
-						all = false
-					}
-					total++
-				}
-				if all {
-					exact++
+					t.token(argmax(row) == target)
 				}
 			}
 			return nil
@@ -79,17 +70,13 @@ func EvaluateLoss(m *model.Model, task data.Task, examples []data.Example) (Eval
 			return EvalResult{}, err
 		}
 	}
-	loss := sum / float64(total)
+	loss := sum / float64(t.total)
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return EvalResult{}, fmt.Errorf("infer: evaluate loss: the held-out loss is %v", loss)
 	}
-	return EvalResult{
-		TokenAccuracy: float64(right) / float64(total),
-		ExactMatch:    float64(exact) / float64(len(examples)),
-		N:             len(examples),
-		Loss:          loss,
-		BPC:           loss / math.Ln2,
-	}, nil
+	r := t.result()
+	r.Loss, r.BPC = loss, loss/math.Ln2
+	return r, nil
 }
 
 // logSumExp returns log Σ exp(x) without overflow: the largest term is

@@ -179,3 +179,24 @@ func run(g *G.ExprGraph, nodes ...*G.Node) ([][]float64, error) {
 	}
 	return out, nil
 }
+
+// runOne is run for one node.
+func runOne(g *G.ExprGraph, n *G.Node) ([]float64, error) {
+	v, err := run(g, n)
+	if err != nil {
+		return nil, err
+	}
+	return v[0], nil
+}
+
+// tokenIDs returns the input "ids" (b, s) over vocab of g, set to tokens.
+func tokenIDs(g *G.ExprGraph, b, s, vocab int, tokens []int) (*graph.IDs, error) {
+	ids, err := graph.NewIDs(g, b, s, vocab, "ids")
+	if err != nil {
+		return nil, err
+	}
+	if err := ids.Set(tokens); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}

@@ -33,11 +33,8 @@ func attendTokens(tokens []int, mask graph.Mask) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, err := graph.NewIDs(g, maskB, maskS, maskVocab, "ids")
+	ids, err := tokenIDs(g, maskB, maskS, maskVocab, tokens)
 	if err != nil {
-		return nil, err
-	}
-	if err := ids.Set(tokens); err != nil {
 		return nil, err
 	}
 	m, err := graph.NewMaskConst(g, tensor.Float64, mask, "mask")
@@ -52,11 +49,7 @@ func attendTokens(tokens []int, mask graph.Mask) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := run(g, h)
-	if err != nil {
-		return nil, err
-	}
-	return v[0], nil
+	return runOne(g, h)
 }
 
 // maskedChange runs tokens and a copy with the positions change picks
@@ -136,8 +129,7 @@ func causalMask(o Options) (Result, error) {
 	r.Measured["max_diff_from_j"] = after
 	r.Measured["trained_max_diff_before_j"] = tr.MaxBefore
 	r.Measured["trained_min_diff_from_j"] = tr.MinFrom
-	r.Measured["trained_exact_match"] = tr.Exact
-	r.Measured["trained_steps"] = float64(tr.Steps)
+	tr.record(r.Measured)
 
 	random := plot.Series{Name: fmt.Sprintf("random weights, outputs (j = %d)", j)}
 	for i := range maskS {
@@ -196,8 +188,7 @@ func paddingMask(o Options) (Result, error) {
 	r.Measured["max_diff_padded"] = pads
 	r.Measured["trained_max_diff_real"] = tr.MaxMasked
 	r.Measured["trained_min_diff_unmasked"] = tr.MinUnmasked
-	r.Measured["trained_exact_match"] = tr.Exact
-	r.Measured["trained_steps"] = float64(tr.Steps)
+	tr.record(r.Measured)
 
 	var random []plot.Series
 	for b, n := range lengths {

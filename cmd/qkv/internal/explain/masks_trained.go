@@ -24,20 +24,71 @@ func sortConfig(o Options, arch config.Arch) config.Config {
 	return cfg
 }
 
-// trainedSort trains the default sort model of arch and returns the run,
-// the task and the first maskRows examples of its held-out set.
-func trainedSort(o Options, arch config.Arch) (*trainedRun, data.Task, []data.Example, error) {
+// sortRun is the default sort model of an architecture, trained and
+// loaded for batches of its first maskRows held-out examples.
+type sortRun struct {
+	run  *trainedRun
+	m    *model.Model
+	task data.Task
+	test []data.Example
+}
+
+// trainedSort trains the default sort model of arch and loads it for its
+// first maskRows held-out examples; Close removes it.
+func trainedSort(o Options, arch config.Arch) (*sortRun, error) {
 	cfg := sortConfig(o, arch)
 	run, err := trainModel(cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	task, test, err := heldOut(cfg)
 	if err != nil {
 		run.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return run, task, test[:min(maskRows, len(test))], nil
+	test = test[:min(maskRows, len(test))]
+	m, err := run.load(len(test))
+	if err != nil {
+		run.Close()
+		return nil, err
+	}
+	return &sortRun{run: run, m: m, task: task, test: test}, nil
+}
+
+// sortScore is how far the sort model learned its task.
+type sortScore struct {
+	Exact float64 // held-out exact match
+	Steps int     // steps trained
+}
+
+func (s *sortRun) score() sortScore {
+	return sortScore{Exact: s.run.Summary.ExactMatch, Steps: s.run.Summary.Steps}
+}
+
+// record puts the score into measured.
+func (s sortScore) record(measured map[string]float64) {
+	measured["trained_exact_match"] = s.Exact
+	measured["trained_steps"] = float64(s.Steps)
+}
+
+// Close closes the model and removes the run.
+func (s *sortRun) Close() error {
+	s.m.Close()
+	return s.run.Close()
+}
+
+// logits runs the model on b and returns its logits.
+func (s *sortRun) logits(b model.Batch) ([]float64, error) {
+	if err := s.m.SetBatch(b); err != nil {
+		return nil, err
+	}
+	var out []float64
+	err := s.m.Run(func() error {
+		vals, err := graph.Float64s(s.m.Logits.Value())
+		out = vals
+		return err
+	})
+	return out, err
 }
 
 // rowDiffs returns, for logits a and b of shape (rows, n, v), the largest
@@ -90,27 +141,21 @@ type causalTrained struct {
 	// for j = S/2, the figure's.
 	AtMiddle []float64
 	J, S     int
-	Exact    float64
-	Steps    int
+	sortScore
 }
 
 // trainedCausal trains the default sort decoder and measures causalTrained.
 func trainedCausal(o Options) (causalTrained, error) {
 	var c causalTrained
-	run, task, test, err := trainedSort(o, config.ArchDecoder)
+	sr, err := trainedSort(o, config.ArchDecoder)
 	if err != nil {
 		return c, err
 	}
-	defer run.Close()
-	c.Exact, c.Steps = run.Summary.ExactMatch, run.Summary.Steps
-	rows := len(test)
-	m, err := run.load(rows)
-	if err != nil {
-		return c, err
-	}
-	defer m.Close()
-	v := task.Vocab()
-	s, vocab := m.S, m.Logits.Shape()[2]
+	defer sr.Close()
+	c.sortScore = sr.score()
+	test, rows := sr.test, len(sr.test)
+	v := sr.task.Vocab()
+	s, vocab := sr.m.S, sr.m.Logits.Shape()[2]
 	ids, lengths := make([]int, rows*s), make([]int, rows)
 	for r := range rows {
 		seq := decoderSeq(v, test[r])
@@ -118,16 +163,7 @@ func trainedCausal(o Options) (causalTrained, error) {
 		lengths[r] = len(seq)
 	}
 	logits := func(ids []int) ([]float64, error) {
-		if err := m.SetBatch(model.Batch{Batch: data.Batch{B: rows, S: s, Inputs: ids, Lengths: lengths}}); err != nil {
-			return nil, err
-		}
-		var out []float64
-		err := m.Run(func() error {
-			vals, err := graph.Float64s(m.Logits.Value())
-			out = vals
-			return err
-		})
-		return out, err
+		return sr.logits(model.Batch{Batch: data.Batch{B: rows, S: s, Inputs: ids, Lengths: lengths}})
 	}
 	base, err := logits(ids)
 	if err != nil {
@@ -172,28 +208,22 @@ type paddingTrained struct {
 	// lengths 1 to N-1.
 	Masked, Unmasked []float64
 	N                int // the prompts' length
-	Exact            float64
-	Steps            int
+	sortScore
 }
 
 // trainedPadding trains the default sort encoder–decoder and measures
 // paddingTrained.
 func trainedPadding(o Options) (paddingTrained, error) {
 	var p paddingTrained
-	run, task, test, err := trainedSort(o, config.ArchEncDec)
+	sr, err := trainedSort(o, config.ArchEncDec)
 	if err != nil {
 		return p, err
 	}
-	defer run.Close()
-	p.Exact, p.Steps = run.Summary.ExactMatch, run.Summary.Steps
-	rows := len(test)
-	m, err := run.load(rows)
-	if err != nil {
-		return p, err
-	}
-	defer m.Close()
-	v := task.Vocab()
-	ss, st, vocab := m.SourceLen, m.S, m.Logits.Shape()[2]
+	defer sr.Close()
+	p.sortScore = sr.score()
+	test, rows := sr.test, len(sr.test)
+	v := sr.task.Vocab()
+	ss, st, vocab := sr.m.SourceLen, sr.m.S, sr.m.Logits.Shape()[2]
 	p.N, p.MinUnmasked = len(test[0].Prompt), math.Inf(1)
 	src, tgt := make([]int, rows*ss), make([]int, rows*st)
 	tgtLen := make([]int, rows)
@@ -207,17 +237,7 @@ func trainedPadding(o Options) (paddingTrained, error) {
 		tgtLen[r] = len(t)
 	}
 	logits := func(src []int, srcLen []int) ([]float64, error) {
-		b := model.Batch{Batch: data.Batch{B: rows, S: st, Inputs: tgt, Lengths: tgtLen}, Source: &model.Source{S: ss, IDs: src, Lengths: srcLen}}
-		if err := m.SetBatch(b); err != nil {
-			return nil, err
-		}
-		var out []float64
-		err := m.Run(func() error {
-			vals, err := graph.Float64s(m.Logits.Value())
-			out = vals
-			return err
-		})
-		return out, err
+		return sr.logits(model.Batch{Batch: data.Batch{B: rows, S: st, Inputs: tgt, Lengths: tgtLen}, Source: &model.Source{S: ss, IDs: src, Lengths: srcLen}})
 	}
 	full := make([]int, rows)
 	for r := range full {

@@ -12,14 +12,10 @@ import (
 // peakSizes are the lengths memory-peak measures each implementation that
 // forms the weights at.
 func peakSizes(o Options) map[layers.AttentionImpl][]int {
-	if o.Small {
-		s := []int{32, 64, 128}
-		return map[layers.AttentionImpl][]int{layers.AttentionFused: s, layers.AttentionComposed: s}
-	}
-	return map[layers.AttentionImpl][]int{
+	return sizesFor(o, map[layers.AttentionImpl][]int{
 		layers.AttentionFused:    {256, 512, 1024, 2048},
 		layers.AttentionComposed: {256, 512, 1024},
-	}
+	})
 }
 
 // peakBreakdown is one measurement of memory-peak, in bytes.

@@ -9,7 +9,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
@@ -42,22 +41,15 @@ func encodeTokens(tokens []int, pos layers.PositionsKind, nLayers int) ([]float6
 	if err != nil {
 		return nil, err
 	}
-	ids, err := graph.NewIDs(g, eqB, eqS, eqVocab, "ids")
+	ids, err := tokenIDs(g, eqB, eqS, eqVocab, tokens)
 	if err != nil {
-		return nil, err
-	}
-	if err := ids.Set(tokens); err != nil {
 		return nil, err
 	}
 	h, _, err := enc.Forward(ids, nil)
 	if err != nil {
 		return nil, err
 	}
-	v, err := run(g, h)
-	if err != nil {
-		return nil, err
-	}
-	return v[0], nil
+	return runOne(g, h)
 }
 
 // equivarianceError draws tokens and a permutation perm of the positions,

@@ -13,15 +13,24 @@ import (
 // composed keeps so many (B, H, n, n) tensors and takes so long that it
 // stops first.
 func costSizes(o Options) map[layers.AttentionImpl][]int {
-	if o.Small {
-		s := []int{32, 64, 128}
-		return map[layers.AttentionImpl][]int{layers.AttentionComposed: s, layers.AttentionFused: s, layers.AttentionFlash: s}
-	}
-	return map[layers.AttentionImpl][]int{
+	return sizesFor(o, map[layers.AttentionImpl][]int{
 		layers.AttentionComposed: {256, 512, 1024},
 		layers.AttentionFused:    {256, 512, 1024, 2048, 4096},
 		layers.AttentionFlash:    {256, 512, 1024, 2048, 4096},
+	})
+}
+
+// sizesFor returns the lengths full gives each implementation, or with
+// o.Small the same short lengths, 32, 64 and 128, for each.
+func sizesFor(o Options, full map[layers.AttentionImpl][]int) map[layers.AttentionImpl][]int {
+	if !o.Small {
+		return full
 	}
+	small := map[layers.AttentionImpl][]int{}
+	for impl := range full {
+		small[impl] = []int{32, 64, 128}
+	}
+	return small
 }
 
 // costImpls are the implementations in the order they are reported.

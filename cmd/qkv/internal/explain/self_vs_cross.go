@@ -125,6 +125,18 @@ type alignment struct {
 	model      *model.Model // loaded for batches of 50
 }
 
+// record puts a's figures into measured under task's name, own and other
+// naming the positions the task's and the other task's answers copy.
+func (a *alignment) record(measured map[string]float64, task, own, other string) {
+	measured[task+"_cross_layer"] = float64(a.Own.Layer)
+	measured[task+"_cross_head"] = float64(a.Own.Head)
+	measured[task+"_argmax_at_"+own] = a.Own.ArgmaxRight
+	measured[task+"_argmax_at_"+other] = a.Other.ArgmaxRight
+	measured[task+"_mean_weight_at_"+own] = a.Own.MeanRight
+	measured[task+"_exact_match"] = a.Exact
+	measured[task+"_train_steps"] = float64(a.Steps)
+}
+
 // Close releases the model and removes its run directory.
 func (a *alignment) Close() {
 	if a.model != nil {
@@ -239,20 +251,8 @@ func selfVsCross(o Options) (Result, error) {
 	r.Measured["decoder_layer0_self_diff_when_source_changes"] = dec0OnSrc
 	r.Measured["cross_diff_when_source_changes"] = crossOnSrc
 	r.Measured["cross_diff_when_target_changes"] = crossOnTgt
-	r.Measured["reverse_cross_layer"] = float64(rev.Own.Layer)
-	r.Measured["reverse_cross_head"] = float64(rev.Own.Head)
-	r.Measured["reverse_argmax_at_n-1-i"] = rev.Own.ArgmaxRight
-	r.Measured["reverse_argmax_at_i"] = rev.Other.ArgmaxRight
-	r.Measured["reverse_mean_weight_at_n-1-i"] = rev.Own.MeanRight
-	r.Measured["reverse_exact_match"] = rev.Exact
-	r.Measured["reverse_train_steps"] = float64(rev.Steps)
-	r.Measured["copy_cross_layer"] = float64(cp.Own.Layer)
-	r.Measured["copy_cross_head"] = float64(cp.Own.Head)
-	r.Measured["copy_argmax_at_i"] = cp.Own.ArgmaxRight
-	r.Measured["copy_argmax_at_n-1-i"] = cp.Other.ArgmaxRight
-	r.Measured["copy_mean_weight_at_i"] = cp.Own.MeanRight
-	r.Measured["copy_exact_match"] = cp.Exact
-	r.Measured["copy_train_steps"] = float64(cp.Steps)
+	rev.record(r.Measured, "reverse", "n-1-i", "i")
+	cp.record(r.Measured, "copy", "i", "n-1-i")
 
 	if err := drawSelfVsCross(&r, o, v, rev); err != nil {
 		return r, err
