@@ -109,6 +109,7 @@ func Features(x *G.Node, heads int, f FeatureMap) (*G.Node, error) {
 
 // featureOp is Features' op: φ(x) from x, or (grad) dx from x and dy.
 type featureOp struct {
+	pureOp
 	shape tensor.Shape // of x
 	heads int
 	f     FeatureMap
@@ -273,10 +274,6 @@ func mapHeadGrad[T float32 | float64](f FeatureMap, x, dy, dx []T, c1, c2 T) {
 	}
 }
 
-func (op featureOp) ReturnsPtr() bool     { return false }
-func (op featureOp) CallsExtern() bool    { return false }
-func (op featureOp) OverwritesInput() int { return -1 }
-
 func (op featureOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.features %v %d %s %v", op.shape, op.heads, op.f, op.grad)
 }
@@ -291,13 +288,7 @@ func (op featureOp) String() string {
 
 // DiffWRT: φ(x) is differentiable in x; the gradient op is not
 // differentiated again.
-func (op featureOp) DiffWRT(inputs int) []bool {
-	d := make([]bool, inputs)
-	if !op.grad && inputs > 0 {
-		d[0] = true
-	}
-	return d
-}
+func (op featureOp) DiffWRT(inputs int) []bool { return diffAll(inputs, !op.grad) }
 
 // SymDiff returns dx as a featureOp over (x, dy).
 func (op featureOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {

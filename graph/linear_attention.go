@@ -246,6 +246,7 @@ func composedLinear(q, k, v *G.Node, lengths []int, d linearDims) (*G.Node, erro
 // It is linear and its own adjoint: the gradient is the same op applied to
 // the incoming gradient, dA ⊙ M.
 type linearMaskOp struct {
+	pureOp
 	dims    linearDims
 	lengths []int
 	buf     *output
@@ -292,9 +293,6 @@ func runLinearMask[T float32 | float64](op linearMaskOp, a, out []T) {
 	}
 }
 
-func (op linearMaskOp) ReturnsPtr() bool     { return false }
-func (op linearMaskOp) CallsExtern() bool    { return false }
-func (op linearMaskOp) OverwritesInput() int { return -1 }
 func (op linearMaskOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.linearmask %+v %p/%d", op.dims, op.lengths, len(op.lengths))
 }
@@ -325,6 +323,7 @@ const (
 // linAttnOp is the fused (chunked) linear attention or a step of its
 // gradient; which one is out. lengths is LinearSpec.KeyLengths.
 type linAttnOp struct {
+	pureOp
 	dims    linearDims
 	out     int
 	lengths []int
@@ -881,10 +880,6 @@ func linearFullGrad[T float32 | float64](hd linearHead[T], sc *linearScratch[T])
 	zeroRows(hd.dv, hd.l, d.Sk, E, lde)
 }
 
-func (op linAttnOp) ReturnsPtr() bool     { return false }
-func (op linAttnOp) CallsExtern() bool    { return false }
-func (op linAttnOp) OverwritesInput() int { return -1 }
-
 func (op linAttnOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.linearattention %+v %d %p/%d", op.dims, op.out, op.lengths, len(op.lengths))
 }
@@ -897,15 +892,7 @@ func (op linAttnOp) String() string {
 
 // DiffWRT: the output is differentiable in φq, φk and v; the gradient
 // steps are not differentiated again.
-func (op linAttnOp) DiffWRT(inputs int) []bool {
-	d := make([]bool, inputs)
-	if op.out == linForward {
-		for i := range d {
-			d[i] = true
-		}
-	}
-	return d
-}
+func (op linAttnOp) DiffWRT(inputs int) []bool { return diffAll(inputs, op.out == linForward) }
 
 // SymDiff returns dφq, dφk and dv: one op computes them stacked, three
 // copy them out.

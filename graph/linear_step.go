@@ -91,6 +91,7 @@ const (
 
 // linearStepOp is one of LinearStep's three results.
 type linearStepOp struct {
+	pureOp
 	dims linearDims
 	out  int
 	buf  *output
@@ -209,10 +210,6 @@ func (j *linearStepJob[T]) Item(_, item int) {
 	}
 }
 
-func (op linearStepOp) ReturnsPtr() bool     { return false }
-func (op linearStepOp) CallsExtern() bool    { return false }
-func (op linearStepOp) OverwritesInput() int { return -1 }
-
 func (op linearStepOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.linearstep %+v %d", op.dims, op.out)
 }
@@ -223,7 +220,7 @@ func (op linearStepOp) String() string {
 }
 
 // DiffWRT: the step is for inference; nothing is differentiated.
-func (op linearStepOp) DiffWRT(inputs int) []bool { return make([]bool, inputs) }
+func (op linearStepOp) DiffWRT(inputs int) []bool { return diffAll(inputs, false) }
 
 // SymDiff: a step has no gradient.
 func (op linearStepOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
