@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qkv-dev/qkv/train/config"
-	"github.com/qkv-dev/qkv/train/model"
 )
 
 func TestBenchAttentionLayer(t *testing.T) {
@@ -208,31 +206,6 @@ func TestBenchProfileAndCounts(t *testing.T) {
 	}
 	if code, _, _ := qkv("bench", "-n", "1", "--profile", filepath.Join(t.TempDir(), "no", "such", "dir", "p")); code != 2 {
 		t.Errorf("bench --profile into a missing directory: exit %d, want 2", code)
-	}
-}
-
-// TestStepFLOPs: the bench's count of a step's matrix-product operations is
-// 3 (forward and backward) times 2 per multiply-add of L blocks of four
-// (D, D) attention projections and two feed-forward matrices, the (D, V)
-// head, on B S tokens, plus each block's Q K^T and P V, B S^2 D each.
-func TestStepFLOPs(t *testing.T) {
-	cfg := config.Default()
-	cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Hidden, cfg.Model.Layers, cfg.Batch = 16, 2, 40, 3, 5
-	task, err := cfg.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := task.MaxLen() - 1
-	m, err := model.Build(cfg, cfg.Batch, s, model.Options{Train: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	d, ff, v, l, b := 16.0, 40.0, float64(task.Vocab().Size()), 3.0, 5.0
-	perToken := l*(4*d*d+2*d*ff) + d*v
-	want := 3 * 2 * (b*float64(s)*perToken + l*2*b*float64(s*s)*d)
-	if got := stepFLOPs(m.Params, cfg, s); got != want {
-		t.Errorf("stepFLOPs = %v, want %v", got, want)
 	}
 }
 

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/qkv-dev/qkv/data"
-	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/internal/gemm"
 	"github.com/qkv-dev/qkv/internal/vec"
@@ -312,9 +311,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s, %d allocations/step, GC %.1f%% of the time (%.0f cycles; background marking %.1f%% more, on spare CPU)\n",
 		ms, float64(cfg.Batch*m.S)/per.Seconds(), (after.Mallocs-before.Mallocs)/uint64(*steps),
 		100*gc.held/elapsed.Seconds(), gc.cycles, 100*gc.background/elapsed.Seconds())
-	flops := stepFLOPs(m.Params, cfg, m.S)
-	fmt.Fprintf(stdout, "matrix products:     %7.1f MFLOP/step, %.1f GFLOP/s (go test ./internal/gemm -bench Sgemm measures the GEMM's peak)\n",
-		flops/1e6, flops/per.Seconds()/1e9)
+	reportFLOPs(stdout, stepFLOPs(m.Params, cfg, m.S), per, cfg.DType)
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		fmt.Fprintf(stdout, "memory:              peak RSS %s (the whole process: weights, optimizer, batch, the graph's buffers, the text)\n", config.FormatBytes(float64(ru.Maxrss*1024)))
@@ -329,26 +326,6 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return benchTorch(stdout, *torch, cfg, *steps, ms)
-}
-
-// stepFLOPs counts the floating-point operations of one training step's
-// matrix products, 2 per multiply-add: forward, every projection (each
-// RoleWeight parameter (in, out) applied to every token) and each layer's
-// two attention products, Q K^T and P V (B S^2 D multiply-adds each, the
-// causally hidden half included, as the fused op computes it); backward,
-// twice the forward (one product for the input's gradient, one for the
-// weights').
-func stepFLOPs(params []graph.Param, cfg config.Config, s int) float64 {
-	tokens := float64(cfg.Batch * s)
-	var forward float64
-	for _, p := range params {
-		if p.Role == graph.RoleWeight {
-			shape := p.Node.Shape()
-			forward += 2 * tokens * float64(shape[0]*shape[1])
-		}
-	}
-	forward += float64(cfg.Model.Layers) * 2 * 2 * float64(cfg.Batch*s*s*cfg.Model.Dim)
-	return 3 * forward
 }
 
 // torchBench is what tools/torchref/torchref.py bench prints.
