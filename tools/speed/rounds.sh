@@ -3,6 +3,14 @@
 # on each configuration (qkv and PyTorch side by side, the ratio per round),
 # then GOMAXPROCS=1 against 2 on the nanoGPT preset, and the median of each.
 # The machine is shared and noisy: read the ratios, not the milliseconds.
+# Each run records the load average before and after it, the CPU time the
+# other processes took meanwhile (/proc/stat's busy and stolen time less the
+# run's own) and the run's CPU time against its wall time; a run during
+# which the machine was busy (others took more than BUSY_CORES, 0.5, of a
+# core on average, or the run's CPU time fell below CPU_WALL, 0.8, of its
+# wall time: its threads waited for a core) is printed with the reason and
+# left out of the medians, and a configuration with no quiet run reports no
+# ratio. See docs/speed-peak.md.
 #
 #   tools/speed/rounds.sh            # 3 rounds
 #   ROUNDS=5 tools/speed/rounds.sh
@@ -19,37 +27,92 @@ R="--task copy --length 16 --alphabet 14 --batch 32 --dim 64 --heads 4 --hidden 
 names=("R float32" "R float64" "sort float32" "sort float64" "nanogpt-cpu")
 flags=("$R -n 50" "$R --dtype float64 -n 50" "-n 50" "--dtype float64 -n 50" "--preset nanogpt-cpu -n 20")
 
+cores=$(nproc)
+busy_cores=${BUSY_CORES:-0.5}
+cpu_wall=${CPU_WALL:-0.8}
+echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $cores cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# stat prints the machine's busy (not idle, not iowait) CPU ticks, stolen
+# ones included, and the clock's ticks a second.
+stat() { awk -v hz="$(getconf CLK_TCK)" '/^cpu / {print $2+$3+$4+$7+$8+$9, hz; exit}' /proc/stat; }
+
+# timed runs "$@", its output in $out, and sets $busy to why the machine
+# was busy during it ("" if it was not) and $note to its measurements.
+timed() {
+  local l0 l1 s0 s1 hz t0 t1 c0 c1
+  l0=$(cut -d' ' -f1 /proc/loadavg); read -r s0 hz < <(stat)
+  t0=$(awk '{print $1}' /proc/uptime)
+  # This shell's CPU ticks and its waited-for children's: the run's
+  # command substitution and, through it, the run.
+  c0=$(awk '{print $14+$15+$16+$17}' /proc/$$/stat)
+  out=$("$@")
+  c1=$(awk '{print $14+$15+$16+$17}' /proc/$$/stat)
+  t1=$(awk '{print $1}' /proc/uptime)
+  read -r s1 hz < <(stat)
+  l1=$(cut -d' ' -f1 /proc/loadavg)
+  read -r busy note < <(awk -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" -v hz="$hz" -v t0="$t0" -v t1="$t1" \
+    -v l0="$l0" -v l1="$l1" -v bc="$busy_cores" -v cw="$cpu_wall" 'BEGIN {
+      wall = t1 - t0; own = (c1 - c0) / hz; others = (s1 - s0) / hz - own
+      if (wall <= 0) wall = 0.01
+      if (others < 0) others = 0
+      why = "-"
+      if (others / wall > bc) why = sprintf("others_took_%.2f_cores", others / wall)
+      else if (own < cw * wall) why = sprintf("CPU_time_%.2f_of_wall_time", own / wall)
+      printf "%s load %s->%s, others %.2f cores, CPU/wall %.2f\n", why, l0, l1, others / wall, own / wall }')
+  [[ $busy == - ]] && busy=""
+  busy=${busy//_/ }
+}
+
 median() { grep . | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
-declare -A ratio qkv torch allocs gc
+declare -A ratio qkv torch allocs gc peak
 for round in $(seq "$rounds"); do
   for i in "${!names[@]}"; do
     # shellcheck disable=SC2086 # the flags are words
-    out=$("$bin" bench ${flags[$i]} --torch "$python")
+    timed "$bin" bench ${flags[$i]} --torch "$python"
     r=$(sed -n 's/^qkv \/ PyTorch.s best: \([0-9.]*\)x.*/\1/p' <<<"$out")
     q=$(sed -n 's/^qkv (gorgonia): *\([0-9.]*\) ms\/step.*/\1/p' <<<"$out")
     t=$(sed -n 's/^PyTorch.* thread(s): *\([0-9.]*\) ms\/step.*/\1/p' <<<"$out" | sort -g | head -1)
     a=$(sed -n 's/.* \([0-9]*\) allocations\/step.*/\1/p' <<<"$out")
     g=$(sed -n 's/.*GC \([0-9.]*\)% of the time.*/\1/p' <<<"$out")
-    echo "round $round, ${names[$i]}: qkv $q ms, PyTorch's best $t ms, ratio $r, $a allocations/step, GC $g% (load $(cut -d' ' -f1 /proc/loadavg))"
-    ratio[$i]+="$r "; qkv[$i]+="$q "; torch[$i]+="$t "; allocs[$i]+="$a "; gc[$i]+="$g "
+    pk=$(sed -n "s/^matrix products:.* \([0-9.]*\)% of one core's.*/\1/p" <<<"$out")
+    if [[ -n $busy ]]; then
+      echo "round $round, ${names[$i]}: no ratio: the machine was busy ($busy; $note): qkv $q ms, PyTorch's best $t ms"
+      continue
+    fi
+    echo "round $round, ${names[$i]}: qkv $q ms, PyTorch's best $t ms, ratio $r, $a allocations/step, GC $g%, $pk% of one core's peak ($note)"
+    ratio[$i]+="$r "; qkv[$i]+="$q "; torch[$i]+="$t "; allocs[$i]+="$a "; gc[$i]+="$g "; peak[$i]+="$pk "
   done
 done
-declare -A cores
+declare -A procs
 for round in $(seq "$rounds"); do
   for p in 1 2; do
-    ms=$(GOMAXPROCS=$p "$bin" bench --preset nanogpt-cpu -n 20 | sed -n 's/^qkv (gorgonia): *\([0-9.]*\) ms\/step.*/\1/p')
-    echo "round $round, nanogpt-cpu, GOMAXPROCS=$p: $ms ms/step"
-    cores[$p]+="$ms "
+    timed env GOMAXPROCS=$p "$bin" bench --preset nanogpt-cpu -n 20
+    ms=$(sed -n 's/^qkv (gorgonia): *\([0-9.]*\) ms\/step.*/\1/p' <<<"$out")
+    if [[ -n $busy ]]; then
+      echo "round $round, nanogpt-cpu, GOMAXPROCS=$p: not counted: the machine was busy ($busy; $note): $ms ms/step"
+      continue
+    fi
+    echo "round $round, nanogpt-cpu, GOMAXPROCS=$p: $ms ms/step ($note)"
+    procs[$p]+="$ms "
   done
 done
 echo
 echo "medians over $rounds rounds:"
 for i in "${!names[@]}"; do
-  printf '%-13s qkv %s ms, PyTorch %s ms, qkv/PyTorch %s (rounds: %s), %s allocations/step, GC %s%%\n' "${names[$i]}" \
+  if [[ -z ${ratio[$i]:-} ]]; then
+    printf '%-13s no ratio: the machine was busy in every round (see above)\n' "${names[$i]}"
+    continue
+  fi
+  printf '%-13s qkv %s ms, PyTorch %s ms, qkv/PyTorch %s (quiet rounds: %s), %s allocations/step, GC %s%%, %s%% of one core'"'"'s peak\n' "${names[$i]}" \
     "$(tr ' ' '\n' <<<"${qkv[$i]}" | median)" "$(tr ' ' '\n' <<<"${torch[$i]}" | median)" \
     "$(tr ' ' '\n' <<<"${ratio[$i]}" | median)" "${ratio[$i]% }" \
-    "$(tr ' ' '\n' <<<"${allocs[$i]}" | median)" "$(tr ' ' '\n' <<<"${gc[$i]}" | median)"
+    "$(tr ' ' '\n' <<<"${allocs[$i]}" | median)" "$(tr ' ' '\n' <<<"${gc[$i]}" | median)" "$(tr ' ' '\n' <<<"${peak[$i]}" | median)"
 done
-one=$(tr ' ' '\n' <<<"${cores[1]}" | median)
-two=$(tr ' ' '\n' <<<"${cores[2]}" | median)
-echo "nanogpt-cpu   GOMAXPROCS=1 $one ms, GOMAXPROCS=2 $two ms: two cores $(awk -v a="$one" -v b="$two" 'BEGIN {printf "%.2f", a/b}')x faster"
+if [[ -z ${procs[1]:-} || -z ${procs[2]:-} ]]; then
+  echo "nanogpt-cpu   no GOMAXPROCS ratio: the machine was busy in every round of GOMAXPROCS=1 or 2 (see above)"
+else
+  one=$(tr ' ' '\n' <<<"${procs[1]}" | median)
+  two=$(tr ' ' '\n' <<<"${procs[2]}" | median)
+  echo "nanogpt-cpu   GOMAXPROCS=1 $one ms, GOMAXPROCS=2 $two ms: two cores $(awk -v a="$one" -v b="$two" 'BEGIN {printf "%.2f", a/b}')x faster"
+fi
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
