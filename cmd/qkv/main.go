@@ -94,8 +94,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		if name == "help" && len(args) > 1 {
-			name = args[1]
+		if _, ok := commands[args[min(1, len(args)-1)]]; name == "help" && len(args) > 1 && ok {
+			name = args[1] // qkv help CMD is qkv CMD --help
 		}
 		fmt.Fprintf(stderr, "qkv %s: %s\n", name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		return 2
