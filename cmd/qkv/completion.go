@@ -75,7 +75,7 @@ _qkv() {
 		case "help":
 			words = names
 		case "completion":
-			words = []string{"bash"}
+			words = append(words, "bash")
 		case "explain":
 			words = append(words, explain.IDs()...)
 		}

@@ -30,7 +30,7 @@ func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
 // flag's group is its command's override (groupOverrides), else its entry
 // in groupTable, else its configuration field's group tag, else "other".
 var flagGroups = []string{"task", "model", "attention", "linear attention", "optimizer", "run",
-	"checkpoint", "input", "generation", "benchmark", "experiments", "check", "output", "other"}
+	"checkpoint", "input", "generation", "benchmark", "experiment", "check", "output", "other"}
 
 // groupTable groups the flags that are no configuration field's, in the
 // order --help lists them (after the configuration's own flags of the same
@@ -57,7 +57,7 @@ var groupOverrides = map[string][]struct{ flag, group string }{
 	"predict": {{"attention", "checkpoint"}, {"max-memory", "checkpoint"}},
 	"attend":  {{"attention", "checkpoint"}, {"max-memory", "checkpoint"}},
 	"sample":  {{"attention", "checkpoint"}, {"max-memory", "checkpoint"}, {"seed", "generation"}},
-	"explain": {{"small", "experiments"}, {"seed", "experiments"}},
+	"explain": {{"small", "experiment"}, {"seed", "experiment"}},
 }
 
 // metavars name the value of flags whose type says too little ("--out DIR"
@@ -101,6 +101,9 @@ func flagGroup(cmd, name string) (string, int) {
 		}
 	}
 	if s, ok := schemaGroups[name]; ok && s.group != "" {
+		if name == s.group { // the flag naming its group leads it: --attention
+			return s.group, -1
+		}
 		return s.group, s.rank
 	}
 	return "other", 3000

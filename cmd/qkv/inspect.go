@@ -178,7 +178,7 @@ func example(task data.Task) string {
 }
 
 func runPredict(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("predict", `--checkpoint DIR PROMPT (e.g. 2 0 1 1 0 2, quoted or not: the arguments after the flags are the prompt)`, stderr)
+	fs := newFlags("predict", `--checkpoint DIR PROMPT (e.g. 2 0 1 1 0 2, quoted or not: the arguments are the prompt)`, stderr)
 	load := checkpointFlag(fs, stderr)
 	if err := parse(fs, args, -1); err != nil {
 		return err
