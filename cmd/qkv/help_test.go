@@ -11,6 +11,7 @@ import (
 
 	"github.com/qkv-dev/qkv/cmd/qkv/internal/explain"
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/train/config"
 )
 
 // TestHelpOnStdout: help asked for goes to stdout with exit 0, in every
@@ -277,5 +278,15 @@ func TestCompletionBash(t *testing.T) {
 	}
 	if len(commandFlags("train")) < 60 {
 		t.Errorf("train's flags for completion: %q", commandFlags("train"))
+	}
+}
+
+// TestSchemaGroupTags: every configuration flag has a group tag that
+// --help knows, so that a new option is listed under its heading.
+func TestSchemaGroupTags(t *testing.T) {
+	for _, f := range schemaOf((*config.Config)(nil)) {
+		if !slices.Contains(flagGroups, f.group) || f.group == "other" {
+			t.Errorf("%s (--%s) has group tag %q, want one of %q", f.path, f.flag, f.group, flagGroups[:len(flagGroups)-1])
+		}
 	}
 }
