@@ -62,38 +62,38 @@ type AttentionVariants struct {
 	// otherwise it divides Heads, wk and wv project to G·dk, and query head
 	// h reads key/value head h / (Heads/G) (repeat_interleave's map). 1 is
 	// multi-query attention. A key/value cache then holds G heads, not H.
-	KVHeads int `json:"kv_heads,omitempty" flag:"kv-heads" help:"key/value heads of grouped-query attention, dividing --heads (0: as many as --heads; 1: multi-query); the KV cache holds this many"`
+	KVHeads int `json:"kv_heads,omitempty" flag:"kv-heads" group:"attention" help:"key/value heads of grouped-query attention, dividing --heads (0: as many as --heads; 1: multi-query); the KV cache holds this many"`
 	// Softcap, if positive, caps every score s at c·tanh(s/c) before the
 	// mask and the softmax (Gemma 2: c = 50); 0 means no cap.
-	Softcap float64 `json:"softcap,omitempty" flag:"softcap" help:"cap every attention score s at c*tanh(s/c) (Gemma 2 uses 50; 0: no cap)"`
+	Softcap float64 `json:"softcap,omitempty" flag:"softcap" group:"attention" help:"cap every attention score s at c*tanh(s/c) (Gemma 2 uses 50; 0: no cap)"`
 	// Sinks adds "sinks" (Heads), one learnable logit per head that joins
 	// every row's softmax and is then dropped, so that a query may attend to
 	// nothing (gpt-oss). They start at 0.
-	Sinks bool `json:"sinks,omitempty" flag:"sinks" help:"a learnable sink logit per head in every softmax, dropped after it (gpt-oss)"`
+	Sinks bool `json:"sinks,omitempty" flag:"sinks" group:"attention" help:"a learnable sink logit per head in every softmax, dropped after it (gpt-oss)"`
 	// QKNorm normalises each head's queries and keys by RMSNorm over its dk
 	// features (eps 1e-6) with the gains "q_norm.gain" and "k_norm.gain"
 	// (dk), shared by the heads and starting at 1, before the scores
 	// (Qwen3, OLMo 2, Gemma 3).
-	QKNorm bool `json:"qk_norm,omitempty" flag:"qk-norm" help:"RMSNorm of each head's queries and keys before the scores (Qwen3)"`
+	QKNorm bool `json:"qk_norm,omitempty" flag:"qk-norm" group:"attention" help:"RMSNorm of each head's queries and keys before the scores (Qwen3)"`
 	// Window, if positive, lets query i see only keys i-w < j <= i, w keys
 	// counting itself (Mistral, Gemma 2/3, gpt-oss; graph.Window), or
 	// |i-j| < w in a bidirectional encoder (graph.Band); flash attention
 	// then skips the tiles outside the band. 0 means no window.
 	// Cross-attention has none.
-	Window int `json:"window,omitempty" flag:"window" help:"sliding window: query i sees keys i-w < j <= i (|i-j| < w in an encoder); 0: none"`
+	Window int `json:"window,omitempty" flag:"window" group:"attention" help:"sliding window: query i sees keys i-w < j <= i (|i-j| < w in an encoder); 0: none"`
 	// GlobalTokens, with a Window, makes the first GlobalTokens positions
 	// global (Longformer's and BigBird's pattern): every query sees them
 	// beside its window and, in an encoder, they see every key
 	// (graph.GlobalWindow). 0 means none.
-	GlobalTokens int `json:"global_tokens,omitempty" flag:"global-tokens" help:"with --window, the first N positions are global: every query sees them (and, in an encoder, they see every key); Longformer/BigBird"`
+	GlobalTokens int `json:"global_tokens,omitempty" flag:"global-tokens" group:"attention" help:"with --window, the first N positions are global: every query sees them (and, in an encoder, they see every key); Longformer/BigBird"`
 	// BlockLocal, if positive, lets each query see only the keys of its
 	// own block of BlockLocal positions (graph.BlockLocal): block-local
 	// attention. It excludes Window.
-	BlockLocal int `json:"block_local,omitempty" flag:"block-local" help:"block-local attention: each query sees only the keys of its own block of N positions (0: none)"`
+	BlockLocal int `json:"block_local,omitempty" flag:"block-local" group:"attention" help:"block-local attention: each query sees only the keys of its own block of N positions (0: none)"`
 	// RoPEBase is the base of RoPE's frequencies, base^(-2m/dk); 0 means
 	// graph.DefaultRoPEBase, 10000. It needs positions "rope" or
 	// "rope-interleaved".
-	RoPEBase float64 `json:"rope_base,omitempty" flag:"rope-base" zero:"10000" help:"base of RoPE's frequencies, with --positions rope or rope-interleaved"`
+	RoPEBase float64 `json:"rope_base,omitempty" flag:"rope-base" group:"model" zero:"10000" help:"base of RoPE's frequencies, with --positions rope or rope-interleaved"`
 	// HeadTemperature adds "temperature" (Heads), one learnable factor per
 	// head that multiplies the head's scores before any score modifier,
 	// s_ij = t_h q_i·k_j / sqrt(dk) (a softcap then caps the tempered score),
@@ -101,7 +101,7 @@ type AttentionVariants struct {
 	// the 2017 formula. qkv applies it to the queries (graph.HeadScale),
 	// which gives the same scores in every implementation and in a cached
 	// step. Cross-attention takes it too.
-	HeadTemperature bool `json:"head_temperature,omitempty" flag:"head-temperature" help:"a learnable temperature per head multiplying its attention scores, starting at 1"`
+	HeadTemperature bool `json:"head_temperature,omitempty" flag:"head-temperature" group:"attention" help:"a learnable temperature per head multiplying its attention scores, starting at 1"`
 	// Mask and Score are modifiers of your own (a document mask, a prefix
 	// LM, a bias of your design): Mask hides keys besides what the built-in
 	// ones hide (graph.And), Score changes the scores after them

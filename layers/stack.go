@@ -18,10 +18,10 @@ type StackConfig struct {
 	MaxLen int `json:"max_len"`
 	// Dim is the model width D, Heads the number of heads (D % Heads == 0),
 	// Layers the number of blocks, Hidden the feed-forward width.
-	Dim    int `json:"dim" flag:"dim" help:"model width d_model"`
-	Heads  int `json:"heads" flag:"heads" help:"attention heads per block (must divide --dim)"`
-	Layers int `json:"layers" flag:"layers" help:"number of Transformer blocks"`
-	Hidden int `json:"hidden" flag:"hidden" help:"feed-forward width"`
+	Dim    int `json:"dim" flag:"dim" group:"model" help:"model width d_model"`
+	Heads  int `json:"heads" flag:"heads" group:"model" help:"attention heads per block (must divide --dim)"`
+	Layers int `json:"layers" flag:"layers" group:"model" help:"number of Transformer blocks"`
+	Hidden int `json:"hidden" flag:"hidden" group:"model" help:"feed-forward width"`
 	// BlockOptions are the options of every block (activation, positions,
 	// norms, attention and its variants).
 	BlockOptions
@@ -30,7 +30,7 @@ type StackConfig struct {
 	// softmax, "linear" every block linear attention, "linear,window:64"
 	// Based's hybrid of linear attention and a small sliding window.
 	// Absent from config.json when "".
-	LayerKinds string `json:"layer_kinds,omitempty" flag:"layer-kinds" help:"what each block's self-attention is, cycled over the blocks: softmax, linear or window:W, comma-separated (linear,window:64 is Based's hybrid; default: all softmax)"`
+	LayerKinds string `json:"layer_kinds,omitempty" flag:"layer-kinds" group:"model" help:"what each block's self-attention is, cycled over the blocks: softmax, linear or window:W, comma-separated (linear,window:64 is Based's hybrid; default: all softmax)"`
 	// CausalEncoder makes an Encoder's self-attention causal, as a
 	// decoder's is: source position i reads positions j <= i only. A
 	// bidirectional encoder (the default, Vaswani et al.'s) starts out
@@ -40,7 +40,7 @@ type StackConfig struct {
 	// tie (a value to its key) and is learned with it where a bidirectional
 	// encoder stalls (README). A decoder is causal already and refuses it;
 	// absent from config.json when false.
-	CausalEncoder bool `json:"causal_encoder,omitempty" flag:"causal-encoder" help:"with --arch encdec, a causal encoder: source position i reads positions up to i only (what multi-query recall needs to be learned; see README)"`
+	CausalEncoder bool `json:"causal_encoder,omitempty" flag:"causal-encoder" group:"model" help:"with --arch encdec, a causal encoder: source position i reads positions up to i only (what multi-query recall needs to be learned; see README)"`
 	// TieEmbeddings makes the decoder's head its token embedding table:
 	// logits = x · tok_emb.tableᵀ, with no head.w and no head.b (GPT-2's
 	// and nanoGPT's weight tying, wte.weight = lm_head.weight). The table
@@ -51,12 +51,12 @@ type StackConfig struct {
 	// nanoGPT decays every 2-D tensor, the tied one included.
 	// Only a decoder has a head to tie: an encoder refuses it (and an
 	// EncDecConfig has no such field). Absent from config.json when false.
-	TieEmbeddings bool `json:"tie_embeddings,omitempty" flag:"tie-embeddings" help:"the head is the token embedding table: logits = x tok_emb.tableᵀ, no head.w or head.b (GPT-2's and nanoGPT's weight tying; decoder only)"`
+	TieEmbeddings bool `json:"tie_embeddings,omitempty" flag:"tie-embeddings" group:"model" help:"the head is the token embedding table: logits = x tok_emb.tableᵀ, no head.w or head.b (GPT-2's and nanoGPT's weight tying; decoder only)"`
 	// Init is how the parameters are drawn: InitDefault ("", qkv's own,
 	// unchanged) or InitGPT2 (N(0, 0.02²) weights and embeddings, the
 	// residual output projections scaled by 1/sqrt(2·Layers); see
 	// InitKind). Absent from config.json for the default.
-	Init InitKind `json:"init,omitempty" flag:"init" help:"initial weights: '' (qkv's default: U(±1/sqrt(in)) weights, N(0,1) embeddings) or gpt2 (N(0,0.02²), attention wo and feed-forward w2 at 0.02/sqrt(2·layers), as nanoGPT)"`
+	Init InitKind `json:"init,omitempty" flag:"init" group:"model" help:"initial weights: '' (qkv's default: U(±1/sqrt(in)) weights, N(0,1) embeddings) or gpt2 (N(0,0.02²), attention wo and feed-forward w2 at 0.02/sqrt(2·layers), as nanoGPT)"`
 }
 
 // stackKind is what sets the three stacks apart: the Decoder, the Encoder

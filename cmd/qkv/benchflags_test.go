@@ -81,20 +81,19 @@ func TestBenchMemoryLimit(t *testing.T) {
 	validationCase{args("bench --generate 4,8 --max-memory 1KiB -n 1"), 2, []string{"--max-memory:", "B=1 S=5", "more than 1.0 KiB, --max-memory"}}.check(t)
 }
 
-// helpDefaults parses a command's --help into flag name -> default.
+// helpDefaults parses a command's --help (on stdout) into flag name ->
+// default: its lines "  --name TYPE  (default X)".
 func helpDefaults(t *testing.T, cmd string) map[string]string {
 	t.Helper()
-	code, _, stderr := qkv(cmd, "--help")
+	code, stdout, _ := qkv(cmd, "--help")
 	if code != 0 {
 		t.Fatalf("%s --help: exit %d", cmd, code)
 	}
-	def := regexp.MustCompile(`\(default (.*)\)\s*$`)
+	line := regexp.MustCompile(`^  --([a-z0-9-]+)(?: [^ ]+)?(?:  \(default (.*)\))?$`)
 	flags := map[string]string{}
-	for _, block := range strings.Split(stderr, "\n  -")[1:] {
-		name := strings.Fields(block)[0]
-		flags[name] = ""
-		if m := def.FindStringSubmatch(block); m != nil {
-			flags[name] = m[1]
+	for _, l := range strings.Split(stdout, "\n") {
+		if m := line.FindStringSubmatch(l); m != nil {
+			flags[m[1]] = m[2]
 		}
 	}
 	if len(flags) < 10 {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,6 +44,16 @@ func checkpointFlag(fs *flag.FlagSet, stderr io.Writer) func(b int, weights bool
 	return func(b int, weights bool) (*loaded, error) {
 		if *dir == "" {
 			return nil, fmt.Errorf("%w: --checkpoint is required", errUsage)
+		}
+		// A directory that is not there, or holds no checkpoint, is the
+		// user's mistake (exit 2); a checkpoint that cannot be read is not.
+		switch fi, err := os.Stat(*dir); {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("%w: --checkpoint %s: no such directory", errUsage, *dir)
+		case err == nil && !fi.IsDir():
+			return nil, fmt.Errorf("%w: --checkpoint %s: a file, not a run directory", errUsage, *dir)
+		case err == nil && !checkpoint.Exists(*dir):
+			return nil, fmt.Errorf("%w: --checkpoint %s: holds no checkpoint (qkv train --out DIR writes one)", errUsage, *dir)
 		}
 		if impl != "" {
 			if _, err := layers.ParseAttentionImpl(string(impl)); err != nil {
@@ -167,14 +178,14 @@ func example(task data.Task) string {
 }
 
 func runPredict(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("predict", `--checkpoint DIR PROMPT (e.g. 2 0 1 1 0 2, quoted or not: the arguments after the flags are the prompt)`, stderr)
+	fs := newFlags("predict", `--checkpoint DIR PROMPT (e.g. 2 0 1 1 0 2, quoted or not: the arguments are the prompt)`, stderr)
 	load := checkpointFlag(fs, stderr)
 	if err := parse(fs, args, -1); err != nil {
 		return err
 	}
 	for _, a := range fs.Args() {
 		if strings.HasPrefix(a, "-") { // no task has a symbol starting with '-'
-			return fmt.Errorf("%w: %s after the prompt: give the flags before it: qkv predict --checkpoint DIR PROMPT", errUsage, a)
+			return fmt.Errorf("%w: prompt symbol %q: no task has a symbol starting with '-' (flags may come before or after the prompt; after --, every argument is the prompt)", errUsage, a)
 		}
 	}
 	l, err := load(1, false)

@@ -7,6 +7,7 @@
 //	qkv attend --checkpoint DIR --input "2 0 1 1 0 2" --out attn.png
 //	qkv gradcheck                  check every gradient of a small model
 //	qkv bench                      time training steps
+//	qkv help CMD                   print a command's flags, as qkv CMD --help
 package main
 
 import (
@@ -36,14 +37,17 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"train":     {"train a model on a toy task (the default: minGPT's sort demo) or a text (--task chars)", runTrain},
-		"eval":      {"score a checkpoint on its held-out set by greedy decoding", runEval},
-		"predict":   {"print a checkpoint's answer to a prompt", runPredict},
-		"sample":    {"continue a text with a character-level language model (task chars), printing each character as it is drawn", runSample},
-		"attend":    {"draw every layer's and head's attention for an input as a PNG", runAttend},
-		"gradcheck": {"compare every gradient of a small float64 model with finite differences", runGradcheck},
-		"explain":   {"measure the attention tutorial's claims on qkv's own graph code and give each a verdict", runExplain},
-		"bench":     {"time training steps of a configuration, one attention layer over sequence lengths (--seq), or generation (--generate)", runBench},
+		"train":      {"train a model on a toy task (the default: minGPT's sort demo) or a text (--task chars)", runTrain},
+		"eval":       {"score a checkpoint on its held-out set by greedy decoding", runEval},
+		"predict":    {"print a checkpoint's answer to a prompt", runPredict},
+		"sample":     {"continue a text with a character-level language model (task chars), printing each character as it is drawn", runSample},
+		"attend":     {"draw every layer's and head's attention for an input as a PNG", runAttend},
+		"gradcheck":  {"compare every gradient of a small float64 model with finite differences", runGradcheck},
+		"explain":    {"measure the attention tutorial's claims on qkv's own graph code and give each a verdict", runExplain},
+		"bench":      {"time training steps of a configuration, one attention layer over sequence lengths (--seq), or generation (--generate)", runBench},
+		"help":       {"print the commands, or a command's flags: qkv help <command>", runHelp},
+		"version":    {"print qkv's version, the revision it was built from and the Go toolchain", runVersion},
+		"completion": {"print a shell completion script: source <(qkv completion bash)", runCompletion},
 	}
 }
 
@@ -61,12 +65,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// gorgonia's own matrix products (--attention composed, explain's
 	// claims) on qkv's GEMM too, as qkv's ops are.
 	graph.UseFastGEMM()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 { // no command: a usage error
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		args = append([]string{"help"}, args[1:]...)
+	case "-version", "--version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -75,31 +82,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	err := cmd.run(args[1:], stdout, stderr)
+	name := args[0]
+	var help *helpRequest
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &help): // asked for: on stdout, to be read or grepped
+		help.fs.SetOutput(stdout)
+		help.fs.Usage()
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "qkv %s: %s\n", args[0], strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		if _, ok := commands[args[min(1, len(args)-1)]]; name == "help" && len(args) > 1 && ok {
+			name = args[1] // qkv help CMD is qkv CMD --help
+		}
+		fmt.Fprintf(stderr, "qkv %s: %s\n", name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		return 2
 	case errors.Is(err, train.ErrInterrupted):
 		return 130 // as a shell reports a command ended by SIGINT
 	default:
 		// "qkv train: train: ..." says the command twice: package train's
 		// errors begin with the command's name.
-		fmt.Fprintf(stderr, "qkv %s: %s\n", args[0], strings.TrimPrefix(err.Error(), args[0]+": "))
+		fmt.Fprintf(stderr, "qkv %s: %s\n", name, strings.TrimPrefix(err.Error(), name+": "))
 		return 1
 	}
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "qkv: Transformer attention as a gorgonia graph, trained on toy sequence tasks.")
-	fmt.Fprintln(w, "\nUsage: qkv <command> [flags]\n\nCommands:")
-	for _, n := range commandNames() {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'qkv <command> --help' for a command's flags.")
 }
 
 // commandNames returns the subcommands' names, sorted.
@@ -145,44 +152,104 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// newFlags returns a flag set that reports errors instead of exiting.
+// newFlags returns a flag set that reports errors instead of exiting, and
+// whose Usage writes the command's help (printHelp) to its output.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("qkv "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: qkv %s %s\n\n%s.\n\nFlags:\n", name, synopsis, commands[name].summary)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printHelp(fs.Output(), name, synopsis, fs) }
 	return fs
 }
 
-// flagSuggestion returns didYouMean's hint for the flag an "flag provided
-// but not defined" error of fs names, written as --flag.
-func flagSuggestion(fs *flag.FlagSet, err error) string {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
-	if !ok {
-		return ""
+// flagError rewrites an error of the flag package in qkv's words, naming
+// the flag as --flag first, with didYouMean's hint for a flag fs does not
+// define.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var known []string
+		fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+		return fmt.Sprintf("unknown flag --%s%s", name, didYouMean(name, "--", known))
 	}
-	var known []string
-	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
-	return didYouMean(name, "--", known)
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", name)
+	}
+	// invalid value "x" for flag -name: problem
+	// invalid boolean value "x" for -name: problem
+	for _, pre := range []string{"invalid value ", "invalid boolean value "} {
+		rest, ok := strings.CutPrefix(msg, pre)
+		if !ok {
+			continue
+		}
+		val, after, ok := cutQuoted(rest)
+		if !ok {
+			break
+		}
+		after = strings.TrimPrefix(strings.TrimPrefix(after, " for flag -"), " for -")
+		name, problem, _ := strings.Cut(after, ": ")
+		return fmt.Sprintf("--%s: invalid value %s: %s", name, val, problem)
+	}
+	return msg
+}
+
+// cutQuoted splits s after its leading Go-quoted string.
+func cutQuoted(s string) (quoted, rest string, ok bool) {
+	if !strings.HasPrefix(s, `"`) {
+		return "", "", false
+	}
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return s[:i+1], s[i+1:], true
+		}
+	}
+	return "", "", false
 }
 
 // parse parses args and returns an errUsage error for bad flags and for
-// positional arguments beyond want (any number if want < 0).
+// positional arguments beyond want (any number if want < 0), or a
+// *helpRequest for -h or --help. Flags may come before or after the
+// positional arguments, interleaved (qkv predict "2 0 1" --checkpoint
+// DIR); "--" ends the flags. fs.Args() returns the positional arguments.
 func parse(fs *flag.FlagSet, args []string, want int) error {
 	// The flag package prints its error and then every flag; a mistyped
 	// flag gets one line instead, saying where the list is.
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
-		return err
+	defer fs.SetOutput(out)
+	var pos []string
+	help := false
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			// The flags after --help are parsed too: they choose the
+			// defaults the help shows (--task chars).
+			help, args = true, fs.Args()
+			continue
+		}
+		if err != nil {
+			if help {
+				break
+			}
+			return fmt.Errorf("%w: %s; '%s --help' lists the flags", errUsage, flagError(fs, err), fs.Name())
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if err != nil {
-		return fmt.Errorf("%w: %v%s; '%s --help' lists the flags", errUsage, err, flagSuggestion(fs, err), fs.Name())
+	if help {
+		return &helpRequest{fs}
+	}
+	if err := fs.Parse(append([]string{"--"}, pos...)); err != nil { // fs.Args() = pos
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if want >= 0 && fs.NArg() > want {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, strings.Join(fs.Args()[want:], " "))

@@ -30,7 +30,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, 2, "Commands:"},
 		{[]string{"juggle"}, 2, `unknown command "juggle"`},
-		{[]string{"train", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"train", "--bogus"}, 2, "unknown flag --bogus"},
 		{[]string{"train", "--steps", "many"}, 2, "invalid value"},
 		{[]string{"train", "--heads", "5"}, 2, "--heads (with --dim): Dim 48 is not divisible by Heads 5"},
 		{[]string{"train", "--task", "juggle"}, 2, `unknown task "juggle"`},
@@ -41,8 +41,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "extra"}, 2, `unexpected arguments "extra"`},
 		{[]string{"predict", "1 2"}, 2, "--checkpoint is required"},
 		{[]string{"eval"}, 2, "--checkpoint is required"},
-		{[]string{"eval", "--checkpoint", "/nonexistent/run"}, 1, "/nonexistent/run"},
-		{[]string{"train", "--help"}, 0, "-steps"},
+		{[]string{"eval", "--checkpoint", "/nonexistent/run"}, 2, "--checkpoint /nonexistent/run: no such directory"},
 	}
 	for _, c := range cases {
 		validationCase{c.args, c.code, []string{c.want}}.check(t)
@@ -251,8 +250,8 @@ func TestMistypedFlagOneLine(t *testing.T) {
 			t.Errorf("qkv %s --stpes 3: exit %d, stderr %q; want exit 2 and one line", cmd, code, stderr)
 		}
 	}
-	if code, _, stderr := qkv("train", "--help"); code != 0 || !strings.Contains(stderr, "Flags:") || !strings.Contains(stderr, "-steps") {
-		t.Errorf("qkv train --help: exit %d, stderr %q; want the flags", code, stderr)
+	if code, stdout, _ := qkv("train", "--help"); code != 0 || !strings.Contains(stdout, "Run flags:") || !strings.Contains(stdout, "--steps INT") {
+		t.Errorf("qkv train --help: exit %d, stdout %q; want the flags", code, stdout)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/qkv-dev/qkv/data"
@@ -28,9 +29,19 @@ func runSample(args []string, stdout, stderr io.Writer) error {
 	if *tokens < 0 {
 		return fmt.Errorf("%w: --tokens must be at least 0, got %d", errUsage, *tokens)
 	}
+	// Each flag's own sentence, naming it; infer's words name its
+	// parameters, not the flags.
+	switch {
+	case !(*temperature >= 0) || math.IsInf(*temperature, 1):
+		return fmt.Errorf("%w: --temperature must be a finite number, at least 0 (0: greedy decoding), got %v", errUsage, *temperature)
+	case *topK < 0:
+		return fmt.Errorf("%w: --top-k must be at least 0 (0: every character), got %d", errUsage, *topK)
+	case !(*topP >= 0 && *topP <= 1):
+		return fmt.Errorf("%w: --top-p must be in [0, 1] (0 or 1: every character), got %v", errUsage, *topP)
+	}
 	sampler, err := infer.NewSampler(*temperature, *topK, *topP, *seed)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: --temperature, --top-k or --top-p: %s", errUsage, strings.TrimPrefix(err.Error(), "infer: sampler: "))
 	}
 	l, err := load(1, false)
 	if err != nil {

@@ -26,6 +26,9 @@ type schemaField struct {
 	// flag, help and zero are its tags: the flag's name, its usage, and
 	// what a zero value stands for ("" when it stands for nothing).
 	flag, help, zero string
+	// group is its group tag: the heading --help lists the flag under
+	// ("model", "attention", ...; see flagGroups).
+	group string
 	// value is the field, addressable, when the walk was over a value.
 	value reflect.Value
 }
@@ -53,7 +56,7 @@ func walkSchema(v reflect.Value, prefix string, fields *[]schemaField) {
 			continue
 		}
 		if name := sf.Tag.Get("flag"); name != "" {
-			*fields = append(*fields, schemaField{path: prefix + key, flag: name, help: sf.Tag.Get("help"), zero: sf.Tag.Get("zero"), value: v.Field(i)})
+			*fields = append(*fields, schemaField{path: prefix + key, flag: name, help: sf.Tag.Get("help"), zero: sf.Tag.Get("zero"), group: sf.Tag.Get("group"), value: v.Field(i)})
 			continue
 		}
 		if sf.Type.Kind() != reflect.Struct {

@@ -69,7 +69,11 @@ func configError(err error, cfg config.Config) error {
 			}
 			name += " (with " + strings.Join(with, ", ") + ")"
 		}
-		return fmt.Errorf("%w: %s: %s", errUsage, name, ce.Problem)
+		problem := ce.Problem
+		if hint := didYouMean(cfg.Task.Name, "--task ", data.Names()); ce.Field == "task.name" && hint != "" {
+			problem = fmt.Sprintf("unknown task %q%s; the tasks are %s", cfg.Task.Name, hint, strings.Join(data.Names(), ", "))
+		}
+		return fmt.Errorf("%w: %s: %s", errUsage, name, problem)
 	}
 	var me *config.MemoryError
 	if errors.As(err, &me) {

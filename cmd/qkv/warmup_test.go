@@ -82,7 +82,7 @@ func TestWarmupAdaptsToSteps(t *testing.T) {
 		t.Errorf("resumed config.json has steps %d, warmup %d; want 50, 3", cfg.Steps, cfg.Warmup)
 	}
 
-	if code, _, stderr := qkv("train", "--help"); code != 0 || !strings.Contains(stderr, "min(50, steps/10)") {
-		t.Errorf("train --help: exit %d; want the adaptive warm-up default in:\n%s", code, stderr)
+	if code, stdout, _ := qkv("train", "--help"); code != 0 || !strings.Contains(stdout, "--warmup INT  (default min(50, steps/10))") {
+		t.Errorf("train --help: exit %d; want the adaptive warm-up default in:\n%s", code, stdout)
 	}
 }

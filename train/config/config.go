@@ -79,49 +79,49 @@ const (
 type Config struct {
 	Task TaskSpec `json:"task"`
 	// Arch is ArchDecoder (the default for "") or ArchEncDec.
-	Arch Arch `json:"arch,omitempty" flag:"arch" help:"architecture: decoder (decoder-only, the default) or encdec (the prompt to an encoder, the answer to a decoder that cross-attends to it)"`
+	Arch Arch `json:"arch,omitempty" flag:"arch" group:"model" help:"architecture: decoder (decoder-only, the default) or encdec (the prompt to an encoder, the answer to a decoder that cross-attends to it)"`
 	// Model is the decoder's configuration; Vocab and MaxLen are filled in
 	// from the task.
 	Model layers.StackConfig `json:"model"`
 	// DType is the dtype of weights and activations: Float32 (the default,
 	// also when empty) or Float64.
-	DType DType `json:"dtype" flag:"dtype" help:"float32 or float64"`
+	DType DType `json:"dtype" flag:"dtype" group:"run" help:"float32 or float64"`
 	// Seed fixes initial weights, data and dropout: the same seed gives the
 	// same losses, bit for bit.
-	Seed uint64 `json:"seed" flag:"seed" help:"seed of weights, data and dropout"`
+	Seed uint64 `json:"seed" flag:"seed" group:"run" help:"seed of weights, data and dropout"`
 
-	Batch int `json:"batch" flag:"batch" help:"sequences per step"`
-	Steps int `json:"steps" flag:"steps" help:"training steps at most; with --resume, the run's new total, at least the checkpoint's step (the cosine decay is re-stretched to end there, so only the run's own --steps continues bit for bit)"`
+	Batch int `json:"batch" flag:"batch" group:"run" help:"sequences per step"`
+	Steps int `json:"steps" flag:"steps" group:"run" help:"training steps at most; with --resume, the run's new total, at least the checkpoint's step (the cosine decay is re-stretched to end there, so only the run's own --steps continues bit for bit)"`
 	// LR is the peak learning rate, reached after Warmup steps and decayed
 	// along a cosine to MinLR at Steps.
-	LR        float64       `json:"lr" flag:"lr" help:"peak learning rate"`
-	MinLR     float64       `json:"min_lr" flag:"min-lr" help:"learning rate at the end of the cosine decay"`
-	Warmup    int           `json:"warmup" flag:"warmup" help:"linear warm-up steps, at most --steps; when not given, a tenth of --steps up to 50, so that a short run needs no --warmup"`
-	Optimizer OptimizerKind `json:"optimizer" flag:"optimizer" help:"adam or adamw"`
+	LR        float64       `json:"lr" flag:"lr" group:"optimizer" help:"peak learning rate"`
+	MinLR     float64       `json:"min_lr" flag:"min-lr" group:"optimizer" help:"learning rate at the end of the cosine decay"`
+	Warmup    int           `json:"warmup" flag:"warmup" group:"optimizer" help:"linear warm-up steps, at most --steps; when not given, a tenth of --steps up to 50, so that a short run needs no --warmup"`
+	Optimizer OptimizerKind `json:"optimizer" flag:"optimizer" group:"optimizer" help:"adam or adamw"`
 	// WeightDecay applies to AdamW only, where it must be positive.
-	WeightDecay float64 `json:"weight_decay" flag:"weight-decay" help:"AdamW weight decay"`
+	WeightDecay float64 `json:"weight_decay" flag:"weight-decay" group:"optimizer" help:"AdamW weight decay"`
 	// Decay is which parameters AdamW decays: DecayWeights (the default
 	// for "", and then absent from config.json) or DecayMatrices.
-	Decay DecayRule `json:"decay,omitempty" flag:"decay" zero:"weights" help:"which parameters AdamW decays: weights (the projection weights, minGPT's rule) or matrices (every parameter of 2+ dimensions, the embeddings too: nanoGPT's)"`
+	Decay DecayRule `json:"decay,omitempty" flag:"decay" group:"optimizer" zero:"weights" help:"which parameters AdamW decays: weights (the projection weights, minGPT's rule) or matrices (every parameter of 2+ dimensions, the embeddings too: nanoGPT's)"`
 	// Beta1 and Beta2 are Adam's decay rates of the first and second moment
 	// estimates, in (0, 1); 0 means the defaults 0.9 and 0.999, and the
 	// field is then absent from config.json (nanoGPT uses 0.99 for Beta2).
-	Beta1 float64 `json:"beta1,omitempty" flag:"beta1" zero:"0.9" help:"Adam's decay rate of the first moment"`
-	Beta2 float64 `json:"beta2,omitempty" flag:"beta2" zero:"0.999" help:"Adam's decay rate of the second moment (nanoGPT uses 0.99)"`
+	Beta1 float64 `json:"beta1,omitempty" flag:"beta1" group:"optimizer" zero:"0.9" help:"Adam's decay rate of the first moment"`
+	Beta2 float64 `json:"beta2,omitempty" flag:"beta2" group:"optimizer" zero:"0.999" help:"Adam's decay rate of the second moment (nanoGPT uses 0.99)"`
 	// ClipNorm is the global gradient norm above which gradients are scaled
 	// down; 0 disables clipping.
-	ClipNorm float64 `json:"clip_norm" flag:"clip" help:"global gradient-norm clip (0: off)"`
+	ClipNorm float64 `json:"clip_norm" flag:"clip" group:"optimizer" help:"global gradient-norm clip (0: off)"`
 
 	// EvalEvery is how often (in steps) the held-out set is decoded.
-	EvalEvery int `json:"eval_every" flag:"eval-every" help:"steps between held-out evaluations"`
+	EvalEvery int `json:"eval_every" flag:"eval-every" group:"run" help:"steps between held-out evaluations"`
 	// TestSize is the number of held-out examples, never seen in training.
-	TestSize int `json:"test_size" flag:"test-size" help:"held-out examples, never trained on"`
+	TestSize int `json:"test_size" flag:"test-size" group:"run" help:"held-out examples, never trained on"`
 	// TargetExact stops training early once exact match on the held-out set
 	// reaches it; 0 never stops early.
-	TargetExact float64 `json:"target_exact" flag:"target-exact" help:"stop once held-out exact match reaches this (0: never)"`
+	TargetExact float64 `json:"target_exact" flag:"target-exact" group:"run" help:"stop once held-out exact match reaches this (0: never)"`
 	// CheckpointEvery is how often a checkpoint is written; the last step
 	// always writes one.
-	CheckpointEvery int `json:"checkpoint_every" flag:"checkpoint-every" help:"steps between checkpoints"`
+	CheckpointEvery int `json:"checkpoint_every" flag:"checkpoint-every" group:"run" help:"steps between checkpoints"`
 }
 
 // TaskSpec names a data task and its parameters.
