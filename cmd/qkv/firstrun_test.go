@@ -32,7 +32,7 @@ func TestErrorsReadAsOneSentence(t *testing.T) {
 		{[]string{"predict", "--checkpoint", dir, "--", "2", "0", "-1"}, 2, []string{`qkv predict: prompt symbol "-1": no task has a symbol starting with '-'`}},
 		{[]string{"attend", "--checkpoint", dir, "--input", "2 | 1"}, 2, []string{`qkv attend: prompt "2 | 1" holds "|" (id 1) at position 1, want one of the 3 symbols 0 1 2`}},
 		{[]string{"train", "--task", "sort", "--length", "3", "--test-size", "8", "--out", dir}, 2, []string{"qkv train: --out " + dir + " holds a checkpoint of an earlier run: continue it with --resume " + dir}},
-		{args("train --resume /nonexistent/run"), 1, []string{"qkv train: --resume: checkpoint: /nonexistent/run: no checkpoint"}},
+		{args("train --resume /nonexistent/run"), 2, []string{"qkv train: --resume /nonexistent/run: no such directory"}},
 		{args("eval --checkpoint /nonexistent/run"), 2, []string{"qkv eval: --checkpoint /nonexistent/run: no such directory"}},
 		{args("gradcheck --dim 1000"), 2, []string{"qkv gradcheck: --dim: "}},
 		{[]string{"eval", "--checkpoint", dir, "--attention", "sparse"}, 2, []string{`qkv eval: --attention: unknown attention "sparse": want "composed", "fused" or "flash"`}},

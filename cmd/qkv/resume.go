@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"reflect"
 
 	"github.com/qkv-dev/qkv/train/checkpoint"
@@ -26,6 +27,17 @@ var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkp
 // reported naming the file; one too large for the memory limit (mem) is a
 // usage error naming the sizes. step is the checkpoint's.
 func resumeConfig(dir string, fs *flag.FlagSet, mem *memoryFlag) (cfg config.Config, step int, err error) {
+	// A directory that is not there, or holds no checkpoint, is the user's
+	// mistake (exit 2), as --checkpoint's; a checkpoint that cannot be read
+	// is not.
+	switch fi, err := os.Stat(dir); {
+	case errors.Is(err, os.ErrNotExist):
+		return config.Config{}, 0, fmt.Errorf("%w: --resume %s: no such directory", errUsage, dir)
+	case err == nil && !fi.IsDir():
+		return config.Config{}, 0, fmt.Errorf("%w: --resume %s: a file, not a run directory", errUsage, dir)
+	case err == nil && !checkpoint.Exists(dir):
+		return config.Config{}, 0, fmt.Errorf("%w: --resume %s: holds no checkpoint (qkv train --out DIR writes one)", errUsage, dir)
+	}
 	file := checkpoint.File(dir, checkpoint.ConfigFile)
 	// The memory check comes before the weights are read: a checkpoint too
 	// large for the limit costs nothing of its size.

@@ -96,7 +96,7 @@ type Config struct {
 	// along a cosine to MinLR at Steps.
 	LR        float64       `json:"lr" flag:"lr" group:"optimizer" help:"peak learning rate"`
 	MinLR     float64       `json:"min_lr" flag:"min-lr" group:"optimizer" help:"learning rate at the end of the cosine decay"`
-	Warmup    int           `json:"warmup" flag:"warmup" group:"optimizer" help:"linear warm-up steps, at most --steps; when not given, a tenth of --steps up to 50, so that a short run needs no --warmup"`
+	Warmup    int           `json:"warmup" flag:"warmup" group:"optimizer" help:"linear warm-up steps, at most --steps; when not given, a tenth of --steps up to the task's own (50; chars 100), so that a short run needs no --warmup"`
 	Optimizer OptimizerKind `json:"optimizer" flag:"optimizer" group:"optimizer" help:"adam or adamw"`
 	// WeightDecay applies to AdamW only, where it must be positive.
 	WeightDecay float64 `json:"weight_decay" flag:"weight-decay" group:"optimizer" help:"AdamW weight decay"`
