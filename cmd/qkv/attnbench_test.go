@@ -150,7 +150,8 @@ func TestBenchGenerate(t *testing.T) {
 			rows = append(rows, r)
 		}
 	}
-	if len(rows) != 4 || rows[0].Position != 4 || !rows[0].Cached || rows[1].Cached || rows[3].Position != 8 || !(rows[0].MsPerToken > 0) {
+	// Per position: the graph's cached step, no cache, the fast path.
+	if len(rows) != 6 || rows[0].Position != 4 || !rows[0].Cached || rows[0].Path != "graph" || rows[1].Cached || rows[2].Path != "fast" || rows[5].Position != 8 || !(rows[0].MsPerToken > 0) || !(rows[2].MsPerToken > 0) {
 		t.Errorf("bench --generate results %+v", rows)
 	}
 	if code, _, _ := qkv("bench", "--generate", "0"); code != 2 {

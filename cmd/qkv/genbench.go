@@ -1,23 +1,47 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/model"
+	"github.com/qkv-dev/qkv/train/model/decode"
 )
+
+// cpuModel is /proc/cpuinfo's first "model name", or "unknown".
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
 
 // genResult is one line of `qkv bench --generate`: the time to produce the
 // token at Position, with and without the key/value cache (a linear
 // block's recurrent state, for the blocks of --layer-kinds linear).
 type genResult struct {
-	Position   int     `json:"position"`
-	Cached     bool    `json:"cached"`
+	Position int  `json:"position"`
+	Cached   bool `json:"cached"`
+	// Path is "fast" (decode.Decoder), "graph" (the cached step through
+	// gorgonia, model.Cached) or "" without the cache.
+	Path       string  `json:"path,omitempty"`
 	MsPerToken float64 `json:"ms_per_token"`
 	TokensPerS float64 `json:"tokens_per_s"`
 	Dim        int     `json:"dim"`
@@ -72,14 +96,33 @@ func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writ
 			return err
 		}
 		uncached := func() error { _, err := net.NextLogits(nil, [][]int{seq}); return err }
+		// The fast path, where it runs the model: the same step at p.
+		var fast *decode.Decoder
+		if decode.Supported(c) == nil {
+			if fast, err = decode.New(c, 1, net.Params); err != nil {
+				net.Close()
+				return err
+			}
+		}
 		tUncached, err := median(uncached, repeats)
 		if err == nil {
-			var tStep float64
-			if tStep, err = stepAt(cached, seq, repeats); err == nil {
-				r := genResult{Position: p, Cached: true, MsPerToken: tStep, Dim: m.Dim, Layers: m.Layers, LayerKinds: m.LayerKinds, CacheBytes: cached.CacheBytes()}
+			var tStep, tFast float64
+			if tStep, err = stepAt(cached, seq, repeats); err == nil && fast != nil {
+				tFast, err = fastStepAt(fast, seq, repeats)
+			}
+			if err == nil {
+				r := genResult{Position: p, Cached: true, Path: "graph", MsPerToken: tStep, Dim: m.Dim, Layers: m.Layers, LayerKinds: m.LayerKinds, CacheBytes: cached.CacheBytes()}
 				results = append(results, r)
-				r.Cached, r.MsPerToken, r.CacheBytes = false, tUncached, 0
-				results = append(results, r)
+				u := r
+				u.Cached, u.Path, u.MsPerToken, u.CacheBytes = false, "", tUncached, 0
+				results = append(results, u)
+				if fast != nil {
+					f := r
+					f.Path, f.MsPerToken = "fast", tFast
+					results = append(results, f)
+				} else {
+					fmt.Fprintf(stdout, "position %d: the fast path does not run this model (%v): graph path only\n", p, decode.Supported(c))
+				}
 			}
 		}
 		net.Close()
@@ -90,12 +133,18 @@ func runGenBench(cfg config.Config, positions []int, repeats int, stdout io.Writ
 	if k := cfg.Model.LayerKinds; k != "" {
 		fmt.Fprintf(stdout, "layer kinds %s\n", k)
 	}
-	fmt.Fprintf(stdout, "%-10s %16s %18s %14s %16s %18s\n", "position", "cached ms/token", "cached tokens/s", "cache", "uncached ms/token", "uncached tokens/s")
-	for i := 0; i < len(results); i += 2 {
+	fmt.Fprintf(stdout, "%-10s %14s %16s %16s %18s %14s %16s %18s %8s\n", "position", "fast ms/token", "fast tokens/s", "cached ms/token", "cached tokens/s", "cache", "uncached ms/token", "uncached tokens/s", "fast/cached")
+	for i := 0; i < len(results); {
 		c, u := results[i].MsPerToken, results[i+1].MsPerToken
-		fmt.Fprintf(stdout, "%-10d %16.3f %18.0f %14s %16.3f %18.0f\n", results[i].Position, c, 1000/c,
-			config.FormatBytes(float64(results[i].CacheBytes)), u, 1000/u)
+		f, n := math.NaN(), 2
+		if i+2 < len(results) && results[i+2].Path == "fast" && results[i+2].Position == results[i].Position {
+			f, n = results[i+2].MsPerToken, 3
+		}
+		fmt.Fprintf(stdout, "%-10d %14.4f %16.0f %16.3f %18.0f %14s %16.3f %18.0f %7.1fx\n", results[i].Position, f, 1000/f, c, 1000/c,
+			config.FormatBytes(float64(results[i].CacheBytes)), u, 1000/u, c/f)
+		i += n
 	}
+	fmt.Fprintf(stdout, "cached: the graph's cached step (model.Cached); fast: the fast decode path (%s kernels); kernels on a CPU of %s\n", decode.Kernels(), cpuModel())
 	for _, r := range results {
 		r.TokensPerS = 1000 / r.MsPerToken
 		line, _ := json.Marshal(r)
@@ -119,6 +168,27 @@ func stepAt(c *model.Cached, seq []int, repeats int) (float64, error) {
 		}
 	}
 	return median(func() error { _, err := c.Feed([]int{seq[len(seq)-1]}, len(seq)); return err }, repeats)
+}
+
+// fastStepAt is stepAt on the fast path: the median time in milliseconds
+// of the step at position len(seq), the decoder primed with seq before
+// each.
+func fastStepAt(d *decode.Decoder, seq []int, repeats int) (float64, error) {
+	ids := []int{seq[len(seq)-1]}
+	ms := make([]float64, repeats+1) // the first warms up
+	for i := range ms {
+		if err := d.Prime([][]int{seq}); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		if err := d.Feed(ids); err != nil {
+			return 0, err
+		}
+		ms[i] = float64(time.Since(start).Nanoseconds()) / 1e6
+	}
+	ms = ms[1:]
+	slices.Sort(ms)
+	return ms[len(ms)/2], nil
 }
 
 // median runs f once to warm up, then repeats times, and returns the

@@ -1,0 +1,56 @@
+//go:build linux
+
+package decode_test
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/qkv-dev/qkv/train/config"
+	"github.com/qkv-dev/qkv/train/model"
+	"github.com/qkv-dev/qkv/train/model/decode"
+)
+
+// BenchmarkFeed times a step of nanoGPT's preset model (float32, the
+// positions 0 … context-1 in turn) for 1 and 8 rows: ns/op is per step,
+// tokens/s counts every row's token.
+func BenchmarkFeed(b *testing.B) {
+	for _, rows := range []int{1, 8} {
+		b.Run(map[int]string{1: "rows=1", 8: "rows=8"}[rows], func(b *testing.B) {
+			cfg, _ := config.Preset(config.PresetNanoGPTCPU)
+			cfg.Model.Vocab, cfg.Model.MaxLen = 106, 65
+			m, err := model.Build(cfg, 1, 65, model.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			fast, err := decode.New(cfg, rows, m.Params)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids := make([]int, rows)
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if fast.Len(0) >= fast.Context() {
+					fast.Reset()
+				}
+				if err := fast.Feed(ids); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			// The process's CPU time per step: on a loaded machine, what the
+			// step costs when it runs, whatever else waits for the core.
+			b.ReportMetric((cpuTime()-cpu0)*1e6/float64(b.N), "cpu-µs/step")
+		})
+	}
+}
+
+// cpuTime is the process's user and system time, in seconds.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}

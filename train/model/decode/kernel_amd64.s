@@ -1,0 +1,114 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func mv4AVX512(y, x, w *float32, k, pstride int)
+// y[0:64] += Σ_{i<k} x[i]·panel_p[16i : 16i+16] for the four panels
+// p = w + p·pstride: Z0–Z3 accumulate even i, Z4–Z7 odd i, so that
+// consecutive fused multiply-adds do not wait on each other.
+TEXT ·mv4AVX512(SB), NOSPLIT, $0-40
+	MOVQ y+0(FP), DX
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ k+24(FP), CX
+	MOVQ pstride+32(FP), BX
+	SHLQ $2, BX
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	XORQ AX, AX
+	CMPQ CX, $2
+	JB mv4_one
+
+mv4_pairs:
+	VBROADCASTSS (SI), Z8
+	VBROADCASTSS 4(SI), Z9
+	VFMADD231PS (DI)(AX*1), Z8, Z0
+	VFMADD231PS (R8)(AX*1), Z8, Z1
+	VFMADD231PS (R9)(AX*1), Z8, Z2
+	VFMADD231PS (R10)(AX*1), Z8, Z3
+	VFMADD231PS 64(DI)(AX*1), Z9, Z4
+	VFMADD231PS 64(R8)(AX*1), Z9, Z5
+	VFMADD231PS 64(R9)(AX*1), Z9, Z6
+	VFMADD231PS 64(R10)(AX*1), Z9, Z7
+	ADDQ $8, SI
+	ADDQ $128, AX
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JAE mv4_pairs
+
+mv4_one:
+	TESTQ CX, CX
+	JZ mv4_done
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS (DI)(AX*1), Z8, Z0
+	VFMADD231PS (R8)(AX*1), Z8, Z1
+	VFMADD231PS (R9)(AX*1), Z8, Z2
+	VFMADD231PS (R10)(AX*1), Z8, Z3
+
+mv4_done:
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+	VADDPS Z6, Z2, Z2
+	VADDPS Z7, Z3, Z3
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VZEROUPPER
+	RET
+
+// func mv1AVX512(y, x, w *float32, k int)
+// y[0:16] += Σ_{i<k} x[i]·w[16i : 16i+16], four accumulators over i mod 4.
+TEXT ·mv1AVX512(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DX
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ k+24(FP), CX
+	VMOVUPS (DX), Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	CMPQ CX, $4
+	JB mv1_rest
+
+mv1_quads:
+	VBROADCASTSS (SI), Z8
+	VBROADCASTSS 4(SI), Z9
+	VBROADCASTSS 8(SI), Z10
+	VBROADCASTSS 12(SI), Z11
+	VFMADD231PS (DI), Z8, Z0
+	VFMADD231PS 64(DI), Z9, Z1
+	VFMADD231PS 128(DI), Z10, Z2
+	VFMADD231PS 192(DI), Z11, Z3
+	ADDQ $16, SI
+	ADDQ $256, DI
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JAE mv1_quads
+
+mv1_rest:
+	TESTQ CX, CX
+	JZ mv1_done
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS (DI), Z8, Z0
+	ADDQ $4, SI
+	ADDQ $64, DI
+	DECQ CX
+	JMP mv1_rest
+
+mv1_done:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET

@@ -1,0 +1,479 @@
+package decode
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/qkv-dev/qkv/internal/vec"
+	"github.com/qkv-dev/qkv/layers"
+)
+
+// packed is a weight W (in, out), y = x·W, in panels of 16 columns: panel
+// p holds W[i][16p : 16p+16] for i = 0, 1, …, in-1 one after the other,
+// columns past out zero.
+type packed[T float32 | float64] struct {
+	in, out, np int
+	w           []T
+}
+
+// pack copies W, (in, out) row-major, or its transpose (out, in) if
+// transposed, into panels.
+func pack[T float32 | float64](src []T, in, out int, transposed bool) packed[T] {
+	np := (out + panelW - 1) / panelW
+	p := packed[T]{in: in, out: out, np: np, w: make([]T, np*in*panelW)}
+	for i := range in {
+		for j := range out {
+			v := src[i*out+j]
+			if transposed {
+				v = src[j*in+i]
+			}
+			p.w[(j/panelW)*in*panelW+i*panelW+j%panelW] = v
+		}
+	}
+	return p
+}
+
+// kChunk is how many rows of W a pass over the panels takes, so that the
+// panels a batch of rows shares stay in the first-level cache.
+const kChunk = 128
+
+// apply sets y[r·ldy : r·ldy+16·np] += x[r·ldx : r·ldx+in]·W for the m
+// rows r, every row reading each block of W while it is in cache.
+func (p *packed[T]) apply(y []T, ldy int, x []T, ldx int, m int) {
+	ps := p.in * panelW
+	for k0 := 0; k0 < p.in; k0 += kChunk {
+		kn := min(kChunk, p.in-k0)
+		q := 0
+		for ; q+4 <= p.np; q += 4 {
+			w := p.w[q*ps+k0*panelW:]
+			for r := range m {
+				mv4(y[r*ldy+q*panelW:], x[r*ldx+k0:], w, kn, ps)
+			}
+		}
+		for ; q < p.np; q++ {
+			w := p.w[q*ps+k0*panelW:]
+			for r := range m {
+				mv1(y[r*ldy+q*panelW:], x[r*ldx+k0:], w, kn)
+			}
+		}
+	}
+}
+
+// block is one Transformer block's weights; a nil bias is none.
+type block[T float32 | float64] struct {
+	ln1g, ln1b, ln2g, ln2b []T
+	qkv                    packed[T] // wq | wk | wv, (D, 3D)
+	bqkv                   []T
+	wo                     packed[T]
+	bo                     []T
+	w1                     packed[T]
+	b1                     []T
+	w2                     packed[T]
+	b2                     []T
+}
+
+// net is the fast decoder of one dtype.
+type net[T float32 | float64] struct {
+	d, h, dk, dkp, hidden, vocab, l, lp, rows, chunk int
+	dp, qkvp, hp, vp                                 int // padded widths of x, qkv, the hidden layer and the logits
+	postLN, gelu                                     bool
+	eps                                              float64
+	scale                                            T
+
+	tok, pos   []T // (vocab, D) and (L, D), pos nil without positions
+	blocks     []block[T]
+	lnfg, lnfb []T // nil for post-LN
+	head       packed[T]
+	headB      []T
+
+	// The caches, per block: keys transposed, kt[((r·H+h)·lp/16 + p/16)·dk·16 + i·16 + p%16]
+	// the feature i of head h of row r's key at position p; values
+	// vc[((r·H+h)·dkp/16 + i/16)·lp·16 + p·16 + i%16].
+	kt, vc [][]T
+
+	// Activations of up to rows·chunk tokens at once, and one head's
+	// scores, weights and output.
+	x, hb, qkv, att, ff []T
+	qs, s, o            []T
+	lg                  []T // (rows, vp)
+	out                 [][]float64
+}
+
+// newNet copies the parameters of the decoder of m, by name, out of vals.
+func newNet[T float32 | float64](m layers.StackConfig, rows int, vals map[string]any) (*net[T], error) {
+	get := func(name string, size int, optional bool) ([]T, error) {
+		v, ok := vals[name]
+		if !ok {
+			if optional {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("%w %q", errMissing, name)
+		}
+		s, ok := v.([]T)
+		if !ok {
+			var zero T
+			return nil, fmt.Errorf("decode: param %q is %T, the model's dtype wants []%T", name, v, zero)
+		}
+		if len(s) != size {
+			return nil, fmt.Errorf("decode: param %q has %d values, want %d", name, len(s), size)
+		}
+		return s, nil
+	}
+	d, h := m.Dim, m.Heads
+	up := func(n int) int { return (n + panelW - 1) / panelW * panelW }
+	n := &net[T]{d: d, h: h, dk: d / h, hidden: m.Hidden, vocab: m.Vocab, l: m.MaxLen, rows: rows,
+		postLN: m.PostLN, gelu: m.Activation == layers.ActivationGELU, eps: 1e-5,
+		scale: T(m.AttnScale.Factor(d, h))}
+	n.dkp, n.lp, n.dp, n.qkvp, n.hp, n.vp = up(n.dk), up(n.l), up(d), up(3*d), up(m.Hidden), up(m.Vocab)
+	n.chunk = min(n.l, 64)
+	var err error
+	if n.tok, err = get("tok_emb.table", m.Vocab*d, false); err != nil {
+		return nil, err
+	}
+	switch m.Positions {
+	case "", layers.PositionsLearned:
+		if n.pos, err = get("pos_emb.table", m.MaxLen*d, false); err != nil {
+			return nil, err
+		}
+	case layers.PositionsSinusoidal:
+		n.pos = make([]T, m.MaxLen*d)
+		for p := 0; p < m.MaxLen; p++ {
+			for i := 0; i < d; i++ {
+				angle := float64(p) / math.Pow(10000, float64(i-i%2)/float64(d))
+				if i%2 == 0 {
+					n.pos[p*d+i] = T(math.Sin(angle))
+				} else {
+					n.pos[p*d+i] = T(math.Cos(angle))
+				}
+			}
+		}
+	}
+	padded := func(s []T, size int) []T {
+		if s == nil {
+			return nil
+		}
+		out := make([]T, size)
+		copy(out, s)
+		return out
+	}
+	for i := range m.Layers {
+		name := func(s string) string { return fmt.Sprintf("blocks.%d.%s", i, s) }
+		var b block[T]
+		for _, ln := range []struct {
+			g, b *[]T
+			name string
+		}{{&b.ln1g, &b.ln1b, "ln1"}, {&b.ln2g, &b.ln2b, "ln2"}} {
+			if *ln.g, err = get(name(ln.name+".gain"), d, false); err != nil {
+				return nil, err
+			}
+			if *ln.b, err = get(name(ln.name+".bias"), d, m.BiasFreeNorm); err != nil {
+				return nil, err
+			}
+		}
+		// wq | wk | wv side by side: one (D, 3D) product per step.
+		qkv := make([]T, d*3*d)
+		var bqkv []T
+		if m.Bias {
+			bqkv = make([]T, n.qkvp)
+		}
+		for j, w := range []string{"q", "k", "v"} {
+			wt, err := get(name("attn.w"+w), d*d, false)
+			if err != nil {
+				return nil, err
+			}
+			for r := range d {
+				copy(qkv[r*3*d+j*d:r*3*d+(j+1)*d], wt[r*d:(r+1)*d])
+			}
+			if m.Bias {
+				bt, err := get(name("attn.b"+w), d, false)
+				if err != nil {
+					return nil, err
+				}
+				copy(bqkv[j*d:], bt)
+			}
+		}
+		b.qkv, b.bqkv = pack(qkv, d, 3*d, false), bqkv
+		for _, lin := range []struct {
+			p        *packed[T]
+			bias     *[]T
+			w, bn    string
+			in, outw int
+		}{{&b.wo, &b.bo, "attn.wo", "attn.bo", d, d}, {&b.w1, &b.b1, "ff.w1", "ff.b1", d, m.Hidden}, {&b.w2, &b.b2, "ff.w2", "ff.b2", m.Hidden, d}} {
+			w, err := get(name(lin.w), lin.in*lin.outw, false)
+			if err != nil {
+				return nil, err
+			}
+			*lin.p = pack(w, lin.in, lin.outw, false)
+			if m.Bias {
+				bias, err := get(name(lin.bn), lin.outw, false)
+				if err != nil {
+					return nil, err
+				}
+				*lin.bias = padded(bias, up(lin.outw))
+			}
+		}
+		n.blocks = append(n.blocks, b)
+	}
+	if !m.PostLN {
+		if n.lnfg, err = get("ln_f.gain", d, false); err != nil {
+			return nil, err
+		}
+		if n.lnfb, err = get("ln_f.bias", d, m.BiasFreeNorm); err != nil {
+			return nil, err
+		}
+	}
+	if m.TieEmbeddings {
+		n.head = pack(n.tok, d, m.Vocab, true) // logits = x·tableᵀ
+	} else {
+		w, err := get("head.w", d*m.Vocab, false)
+		if err != nil {
+			return nil, err
+		}
+		n.head = pack(w, d, m.Vocab, false)
+		b, err := get("head.b", m.Vocab, false)
+		if err != nil {
+			return nil, err
+		}
+		n.headB = padded(b, n.vp)
+	}
+	n.tok = append([]T(nil), n.tok...) // the decoder keeps its own copy
+	if n.pos != nil {
+		n.pos = append([]T(nil), n.pos...)
+	}
+	for range m.Layers {
+		n.kt = append(n.kt, make([]T, rows*h*n.lp*n.dk))
+		n.vc = append(n.vc, make([]T, rows*h*n.dkp*n.lp))
+	}
+	mx := rows * n.chunk
+	n.x, n.hb, n.att = make([]T, mx*n.dp), make([]T, mx*n.dp), make([]T, mx*n.dp)
+	n.qkv, n.ff = make([]T, mx*n.qkvp), make([]T, mx*n.hp)
+	n.qs, n.s, n.o = make([]T, n.dk), make([]T, n.lp), make([]T, n.dkp)
+	n.lg = make([]T, rows*n.vp)
+	n.out = make([][]float64, rows)
+	for r := range n.out {
+		n.out[r] = make([]float64, m.Vocab)
+	}
+	return n, nil
+}
+
+func (n *net[T]) logits(r int) []float64 { return n.out[r] }
+
+func (n *net[T]) cacheBytes() int {
+	var zero T
+	size := 0
+	for i := range n.kt {
+		size += len(n.kt[i]) + len(n.vc[i])
+	}
+	return size * int(sizeOf(zero))
+}
+
+func sizeOf[T float32 | float64](T) uintptr {
+	var z T
+	if _, ok := any(z).(float32); ok {
+		return 4
+	}
+	return 8
+}
+
+// run feeds n tokens per row, chunk at a time.
+func (n *net[T]) run(toks []int, cnt int, lens []int) {
+	for t0 := 0; t0 < cnt; t0 += n.chunk {
+		tn := min(n.chunk, cnt-t0)
+		n.runChunk(toks, cnt, t0, tn, lens, t0+tn == cnt)
+	}
+}
+
+// runChunk feeds tokens t0 … t0+tn-1 of each row's cnt: token m = r·tn + t
+// is toks[r·cnt + t0 + t] at position lens[r] + t0 + t.
+func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
+	d, dp := n.d, n.dp
+	m := n.rows * tn
+	posOf := func(i int) (r, p int) { r = i / tn; return r, lens[r] + t0 + i%tn }
+	for i := range m {
+		r, p := posOf(i)
+		id := toks[r*cnt+t0+i%tn]
+		x := n.x[i*dp : i*dp+d]
+		copy(x, n.tok[id*d:(id+1)*d])
+		if n.pos != nil {
+			vec.Lin(x, x, n.pos[p*d:(p+1)*d], 1, 1, 0)
+		}
+	}
+	for bi := range n.blocks {
+		b := &n.blocks[bi]
+		// Attention: its input is LN1(x) pre-LN, x post-LN.
+		in := n.x
+		if !n.postLN {
+			for i := range m {
+				n.norm(n.hb[i*dp:i*dp+d], n.x[i*dp:i*dp+d], b.ln1g, b.ln1b)
+			}
+			in = n.hb
+		}
+		for i := range m {
+			setBias(n.qkv[i*n.qkvp:(i+1)*n.qkvp], b.bqkv)
+		}
+		b.qkv.apply(n.qkv, n.qkvp, in, dp, m)
+		for i := range m {
+			r, p := posOf(i)
+			n.store(bi, r, p, n.qkv[i*n.qkvp:])
+		}
+		for i := range m {
+			r, p := posOf(i)
+			n.attend(bi, r, p+1, n.qkv[i*n.qkvp:], n.att[i*dp:])
+		}
+		// x + Attn·Wo + bo: into x pre-LN, into hb and normalised into x
+		// post-LN.
+		sum := n.x
+		if n.postLN {
+			copy(n.hb[:m*dp], n.x[:m*dp])
+			sum = n.hb
+		}
+		if b.bo != nil {
+			for i := range m {
+				vec.Lin(sum[i*dp:i*dp+d], sum[i*dp:i*dp+d], b.bo, 1, 1, 0)
+			}
+		}
+		b.wo.apply(sum, dp, n.att, dp, m)
+		if n.postLN {
+			for i := range m {
+				n.norm(n.x[i*dp:i*dp+d], n.hb[i*dp:i*dp+d], b.ln1g, b.ln1b)
+			}
+		}
+		// The feed-forward layer, likewise.
+		in = n.x
+		if !n.postLN {
+			for i := range m {
+				n.norm(n.hb[i*dp:i*dp+d], n.x[i*dp:i*dp+d], b.ln2g, b.ln2b)
+			}
+			in = n.hb
+		}
+		for i := range m {
+			setBias(n.ff[i*n.hp:(i+1)*n.hp], b.b1)
+		}
+		b.w1.apply(n.ff, n.hp, in, dp, m)
+		for i := range m {
+			n.activate(n.ff[i*n.hp : i*n.hp+n.hidden])
+		}
+		sum = n.x
+		if n.postLN {
+			copy(n.hb[:m*dp], n.x[:m*dp])
+			sum = n.hb
+		}
+		if b.b2 != nil {
+			for i := range m {
+				vec.Lin(sum[i*dp:i*dp+d], sum[i*dp:i*dp+d], b.b2, 1, 1, 0)
+			}
+		}
+		b.w2.apply(sum, dp, n.ff, n.hp, m)
+		if n.postLN {
+			for i := range m {
+				n.norm(n.x[i*dp:i*dp+d], n.hb[i*dp:i*dp+d], b.ln2g, b.ln2b)
+			}
+		}
+	}
+	if !last {
+		return
+	}
+	// The head, on each row's last token only.
+	for r := range n.rows {
+		i := r*tn + tn - 1
+		in := n.x[i*dp:]
+		if n.lnfg != nil {
+			n.norm(n.hb[i*dp:i*dp+d], n.x[i*dp:i*dp+d], n.lnfg, n.lnfb)
+			in = n.hb[i*dp:]
+		}
+		lg := n.lg[r*n.vp : (r+1)*n.vp]
+		setBias(lg, n.headB)
+		n.head.apply(lg, n.vp, in, dp, 1)
+		for v, x := range lg[:n.vocab] {
+			n.out[r][v] = float64(x)
+		}
+	}
+}
+
+// setBias sets y to bias, or to 0 for a nil bias.
+func setBias[T float32 | float64](y, bias []T) {
+	if bias == nil {
+		clear(y)
+		return
+	}
+	copy(y, bias)
+}
+
+// norm sets y = LayerNorm(x)·gain + bias (bias nil: none), with graph's
+// arithmetic: the biased variance of x minus its mean, eps inside the root.
+func (n *net[T]) norm(y, x, gain, bias []T) {
+	d := T(len(x))
+	vec.Lin(y, x, x, 1, 0, -vec.Sum(x)/d)
+	rstd := T(1 / math.Sqrt(float64(vec.Dot(y, y)/d)+n.eps))
+	vec.Lin(y, y, y, rstd, 0, 0)
+	vec.MulAdd(y, y, gain, bias)
+}
+
+// activate applies the feed-forward activation to h in place.
+func (n *net[T]) activate(h []T) {
+	if !n.gelu {
+		vec.ReLU(h, h)
+		return
+	}
+	switch h := any(h).(type) {
+	case []float32:
+		vec.GELU(h, h)
+	case []float64:
+		vec.GELU64(h, h)
+	}
+}
+
+// store writes the key and value in qkv (q | k | v) of row r at position p
+// into block bi's caches.
+func (n *net[T]) store(bi, r, p int, qkv []T) {
+	d, dk, kt, vc := n.d, n.dk, n.kt[bi], n.vc[bi]
+	for hh := range n.h {
+		k := qkv[d+hh*dk : d+(hh+1)*dk]
+		v := qkv[2*d+hh*dk : 2*d+(hh+1)*dk]
+		kb := ((r*n.h+hh)*(n.lp/panelW)+p/panelW)*dk*panelW + p%panelW
+		for i, x := range k {
+			kt[kb+i*panelW] = x
+		}
+		vb := (r*n.h + hh) * (n.dkp / panelW) * n.lp * panelW
+		for i, x := range v {
+			vc[vb+(i/panelW)*n.lp*panelW+p*panelW+i%panelW] = x
+		}
+	}
+}
+
+// attend writes into att (D) row r's attention of block bi for the query
+// in qkv over its first cnt positions.
+func (n *net[T]) attend(bi, r, cnt int, qkv, att []T) {
+	dk := n.dk
+	np := (cnt + panelW - 1) / panelW
+	kstride, vstride := dk*panelW, n.lp*panelW
+	for hh := range n.h {
+		q := qkv[hh*dk : (hh+1)*dk]
+		vec.Lin(n.qs, q, q, n.scale, 0, 0)
+		s := n.s[:np*panelW]
+		clear(s)
+		kt := n.kt[bi][(r*n.h+hh)*(n.lp/panelW)*kstride:]
+		panels(s, n.qs, kt, dk, np, kstride)
+		s = s[:cnt]
+		top := s[0]
+		for _, x := range s[1:] {
+			top = max(top, x)
+		}
+		var sum T
+		switch s := any(s).(type) {
+		case []float32:
+			sum = T(vec.ExpShiftSum(s, s, float32(top)))
+		case []float64:
+			var t float64
+			for j, x := range s {
+				s[j] = math.Exp(x - float64(top))
+				t += s[j]
+			}
+			sum = T(t)
+		}
+		clear(n.o)
+		vc := n.vc[bi][(r*n.h+hh)*(n.dkp/panelW)*vstride:]
+		panels(n.o, s, vc, cnt, n.dkp/panelW, vstride)
+		vec.Lin(att[hh*dk:(hh+1)*dk], n.o[:dk], n.o[:dk], 1/sum, 0, 0)
+	}
+}
