@@ -121,15 +121,28 @@ var (
 	colHatch      = color.Gray{Y: 170}
 )
 
-// Curves writes a PNG line chart of a training run to path.
+// Curves writes a PNG line chart of a training run to path, its loss a
+// cross-entropy in nats per token; CurvesPer names what the loss is
+// averaged over.
+func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) error {
+	return CurvesPer(path, title, "token", loss, eval)
+}
+
+// CurvesPer writes a PNG line chart of a training run to path. per is what
+// the loss, a cross-entropy in nats, is averaged over ("token" for a toy
+// task's answer tokens, "character" for a character-level language model;
+// "" is "token"): the loss axis is labelled "cross-entropy (nats per
+// <per>)".
 //
 // The upper panel, "training loss", shows the loss over steps, on a
 // logarithmic y axis labelled at three losses at least when every plotted
-// loss is positive (linear otherwise); with many points a smoothed
+// loss is positive (linear otherwise), densely enough over a narrow range
+// (1.4, 1.6, 1.8, 2, 2.5, 3, 4 over 1.3 to 4.4) to read the losses off it;
+// with many points a smoothed
 // (exponential moving average) loss is drawn over the faint raw curve, and
 // a language model's validation loss (EvalPoint.Loss) over both, its last
 // value in nats and bits in the legend. The lower panel, "held-out
-// accuracy" ("validation: next-token accuracy" for a language model),
+// accuracy" ("validation: next-<per> accuracy" for a language model),
 // shows token accuracy and exact match over
 // steps on a 0..1 axis. A panel whose series is empty is left out, so the
 // image is 900x750 pixels with both panels and 900x450 with one (e.g. before
@@ -139,7 +152,8 @@ var (
 // The file is written atomically: the PNG goes to a temporary file in the
 // same directory, which is then renamed over path. The directory must exist.
 // It is an error if there is nothing to plot.
-func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) error {
+func CurvesPer(path string, title string, per string, loss []CurvePoint, eval []EvalPoint) error {
+	per = cmp.Or(per, "token")
 	lossXY := make(plotter.XYs, 0, len(loss))
 	for _, p := range slices.SortedStableFunc(slices.Values(loss), func(a, b CurvePoint) int { return cmp.Compare(a.Step, b.Step) }) {
 		if plotFinite(p.Loss) {
@@ -182,7 +196,7 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 	// usually empty; accuracies rise, so the bottom right is.
 	var prefs [][]legendCorner
 	if len(lossXY) > 0 {
-		p, plotted, err := lossPanel(lossXY, valXY)
+		p, plotted, err := lossPanel(lossXY, valXY, per)
 		if err != nil {
 			return plotErr(path, err)
 		}
@@ -196,7 +210,7 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 			return plotErr(path, err)
 		}
 		if len(valXY) > 0 {
-			p.Title.Text = "validation: next-token accuracy"
+			p.Title.Text = "validation: next-" + per + " accuracy"
 		}
 		panels = append(panels, p)
 		series = append(series, []plotter.XYs{accXY, emXY})
@@ -235,16 +249,17 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 
 // lossPanel builds the training-loss panel, with a language model's
 // validation loss val (possibly empty) drawn over it, and returns it with
-// the series as plotted. When every loss is positive the panel plots log10(loss) on a
+// the series as plotted; per is what the loss is averaged over ("token",
+// "character"). When every loss is positive the panel plots log10(loss) on a
 // linear axis labelled with the losses themselves: a log scale that, unlike
 // plot.LogScale, keeps gonum/plot's layout (which centres the axis label at
 // the arithmetic mid-range) from padding the panel.
-func lossPanel(xy, val plotter.XYs) (*plot.Plot, []plotter.XYs, error) {
+func lossPanel(xy, val plotter.XYs, per string) (*plot.Plot, []plotter.XYs, error) {
 	p := newStyledPlot()
 	p.Title.Text = "training loss"
-	p.Y.Label.Text = "loss"
+	p.Y.Label.Text = "cross-entropy (nats per " + cmp.Or(per, "token") + ")"
 	if len(val) > 0 {
-		p.Title.Text = "training and validation loss, nats per token"
+		p.Title.Text = "training and validation loss"
 	}
 
 	positive := true
@@ -542,12 +557,36 @@ func multiples(lo, hi, step float64, minor bool) []plot.Tick {
 
 // logTicker places ticks on a log-scale axis, at least three labels whatever
 // the range: on powers of ten when the range holds three (every k-th over
-// many decades), else on the 1-2-5 mantissas when they give three, else —
-// a range narrower than about a factor of five, where a log axis is nearly
-// linear — on the multiples of the largest 1-2-5 step that gives three (1.5,
-// 2, 2.5, 3, 3.5 for losses between 1.5 and 3.5). Unlabelled minor ticks go
-// on the other integer mantissas.
+// many decades), else on the 1-2-5 mantissas when they give four; over a
+// range narrower than that (about a decade and a half and less, a loss
+// falling from 4.4 to 1.3) on the densest of the log-spaced mantissa sets
+// denseMantissas that gives at most eight labels, so that 1.4 and 1.6
+// stand between 1 and 2; else — a range narrower than about a factor of
+// 1.5, where a log axis is nearly linear — on the multiples of the largest
+// 1-2-5 step that gives three (2.22, 2.24 … for losses between 2.2 and
+// 2.4). Unlabelled minor ticks go on the other integer mantissas, or on
+// denseMinors'.
 type logTicker struct{}
+
+// denseMantissas are mantissa sets in [1, 10), each denser than the last
+// and each spaced about evenly on a log scale, for the labels of a log axis
+// spanning less than a decade or two; denseMinors are the mantissas of
+// each set's minor ticks (the labelled ones among them).
+var (
+	denseMantissas = [][]float64{
+		{1, 1.5, 2, 3, 5, 7},
+		{1, 1.2, 1.4, 1.6, 1.8, 2, 2.5, 3, 4, 5, 6, 8},
+		{1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.2, 2.4, 2.6, 2.8, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9},
+	}
+	denseMinors = [][]float64{
+		{1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9},
+		{1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9},
+		{1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.2, 2.4, 2.6, 2.8, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9},
+	}
+)
+
+// logDenseMaxLabels is the most labels denseLogTicks puts on an axis.
+const logDenseMaxLabels = 8
 
 // Ticks implements plot.Ticker.
 func (logTicker) Ticks(min, max float64) []plot.Tick {
@@ -559,32 +598,32 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 	if hi-lo > 60 {
 		return plot.DefaultTicks{}.Ticks(min, max)
 	}
-	value := func(m, e int) float64 {
-		// Parse the decimal text rather than multiply so that 3e-1 is the
-		// float nearest 0.3, giving clean labels.
-		v, _ := strconv.ParseFloat(strconv.Itoa(m)+"e"+strconv.Itoa(e), 64)
-		return v
-	}
-	count := func(ms []int) int {
+	count := func(ms []float64) int {
 		n := 0
 		for e := lo; e <= hi; e++ {
 			for _, m := range ms {
-				if v := value(m, e); v >= min && v <= max {
+				if v := mantissaValue(m, e); v >= min && v <= max {
 					n++
 				}
 			}
 		}
 		return n
 	}
-	var labelled []int
-	for _, ms := range [][]int{{1}, {1, 2, 5}} {
-		if count(ms) >= 3 {
-			labelled = ms
-			break
+	var labelled []float64
+	switch {
+	case count([]float64{1}) >= 3:
+		labelled = []float64{1}
+	case count([]float64{1, 2, 5}) >= 4:
+		labelled = []float64{1, 2, 5}
+	default:
+		if ts := denseLogTicks(min, max, lo, hi, count); ts != nil {
+			return ts
 		}
-	}
-	if labelled == nil {
-		return narrowTicks(min, max)
+		if count([]float64{1, 2, 5}) >= 3 {
+			labelled = []float64{1, 2, 5}
+		} else {
+			return narrowTicks(min, max)
+		}
 	}
 	every := 1
 	if len(labelled) == 1 {
@@ -597,15 +636,51 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 	var ts []plot.Tick
 	for e := lo; e <= hi; e++ {
 		for m := 1; m <= minors; m++ {
-			v := value(m, e)
+			v := mantissaValue(float64(m), e)
 			t := plot.Tick{Value: v}
-			if slices.Contains(labelled, m) && (e-lo)%every == 0 {
+			if slices.Contains(labelled, float64(m)) && (e-lo)%every == 0 {
 				t.Label = strconv.FormatFloat(v, 'g', 6, 64)
 			}
 			ts = append(ts, t)
 		}
 	}
 	return ts
+}
+
+// denseLogTicks labels [min, max], decades lo to hi, on the densest set of
+// denseMantissas that gives three to logDenseMaxLabels labels (count
+// counts a set's labels), with minor ticks on denseMinors' mantissas; nil
+// if no set gives three to logDenseMaxLabels.
+func denseLogTicks(min, max float64, lo, hi int, count func([]float64) int) []plot.Tick {
+	pick := -1
+	for i, ms := range denseMantissas {
+		if n := count(ms); n >= 3 && n <= logDenseMaxLabels {
+			pick = i
+		}
+	}
+	if pick < 0 {
+		return nil
+	}
+	labelled := denseMantissas[pick]
+	var ts []plot.Tick
+	for e := lo; e <= hi; e++ {
+		for _, m := range denseMinors[pick] {
+			v := mantissaValue(m, e)
+			t := plot.Tick{Value: v}
+			if slices.Contains(labelled, m) {
+				t.Label = strconv.FormatFloat(v, 'g', 6, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// mantissaValue is m·10^e, parsed from its decimal text rather than
+// multiplied so that 3e-1 is the float nearest 0.3, giving clean labels.
+func mantissaValue(m float64, e int) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(m, 'g', -1, 64)+"e"+strconv.Itoa(e), 64)
+	return v
 }
 
 // narrowTicks labels the multiples of the largest 1-2-5 step that puts at
