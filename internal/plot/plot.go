@@ -222,7 +222,7 @@ func CurvesPer(path string, title string, per string, loss []CurvePoint, eval []
 		if i == len(panels)-1 {
 			p.X.Label.Text = "step"
 		}
-		placeLegend(p, prefs[i], series[i]...)
+		placeLegend(p, prefs[i], 0.3, 0.25, series[i]...)
 	}
 
 	heightPx := float64(curvesOnePanelPx)
@@ -403,43 +403,17 @@ var (
 
 // placeLegend puts p's legend in the corner of the data area that the data
 // in series crosses least, preferring corners in the order of prefs, and
-// returns how much data crosses it (0: none). The axis ranges of p must be
+// returns how much data crosses it (0: none). The legend covers fx of the
+// data area's width and fy of its height. The axis ranges of p must be
 // set.
-func placeLegend(p *plot.Plot, prefs []legendCorner, series ...plotter.XYs) int {
-	// The legend covers roughly this fraction of the data area.
-	const fx, fy = 0.3, 0.25
-	hits := func(c legendCorner) int {
-		in := func(x, y float64) bool {
-			nx, ny := p.X.Norm(x), p.Y.Norm(y)
-			okX := (c.left && nx <= fx) || (!c.left && nx >= 1-fx)
-			okY := (c.top && ny >= 1-fy) || (!c.top && ny <= fy)
-			return okX && okY
-		}
-		n := 0
-		for _, xy := range series {
-			for i, q := range xy {
-				if in(q.X, q.Y) {
-					n++
-				}
-				if i == 0 {
-					continue
-				}
-				// Samples along the segment from the previous point, so
-				// that a line crossing the corner counts too.
-				prev := xy[i-1]
-				for k := 1; k < 8; k++ {
-					t := float64(k) / 8
-					if in(prev.X+t*(q.X-prev.X), prev.Y+t*(q.Y-prev.Y)) {
-						n++
-					}
-				}
-			}
-		}
-		return n
-	}
+func placeLegend(p *plot.Plot, prefs []legendCorner, fx, fy float64, series ...plotter.XYs) int {
 	best, bestHits := prefs[0], math.MaxInt
 	for _, c := range prefs {
-		if h := hits(c); h < bestHits {
+		y0, y1 := 0.0, fy
+		if c.top {
+			y0, y1 = 1-fy, 1
+		}
+		if h := legendHits(p, c.left, y0, y1, fx, series...); h < bestHits {
 			best, bestHits = c, h
 		}
 	}
@@ -452,6 +426,38 @@ func placeLegend(p *plot.Plot, prefs []legendCorner, series ...plotter.XYs) int 
 		p.Legend.YOffs = px(6)
 	}
 	return bestHits
+}
+
+// legendHits counts the points of series, and samples along the segments
+// between them, that fall in a legend fx of the data area wide against its
+// left (or right) side, from y0 to y1 of its height (0 the bottom).
+func legendHits(p *plot.Plot, left bool, y0, y1, fx float64, series ...plotter.XYs) int {
+	in := func(x, y float64) bool {
+		nx, ny := p.X.Norm(x), p.Y.Norm(y)
+		okX := (left && nx <= fx) || (!left && nx >= 1-fx)
+		return okX && ny >= y0 && ny <= y1
+	}
+	n := 0
+	for _, xy := range series {
+		for i, q := range xy {
+			if in(q.X, q.Y) {
+				n++
+			}
+			if i == 0 {
+				continue
+			}
+			// Samples along the segment from the previous point, so
+			// that a line crossing the legend counts too.
+			prev := xy[i-1]
+			for k := 1; k < 8; k++ {
+				t := float64(k) / 8
+				if in(prev.X+t*(q.X-prev.X), prev.Y+t*(q.Y-prev.Y)) {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // unitTicks returns ticks for a 0..1 axis: labelled every 0.2, minor every 0.1.
