@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"gonum.org/v1/plot"
@@ -55,10 +56,30 @@ type EvalPoint struct {
 // the colour scale, so that "could not look" does not read as "looked
 // elsewhere" (weight 0). A hidden cell's weight must be exactly 0, as a
 // mask makes it.
+//
+// Sink, nil or one value per query, is the share of each row an attention
+// sink took (a learnable sink logit in the softmax, dropped after it, so
+// that the row's weights sum to 1 less it): it is drawn as a column
+// "sink" on the colour scale, left of the keys and apart from them.
+// Variant, if not empty, says on a second line of the panel's title what
+// the head is beyond its layer and index (its key/value head, a window, a
+// sink: "kv head 0 · window 8 · sink").
 type AttentionMap struct {
 	Layer, Head int
 	Weights     [][]float64
 	Hidden      [][]bool
+	Sink        []float64
+	Variant     string
+}
+
+// AttentionOptions change how Attention lays a figure out.
+type AttentionOptions struct {
+	// MaxWidthPx, if positive, is the width the figure is made to fit, for
+	// reading at a page's width (a README's 800 to 1000 px): the panels
+	// share their axes, token labels on the left column and the bottom row
+	// only, and the cells shrink to fit (not below 4 px, where only every
+	// k-th token is labelled).
+	MaxWidthPx int
 }
 
 // plotDPI is the resolution of the PNG files written by this package; sizes
@@ -106,7 +127,15 @@ const (
 	attnHatchPitchPx    = 6   // distance between the hatch lines of hidden cells
 	attnHiddenKeyPx     = 50  // room below the colour bar for the key to hidden cells
 	attnHiddenKeyGapPx  = 20  // from the colour bar down to that key
+	attnSinkCells       = 1.5 // width of the sink column and its gap, in cells
+	attnCompactPadPx    = 8   // between two panels that share their axes
+	attnCompactLabelsPx = 60  // estimated room for the left column's token labels
 )
+
+// spaceLabel is how a token label shows a space: data.Vocab labels it
+// '␣' (U+2423), which the plots' font lacks and would draw blank; '˽'
+// (U+02FD, modifier letter shelf) is the same open box, and in the font.
+const spaceLabel = "˽"
 
 var (
 	colLossRaw    = color.NRGBA{R: 31, G: 119, B: 180, A: 255}
@@ -734,6 +763,11 @@ func Attention(path string, title string, tokens []string, maps []AttentionMap) 
 	return writeNow(func(s *Set) error { return s.Attention(path, title, tokens, maps) })
 }
 
+// AttentionWith is Attention laid out as opt says.
+func AttentionWith(path string, title string, tokens []string, maps []AttentionMap, opt AttentionOptions) error {
+	return writeNow(func(s *Set) error { return s.AttentionWith(path, title, tokens, maps, opt) })
+}
+
 // CrossAttention is Attention for queries and keys of two sequences, as in
 // an encoder–decoder's cross-attention: each map is len(queries) x
 // len(keys), queries on the vertical axis and keys on the horizontal one.
@@ -741,7 +775,7 @@ func CrossAttention(path string, title string, queries, keys []string, maps []At
 	return writeNow(func(s *Set) error { return s.CrossAttention(path, title, queries, keys, maps) })
 }
 
-func attentionMaps(s *Set, path string, title string, queries, keys []string, maps []AttentionMap) error {
+func attentionMaps(s *Set, path string, title string, queries, keys []string, maps []AttentionMap, opt AttentionOptions) error {
 	nq, nk := len(queries), len(keys)
 	if nq == 0 || nk == 0 {
 		return plotErr(path, errors.New("no tokens"))
@@ -752,7 +786,7 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 	type key struct{ layer, head int }
 	seen := map[key]bool{}
 	var layers, heads []int
-	anyHidden := false
+	anyHidden, anySink := false, false
 	for i, m := range maps {
 		k := key{m.Layer, m.Head}
 		if seen[k] {
@@ -763,6 +797,7 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 			return plotErr(path, err)
 		}
 		anyHidden = anyHidden || slices.ContainsFunc(m.Hidden, func(row []bool) bool { return slices.Contains(row, true) })
+		anySink = anySink || m.Sink != nil
 		if !slices.Contains(layers, m.Layer) {
 			layers = append(layers, m.Layer)
 		}
@@ -773,14 +808,15 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 	slices.Sort(layers)
 	slices.Sort(heads)
 	rows, cols := len(layers), len(heads)
-	st := newHeatmapStyle(queries, keys, rows, cols)
+	st := newHeatmapStyle(queries, keys, rows, cols, anySink, opt)
 
 	grid := make([][]*plot.Plot, rows)
 	for r := range grid {
 		grid[r] = make([]*plot.Plot, cols)
 	}
 	for _, m := range maps {
-		grid[slices.Index(layers, m.Layer)][slices.Index(heads, m.Head)] = st.panel(m)
+		r, c := slices.Index(layers, m.Layer), slices.Index(heads, m.Head)
+		grid[r][c] = st.panelAt(m, r, c)
 	}
 
 	bar := plot.New()
@@ -799,24 +835,36 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 		PadX: px(18), PadY: px(14),
 		PadTop: px(4), PadBottom: px(6), PadLeft: px(8), PadRight: px(4),
 	}
+	if st.compact {
+		tiles.PadX, tiles.PadY = px(attnCompactPadPx), px(attnCompactPadPx)
+	}
 	// Size the image so that every heatmap's data area is n*cell pixels
 	// square: measure the room the panels need around their data areas
-	// (title, tick labels, axis labels) on a probe canvas.
-	var marginW, marginH vg.Length
+	// (title, tick labels, axis labels) on a probe canvas, per column and
+	// row as plot.Align lays them out.
+	left, right := make([]vg.Length, cols), make([]vg.Length, cols)
+	below, above := make([]vg.Length, rows), make([]vg.Length, rows)
 	probe := draw.Canvas{Rectangle: vg.Rectangle{Max: vg.Point{X: 10000, Y: 10000}}}
-	for _, row := range grid {
-		for _, p := range row {
+	for r, row := range grid {
+		for c, p := range row {
 			if p != nil {
 				d := p.DataCanvas(probe)
-				marginW = max(marginW, probe.Max.X-(d.Max.X-d.Min.X))
-				marginH = max(marginH, probe.Max.Y-(d.Max.Y-d.Min.Y))
+				left[c], right[c] = max(left[c], d.Min.X-probe.Min.X), max(right[c], probe.Max.X-d.Max.X)
+				below[r], above[r] = max(below[r], d.Min.Y-probe.Min.Y), max(above[r], probe.Max.Y-d.Max.Y)
 			}
 		}
 	}
-	sideW, sideH := px(float64(nk)*st.cell), px(float64(nq)*st.cell)
+	var marginW, marginH vg.Length
+	for c := range cols {
+		marginW += left[c] + right[c]
+	}
+	for r := range rows {
+		marginH += below[r] + above[r]
+	}
+	sideW, sideH := px(st.keysWidth()*st.cell), px(float64(nq)*st.cell)
 	titleBand := titleBandHeight(title, px(attnTitleBandPx))
-	width := vg.Length(cols)*(sideW+marginW) + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
-	height := vg.Length(rows)*(sideH+marginH) + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
+	width := vg.Length(cols)*sideW + marginW + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
+	height := vg.Length(rows)*sideH + marginH + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
 	// Whole pixels, rounding up; the fraction is spread over the panels.
 	width = px(math.Ceil(float64(width) * plotDPI / 72))
 	height = px(math.Ceil(float64(height) * plotDPI / 72))
@@ -861,6 +909,9 @@ func (m AttentionMap) check(nq, nk int) error {
 			return fmt.Errorf("layer %d head %d: query row %d has %d keys, want %d (one per token)", m.Layer, m.Head, q, len(row), nk)
 		}
 	}
+	if m.Sink != nil && len(m.Sink) != nq {
+		return fmt.Errorf("layer %d head %d: %d sink weights, want %d (one per query)", m.Layer, m.Head, len(m.Sink), nq)
+	}
 	if m.Hidden == nil {
 		return nil
 	}
@@ -883,29 +934,52 @@ func (m AttentionMap) check(nq, nk int) error {
 }
 
 // heatmapStyle is what the panels of one attention figure share: the cell
-// size, the token ticks and their font, and the palette.
+// size, the token ticks and their font, the palette, whether a sink column
+// stands left of the keys, and whether the panels share their axes.
 type heatmapStyle struct {
 	nq, nk         int
+	rows, cols     int
 	cell           float64 // side of a cell, pixels
 	fontPt         float64
 	rotateX        bool // key labels vertical
+	sink           bool // a sink column left of the keys
+	compact        bool // token labels on the outer panels only
 	xTicks, yTicks []plot.Tick
 	pal            palette.Palette
 }
 
+// keysWidth is the width of a heatmap in cells: the keys, and the sink
+// column and its gap if any.
+func (st heatmapStyle) keysWidth() float64 {
+	if st.sink {
+		return float64(st.nk) + attnSinkCells
+	}
+	return float64(st.nk)
+}
+
 // newHeatmapStyle lays out a figure of rows x cols heatmaps of queries x
-// keys.
-func newHeatmapStyle(queries, keys []string, rows, cols int) heatmapStyle {
+// keys, with a sink column if sink is set.
+func newHeatmapStyle(queries, keys []string, rows, cols int, sink bool, opt AttentionOptions) heatmapStyle {
 	nq, nk := len(queries), len(keys)
+	nkw := float64(nk)
+	if sink {
+		nkw += attnSinkCells
+	}
 	// Size the cells: about attnDataTargetPx per heatmap (at least
 	// attnMinDataPx for very short sequences), 14 to 40 px per cell, but at
 	// least 4 px and small enough to keep the image within
-	// attnMaxImageSidePx.
-	n := max(nq, nk)
-	cell := math.Min(math.Max(attnDataTargetPx/float64(n), 14), math.Max(40, attnMinDataPx/float64(n)))
-	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / float64(nk)
+	// attnMaxImageSidePx, or opt.MaxWidthPx.
+	n := max(float64(nq), nkw)
+	cell := math.Min(math.Max(attnDataTargetPx/n, 14), math.Max(40, attnMinDataPx/n))
+	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / nkw
 	maxCellH := (float64(attnMaxImageSidePx-attnTitleBandPx)/float64(rows) - attnPanelMarginPx) / float64(nq)
-	cell = math.Max(math.Min(cell, math.Min(maxCellW, maxCellH)), 4)
+	cell = math.Min(cell, math.Min(maxCellW, maxCellH))
+	compact := opt.MaxWidthPx > 0
+	if compact {
+		avail := float64(opt.MaxWidthPx-attnColorBarBandPx-attnCompactLabelsPx-12) - float64(cols-1)*attnCompactPadPx - float64(cols)*4
+		cell = math.Min(cell, avail/float64(cols)/nkw)
+	}
+	cell = math.Max(cell, 4)
 	// Token labels: the font follows the cell size; when cells are too small
 	// to label every token, label every labelEvery-th one. Key labels are
 	// turned vertical when two neighbours would not fit side by side.
@@ -917,12 +991,15 @@ func newHeatmapStyle(queries, keys []string, rows, cols int) heatmapStyle {
 		pair := utf8.RuneCountInString(keys[i-labelEvery]) + utf8.RuneCountInString(keys[i])
 		rotateX = rotateX || float64(pair)/2*charPx > cell*float64(labelEvery)*0.9
 	}
-	st := heatmapStyle{nq: nq, nk: nk, cell: cell, fontPt: fontPt, rotateX: rotateX, pal: attentionColorMap().Palette(256)}
+	st := heatmapStyle{nq: nq, nk: nk, rows: rows, cols: cols, cell: cell, fontPt: fontPt, rotateX: rotateX, sink: sink, compact: compact, pal: attentionColorMap().Palette(256)}
 	label := func(i int, t string) string {
 		if i%labelEvery == 0 {
-			return t
+			return strings.ReplaceAll(t, "␣", spaceLabel)
 		}
 		return ""
+	}
+	if sink {
+		st.xTicks = append(st.xTicks, plot.Tick{Value: -attnSinkCells, Label: "sink"})
 	}
 	for i, t := range keys {
 		st.xTicks = append(st.xTicks, plot.Tick{Value: float64(i), Label: label(i, t)})
@@ -933,11 +1010,26 @@ func newHeatmapStyle(queries, keys []string, rows, cols int) heatmapStyle {
 	return st
 }
 
-// panel returns the heatmap panel of m, titled "layer L head H".
+// panel returns the heatmap panel of m, titled "layer L head H", with
+// every axis labelled.
 func (st heatmapStyle) panel(m AttentionMap) *plot.Plot {
+	return st.panelAt(m, st.rows-1, 0)
+}
+
+// panelAt returns the heatmap panel of m at row r and column c of the
+// grid, titled "layer L head H" (and m.Variant under it). Panels that
+// share their axes label the tokens on the left column and the bottom row
+// only.
+func (st heatmapStyle) panelAt(m AttentionMap, r, c int) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("layer %d head %d", m.Layer, m.Head)
+	if m.Variant != "" {
+		p.Title.Text += "\n" + m.Variant
+	}
 	p.Title.TextStyle.Font.Size = vg.Points(11)
+	if st.compact {
+		p.Title.TextStyle.Font.Size = vg.Points(math.Min(11, math.Max(8, st.fontPt+1)))
+	}
 	p.Title.Padding = px(6)
 	colors := st.pal.Colors()
 	hm := plotter.NewHeatMap(attnGrid{w: m.Weights}, st.pal)
@@ -947,11 +1039,25 @@ func (st heatmapStyle) panel(m AttentionMap) *plot.Plot {
 	if m.Hidden != nil {
 		p.Add(hiddenCells(m.Hidden))
 	}
+	if m.Sink != nil {
+		p.Add(sinkCells{w: m.Sink, pal: st.pal})
+	}
 	p.X.Padding, p.Y.Padding = 0, 0
 	p.X.Min, p.X.Max = -0.5, float64(st.nk)-0.5
+	if st.sink {
+		p.X.Min = -0.5 - attnSinkCells
+	}
 	p.Y.Min, p.Y.Max = -0.5, float64(st.nq)-0.5
-	p.X.Tick.Marker = plot.ConstantTicks(st.xTicks)
-	p.Y.Tick.Marker = plot.ConstantTicks(st.yTicks)
+	xTicks, yTicks := st.xTicks, st.yTicks
+	xLabel, yLabel := "key", "query"
+	if st.compact && r < st.rows-1 {
+		xTicks, xLabel = unlabelled(xTicks), ""
+	}
+	if st.compact && c > 0 {
+		yTicks, yLabel = unlabelled(yTicks), ""
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(xTicks)
+	p.Y.Tick.Marker = plot.ConstantTicks(yTicks)
 	p.X.Tick.Label.Font.Size = vg.Points(st.fontPt)
 	p.Y.Tick.Label.Font.Size = vg.Points(st.fontPt)
 	if st.rotateX {
@@ -959,13 +1065,48 @@ func (st heatmapStyle) panel(m AttentionMap) *plot.Plot {
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YCenter
 	}
-	p.X.Label.Text = "key"
-	p.Y.Label.Text = "query"
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
 	p.X.Label.TextStyle.Font.Size = vg.Points(9)
 	p.Y.Label.TextStyle.Font.Size = vg.Points(9)
 	p.X.Label.Padding = px(2)
 	p.Y.Label.Padding = px(2)
 	return p
+}
+
+// unlabelled returns ts without their labels: the tick marks alone.
+func unlabelled(ts []plot.Tick) []plot.Tick {
+	out := make([]plot.Tick, len(ts))
+	for i, t := range ts {
+		out[i] = plot.Tick{Value: t.Value}
+	}
+	return out
+}
+
+// sinkCells is a plotter.Plotter drawing an attention sink's share of each
+// row (query-major, query 0 at the top) as a column of cells on the
+// heatmap's colour scale, one cell wide, left of key 0 with half a cell of
+// white between.
+type sinkCells struct {
+	w   []float64
+	pal palette.Palette
+}
+
+// Plot implements plot.Plotter.
+func (s sinkCells) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	colors := s.pal.Colors()
+	x0, x1 := trX(-0.5-attnSinkCells), trX(-0.5-attnSinkCells+1)
+	for q, v := range s.w {
+		var col color.Color = colNaN
+		if !math.IsNaN(v) {
+			i := int(math.Round(math.Min(math.Max(v, 0), 1) * float64(len(colors)-1)))
+			col = colors[i]
+		}
+		y := float64(len(s.w) - 1 - q)
+		r := vg.Rectangle{Min: vg.Point{X: x0, Y: trY(y-0.5) - px(0.5)}, Max: vg.Point{X: x1, Y: trY(y+0.5) + px(0.5)}}
+		c.FillPolygon(col, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+	}
 }
 
 // hiddenCells is a plotter.Plotter drawing, over a heatmap, the cells of an
