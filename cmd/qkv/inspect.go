@@ -342,7 +342,10 @@ func attendChars(l *loaded, prompt []int, out string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	seq := seqs[0][:min(len(seqs[0]), m.S)]
+	// The frame of a text is BOS alone, the prompt its given answer: the
+	// model reads BOS, then the characters.
+	seq := append(seqs[0], prompt[cut:]...)
+	seq = seq[:min(len(seq), m.S)]
 	got, err := infer.Attention(m, nil, [][]int{seq})
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -807,16 +806,23 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 	}
 	slices.Sort(layers)
 	slices.Sort(heads)
-	rows, cols := len(layers), len(heads)
-	st := newHeatmapStyle(queries, keys, rows, cols, anySink, opt)
-
-	grid := make([][]*plot.Plot, rows)
-	for r := range grid {
-		grid[r] = make([]*plot.Plot, cols)
-	}
-	for _, m := range maps {
-		r, c := slices.Index(layers, m.Layer), slices.Index(heads, m.Head)
-		grid[r][c] = st.panelAt(m, r, c)
+	// Lay the grid out and size it; a figure made to fit a width is laid
+	// out again with the cells shrunk by what it overshot.
+	var (
+		st            heatmapStyle
+		grid          [][]*plot.Plot
+		tiles         draw.Tiles
+		width, height vg.Length
+		titleBand     vg.Length
+	)
+	cellCap := math.Inf(1)
+	for range 4 {
+		st, grid, tiles, width, height, titleBand = layoutAttention(title, queries, keys, maps, layers, heads, anySink, opt, cellCap)
+		over := float64(width)*plotDPI/72 - float64(opt.MaxWidthPx)
+		if opt.MaxWidthPx <= 0 || over <= 0 || st.cell <= 4 {
+			break
+		}
+		cellCap = st.cell - over/(float64(len(heads))*st.keysWidth()) - 0.01
 	}
 
 	bar := plot.New()
@@ -830,7 +836,54 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 	bar.Title.TextStyle.Font.Size = vg.Points(10)
 	bar.Title.Padding = px(6)
 
-	tiles := draw.Tiles{
+	return s.render(path, width, height, func(dc draw.Canvas) {
+		dc = drawTitle(dc, title, 14, titleBand)
+		gridC := draw.Crop(dc, 0, -px(attnColorBarBandPx), 0, 0)
+		canvases := plot.Align(grid, tiles, gridC)
+		for r := range grid {
+			for c, p := range grid[r] {
+				if p != nil {
+					p.Draw(canvases[r][c])
+				}
+			}
+		}
+		// The colour bar: a narrow strip right of the grid, at most 340 px
+		// tall, with the key to hidden cells below it if any map has
+		// some; the two vertically centred together.
+		band := draw.Crop(dc, dc.Max.X-dc.Min.X-px(attnColorBarBandPx), 0, 0, 0)
+		var keyH vg.Length
+		if anyHidden {
+			keyH = px(attnHiddenKeyPx)
+		}
+		h := band.Max.Y - band.Min.Y
+		want := min(h-px(20)-keyH, px(340))
+		pad := (h - want - keyH) / 2
+		barC := draw.Crop(band, px(22), -px(40), pad+keyH, -pad)
+		bar.Draw(barC)
+		if anyHidden {
+			drawHiddenKey(dc, vg.Point{X: barC.Min.X, Y: barC.Min.Y - px(attnHiddenKeyGapPx)})
+		}
+	})
+}
+
+// layoutAttention builds the panels of an attention figure of maps, in
+// rows of layers and columns of heads, and measures the image they need
+// with cells of at most cellCap pixels.
+func layoutAttention(title string, queries, keys []string, maps []AttentionMap, layers, heads []int, anySink bool, opt AttentionOptions, cellCap float64) (st heatmapStyle, grid [][]*plot.Plot, tiles draw.Tiles, width, height, titleBand vg.Length) {
+	nq := len(queries)
+	rows, cols := len(layers), len(heads)
+	st = newHeatmapStyle(queries, keys, rows, cols, anySink, opt, cellCap)
+
+	grid = make([][]*plot.Plot, rows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, cols)
+	}
+	for _, m := range maps {
+		r, c := slices.Index(layers, m.Layer), slices.Index(heads, m.Head)
+		grid[r][c] = st.panelAt(m, r, c)
+	}
+
+	tiles = draw.Tiles{
 		Rows: rows, Cols: cols,
 		PadX: px(18), PadY: px(14),
 		PadTop: px(4), PadBottom: px(6), PadLeft: px(8), PadRight: px(4),
@@ -862,41 +915,14 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 		marginH += below[r] + above[r]
 	}
 	sideW, sideH := px(st.keysWidth()*st.cell), px(float64(nq)*st.cell)
-	titleBand := titleBandHeight(title, px(attnTitleBandPx))
-	width := vg.Length(cols)*sideW + marginW + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
-	height := vg.Length(rows)*sideH + marginH + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
+	titleBand = titleBandHeight(title, px(attnTitleBandPx))
+	width = vg.Length(cols)*sideW + marginW + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
+	height = vg.Length(rows)*sideH + marginH + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
 	// Whole pixels, rounding up; the fraction is spread over the panels.
 	width = px(math.Ceil(float64(width) * plotDPI / 72))
 	height = px(math.Ceil(float64(height) * plotDPI / 72))
 
-	return s.render(path, width, height, func(dc draw.Canvas) {
-		dc = drawTitle(dc, title, 14, titleBand)
-		gridC := draw.Crop(dc, 0, -px(attnColorBarBandPx), 0, 0)
-		canvases := plot.Align(grid, tiles, gridC)
-		for r := range grid {
-			for c, p := range grid[r] {
-				if p != nil {
-					p.Draw(canvases[r][c])
-				}
-			}
-		}
-		// The colour bar: a narrow strip right of the grid, at most 340 px
-		// tall, with the key to hidden cells below it if any map has
-		// some; the two vertically centred together.
-		band := draw.Crop(dc, dc.Max.X-dc.Min.X-px(attnColorBarBandPx), 0, 0, 0)
-		var keyH vg.Length
-		if anyHidden {
-			keyH = px(attnHiddenKeyPx)
-		}
-		h := band.Max.Y - band.Min.Y
-		want := min(h-px(20)-keyH, px(340))
-		pad := (h - want - keyH) / 2
-		barC := draw.Crop(band, px(22), -px(40), pad+keyH, -pad)
-		bar.Draw(barC)
-		if anyHidden {
-			drawHiddenKey(dc, vg.Point{X: barC.Min.X, Y: barC.Min.Y - px(attnHiddenKeyGapPx)})
-		}
-	})
+	return st, grid, tiles, width, height, titleBand
 }
 
 // check says what is wrong with m as a map of nq queries and nk keys.
@@ -958,8 +984,9 @@ func (st heatmapStyle) keysWidth() float64 {
 }
 
 // newHeatmapStyle lays out a figure of rows x cols heatmaps of queries x
-// keys, with a sink column if sink is set.
-func newHeatmapStyle(queries, keys []string, rows, cols int, sink bool, opt AttentionOptions) heatmapStyle {
+// keys, with a sink column if sink is set, and cells of at most cellCap
+// pixels (but 4 at least).
+func newHeatmapStyle(queries, keys []string, rows, cols int, sink bool, opt AttentionOptions, cellCap float64) heatmapStyle {
 	nq, nk := len(queries), len(keys)
 	nkw := float64(nk)
 	if sink {
@@ -979,17 +1006,34 @@ func newHeatmapStyle(queries, keys []string, rows, cols int, sink bool, opt Atte
 		avail := float64(opt.MaxWidthPx-attnColorBarBandPx-attnCompactLabelsPx-12) - float64(cols-1)*attnCompactPadPx - float64(cols)*4
 		cell = math.Min(cell, avail/float64(cols)/nkw)
 	}
+	cell = math.Min(cell, cellCap)
 	cell = math.Max(cell, 4)
 	// Token labels: the font follows the cell size; when cells are too small
 	// to label every token, label every labelEvery-th one. Key labels are
 	// turned vertical when two neighbours would not fit side by side.
 	fontPt := math.Min(math.Max(cell*0.55*72/plotDPI, 7), 11)
+	if compact && cell >= 12 {
+		fontPt = math.Max(fontPt, 8) // the labels of the outer panels alone: they may fill the pitch
+	}
 	labelEvery := int(math.Ceil(attnMinLabelPitchPx / cell))
-	charPx := fontPt * 0.62 * plotDPI / 72
-	rotateX := false
-	for i := labelEvery; i < nk; i += labelEvery {
-		pair := utf8.RuneCountInString(keys[i-labelEvery]) + utf8.RuneCountInString(keys[i])
-		rotateX = rotateX || float64(pair)/2*charPx > cell*float64(labelEvery)*0.9
+	rotated := func(fontPt float64) bool {
+		sty := text.Style{Font: font.From(plot.DefaultFont, vg.Points(fontPt)), Handler: plot.DefaultTextHandler}
+		widthPx := func(label string) float64 {
+			return float64(sty.Width(strings.ReplaceAll(label, "␣", spaceLabel))) * plotDPI / 72
+		}
+		for i := labelEvery; i < nk; i += labelEvery {
+			// Two neighbours, each centred on its cell, touch at most (a
+			// label's width holds its glyphs' side bearings: their ink
+			// does not).
+			if (widthPx(keys[i-labelEvery])+widthPx(keys[i]))/2 > cell*float64(labelEvery) {
+				return true
+			}
+		}
+		return false
+	}
+	rotateX := rotated(fontPt)
+	if rotateX && compact && fontPt > 7 && !rotated(7) {
+		fontPt, rotateX = 7, false // a point smaller rather than on end
 	}
 	st := heatmapStyle{nq: nq, nk: nk, rows: rows, cols: cols, cell: cell, fontPt: fontPt, rotateX: rotateX, sink: sink, compact: compact, pal: attentionColorMap().Palette(256)}
 	label := func(i int, t string) string {

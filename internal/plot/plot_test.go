@@ -518,7 +518,7 @@ func TestPanelsTitled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hm := newHeatmapStyle(sampleTokens, sampleTokens, 1, 1, false, AttentionOptions{}).panel(sampleAttention(1, 1, sampleTokens)[0])
+	hm := newHeatmapStyle(sampleTokens, sampleTokens, 1, 1, false, AttentionOptions{}, math.Inf(1)).panel(sampleAttention(1, 1, sampleTokens)[0])
 	sc, err := scalingPanels([]ScalingSeries{{Name: "fused", N: []float64{128, 256}, Ms: []float64{1, 4}, Bytes: []float64{1 << 20, 4 << 20}}})
 	if err != nil {
 		t.Fatal(err)
@@ -542,7 +542,7 @@ func TestPanelsTitled(t *testing.T) {
 func TestHiddenCellsDrawn(t *testing.T) {
 	tokens := []string{"a", "SEP", "b"}
 	w := [][]float64{{1, 0, 0}, {0.4, 0.6, 0}, {0, 0.3, 0.7}}
-	st := newHeatmapStyle(tokens, tokens, 1, 1, false, AttentionOptions{})
+	st := newHeatmapStyle(tokens, tokens, 1, 1, false, AttentionOptions{}, math.Inf(1))
 	zero := color.RGBAModel.Convert(st.pal.Colors()[0]).(color.RGBA)
 	// cellPixels renders m and returns the pixels of the inner half of
 	// cell (q, k).
