@@ -45,7 +45,7 @@ var seriesColors = []color.Color{
 }
 
 // seriesShapes mark the points of a categorical panel's series, in order.
-var seriesShapes = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.BoxGlyph{}, draw.TriangleGlyph{}, draw.PyramidGlyph{}, draw.RingGlyph{}, draw.SquareGlyph{}}
+var seriesShapes = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}, draw.RingGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}
 
 // Sizes of a Lines figure: each panel's tile, and the most panels a row
 // holds.
