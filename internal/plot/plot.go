@@ -233,7 +233,11 @@ func CurvesPer(path string, title string, per string, loss []CurvePoint, eval []
 		prefs = append(prefs, []legendCorner{topRight, bottomLeft, topLeft, bottomRight})
 	}
 	if len(accXY) > 0 || len(emXY) > 0 {
-		p, err := evalPanel(accXY, emXY)
+		accName := "token accuracy"
+		if per != "token" {
+			accName = per + " accuracy" // "character accuracy", as the axis says "per character"
+		}
+		p, err := evalPanel(accXY, emXY, accName)
 		if err != nil {
 			return plotErr(path, err)
 		}
@@ -375,8 +379,9 @@ func (log10Ticker) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-// evalPanel builds the token-accuracy / exact-match panel.
-func evalPanel(acc, em plotter.XYs) (*plot.Plot, error) {
+// evalPanel builds the token-accuracy / exact-match panel, the first
+// named accName.
+func evalPanel(acc, em plotter.XYs, accName string) (*plot.Plot, error) {
 	p := newStyledPlot()
 	p.Title.Text = "held-out accuracy"
 	p.Y.Label.Text = "accuracy"
@@ -402,7 +407,7 @@ func evalPanel(acc, em plotter.XYs) (*plot.Plot, error) {
 		}
 		return nil
 	}
-	if err := add(acc, "token accuracy", colTokenAcc, draw.CircleGlyph{}, nil); err != nil {
+	if err := add(acc, accName, colTokenAcc, draw.CircleGlyph{}, nil); err != nil {
 		return nil, err
 	}
 	if err := add(em, "exact match", colExactMatch, draw.BoxGlyph{}, []vg.Length{vg.Points(5), vg.Points(2)}); err != nil {

@@ -514,7 +514,7 @@ func TestPanelsTitled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := evalPanel(acc, acc)
+	ep, err := evalPanel(acc, acc, "token accuracy")
 	if err != nil {
 		t.Fatal(err)
 	}
