@@ -124,8 +124,8 @@ func TestCharsTrainAndSample(t *testing.T) {
 		t.Errorf("--resume with --preset: exit %d, stderr %q", code, stderr)
 	}
 	png := filepath.Join(t.TempDir(), "attend.png")
-	if code, stdout, stderr := qkv("attend", "--checkpoint", out, "--input", "func ", "--out", png); code != 0 || !strings.Contains(stdout, `answer "func `) || strings.Count(stdout, "\n") != 1 {
-		t.Errorf("attend: exit %d, %q, %q: want one line, the text quoted", code, stdout, stderr)
+	if code, stdout, stderr := qkv("attend", "--checkpoint", out, "--input", "func ", "--out", png); code != 0 || !strings.Contains(stdout, `over "func " (BOS and 5 characters)`) || strings.Contains(stdout, "answer") || strings.Count(stdout, "\n") != 1 {
+		t.Errorf("attend: exit %d, %q, %q: want one line, the prompt alone quoted, no continuation", code, stdout, stderr)
 	}
 	code, stdout, stderr = qkv("eval", "--checkpoint", out, "--test-size", "32")
 	if code != 0 || !strings.Contains(stdout, "32 validation windows: loss") {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/internal/plot"
 	"github.com/qkv-dev/qkv/train"
 )
@@ -25,6 +26,28 @@ func drawCurves(path string, sum train.Summary, history []train.Metric) error {
 			eval = append(eval, p)
 		}
 	}
-	title := fmt.Sprintf("%s (%s): %d steps", sum.Task.Name, sum.Task.Params, sum.Steps)
-	return plot.Curves(path, title, loss, eval)
+	per := "token"
+	if sum.Task.Name == "chars" {
+		per = "character"
+	}
+	return plot.CurvesPer(path, curvesTitle(sum), per, loss, eval)
+}
+
+// curvesTitle is the title of a run's curves: the task, its parameters as
+// a reader reads them and the steps. recall's queries=-1 (data.QueriesAll)
+// is written "every key queried".
+func curvesTitle(sum train.Summary) string {
+	params := sum.Task.Params
+	every := params.Queries == data.QueriesAll
+	if every {
+		params.Queries = 0
+	}
+	text := params.String()
+	switch {
+	case every && text == "(no parameters)":
+		text = "every key queried"
+	case every:
+		text += ", every key queried"
+	}
+	return fmt.Sprintf("%s (%s): %d steps", sum.Task.Name, text, sum.Steps)
 }

@@ -226,6 +226,9 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if task.Vocab().IsChars() {
+		return attendChars(l, prompt, *out, stdout)
+	}
 	answer, err := infer.Greedy(m, task, [][]int{prompt})
 	if err != nil {
 		return err
@@ -248,11 +251,14 @@ func runAttend(args []string, stdout, stderr io.Writer) error {
 		return attendEncDec(l, prompt, answer[0], sources[0], seq, got[0], *out, stdout)
 	}
 	vocab := task.Vocab()
-	maps := plot.Heatmaps(got[0].Self, plot.SelfHidden(len(seq), true, l.cfg.Model.Window))
+	maps := l.heatmaps(got[0].Self, plot.SelfHidden(len(seq), true, l.cfg.Model.Window), true)
 	if len(maps) == 0 {
 		return errors.New("model has no attention layers")
 	}
 	title := fmt.Sprintf("%s: %s -> %s", task.Name(), oneLine(vocab, prompt), oneLine(vocab, answer[0]))
+	if v := l.variants(); v != "" {
+		title += " (" + v + ")"
+	}
 	if err := plot.Attention(*out, title, vocab.Labels(seq), maps); err != nil {
 		return outputErr("out", err)
 	}
@@ -297,9 +303,9 @@ func attendEncDec(l *loaded, prompt, answer, srcIDs, tgt []int, got infer.Attent
 		path := base + "-" + kind.name + ext
 		t := title + " (" + kind.name + " attention)"
 		if kind.name == "cross" {
-			err = pngs.CrossAttention(path, t, kind.queries, kind.keys, plot.Heatmaps(kind.maps, nil))
+			err = pngs.CrossAttention(path, t, kind.queries, kind.keys, l.heatmaps(kind.maps, nil, false))
 		} else {
-			err = pngs.Attention(path, t, kind.queries, plot.Heatmaps(kind.maps, kind.hidden))
+			err = pngs.Attention(path, t, kind.queries, l.heatmaps(kind.maps, kind.hidden, true))
 		}
 		if err != nil {
 			return err
@@ -321,4 +327,128 @@ func oneLine(v *data.Vocab, ids []int) string {
 		return strconv.Quote(v.Decode(ids))
 	}
 	return v.Decode(ids)
+}
+
+// charsWindow is the most characters of a prompt `qkv attend` draws for a
+// character model: a figure of 4 layers by 4 heads of them stays legible
+// at a page's width (charsFigureWidthPx).
+const (
+	charsWindow        = 64
+	charsFigureWidthPx = 1000
+)
+
+// attendChars draws a character model's attention over the prompt alone,
+// its last charsWindow characters after BOS, as the model reads a window
+// of its text: no continuation is decoded or drawn, BOS is labelled BOS
+// and spaces '␣'; the panels share their axes so that the figure fits
+// charsFigureWidthPx.
+func attendChars(l *loaded, prompt []int, out string, stdout io.Writer) error {
+	m, task := l.m, l.task
+	vocab := task.Vocab()
+	cut := 0
+	if len(prompt) > charsWindow {
+		cut = len(prompt) - charsWindow
+	}
+	_, seqs, err := infer.Begin(m.Arch, task, []data.Example{task.Frame(prompt[cut:])})
+	if err != nil {
+		return err
+	}
+	// The frame of a text is BOS alone, the prompt its given answer: the
+	// model reads BOS, then the characters.
+	seq := append(seqs[0], prompt[cut:]...)
+	seq = seq[:min(len(seq), m.S)]
+	got, err := infer.Attention(m, nil, [][]int{seq})
+	if err != nil {
+		return err
+	}
+	maps := l.heatmaps(got[0].Self, plot.SelfHidden(len(seq), true, l.cfg.Model.Window), true)
+	if len(maps) == 0 {
+		return errors.New("model has no attention layers")
+	}
+	labels := vocab.Labels(seq)
+	for i, id := range seq {
+		if id == vocab.SEP() { // a character model's BOS has SEP's id
+			labels[i] = "BOS"
+		}
+	}
+	shown := oneLine(vocab, prompt[cut:])
+	title := fmt.Sprintf("%s: attention over %s", task.Name(), shown)
+	if cut > 0 {
+		title = fmt.Sprintf("%s: attention over the last %d characters, %s", task.Name(), charsWindow, shown)
+	}
+	if v := l.variants(); v != "" {
+		title += " (" + v + ")"
+	}
+	if err := plot.AttentionWith(out, title, labels, maps, plot.AttentionOptions{MaxWidthPx: charsFigureWidthPx}); err != nil {
+		return outputErr("out", err)
+	}
+	what := fmt.Sprintf("BOS and %d characters", len(seq)-1)
+	if cut > 0 {
+		what = fmt.Sprintf("BOS and the prompt's last %d characters", len(seq)-1)
+	}
+	fmt.Fprintf(stdout, "attention of %d layers over %s (%s) written to %s\n", len(maps)/max(1, l.cfg.Model.Heads), shown, what, out)
+	return nil
+}
+
+// heatmaps are the panels of one kind of attention of l's model: maps
+// with hidden as plot.Heatmaps makes them, each named with what sets its
+// head apart (its key/value head under grouped-query attention; self
+// attention's window), and with sinks the share of each row the sink took,
+// 1 less the row's sum.
+func (l *loaded) heatmaps(maps [][][][]float64, hidden [][]bool, self bool) []plot.AttentionMap {
+	out := plot.Heatmaps(maps, hidden)
+	mc := l.cfg.Model
+	for i := range out {
+		m := &out[i]
+		var parts []string
+		if g := mc.KVHeads; g > 0 && g < mc.Heads {
+			parts = append(parts, fmt.Sprintf("kv head %d", m.Head/(mc.Heads/g)))
+		}
+		if self && mc.Window > 0 {
+			parts = append(parts, fmt.Sprintf("window %d", mc.Window))
+		}
+		if mc.Sinks {
+			parts = append(parts, "sink")
+			m.Sink = make([]float64, len(m.Weights))
+			for q, row := range m.Weights {
+				sum := 0.0
+				for _, w := range row {
+					sum += w
+				}
+				m.Sink[q] = min(max(1-sum, 0), 1)
+			}
+		}
+		m.Variant = strings.Join(parts, " · ")
+	}
+	return out
+}
+
+// variants names the attention variants of l's model, for a figure's
+// title: positions applied in attention, grouped-query heads, window,
+// sinks, softcap, QK-norm; "" for the 2017 formula.
+func (l *loaded) variants() string {
+	mc := l.cfg.Model
+	var parts []string
+	switch mc.Positions {
+	case layers.PositionsRoPE, layers.PositionsRoPEInterleaved:
+		parts = append(parts, "RoPE")
+	case layers.PositionsALiBi:
+		parts = append(parts, "ALiBi")
+	}
+	if g := mc.KVHeads; g > 0 && g < mc.Heads {
+		parts = append(parts, fmt.Sprintf("%d query heads on %d key/value heads", mc.Heads, g))
+	}
+	if mc.Window > 0 {
+		parts = append(parts, fmt.Sprintf("window %d", mc.Window))
+	}
+	if mc.Sinks {
+		parts = append(parts, "sinks")
+	}
+	if mc.Softcap > 0 {
+		parts = append(parts, fmt.Sprintf("softcap %g", mc.Softcap))
+	}
+	if mc.QKNorm {
+		parts = append(parts, "QK-norm")
+	}
+	return strings.Join(parts, ", ")
 }

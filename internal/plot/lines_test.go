@@ -65,13 +65,14 @@ func TestLinesFlat(t *testing.T) {
 	checkPNG(t, path, 0, 0)
 }
 
-// A panel whose lines cross every corner gets headroom above them for its
-// legend; one with a free corner keeps its range.
+// A panel whose lines cross every place a legend could go gets headroom
+// above them for its legend; one with a free corner keeps its range, and
+// so does one free only between its lines (the legend goes there).
 func TestLinesLegendHeadroom(t *testing.T) {
-	crowded := Panel{Series: []Series{
-		{Name: "high", X: []float64{1, 2, 3, 4, 5}, Y: []float64{9, 9.5, 9, 9, 9.2}},
-		{Name: "zero", X: []float64{1, 2, 3, 4, 5}, Y: []float64{0, 0, 0, 0, 0}},
-	}}
+	var crowded Panel
+	for _, y := range []float64{0, 1.5, 3, 4.5, 6, 7.5, 9} {
+		crowded.Series = append(crowded.Series, Series{Name: "level", X: []float64{1, 2, 3, 4, 5}, Y: []float64{y, y, y, y, y + 0.5}})
+	}
 	p, err := crowded.plot()
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +86,21 @@ func TestLinesLegendHeadroom(t *testing.T) {
 	}
 	if p.Y.Max != 4 {
 		t.Errorf("panel with a free corner: y axis ends at %v, want 4", p.Y.Max)
+	}
+	// permutation-equivariance.png's exact match: curves near 1, near 0.45
+	// and near 0, the corners all crossed; the axis stays within the data
+	// (the old one ran to 1.5 to put the legend above it).
+	between := Panel{Series: []Series{
+		{Name: "decoder, learned positions", X: []float64{50, 100, 150, 200, 250, 300, 350, 400}, Y: []float64{0.06, 0.22, 0.41, 0.67, 0.84, 0.93, 0.95, 0.96}},
+		{Name: "decoder, no positions", X: []float64{50, 100, 150, 200, 250, 300, 350, 400}, Y: []float64{0.01, 0.02, 0.14, 0.34, 0.43, 0.43, 0.43, 0.47}},
+		{Name: "encoder–decoder, learned positions", X: []float64{50, 100, 150, 200, 250}, Y: []float64{0.05, 0.86, 0.9, 0.98, 1}},
+		{Name: "encoder–decoder, no positions", X: []float64{50, 100, 150, 200, 250, 300, 350, 400}, Y: []float64{0.07, 0.06, 0.03, 0.04, 0, 0.03, 0.04, 0.02}},
+	}}
+	if p, err = between.plot(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Y.Max > 1.05 {
+		t.Errorf("exact match panel: y axis ends at %v, want 1 (the data's top)", p.Y.Max)
 	}
 }
 

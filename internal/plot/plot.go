@@ -9,7 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -55,10 +55,30 @@ type EvalPoint struct {
 // the colour scale, so that "could not look" does not read as "looked
 // elsewhere" (weight 0). A hidden cell's weight must be exactly 0, as a
 // mask makes it.
+//
+// Sink, nil or one value per query, is the share of each row an attention
+// sink took (a learnable sink logit in the softmax, dropped after it, so
+// that the row's weights sum to 1 less it): it is drawn as a column
+// "sink" on the colour scale, left of the keys and apart from them.
+// Variant, if not empty, says on a second line of the panel's title what
+// the head is beyond its layer and index (its key/value head, a window, a
+// sink: "kv head 0 · window 8 · sink").
 type AttentionMap struct {
 	Layer, Head int
 	Weights     [][]float64
 	Hidden      [][]bool
+	Sink        []float64
+	Variant     string
+}
+
+// AttentionOptions change how Attention lays a figure out.
+type AttentionOptions struct {
+	// MaxWidthPx, if positive, is the width the figure is made to fit, for
+	// reading at a page's width (a README's 800 to 1000 px): the panels
+	// share their axes, token labels on the left column and the bottom row
+	// only, and the cells shrink to fit (not below 4 px, where only every
+	// k-th token is labelled).
+	MaxWidthPx int
 }
 
 // plotDPI is the resolution of the PNG files written by this package; sizes
@@ -106,7 +126,15 @@ const (
 	attnHatchPitchPx    = 6   // distance between the hatch lines of hidden cells
 	attnHiddenKeyPx     = 50  // room below the colour bar for the key to hidden cells
 	attnHiddenKeyGapPx  = 20  // from the colour bar down to that key
+	attnSinkCells       = 1.5 // width of the sink column and its gap, in cells
+	attnCompactPadPx    = 8   // between two panels that share their axes
+	attnCompactLabelsPx = 60  // estimated room for the left column's token labels
 )
+
+// spaceLabel is how a token label shows a space: data.Vocab labels it
+// '␣' (U+2423), which the plots' font lacks and would draw blank; '˽'
+// (U+02FD, modifier letter shelf) is the same open box, and in the font.
+const spaceLabel = "˽"
 
 var (
 	colLossRaw    = color.NRGBA{R: 31, G: 119, B: 180, A: 255}
@@ -121,15 +149,28 @@ var (
 	colHatch      = color.Gray{Y: 170}
 )
 
-// Curves writes a PNG line chart of a training run to path.
+// Curves writes a PNG line chart of a training run to path, its loss a
+// cross-entropy in nats per token; CurvesPer names what the loss is
+// averaged over.
+func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) error {
+	return CurvesPer(path, title, "token", loss, eval)
+}
+
+// CurvesPer writes a PNG line chart of a training run to path. per is what
+// the loss, a cross-entropy in nats, is averaged over ("token" for a toy
+// task's answer tokens, "character" for a character-level language model;
+// "" is "token"): the loss axis is labelled "cross-entropy (nats per
+// <per>)".
 //
 // The upper panel, "training loss", shows the loss over steps, on a
 // logarithmic y axis labelled at three losses at least when every plotted
-// loss is positive (linear otherwise); with many points a smoothed
+// loss is positive (linear otherwise), densely enough over a narrow range
+// (1.4, 1.6, 1.8, 2, 2.5, 3, 4 over 1.3 to 4.4) to read the losses off it;
+// with many points a smoothed
 // (exponential moving average) loss is drawn over the faint raw curve, and
 // a language model's validation loss (EvalPoint.Loss) over both, its last
 // value in nats and bits in the legend. The lower panel, "held-out
-// accuracy" ("validation: next-token accuracy" for a language model),
+// accuracy" ("validation: next-<per> accuracy" for a language model),
 // shows token accuracy and exact match over
 // steps on a 0..1 axis. A panel whose series is empty is left out, so the
 // image is 900x750 pixels with both panels and 900x450 with one (e.g. before
@@ -139,7 +180,8 @@ var (
 // The file is written atomically: the PNG goes to a temporary file in the
 // same directory, which is then renamed over path. The directory must exist.
 // It is an error if there is nothing to plot.
-func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) error {
+func CurvesPer(path string, title string, per string, loss []CurvePoint, eval []EvalPoint) error {
+	per = cmp.Or(per, "token")
 	lossXY := make(plotter.XYs, 0, len(loss))
 	for _, p := range slices.SortedStableFunc(slices.Values(loss), func(a, b CurvePoint) int { return cmp.Compare(a.Step, b.Step) }) {
 		if plotFinite(p.Loss) {
@@ -182,7 +224,7 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 	// usually empty; accuracies rise, so the bottom right is.
 	var prefs [][]legendCorner
 	if len(lossXY) > 0 {
-		p, plotted, err := lossPanel(lossXY, valXY)
+		p, plotted, err := lossPanel(lossXY, valXY, per)
 		if err != nil {
 			return plotErr(path, err)
 		}
@@ -191,12 +233,16 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 		prefs = append(prefs, []legendCorner{topRight, bottomLeft, topLeft, bottomRight})
 	}
 	if len(accXY) > 0 || len(emXY) > 0 {
-		p, err := evalPanel(accXY, emXY)
+		accName := "token accuracy"
+		if per != "token" {
+			accName = per + " accuracy" // "character accuracy", as the axis says "per character"
+		}
+		p, err := evalPanel(accXY, emXY, accName)
 		if err != nil {
 			return plotErr(path, err)
 		}
 		if len(valXY) > 0 {
-			p.Title.Text = "validation: next-token accuracy"
+			p.Title.Text = "validation: next-" + per + " accuracy"
 		}
 		panels = append(panels, p)
 		series = append(series, []plotter.XYs{accXY, emXY})
@@ -208,7 +254,7 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 		if i == len(panels)-1 {
 			p.X.Label.Text = "step"
 		}
-		placeLegend(p, prefs[i], series[i]...)
+		placeLegend(p, prefs[i], 0.3, 0.25, series[i]...)
 	}
 
 	heightPx := float64(curvesOnePanelPx)
@@ -235,16 +281,17 @@ func Curves(path string, title string, loss []CurvePoint, eval []EvalPoint) erro
 
 // lossPanel builds the training-loss panel, with a language model's
 // validation loss val (possibly empty) drawn over it, and returns it with
-// the series as plotted. When every loss is positive the panel plots log10(loss) on a
+// the series as plotted; per is what the loss is averaged over ("token",
+// "character"). When every loss is positive the panel plots log10(loss) on a
 // linear axis labelled with the losses themselves: a log scale that, unlike
 // plot.LogScale, keeps gonum/plot's layout (which centres the axis label at
 // the arithmetic mid-range) from padding the panel.
-func lossPanel(xy, val plotter.XYs) (*plot.Plot, []plotter.XYs, error) {
+func lossPanel(xy, val plotter.XYs, per string) (*plot.Plot, []plotter.XYs, error) {
 	p := newStyledPlot()
 	p.Title.Text = "training loss"
-	p.Y.Label.Text = "loss"
+	p.Y.Label.Text = "cross-entropy (nats per " + cmp.Or(per, "token") + ")"
 	if len(val) > 0 {
-		p.Title.Text = "training and validation loss, nats per token"
+		p.Title.Text = "training and validation loss"
 	}
 
 	positive := true
@@ -332,8 +379,9 @@ func (log10Ticker) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-// evalPanel builds the token-accuracy / exact-match panel.
-func evalPanel(acc, em plotter.XYs) (*plot.Plot, error) {
+// evalPanel builds the token-accuracy / exact-match panel, the first
+// named accName.
+func evalPanel(acc, em plotter.XYs, accName string) (*plot.Plot, error) {
 	p := newStyledPlot()
 	p.Title.Text = "held-out accuracy"
 	p.Y.Label.Text = "accuracy"
@@ -359,7 +407,7 @@ func evalPanel(acc, em plotter.XYs) (*plot.Plot, error) {
 		}
 		return nil
 	}
-	if err := add(acc, "token accuracy", colTokenAcc, draw.CircleGlyph{}, nil); err != nil {
+	if err := add(acc, accName, colTokenAcc, draw.CircleGlyph{}, nil); err != nil {
 		return nil, err
 	}
 	if err := add(em, "exact match", colExactMatch, draw.BoxGlyph{}, []vg.Length{vg.Points(5), vg.Points(2)}); err != nil {
@@ -388,43 +436,17 @@ var (
 
 // placeLegend puts p's legend in the corner of the data area that the data
 // in series crosses least, preferring corners in the order of prefs, and
-// returns how much data crosses it (0: none). The axis ranges of p must be
+// returns how much data crosses it (0: none). The legend covers fx of the
+// data area's width and fy of its height. The axis ranges of p must be
 // set.
-func placeLegend(p *plot.Plot, prefs []legendCorner, series ...plotter.XYs) int {
-	// The legend covers roughly this fraction of the data area.
-	const fx, fy = 0.3, 0.25
-	hits := func(c legendCorner) int {
-		in := func(x, y float64) bool {
-			nx, ny := p.X.Norm(x), p.Y.Norm(y)
-			okX := (c.left && nx <= fx) || (!c.left && nx >= 1-fx)
-			okY := (c.top && ny >= 1-fy) || (!c.top && ny <= fy)
-			return okX && okY
-		}
-		n := 0
-		for _, xy := range series {
-			for i, q := range xy {
-				if in(q.X, q.Y) {
-					n++
-				}
-				if i == 0 {
-					continue
-				}
-				// Samples along the segment from the previous point, so
-				// that a line crossing the corner counts too.
-				prev := xy[i-1]
-				for k := 1; k < 8; k++ {
-					t := float64(k) / 8
-					if in(prev.X+t*(q.X-prev.X), prev.Y+t*(q.Y-prev.Y)) {
-						n++
-					}
-				}
-			}
-		}
-		return n
-	}
+func placeLegend(p *plot.Plot, prefs []legendCorner, fx, fy float64, series ...plotter.XYs) int {
 	best, bestHits := prefs[0], math.MaxInt
 	for _, c := range prefs {
-		if h := hits(c); h < bestHits {
+		y0, y1 := 0.0, fy
+		if c.top {
+			y0, y1 = 1-fy, 1
+		}
+		if h := legendHits(p, c.left, y0, y1, fx, series...); h < bestHits {
 			best, bestHits = c, h
 		}
 	}
@@ -437,6 +459,38 @@ func placeLegend(p *plot.Plot, prefs []legendCorner, series ...plotter.XYs) int 
 		p.Legend.YOffs = px(6)
 	}
 	return bestHits
+}
+
+// legendHits counts the points of series, and samples along the segments
+// between them, that fall in a legend fx of the data area wide against its
+// left (or right) side, from y0 to y1 of its height (0 the bottom).
+func legendHits(p *plot.Plot, left bool, y0, y1, fx float64, series ...plotter.XYs) int {
+	in := func(x, y float64) bool {
+		nx, ny := p.X.Norm(x), p.Y.Norm(y)
+		okX := (left && nx <= fx) || (!left && nx >= 1-fx)
+		return okX && ny >= y0 && ny <= y1
+	}
+	n := 0
+	for _, xy := range series {
+		for i, q := range xy {
+			if in(q.X, q.Y) {
+				n++
+			}
+			if i == 0 {
+				continue
+			}
+			// Samples along the segment from the previous point, so
+			// that a line crossing the legend counts too.
+			prev := xy[i-1]
+			for k := 1; k < 8; k++ {
+				t := float64(k) / 8
+				if in(prev.X+t*(q.X-prev.X), prev.Y+t*(q.Y-prev.Y)) {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // unitTicks returns ticks for a 0..1 axis: labelled every 0.2, minor every 0.1.
@@ -542,12 +596,36 @@ func multiples(lo, hi, step float64, minor bool) []plot.Tick {
 
 // logTicker places ticks on a log-scale axis, at least three labels whatever
 // the range: on powers of ten when the range holds three (every k-th over
-// many decades), else on the 1-2-5 mantissas when they give three, else —
-// a range narrower than about a factor of five, where a log axis is nearly
-// linear — on the multiples of the largest 1-2-5 step that gives three (1.5,
-// 2, 2.5, 3, 3.5 for losses between 1.5 and 3.5). Unlabelled minor ticks go
-// on the other integer mantissas.
+// many decades), else on the 1-2-5 mantissas when they give four; over a
+// range narrower than that (about a decade and a half and less, a loss
+// falling from 4.4 to 1.3) on the densest of the log-spaced mantissa sets
+// denseMantissas that gives at most eight labels, so that 1.4 and 1.6
+// stand between 1 and 2; else — a range narrower than about a factor of
+// 1.5, where a log axis is nearly linear — on the multiples of the largest
+// 1-2-5 step that gives three (2.22, 2.24 … for losses between 2.2 and
+// 2.4). Unlabelled minor ticks go on the other integer mantissas, or on
+// denseMinors'.
 type logTicker struct{}
+
+// denseMantissas are mantissa sets in [1, 10), each denser than the last
+// and each spaced about evenly on a log scale, for the labels of a log axis
+// spanning less than a decade or two; denseMinors are the mantissas of
+// each set's minor ticks (the labelled ones among them).
+var (
+	denseMantissas = [][]float64{
+		{1, 1.5, 2, 3, 5, 7},
+		{1, 1.2, 1.4, 1.6, 1.8, 2, 2.5, 3, 4, 5, 6, 8},
+		{1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.2, 2.4, 2.6, 2.8, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9},
+	}
+	denseMinors = [][]float64{
+		{1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9},
+		{1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9},
+		{1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.2, 2.4, 2.6, 2.8, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9},
+	}
+)
+
+// logDenseMaxLabels is the most labels denseLogTicks puts on an axis.
+const logDenseMaxLabels = 8
 
 // Ticks implements plot.Ticker.
 func (logTicker) Ticks(min, max float64) []plot.Tick {
@@ -559,32 +637,32 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 	if hi-lo > 60 {
 		return plot.DefaultTicks{}.Ticks(min, max)
 	}
-	value := func(m, e int) float64 {
-		// Parse the decimal text rather than multiply so that 3e-1 is the
-		// float nearest 0.3, giving clean labels.
-		v, _ := strconv.ParseFloat(strconv.Itoa(m)+"e"+strconv.Itoa(e), 64)
-		return v
-	}
-	count := func(ms []int) int {
+	count := func(ms []float64) int {
 		n := 0
 		for e := lo; e <= hi; e++ {
 			for _, m := range ms {
-				if v := value(m, e); v >= min && v <= max {
+				if v := mantissaValue(m, e); v >= min && v <= max {
 					n++
 				}
 			}
 		}
 		return n
 	}
-	var labelled []int
-	for _, ms := range [][]int{{1}, {1, 2, 5}} {
-		if count(ms) >= 3 {
-			labelled = ms
-			break
+	var labelled []float64
+	switch {
+	case count([]float64{1}) >= 3:
+		labelled = []float64{1}
+	case count([]float64{1, 2, 5}) >= 4:
+		labelled = []float64{1, 2, 5}
+	default:
+		if ts := denseLogTicks(min, max, lo, hi, count); ts != nil {
+			return ts
 		}
-	}
-	if labelled == nil {
-		return narrowTicks(min, max)
+		if count([]float64{1, 2, 5}) >= 3 {
+			labelled = []float64{1, 2, 5}
+		} else {
+			return narrowTicks(min, max)
+		}
 	}
 	every := 1
 	if len(labelled) == 1 {
@@ -597,15 +675,51 @@ func (logTicker) Ticks(min, max float64) []plot.Tick {
 	var ts []plot.Tick
 	for e := lo; e <= hi; e++ {
 		for m := 1; m <= minors; m++ {
-			v := value(m, e)
+			v := mantissaValue(float64(m), e)
 			t := plot.Tick{Value: v}
-			if slices.Contains(labelled, m) && (e-lo)%every == 0 {
+			if slices.Contains(labelled, float64(m)) && (e-lo)%every == 0 {
 				t.Label = strconv.FormatFloat(v, 'g', 6, 64)
 			}
 			ts = append(ts, t)
 		}
 	}
 	return ts
+}
+
+// denseLogTicks labels [min, max], decades lo to hi, on the densest set of
+// denseMantissas that gives three to logDenseMaxLabels labels (count
+// counts a set's labels), with minor ticks on denseMinors' mantissas; nil
+// if no set gives three to logDenseMaxLabels.
+func denseLogTicks(min, max float64, lo, hi int, count func([]float64) int) []plot.Tick {
+	pick := -1
+	for i, ms := range denseMantissas {
+		if n := count(ms); n >= 3 && n <= logDenseMaxLabels {
+			pick = i
+		}
+	}
+	if pick < 0 {
+		return nil
+	}
+	labelled := denseMantissas[pick]
+	var ts []plot.Tick
+	for e := lo; e <= hi; e++ {
+		for _, m := range denseMinors[pick] {
+			v := mantissaValue(m, e)
+			t := plot.Tick{Value: v}
+			if slices.Contains(labelled, m) {
+				t.Label = strconv.FormatFloat(v, 'g', 6, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// mantissaValue is m·10^e, parsed from its decimal text rather than
+// multiplied so that 3e-1 is the float nearest 0.3, giving clean labels.
+func mantissaValue(m float64, e int) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(m, 'g', -1, 64)+"e"+strconv.Itoa(e), 64)
+	return v
 }
 
 // narrowTicks labels the multiples of the largest 1-2-5 step that puts at
@@ -653,6 +767,11 @@ func Attention(path string, title string, tokens []string, maps []AttentionMap) 
 	return writeNow(func(s *Set) error { return s.Attention(path, title, tokens, maps) })
 }
 
+// AttentionWith is Attention laid out as opt says.
+func AttentionWith(path string, title string, tokens []string, maps []AttentionMap, opt AttentionOptions) error {
+	return writeNow(func(s *Set) error { return s.AttentionWith(path, title, tokens, maps, opt) })
+}
+
 // CrossAttention is Attention for queries and keys of two sequences, as in
 // an encoder–decoder's cross-attention: each map is len(queries) x
 // len(keys), queries on the vertical axis and keys on the horizontal one.
@@ -660,7 +779,7 @@ func CrossAttention(path string, title string, queries, keys []string, maps []At
 	return writeNow(func(s *Set) error { return s.CrossAttention(path, title, queries, keys, maps) })
 }
 
-func attentionMaps(s *Set, path string, title string, queries, keys []string, maps []AttentionMap) error {
+func attentionMaps(s *Set, path string, title string, queries, keys []string, maps []AttentionMap, opt AttentionOptions) error {
 	nq, nk := len(queries), len(keys)
 	if nq == 0 || nk == 0 {
 		return plotErr(path, errors.New("no tokens"))
@@ -671,7 +790,7 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 	type key struct{ layer, head int }
 	seen := map[key]bool{}
 	var layers, heads []int
-	anyHidden := false
+	anyHidden, anySink := false, false
 	for i, m := range maps {
 		k := key{m.Layer, m.Head}
 		if seen[k] {
@@ -682,6 +801,7 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 			return plotErr(path, err)
 		}
 		anyHidden = anyHidden || slices.ContainsFunc(m.Hidden, func(row []bool) bool { return slices.Contains(row, true) })
+		anySink = anySink || m.Sink != nil
 		if !slices.Contains(layers, m.Layer) {
 			layers = append(layers, m.Layer)
 		}
@@ -691,15 +811,23 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 	}
 	slices.Sort(layers)
 	slices.Sort(heads)
-	rows, cols := len(layers), len(heads)
-	st := newHeatmapStyle(queries, keys, rows, cols)
-
-	grid := make([][]*plot.Plot, rows)
-	for r := range grid {
-		grid[r] = make([]*plot.Plot, cols)
-	}
-	for _, m := range maps {
-		grid[slices.Index(layers, m.Layer)][slices.Index(heads, m.Head)] = st.panel(m)
+	// Lay the grid out and size it; a figure made to fit a width is laid
+	// out again with the cells shrunk by what it overshot.
+	var (
+		st            heatmapStyle
+		grid          [][]*plot.Plot
+		tiles         draw.Tiles
+		width, height vg.Length
+		titleBand     vg.Length
+	)
+	cellCap := math.Inf(1)
+	for range 4 {
+		st, grid, tiles, width, height, titleBand = layoutAttention(title, queries, keys, maps, layers, heads, anySink, opt, cellCap)
+		over := float64(width)*plotDPI/72 - float64(opt.MaxWidthPx)
+		if opt.MaxWidthPx <= 0 || over <= 0 || st.cell <= 4 {
+			break
+		}
+		cellCap = st.cell - over/(float64(len(heads))*st.keysWidth()) - 0.01
 	}
 
 	bar := plot.New()
@@ -712,33 +840,6 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 	bar.Title.Text = "weight"
 	bar.Title.TextStyle.Font.Size = vg.Points(10)
 	bar.Title.Padding = px(6)
-
-	tiles := draw.Tiles{
-		Rows: rows, Cols: cols,
-		PadX: px(18), PadY: px(14),
-		PadTop: px(4), PadBottom: px(6), PadLeft: px(8), PadRight: px(4),
-	}
-	// Size the image so that every heatmap's data area is n*cell pixels
-	// square: measure the room the panels need around their data areas
-	// (title, tick labels, axis labels) on a probe canvas.
-	var marginW, marginH vg.Length
-	probe := draw.Canvas{Rectangle: vg.Rectangle{Max: vg.Point{X: 10000, Y: 10000}}}
-	for _, row := range grid {
-		for _, p := range row {
-			if p != nil {
-				d := p.DataCanvas(probe)
-				marginW = max(marginW, probe.Max.X-(d.Max.X-d.Min.X))
-				marginH = max(marginH, probe.Max.Y-(d.Max.Y-d.Min.Y))
-			}
-		}
-	}
-	sideW, sideH := px(float64(nk)*st.cell), px(float64(nq)*st.cell)
-	titleBand := titleBandHeight(title, px(attnTitleBandPx))
-	width := vg.Length(cols)*(sideW+marginW) + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
-	height := vg.Length(rows)*(sideH+marginH) + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
-	// Whole pixels, rounding up; the fraction is spread over the panels.
-	width = px(math.Ceil(float64(width) * plotDPI / 72))
-	height = px(math.Ceil(float64(height) * plotDPI / 72))
 
 	return s.render(path, width, height, func(dc draw.Canvas) {
 		dc = drawTitle(dc, title, 14, titleBand)
@@ -770,6 +871,65 @@ func attentionMaps(s *Set, path string, title string, queries, keys []string, ma
 	})
 }
 
+// layoutAttention builds the panels of an attention figure of maps, in
+// rows of layers and columns of heads, and measures the image they need
+// with cells of at most cellCap pixels.
+func layoutAttention(title string, queries, keys []string, maps []AttentionMap, layers, heads []int, anySink bool, opt AttentionOptions, cellCap float64) (st heatmapStyle, grid [][]*plot.Plot, tiles draw.Tiles, width, height, titleBand vg.Length) {
+	nq := len(queries)
+	rows, cols := len(layers), len(heads)
+	st = newHeatmapStyle(queries, keys, rows, cols, anySink, opt, cellCap)
+
+	grid = make([][]*plot.Plot, rows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, cols)
+	}
+	for _, m := range maps {
+		r, c := slices.Index(layers, m.Layer), slices.Index(heads, m.Head)
+		grid[r][c] = st.panelAt(m, r, c)
+	}
+
+	tiles = draw.Tiles{
+		Rows: rows, Cols: cols,
+		PadX: px(18), PadY: px(14),
+		PadTop: px(4), PadBottom: px(6), PadLeft: px(8), PadRight: px(4),
+	}
+	if st.compact {
+		tiles.PadX, tiles.PadY = px(attnCompactPadPx), px(attnCompactPadPx)
+	}
+	// Size the image so that every heatmap's data area is n*cell pixels
+	// square: measure the room the panels need around their data areas
+	// (title, tick labels, axis labels) on a probe canvas, per column and
+	// row as plot.Align lays them out.
+	left, right := make([]vg.Length, cols), make([]vg.Length, cols)
+	below, above := make([]vg.Length, rows), make([]vg.Length, rows)
+	probe := draw.Canvas{Rectangle: vg.Rectangle{Max: vg.Point{X: 10000, Y: 10000}}}
+	for r, row := range grid {
+		for c, p := range row {
+			if p != nil {
+				d := p.DataCanvas(probe)
+				left[c], right[c] = max(left[c], d.Min.X-probe.Min.X), max(right[c], probe.Max.X-d.Max.X)
+				below[r], above[r] = max(below[r], d.Min.Y-probe.Min.Y), max(above[r], probe.Max.Y-d.Max.Y)
+			}
+		}
+	}
+	var marginW, marginH vg.Length
+	for c := range cols {
+		marginW += left[c] + right[c]
+	}
+	for r := range rows {
+		marginH += below[r] + above[r]
+	}
+	sideW, sideH := px(st.keysWidth()*st.cell), px(float64(nq)*st.cell)
+	titleBand = titleBandHeight(title, px(attnTitleBandPx))
+	width = vg.Length(cols)*sideW + marginW + vg.Length(cols-1)*tiles.PadX + tiles.PadLeft + tiles.PadRight + px(attnColorBarBandPx)
+	height = vg.Length(rows)*sideH + marginH + vg.Length(rows-1)*tiles.PadY + tiles.PadTop + tiles.PadBottom + titleBand
+	// Whole pixels, rounding up; the fraction is spread over the panels.
+	width = px(math.Ceil(float64(width) * plotDPI / 72))
+	height = px(math.Ceil(float64(height) * plotDPI / 72))
+
+	return st, grid, tiles, width, height, titleBand
+}
+
 // check says what is wrong with m as a map of nq queries and nk keys.
 func (m AttentionMap) check(nq, nk int) error {
 	if len(m.Weights) != nq {
@@ -779,6 +939,9 @@ func (m AttentionMap) check(nq, nk int) error {
 		if len(row) != nk {
 			return fmt.Errorf("layer %d head %d: query row %d has %d keys, want %d (one per token)", m.Layer, m.Head, q, len(row), nk)
 		}
+	}
+	if m.Sink != nil && len(m.Sink) != nq {
+		return fmt.Errorf("layer %d head %d: %d sink weights, want %d (one per query)", m.Layer, m.Head, len(m.Sink), nq)
 	}
 	if m.Hidden == nil {
 		return nil
@@ -802,46 +965,90 @@ func (m AttentionMap) check(nq, nk int) error {
 }
 
 // heatmapStyle is what the panels of one attention figure share: the cell
-// size, the token ticks and their font, and the palette.
+// size, the token ticks and their font, the palette, whether a sink column
+// stands left of the keys, and whether the panels share their axes.
 type heatmapStyle struct {
 	nq, nk         int
+	rows, cols     int
 	cell           float64 // side of a cell, pixels
 	fontPt         float64
 	rotateX        bool // key labels vertical
+	sink           bool // a sink column left of the keys
+	compact        bool // token labels on the outer panels only
 	xTicks, yTicks []plot.Tick
 	pal            palette.Palette
 }
 
+// keysWidth is the width of a heatmap in cells: the keys, and the sink
+// column and its gap if any.
+func (st heatmapStyle) keysWidth() float64 {
+	if st.sink {
+		return float64(st.nk) + attnSinkCells
+	}
+	return float64(st.nk)
+}
+
 // newHeatmapStyle lays out a figure of rows x cols heatmaps of queries x
-// keys.
-func newHeatmapStyle(queries, keys []string, rows, cols int) heatmapStyle {
+// keys, with a sink column if sink is set, and cells of at most cellCap
+// pixels (but 4 at least).
+func newHeatmapStyle(queries, keys []string, rows, cols int, sink bool, opt AttentionOptions, cellCap float64) heatmapStyle {
 	nq, nk := len(queries), len(keys)
+	nkw := float64(nk)
+	if sink {
+		nkw += attnSinkCells
+	}
 	// Size the cells: about attnDataTargetPx per heatmap (at least
 	// attnMinDataPx for very short sequences), 14 to 40 px per cell, but at
 	// least 4 px and small enough to keep the image within
-	// attnMaxImageSidePx.
-	n := max(nq, nk)
-	cell := math.Min(math.Max(attnDataTargetPx/float64(n), 14), math.Max(40, attnMinDataPx/float64(n)))
-	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / float64(nk)
+	// attnMaxImageSidePx, or opt.MaxWidthPx.
+	n := max(float64(nq), nkw)
+	cell := math.Min(math.Max(attnDataTargetPx/n, 14), math.Max(40, attnMinDataPx/n))
+	maxCellW := (float64(attnMaxImageSidePx-attnColorBarBandPx)/float64(cols) - attnPanelMarginPx) / nkw
 	maxCellH := (float64(attnMaxImageSidePx-attnTitleBandPx)/float64(rows) - attnPanelMarginPx) / float64(nq)
-	cell = math.Max(math.Min(cell, math.Min(maxCellW, maxCellH)), 4)
+	cell = math.Min(cell, math.Min(maxCellW, maxCellH))
+	compact := opt.MaxWidthPx > 0
+	if compact {
+		avail := float64(opt.MaxWidthPx-attnColorBarBandPx-attnCompactLabelsPx-12) - float64(cols-1)*attnCompactPadPx - float64(cols)*4
+		cell = math.Min(cell, avail/float64(cols)/nkw)
+	}
+	cell = math.Min(cell, cellCap)
+	cell = math.Max(cell, 4)
 	// Token labels: the font follows the cell size; when cells are too small
 	// to label every token, label every labelEvery-th one. Key labels are
 	// turned vertical when two neighbours would not fit side by side.
 	fontPt := math.Min(math.Max(cell*0.55*72/plotDPI, 7), 11)
-	labelEvery := int(math.Ceil(attnMinLabelPitchPx / cell))
-	charPx := fontPt * 0.62 * plotDPI / 72
-	rotateX := false
-	for i := labelEvery; i < nk; i += labelEvery {
-		pair := utf8.RuneCountInString(keys[i-labelEvery]) + utf8.RuneCountInString(keys[i])
-		rotateX = rotateX || float64(pair)/2*charPx > cell*float64(labelEvery)*0.9
+	if compact && cell >= 12 {
+		fontPt = math.Max(fontPt, 8) // the labels of the outer panels alone: they may fill the pitch
 	}
-	st := heatmapStyle{nq: nq, nk: nk, cell: cell, fontPt: fontPt, rotateX: rotateX, pal: attentionColorMap().Palette(256)}
+	labelEvery := int(math.Ceil(attnMinLabelPitchPx / cell))
+	rotated := func(fontPt float64) bool {
+		sty := text.Style{Font: font.From(plot.DefaultFont, vg.Points(fontPt)), Handler: plot.DefaultTextHandler}
+		widthPx := func(label string) float64 {
+			return float64(sty.Width(strings.ReplaceAll(label, "␣", spaceLabel))) * plotDPI / 72
+		}
+		for i := labelEvery; i < nk; i += labelEvery {
+			// Two neighbours, each centred on its cell, touch at most (a
+			// label's width holds its glyphs' side bearings: their ink
+			// does not).
+			if (widthPx(keys[i-labelEvery])+widthPx(keys[i]))/2 > cell*float64(labelEvery) {
+				return true
+			}
+		}
+		return false
+	}
+	rotateX := rotated(fontPt)
+	if rotateX && compact && fontPt > 7 && !rotated(7) {
+		fontPt, rotateX = 7, false // a point smaller rather than on end
+	}
+	st := heatmapStyle{nq: nq, nk: nk, rows: rows, cols: cols, cell: cell, fontPt: fontPt, rotateX: rotateX, sink: sink, compact: compact, pal: attentionColorMap().Palette(256)}
 	label := func(i int, t string) string {
 		if i%labelEvery == 0 {
-			return t
+			return strings.ReplaceAll(t, "␣", spaceLabel)
 		}
 		return ""
+	}
+	if sink {
+		st.xTicks = append(st.xTicks, plot.Tick{Value: -attnSinkCells, Label: "sink"})
 	}
 	for i, t := range keys {
 		st.xTicks = append(st.xTicks, plot.Tick{Value: float64(i), Label: label(i, t)})
@@ -852,11 +1059,26 @@ func newHeatmapStyle(queries, keys []string, rows, cols int) heatmapStyle {
 	return st
 }
 
-// panel returns the heatmap panel of m, titled "layer L head H".
+// panel returns the heatmap panel of m, titled "layer L head H", with
+// every axis labelled.
 func (st heatmapStyle) panel(m AttentionMap) *plot.Plot {
+	return st.panelAt(m, st.rows-1, 0)
+}
+
+// panelAt returns the heatmap panel of m at row r and column c of the
+// grid, titled "layer L head H" (and m.Variant under it). Panels that
+// share their axes label the tokens on the left column and the bottom row
+// only.
+func (st heatmapStyle) panelAt(m AttentionMap, r, c int) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("layer %d head %d", m.Layer, m.Head)
+	if m.Variant != "" {
+		p.Title.Text += "\n" + m.Variant
+	}
 	p.Title.TextStyle.Font.Size = vg.Points(11)
+	if st.compact {
+		p.Title.TextStyle.Font.Size = vg.Points(math.Min(11, math.Max(8, st.fontPt+1)))
+	}
 	p.Title.Padding = px(6)
 	colors := st.pal.Colors()
 	hm := plotter.NewHeatMap(attnGrid{w: m.Weights}, st.pal)
@@ -866,11 +1088,25 @@ func (st heatmapStyle) panel(m AttentionMap) *plot.Plot {
 	if m.Hidden != nil {
 		p.Add(hiddenCells(m.Hidden))
 	}
+	if m.Sink != nil {
+		p.Add(sinkCells{w: m.Sink, pal: st.pal})
+	}
 	p.X.Padding, p.Y.Padding = 0, 0
 	p.X.Min, p.X.Max = -0.5, float64(st.nk)-0.5
+	if st.sink {
+		p.X.Min = -0.5 - attnSinkCells
+	}
 	p.Y.Min, p.Y.Max = -0.5, float64(st.nq)-0.5
-	p.X.Tick.Marker = plot.ConstantTicks(st.xTicks)
-	p.Y.Tick.Marker = plot.ConstantTicks(st.yTicks)
+	xTicks, yTicks := st.xTicks, st.yTicks
+	xLabel, yLabel := "key", "query"
+	if st.compact && r < st.rows-1 {
+		xTicks, xLabel = unlabelled(xTicks), ""
+	}
+	if st.compact && c > 0 {
+		yTicks, yLabel = unlabelled(yTicks), ""
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(xTicks)
+	p.Y.Tick.Marker = plot.ConstantTicks(yTicks)
 	p.X.Tick.Label.Font.Size = vg.Points(st.fontPt)
 	p.Y.Tick.Label.Font.Size = vg.Points(st.fontPt)
 	if st.rotateX {
@@ -878,13 +1114,48 @@ func (st heatmapStyle) panel(m AttentionMap) *plot.Plot {
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YCenter
 	}
-	p.X.Label.Text = "key"
-	p.Y.Label.Text = "query"
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
 	p.X.Label.TextStyle.Font.Size = vg.Points(9)
 	p.Y.Label.TextStyle.Font.Size = vg.Points(9)
 	p.X.Label.Padding = px(2)
 	p.Y.Label.Padding = px(2)
 	return p
+}
+
+// unlabelled returns ts without their labels: the tick marks alone.
+func unlabelled(ts []plot.Tick) []plot.Tick {
+	out := make([]plot.Tick, len(ts))
+	for i, t := range ts {
+		out[i] = plot.Tick{Value: t.Value}
+	}
+	return out
+}
+
+// sinkCells is a plotter.Plotter drawing an attention sink's share of each
+// row (query-major, query 0 at the top) as a column of cells on the
+// heatmap's colour scale, one cell wide, left of key 0 with half a cell of
+// white between.
+type sinkCells struct {
+	w   []float64
+	pal palette.Palette
+}
+
+// Plot implements plot.Plotter.
+func (s sinkCells) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	colors := s.pal.Colors()
+	x0, x1 := trX(-0.5-attnSinkCells), trX(-0.5-attnSinkCells+1)
+	for q, v := range s.w {
+		var col color.Color = colNaN
+		if !math.IsNaN(v) {
+			i := int(math.Round(math.Min(math.Max(v, 0), 1) * float64(len(colors)-1)))
+			col = colors[i]
+		}
+		y := float64(len(s.w) - 1 - q)
+		r := vg.Rectangle{Min: vg.Point{X: x0, Y: trY(y-0.5) - px(0.5)}, Max: vg.Point{X: x1, Y: trY(y+0.5) + px(0.5)}}
+		c.FillPolygon(col, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+	}
 }
 
 // hiddenCells is a plotter.Plotter drawing, over a heatmap, the cells of an

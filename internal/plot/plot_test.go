@@ -355,11 +355,26 @@ func is125(v float64) bool {
 	return false
 }
 
+// inDenseSet reports whether every v of vs has its mantissa in one of
+// denseMantissas' sets.
+func inDenseSet(vs []float64) bool {
+	for _, ms := range denseMantissas {
+		if !slices.ContainsFunc(vs, func(v float64) bool {
+			m := v / math.Pow(10, math.Floor(math.Log10(v)+1e-9))
+			return !slices.ContainsFunc(ms, func(x float64) bool { return math.Abs(m-x) < 1e-6 })
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
 // onNiceGrid says why vs (increasing) are not where a log axis's labels
-// belong, "" if they are: decades or 1-2-5 mantissas, or the multiples of
-// one 1-2-5 step.
+// belong, "" if they are: decades or 1-2-5 mantissas, the mantissas of one
+// of the log-spaced sets denseMantissas, or the multiples of one 1-2-5
+// step.
 func onNiceGrid(vs []float64) string {
-	if !slices.ContainsFunc(vs, func(v float64) bool { return !is125(v) }) {
+	if !slices.ContainsFunc(vs, func(v float64) bool { return !is125(v) }) || inDenseSet(vs) {
 		return ""
 	}
 	step := vs[1] - vs[0]
@@ -423,7 +438,7 @@ func TestLossAxisLabels(t *testing.T) {
 		for i := range 50 {
 			xy = append(xy, plotter.XY{X: float64(i), Y: r[1] - (r[1]-r[0])*float64(i)/49})
 		}
-		p, _, err := lossPanel(xy, nil)
+		p, _, err := lossPanel(xy, nil, "token")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,6 +452,50 @@ func TestLossAxisLabels(t *testing.T) {
 	}
 }
 
+// TestLossAxisReadable: a character model's loss falling from 4.4 to 1.3
+// (curves-chars.png) has labels inside 1.3 to 1.7, where it spends most of
+// its steps, and the axis names its unit in words; the old ticker labelled
+// only 2, 3 and 4.
+func TestLossAxisReadable(t *testing.T) {
+	var xy, val plotter.XYs
+	for i := range 2000 {
+		xy = append(xy, plotter.XY{X: float64(i), Y: 1.3 + 3.1*math.Exp(-float64(i)/150)})
+	}
+	for i := 250; i <= 2000; i += 250 {
+		val = append(val, plotter.XY{X: float64(i), Y: 1.35 + 3.1*math.Exp(-float64(i)/150)})
+	}
+	p, _, err := lossPanel(xy, val, "character")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := checkLabels(t, "chars losses", p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max), p.Y.Min, p.Y.Max, 5, func(v float64) float64 { return math.Pow(10, v) })
+	var inside []float64
+	for _, v := range vs {
+		if v >= 1.3 && v <= 1.7 {
+			inside = append(inside, v)
+		}
+	}
+	if len(inside) < 2 {
+		t.Errorf("labels %v: %v inside 1.3..1.7, want 2 at least", vs, inside)
+	}
+	if why := onNiceGrid(vs); why != "" {
+		t.Errorf("labels %v: %s", vs, why)
+	}
+	if got := p.Y.Label.Text; got != "cross-entropy (nats per character)" {
+		t.Errorf("y label %q, want the unit in words", got)
+	}
+	if strings.Contains(p.Title.Text, "token") {
+		t.Errorf("a character model's loss panel says %q", p.Title.Text)
+	}
+	toy, _, err := lossPanel(xy, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := toy.Y.Label.Text; got != "cross-entropy (nats per token)" {
+		t.Errorf("toy task's y label %q", got)
+	}
+}
+
 // TestPanelsTitled: every panel of every figure says what it shows.
 func TestPanelsTitled(t *testing.T) {
 	loss, eval := sampleCurves(100)
@@ -447,19 +506,19 @@ func TestPanelsTitled(t *testing.T) {
 	for _, p := range eval {
 		acc = append(acc, plotter.XY{X: float64(p.Step), Y: p.TokenAccuracy})
 	}
-	lp, _, err := lossPanel(xy, nil)
+	lp, _, err := lossPanel(xy, nil, "token")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lin, _, err := lossPanel(plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: -1}}, nil)
+	lin, _, err := lossPanel(plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: -1}}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := evalPanel(acc, acc)
+	ep, err := evalPanel(acc, acc, "token accuracy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hm := newHeatmapStyle(sampleTokens, sampleTokens, 1, 1).panel(sampleAttention(1, 1, sampleTokens)[0])
+	hm := newHeatmapStyle(sampleTokens, sampleTokens, 1, 1, false, AttentionOptions{}, math.Inf(1)).panel(sampleAttention(1, 1, sampleTokens)[0])
 	sc, err := scalingPanels([]ScalingSeries{{Name: "fused", N: []float64{128, 256}, Ms: []float64{1, 4}, Bytes: []float64{1 << 20, 4 << 20}}})
 	if err != nil {
 		t.Fatal(err)
@@ -483,7 +542,7 @@ func TestPanelsTitled(t *testing.T) {
 func TestHiddenCellsDrawn(t *testing.T) {
 	tokens := []string{"a", "SEP", "b"}
 	w := [][]float64{{1, 0, 0}, {0.4, 0.6, 0}, {0, 0.3, 0.7}}
-	st := newHeatmapStyle(tokens, tokens, 1, 1)
+	st := newHeatmapStyle(tokens, tokens, 1, 1, false, AttentionOptions{}, math.Inf(1))
 	zero := color.RGBAModel.Convert(st.pal.Colors()[0]).(color.RGBA)
 	// cellPixels renders m and returns the pixels of the inner half of
 	// cell (q, k).

@@ -18,13 +18,19 @@ type Set struct{ files []fsx.Output }
 // Attention draws as the function Attention does, to be written to path by
 // Write.
 func (s *Set) Attention(path string, title string, tokens []string, maps []AttentionMap) error {
-	return attentionMaps(s, path, title, tokens, tokens, maps)
+	return attentionMaps(s, path, title, tokens, tokens, maps, AttentionOptions{})
+}
+
+// AttentionWith draws as the function AttentionWith does, to be written to
+// path by Write.
+func (s *Set) AttentionWith(path string, title string, tokens []string, maps []AttentionMap, opt AttentionOptions) error {
+	return attentionMaps(s, path, title, tokens, tokens, maps, opt)
 }
 
 // CrossAttention draws as the function CrossAttention does, to be written
 // to path by Write.
 func (s *Set) CrossAttention(path string, title string, queries, keys []string, maps []AttentionMap) error {
-	return attentionMaps(s, path, title, queries, keys, maps)
+	return attentionMaps(s, path, title, queries, keys, maps, AttentionOptions{})
 }
 
 // Write writes s's PNGs: all of them, or on error none, every file that

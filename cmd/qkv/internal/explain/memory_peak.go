@@ -68,7 +68,10 @@ func memoryPeak(o Options) (Result, error) {
 		r.Measured[string(impl)+"_param_share_of_peak"] = b.params / b.peak
 		r.Measured[string(impl)+"_square_share_of_held"] = b.square / (b.square + b.other)
 		last = append(last, b)
-		panels = append(panels, plot.Panel{Title: fmt.Sprintf("%s attention", impl), XLabel: "sequence length n", YLabel: "bytes",
+		for i := range kinds {
+			kinds[i].Y = inMiB(kinds[i].Y)
+		}
+		panels = append(panels, plot.Panel{Title: fmt.Sprintf("%s attention", impl), XLabel: "sequence length n", YLabel: "MiB",
 			LogX: true, LogY: true, Series: kinds})
 	}
 	if err := r.draw(o, "memory-peak", "", "memory-peak: what one attention layer's forward and backward hold", panels); err != nil {
@@ -93,4 +96,14 @@ func memoryPeak(o Options) (Result, error) {
 // of it.
 func peakDominated(b peakBreakdown) bool {
 	return b.params < 0.01*b.peak && b.square >= 0.8*(b.square+b.other) && b.square >= 0.25*b.peak && b.other < 0.1*b.peak
+}
+
+// inMiB returns byte counts in MiB, for an axis a reader reads without
+// counting digits.
+func inMiB(bytes []float64) []float64 {
+	out := make([]float64, len(bytes))
+	for i, b := range bytes {
+		out[i] = b / (1 << 20)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/qkv-dev/qkv/cmd/qkv/internal/attncost"
@@ -322,9 +323,9 @@ func multiheadCost(o Options) (Result, error) {
 
 	if err := r.draw(o, id, "", fmt.Sprintf("multihead-cost: D=%d split into H heads (B=%d, S=%d); the heads of the trained %s model", d, b, s, cfg.Task.Name), []plot.Panel{
 		{Title: "cost relative to H=1", XLabel: "heads H", YLabel: "ratio to H=1", LogX: true, Series: []plot.Series{flops, timed}},
-		{Title: "mean row entropy per head (held-out)", XLabel: "head", YLabel: "nats", Series: entS},
-		{Title: "mean attended distance per head", XLabel: "head", YLabel: "positions |i−j|", Series: distS},
-		{Title: "how differently two heads attend", XLabel: "layer", YLabel: "mean total variation between heads", Series: tvS},
+		{Title: "mean row entropy per head (held-out)", XLabel: "head", YLabel: "nats", Categories: indexNames(len(trained.Entropy[0])), Series: entS},
+		{Title: "mean attended distance per head", XLabel: "head", YLabel: "positions |i−j|", Categories: indexNames(len(trained.Entropy[0])), Series: distS},
+		{Title: "how differently two heads attend", XLabel: "layer", YLabel: "mean total variation between heads", Categories: indexNames(len(trained.Entropy)), Series: tvS},
 	}); err != nil {
 		return r, err
 	}
@@ -381,4 +382,14 @@ func drawHeads(path string, v *data.Vocab, seq []int, maps infer.Maps) error {
 		}
 	}
 	return plot.Attention(path, "multihead-cost: every head of the trained model on "+v.Decode(seq), labels, panels)
+}
+
+// indexNames names n categories 0 to n-1 (heads, layers), for a plot.Panel
+// that draws them as points, not as a line through them.
+func indexNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
 }

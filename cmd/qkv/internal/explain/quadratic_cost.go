@@ -99,11 +99,11 @@ func quadraticCost(o Options) (Result, error) {
 		r.Measured[string(impl)+"_wall_time_slope"] = s.wall
 		r.Measured[string(impl)+"_memory_slope"] = s.memory
 		timeSeries = append(timeSeries, plot.Series{Name: fmt.Sprintf("%s (slope %.2f)", impl, s.time), X: ns, Y: ms})
-		memSeries = append(memSeries, plot.Series{Name: fmt.Sprintf("%s (slope %.2f)", impl, s.memory), X: ns, Y: bytes})
+		memSeries = append(memSeries, plot.Series{Name: fmt.Sprintf("%s (slope %.2f)", impl, s.memory), X: ns, Y: inMiB(bytes)})
 	}
 	panels := []plot.Panel{
 		{Title: "CPU time of a forward and backward pass", XLabel: "sequence length n", YLabel: "ms", LogX: true, LogY: true, Series: timeSeries},
-		{Title: "Go heap peak", XLabel: "sequence length n", YLabel: "bytes", LogX: true, LogY: true, Series: memSeries},
+		{Title: "Go heap peak", XLabel: "sequence length n", YLabel: "MiB", LogX: true, LogY: true, Series: memSeries},
 	}
 	if err := r.draw(o, "quadratic-cost", "", "quadratic-cost: one attention layer against the sequence length", panels); err != nil {
 		return r, err

@@ -129,7 +129,7 @@ func scaleDKNotDModel(o Options) (Result, error) {
 		exact = append(exact, plot.Series{Name: name, X: run.EvalStep, Y: run.Exact})
 	}
 	panels := []plot.Panel{
-		{Title: "training loss", XLabel: "step", YLabel: "cross-entropy", LogY: true, Series: loss},
+		{Title: "training loss", XLabel: "step", YLabel: "cross-entropy (nats per token)", LogY: true, Series: loss},
 		{Title: "held-out exact match", XLabel: "step", YLabel: "exact match", Series: exact},
 	}
 	if err := r.draw(o, "scale-dk-not-dmodel", "", fmt.Sprintf("scale-dk-not-dmodel: the same model (D %d, H %d) trained with three scales of the scores", m.Dim, m.Heads), panels); err != nil {

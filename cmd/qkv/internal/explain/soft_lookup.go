@@ -207,8 +207,10 @@ func drawLookup(r *Result, o Options, task data.Task, test []data.Example, maps,
 	frac := plot.Series{Name: "argmax on the value"}
 	fracKey := plot.Series{Name: "argmax on the key"}
 	n := 0
+	var names []string
 	for layer := range measureMaps[0] {
 		for head := range measureMaps[0][layer] {
+			names = append(names, fmt.Sprintf("L%d H%d", layer, head))
 			k := pointerStats(measureMaps, onKey, layer, head)
 			w := pointerStats(measureMaps, onValue, layer, head)
 			x := float64(n)
@@ -220,11 +222,10 @@ func drawLookup(r *Result, o Options, task data.Task, test []data.Example, maps,
 			n++
 		}
 	}
-	heads := len(measureMaps[0][0])
-	xl := fmt.Sprintf("layer × %d + head", heads)
+	xl := "layer L, head H"
 	return r.draw(o, "soft-lookup", "-heads", "soft-lookup: each head's weight at the positions that predict a value (held-out)", []plot.Panel{
-		{Title: "mean attention weight", XLabel: xl, YLabel: "weight", Series: []plot.Series{val, key, wrong}},
-		{Title: "fraction of answers with the argmax there", XLabel: xl, YLabel: "fraction", Series: []plot.Series{frac, fracKey}},
+		{Title: "mean attention weight", XLabel: xl, YLabel: "weight", Categories: names, Series: []plot.Series{val, key, wrong}},
+		{Title: "fraction of answers with the argmax there", XLabel: xl, YLabel: "fraction", Categories: names, Series: []plot.Series{frac, fracKey}},
 	})
 }
 
