@@ -44,7 +44,7 @@ var groupTable = []struct {
 	{"run", []string{"max-memory"}},
 	{"checkpoint", []string{"checkpoint"}},
 	{"input", []string{"input"}},
-	{"generation", []string{"prompt", "tokens", "temperature", "top-k", "top-p", "cache"}},
+	{"generation", []string{"prompt", "tokens", "temperature", "top-k", "top-p", "num-samples", "overflow", "decoder", "cache"}},
 	{"benchmark", []string{"n", "seq", "head-dim", "causal", "generate", "torch"}},
 	{"check", []string{"tol"}},
 	{"output", []string{"out", "resume", "force", "json", "plot", "plots", "profile", "memprofile"}},
