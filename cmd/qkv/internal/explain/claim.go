@@ -75,6 +75,7 @@ var claims = []claim{
 	{"soft-lookup", softLookup},
 	{"quadratic-cost", quadraticCost},
 	{"memory-peak", memoryPeak},
+	{"recall-vs-state", recallVsState}, {"throughput-vs-recall", throughputVsRecall},
 }
 
 // IDs returns the claims' ids in the order qkv explain runs them.
