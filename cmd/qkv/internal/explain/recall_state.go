@@ -20,10 +20,12 @@ import (
 // layer kinds a model cycles over its blocks and the options of its linear
 // layers. Family groups the models drawn as one line across state sizes.
 type recallModel struct {
-	Name, Family string
-	LayerKinds   string
-	FeatureMap   graph.FeatureMap
-	FeatureDim   int // d' of the linear layers; 0 is dk
+	// Name names the model; Family the line it is drawn on, Variant what
+	// sets it apart on that line ("d'=4", "w=8"), "" for a family of one.
+	Name, Family, Variant string
+	LayerKinds            string
+	FeatureMap            graph.FeatureMap
+	FeatureDim            int // d' of the linear layers; 0 is dk
 }
 
 // recallPairs is one task of the experiment: MQAR with Pairs pairs of Keys
@@ -43,19 +45,25 @@ type recallPlan struct {
 	// of; LongContext the context of the second throughput measurement
 	// (same architectures, random weights), 0 for none.
 	GenRepeats, LongContext int
+	// Workers is how many models train at once.
+	Workers int
 }
 
 // recallPlanFor returns the experiment of o: in o.Small a tiny one that
 // checks the pipeline in seconds.
 func recallPlanFor(o Options) recallPlan {
 	taylor := func(d int) recallModel {
-		return recallModel{Name: fmt.Sprintf("linear taylor d'=%d", d), Family: "linear taylor (d'=4, 8, 16)", LayerKinds: "linear", FeatureMap: graph.FeatureTaylor, FeatureDim: d}
+		return recallModel{Name: fmt.Sprintf("linear taylor d'=%d", d), Family: "linear taylor", Variant: fmt.Sprintf("d'=%d", d), LayerKinds: "linear", FeatureMap: graph.FeatureTaylor, FeatureDim: d}
 	}
+	// The hybrid's window block comes first: in two blocks the first can
+	// only mix nearby tokens (each value with its key, what Based's short
+	// convolution does) and the second must do the lookup over the whole
+	// context, which "linear,window:8" would leave to the window.
 	hybrid := func(d int) recallModel {
-		return recallModel{Name: fmt.Sprintf("hybrid taylor d'=%d + window:8", d), Family: "Based hybrid (taylor d'=4, 8 + window:8)", LayerKinds: "linear,window:8", FeatureMap: graph.FeatureTaylor, FeatureDim: d}
+		return recallModel{Name: fmt.Sprintf("hybrid window:8 + taylor d'=%d", d), Family: "Based hybrid: window:8, taylor", Variant: fmt.Sprintf("d'=%d", d), LayerKinds: "window:8,linear", FeatureMap: graph.FeatureTaylor, FeatureDim: d}
 	}
 	window := func(w int) recallModel {
-		return recallModel{Name: fmt.Sprintf("window:%d", w), Family: "sliding window (w=4, 8)", LayerKinds: fmt.Sprintf("window:%d", w)}
+		return recallModel{Name: fmt.Sprintf("window:%d", w), Family: "sliding window", Variant: fmt.Sprintf("w=%d", w), LayerKinds: fmt.Sprintf("window:%d", w)}
 	}
 	softmax := recallModel{Name: "softmax", Family: "softmax", LayerKinds: "softmax"}
 	if o.Small {
@@ -64,25 +72,25 @@ func recallPlanFor(o Options) recallPlan {
 			Models: []recallModel{softmax, window(4), taylor(2), hybrid(2)},
 			Dim:    16, Heads: 2, Layers: 2, Hidden: 32,
 			Batch: 8, TestSize: 8, EvalEvery: 6,
-			GenRepeats: 1, LongContext: 64,
+			GenRepeats: 1, LongContext: 64, Workers: 2,
 		}
 	}
 	return recallPlan{
 		Tasks: []recallPairs{
-			{Pairs: 4, Keys: 8, Values: 16, Steps: 400, Seeds: 3},
+			{Pairs: 4, Keys: 8, Values: 16, Steps: 300, Seeds: 3},
 			{Pairs: 8, Keys: 16, Values: 16, Steps: 600, Seeds: 3},
-			{Pairs: 16, Keys: 26, Values: 16, Steps: 600, Seeds: 1},
+			{Pairs: 16, Keys: 26, Values: 16, Steps: 400, Seeds: 1},
 		},
 		Models: []recallModel{
 			softmax, window(4), window(8),
 			taylor(4), taylor(8), taylor(16),
 			{Name: "linear elu1", Family: "linear elu1 (d'=dk)", LayerKinds: "linear", FeatureMap: graph.FeatureELU1},
 			{Name: "linear relu", Family: "linear relu (d'=dk)", LayerKinds: "linear", FeatureMap: graph.FeatureReLU},
-			hybrid(4), hybrid(8),
+			hybrid(4), hybrid(16),
 		},
 		Dim: 48, Heads: 4, Layers: 2, Hidden: 192,
 		Batch: 64, TestSize: 100, EvalEvery: 100,
-		GenRepeats: 5, LongContext: 1024,
+		GenRepeats: 5, LongContext: 1024, Workers: 2,
 	}
 }
 
@@ -160,6 +168,7 @@ type recallSummary struct {
 	Task                       recallPairs
 	Params, StateBytes         int
 	Acc, AccMin, AccMax        float64 // mean and range over seeds
+	Exact, Steps               float64 // means over seeds
 	PerSeed                    []float64
 	TokensPerS                 float64 // mean over seeds
 	TokensPerSeed              []float64
@@ -205,21 +214,62 @@ func recallExperimentFor(o Options) (*recallExperiment, error) {
 }
 
 // runRecallExperiment trains every model of p on every task with seeds
-// first, first+1, ..., measures each one's held-out accuracy and
-// generation speed, then the speed of each architecture at p.LongContext.
+// first, first+1, ..., p.Workers at a time, then, one at a time and with
+// no training running, measures each one's generation speed and that of
+// each architecture at p.LongContext.
 func runRecallExperiment(p recallPlan, first int64) (*recallExperiment, error) {
 	start := time.Now()
 	e := &recallExperiment{Plan: p, Long: map[string]float64{}}
+	type job struct {
+		m    recallModel
+		t    recallPairs
+		seed int
+	}
+	var jobs []job
 	for _, t := range p.Tasks {
 		for s := range t.Seeds {
 			for _, m := range p.Models {
-				r, err := p.train(m, t, int(first)+s)
-				if err != nil {
-					return nil, fmt.Errorf("%s, %d pairs, seed %d: %w", m.Name, t.Pairs, int(first)+s, err)
-				}
-				e.Runs = append(e.Runs, r)
+				jobs = append(jobs, job{m, t, int(first) + s})
 			}
 		}
+	}
+	runs := make([]*trainedRun, len(jobs))
+	e.Runs = make([]recallRun, len(jobs))
+	defer func() {
+		for _, r := range runs {
+			if r != nil {
+				r.Close()
+			}
+		}
+	}()
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(p.Workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				e.Runs[i] = recallRun{Model: j.m, Task: j.t, Seed: j.seed}
+				runs[i], errs[i] = trainModel(p.config(j.m, j.t, j.seed))
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, j := range jobs {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("%s, %d pairs, seed %d: %w", j.m.Name, j.t.Pairs, j.seed, errs[i])
+		}
+		if err := p.measure(&e.Runs[i], runs[i]); err != nil {
+			return nil, fmt.Errorf("%s, %d pairs, seed %d: %w", j.m.Name, j.t.Pairs, j.seed, err)
+		}
+		runs[i].Close()
+		runs[i] = nil
 	}
 	if p.LongContext > 0 {
 		last := p.Tasks[len(p.Tasks)-1]
@@ -236,32 +286,27 @@ func runRecallExperiment(p recallPlan, first int64) (*recallExperiment, error) {
 	return e, nil
 }
 
-// train trains m on t with seed and measures the run.
-func (p recallPlan) train(m recallModel, t recallPairs, seed int) (recallRun, error) {
-	r := recallRun{Model: m, Task: t, Seed: seed}
-	run, err := trainModel(p.config(m, t, seed))
-	if err != nil {
-		return r, err
-	}
-	defer run.Close()
+// measure fills r from its trained run: the summary's accuracy, the
+// cached decoder's state and the generation speed.
+func (p recallPlan) measure(r *recallRun, run *trainedRun) error {
 	r.Params, r.Accuracy, r.Exact, r.Steps = run.Summary.Params, run.Summary.TokenAccuracy, run.Summary.ExactMatch, run.Summary.Steps
 	r.TrainSeconds = run.Summary.WallSeconds
 	net, _, task, err := model.Load(run.Dir, 1, model.LoadOptions{})
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer net.Close()
 	cached, err := net.Cached()
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.Context, r.CacheBytes = cached.L, cached.CacheBytes()/cached.B
-	if r.StateBytes, err = p.stateBytes(m, r.Context); err != nil {
-		return r, err
+	if r.StateBytes, err = p.stateBytes(r.Model, r.Context); err != nil {
+		return err
 	}
 	first := task.Vocab().SEP() + 1 // any symbol: the time does not depend on it
 	r.TokensPerS, err = generationRate(cached, first, cached.L, p.GenRepeats)
-	return r, err
+	return err
 }
 
 // longThroughput is the generation speed of m's architecture (t's
@@ -325,11 +370,15 @@ func (e *recallExperiment) summarise() {
 				s.PerSeed = append(s.PerSeed, r.Accuracy)
 				s.TokensPerSeed = append(s.TokensPerSeed, r.TokensPerS)
 				s.AccMin, s.AccMax = min(s.AccMin, r.Accuracy), max(s.AccMax, r.Accuracy)
+				s.Exact += r.Exact
+				s.Steps += float64(r.Steps)
 			}
 			if len(s.PerSeed) == 0 {
 				continue
 			}
 			s.Acc, s.TokensPerS = meanOf(s.PerSeed), meanOf(s.TokensPerSeed)
+			s.Exact /= float64(len(s.PerSeed))
+			s.Steps /= float64(len(s.PerSeed))
 			s.LongTokensPerS = e.Long[m.Name]
 			e.Sums = append(e.Sums, s)
 		}
@@ -426,6 +475,8 @@ func recallVsState(o Options) (Result, error) {
 		r.Measured[k+"_acc"] = s.Acc
 		r.Measured[k+"_acc_spread"] = s.AccMax - s.AccMin
 		r.Measured[k+"_state_bytes"] = float64(s.StateBytes)
+		r.Measured[k+"_exact"] = s.Exact
+		r.Measured[k+"_steps"] = s.Steps
 		if s.Task.Pairs == p.Tasks[0].Pairs {
 			r.Measured["params_"+measuredKey(s.Model.Name)] = float64(s.Params)
 		}
@@ -433,6 +484,7 @@ func recallVsState(o Options) (Result, error) {
 	parts, why := e.recallParts()
 	r.Holds, r.Verdict = verdict(parts...)
 	r.Why = why
+	r.Measured["seconds"] = e.Seconds
 	if err := e.drawRecall(&r, o); err != nil {
 		return r, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -42,6 +43,24 @@ func (e *recallExperiment) families() []string {
 		}
 	}
 	return fs
+}
+
+// familyLabel is family f with its variants, as "linear taylor d'=4, 8, 16".
+func (e *recallExperiment) familyLabel(f string) string {
+	var vs []string
+	for _, m := range e.Plan.Models {
+		if m.Family == f && m.Variant != "" {
+			v := m.Variant
+			if len(vs) > 0 {
+				v = v[strings.Index(v, "=")+1:]
+			}
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return f
+	}
+	return f + " " + strings.Join(vs, ", ")
 }
 
 // bytesTicker labels a log axis of bytes at 1, 2 and 5 times the powers of
@@ -236,7 +255,7 @@ func (e *recallExperiment) drawRecall(r *Result, o Options) error {
 			each.Color, each.Shape, each.Radius = c, draw.RingGlyph{}, vg.Points(2.2)
 			p.Add(line, bars, each, points)
 			if ti == 0 {
-				legend = append(legend, legendEntry{f, []gplot.Thumbnailer{line, points}})
+				legend = append(legend, legendEntry{e.familyLabel(f), []gplot.Thumbnailer{line, points}})
 			}
 		}
 		p.X.Min, p.X.Max = lo/1.6, hi*1.6
