@@ -283,8 +283,8 @@ func (e *recallExperiment) drawThroughput(r *Result, o Options) error {
 	}
 	short := newPanel("trained models at the task's context (n = 4·pairs)", "generation tokens/s (cached, one row, log)", "held-out recall accuracy (per query)")
 	short.X.Scale, short.X.Tick.Marker = gplot.LogScale{}, logCountTicker{}
-	last := e.Plan.Tasks[len(e.Plan.Tasks)-1]
-	long := newPanel(fmt.Sprintf("same architectures at a context of %d; recall at %d pairs", e.Plan.LongContext, last.Pairs), "generation tokens/s (cached, one row, log)", "held-out recall accuracy (per query)")
+	at := e.judgedPairs()
+	long := newPanel(fmt.Sprintf("same architectures at a context of %d; recall at %d pairs", e.Plan.LongContext, at), "generation tokens/s (cached, one row, log)", "held-out recall accuracy (per query)")
 	long.X.Scale, long.X.Tick.Marker = gplot.LogScale{}, logCountTicker{}
 	var legend []legendEntry
 	sLo, sHi, lLo, lHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
@@ -312,7 +312,7 @@ func (e *recallExperiment) drawThroughput(r *Result, o Options) error {
 				thumb = sc
 			}
 		}
-		if s, ok := e.sum(m.Name, last.Pairs); ok && s.LongTokensPerS > 0 {
+		if s, ok := e.sum(m.Name, at); ok && s.LongTokensPerS > 0 {
 			pts := errPoints{XYs: plotter.XYs{{X: s.LongTokensPerS, Y: s.Acc}}, YErrors: plotter.YErrors{{Low: s.Acc - s.AccMin, High: s.AccMax - s.Acc}}}
 			lLo, lHi = min(lLo, s.LongTokensPerS), max(lHi, s.LongTokensPerS)
 			sc, err := plotter.NewScatter(pts.XYs)
@@ -362,6 +362,10 @@ func writeAtomicPNG(path string, img *vgimg.Canvas) error {
 		return err
 	}
 	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
 		os.Remove(f.Name())
 		return err
 	}
