@@ -76,6 +76,7 @@ var claims = []claim{
 	{"quadratic-cost", quadraticCost},
 	{"memory-peak", memoryPeak},
 	{"linear-cost", linearCost},
+	{"recall-vs-state", recallVsState}, {"throughput-vs-recall", throughputVsRecall},
 }
 
 // IDs returns the claims' ids in the order qkv explain runs them.
