@@ -2,10 +2,12 @@ package gemm
 
 import (
 	"bufio"
+	"math"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,7 +47,7 @@ var scalarLoop = peakLoop{set: "scalar Go", f32: scalarFMA[float32], f64: scalar
 // compiler cannot fold the loop away; peakSink keeps its result.
 var (
 	peakX, peakY float64 = 1, 0
-	peakSink     float64
+	peakSink     atomic.Uint64 // the float64 bits; atomic: the loop runs on several goroutines at once
 )
 
 func scalarFMA[T Float](n int) {
@@ -61,7 +63,7 @@ func scalarFMA[T Float](n int) {
 		a6 = a6*x + y
 		a7 = a7*x + y
 	}
-	peakSink = float64(a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)
+	peakSink.Store(math.Float64bits(float64(a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)))
 }
 
 // measured holds each loop of peakLoops and, once measured, its peak.
