@@ -46,7 +46,7 @@ var scalarLoop = peakLoop{set: "scalar Go", f32: scalarFMA[float32], f64: scalar
 // peakX and peakY are the scalar loop's operands, variables so that the
 // compiler cannot fold the loop away; peakSink keeps its result.
 var (
-	peakX, peakY float64 = 1, 0
+	peakX, peakY float64       = 1, 0
 	peakSink     atomic.Uint64 // the float64 bits; atomic: the loop runs on several goroutines at once
 )
 
