@@ -21,6 +21,7 @@ type row struct {
 	estimate float64  // seconds, roughly: the longest rows start first
 	exitOK   []int    // exit statuses other than 0 that are a result (gradcheck's 1)
 	timing   bool     // every measured cell moves with the machine: never compared
+	stderr   bool     // an output block shows standard error (--help), not standard output
 	// show picks the lines of command k's output that an output block prints.
 	show func(k int, stdout string) []string
 }

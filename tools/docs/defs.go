@@ -136,6 +136,10 @@ var blocks = []*block{
 		rows:   []row{{cmds: []string{"qkv gradcheck"}, estimate: 5, exitOK: []int{1}}},
 	},
 	{
+		name: "help", file: "docs/cli.md", kind: "output",
+		rows: helpRows(),
+	},
+	{
 		name: "explain", file: "docs/claims.md",
 		labels: []string{"claim"}, cols: []column{colVerdict, colWhy}, cmdCol: true,
 		rows: explainRows(),
@@ -235,4 +239,14 @@ func gradcheckTable(results []*result) string {
 		fmt.Fprintf(&w, "| `%s` | %d | %.1e | %.1e |\n", name, g.n, g.abs, g.rel)
 	}
 	return w.String()
+}
+
+// helpRows prints every command's --help.
+func helpRows() []row {
+	var rows []row
+	for _, c := range []string{"train", "eval", "predict", "sample", "attend", "gradcheck", "explain", "bench"} {
+		rows = append(rows, row{cmds: []string{"qkv " + c + " --help"}, stderr: true, estimate: 1,
+			show: func(_ int, out string) []string { return strings.Split(strings.TrimRight(out, "\n"), "\n") }})
+	}
+	return rows
 }

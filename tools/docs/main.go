@@ -336,7 +336,11 @@ func runRow(ctx context.Context, bin, dir string, r row) (result, error) {
 		if err != nil && !(errors.As(err, &exit) && slices.Contains(r.exitOK, exit.ExitCode())) {
 			return res, fmt.Errorf("%s: %v\n%s", c, err, tail(stderr.String(), 5))
 		}
-		res.outs, res.dir = append(res.outs, stdout.String()), dir
+		out := stdout.String()
+		if r.stderr {
+			out = stderr.String()
+		}
+		res.outs, res.dir = append(res.outs, out), dir
 	}
 	return res, nil
 }
