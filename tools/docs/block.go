@@ -55,13 +55,14 @@ type block struct {
 	kind       string
 	matrixCols []string
 	note       string // a line after the stamp
+	untimed    bool   // an output block whose output holds no time (--help)
 	// custom, if set, writes the block's table from its results instead.
 	custom func(results []*result) string
 }
 
 func (b *block) timed() bool {
 	if b.kind == "output" {
-		return true
+		return !b.untimed
 	}
 	return slices.ContainsFunc(b.cols, func(c column) bool { return c.timing })
 }
