@@ -168,9 +168,11 @@ func run(root string, sel []*block, check, all bool, jobs int) error {
 
 	results := map[*block][]*result{}
 	var failed []string
+	broken := map[*block]bool{}
 	for _, j := range todo {
 		if j.err != nil {
 			failed = append(failed, fmt.Sprintf("%s row %d (%s): %v", j.b.name, j.i+1, strings.Join(j.b.rows[j.i].cmds, " && "), j.err))
+			broken[j.b] = true
 			continue
 		}
 		if results[j.b] == nil {
@@ -179,12 +181,12 @@ func run(root string, sel []*block, check, all bool, jobs int) error {
 		out := j.out
 		results[j.b][j.i] = &out
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d rows failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
-	}
 
 	var stale []string
 	for _, b := range sel {
+		if broken[b] {
+			continue // its rows' failures are reported below; the docs keep the block
+		}
 		path := filepath.Join(root, b.file)
 		text, err := os.ReadFile(path)
 		if err != nil {
@@ -212,6 +214,9 @@ func run(root string, sel []*block, check, all bool, jobs int) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "rewrote %s in %s\n", b.name, b.file)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d rows failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}
 	if check {
 		for _, b := range sel {
