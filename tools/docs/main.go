@@ -216,6 +216,9 @@ func run(root string, sel []*block, check, all bool, jobs int) error {
 		fmt.Fprintf(os.Stderr, "rewrote %s in %s\n", b.name, b.file)
 	}
 	if len(failed) > 0 {
+		if len(stale) > 0 {
+			fmt.Fprintf(os.Stderr, "%d stale numbers:\n  %s\n", len(stale), strings.Join(stale, "\n  "))
+		}
 		return fmt.Errorf("%d rows failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}
 	if check {
