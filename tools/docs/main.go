@@ -116,8 +116,6 @@ func run(root string, sel []*block, check, all bool, jobs int) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("go build ./cmd/qkv: %w", err)
 	}
-	env := environment(root, jobs)
-
 	var todo []*job
 	skipped := map[*block][]int{}
 	for _, b := range sel {
@@ -129,10 +127,25 @@ func run(root string, sel []*block, check, all bool, jobs int) error {
 			todo = append(todo, &job{b: b, i: i})
 		}
 	}
-	// Longest first, so that a slow row does not start last.
+	// Rewriting, the blocks whose rows take least go first, and each block
+	// is written as soon as its rows are done, so that an interrupted run
+	// keeps what it finished. Checking, the longest rows go first, so that a
+	// slow row does not start last.
+	total := map[*block]float64{}
+	left := map[*block]int{}
+	for _, j := range todo {
+		total[j.b] += j.b.rows[j.i].estimate
+		left[j.b]++
+	}
 	slices.SortStableFunc(todo, func(a, b *job) int {
-		return int(b.b.rows[b.i].estimate - a.b.rows[a.i].estimate)
+		if check {
+			return int(b.b.rows[b.i].estimate - a.b.rows[a.i].estimate)
+		}
+		return int(total[a.b] - total[b.b])
 	})
+	stamp := environment(root, jobs)
+	var written []string
+	var writeErr error
 	ch := make(chan *job)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -156,6 +169,14 @@ func run(root string, sel []*block, check, all bool, jobs int) error {
 					status = "FAILED: " + j.err.Error()
 				}
 				fmt.Fprintf(os.Stderr, "[%d/%d] %s row %d (%.0f s): %s\n", done, len(todo), j.b.name, j.i+1, time.Since(t0).Seconds(), status)
+				if left[j.b]--; left[j.b] == 0 && !check {
+					if err := writeBlock(root, j.b, todo, stamp); err != nil {
+						fmt.Fprintf(os.Stderr, "%s: %v\n", j.b.name, err)
+						writeErr = err
+					} else {
+						written = append(written, j.b.name)
+					}
+				}
 				mu.Unlock()
 			}
 		}()
@@ -166,72 +187,85 @@ func run(root string, sel []*block, check, all bool, jobs int) error {
 	close(ch)
 	wg.Wait()
 
-	results := map[*block][]*result{}
 	var failed []string
-	broken := map[*block]bool{}
 	for _, j := range todo {
 		if j.err != nil {
 			failed = append(failed, fmt.Sprintf("%s row %d (%s): %v", j.b.name, j.i+1, strings.Join(j.b.rows[j.i].cmds, " && "), j.err))
-			broken[j.b] = true
-			continue
 		}
-		if results[j.b] == nil {
-			results[j.b] = make([]*result, len(j.b.rows))
-		}
-		out := j.out
-		results[j.b][j.i] = &out
 	}
-
 	var stale []string
-	for _, b := range sel {
-		if broken[b] {
-			continue // its rows' failures are reported below; the docs keep the block
-		}
-		path := filepath.Join(root, b.file)
-		text, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		old, err := extract(string(text), b.name)
-		if err != nil {
-			return fmt.Errorf("%s: %w", b.file, err)
-		}
-		fresh := b.render(results[b], env)
-		if check {
-			stale = append(stale, compare(b, old, fresh, skipped[b])...)
-			continue
-		}
-		// Read again just before writing: only this block changes.
-		text, err = os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		updated, err := replace(string(text), b.name, fresh)
-		if err != nil {
-			return fmt.Errorf("%s: %w", b.file, err)
-		}
-		if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "rewrote %s in %s\n", b.name, b.file)
-	}
-	if len(failed) > 0 {
-		if len(stale) > 0 {
-			fmt.Fprintf(os.Stderr, "%d stale numbers:\n  %s\n", len(stale), strings.Join(stale, "\n  "))
-		}
-		return fmt.Errorf("%d rows failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
-	}
 	if check {
+		for _, b := range sel {
+			results, ok := resultsOf(b, todo)
+			if !ok {
+				continue // its rows' failures are reported below
+			}
+			text, err := os.ReadFile(filepath.Join(root, b.file))
+			if err != nil {
+				return err
+			}
+			old, err := extract(string(text), b.name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", b.file, err)
+			}
+			stale = append(stale, compare(b, old, b.render(results, stamp), skipped[b])...)
+		}
 		for _, b := range sel {
 			if n := len(skipped[b]); n > 0 {
 				fmt.Fprintf(os.Stderr, "%s: %d slow rows not rerun (-all reruns them)\n", b.name, n)
 			}
 		}
 		fmt.Fprintf(os.Stderr, "checked %d rows in %.0f s\n", len(todo), time.Since(start).Seconds())
-		if len(stale) > 0 {
-			return fmt.Errorf("%d stale numbers; `go run ./tools/docs -only BLOCK` regenerates a block:\n  %s", len(stale), strings.Join(stale, "\n  "))
-		}
 	}
+	if len(stale) > 0 {
+		fmt.Fprintf(os.Stderr, "%d stale numbers; `go run ./tools/docs -only BLOCK` regenerates a block:\n  %s\n", len(stale), strings.Join(stale, "\n  "))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d rows failed (their blocks are left as they were):\n  %s", len(failed), strings.Join(failed, "\n  "))
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("%d stale numbers", len(stale))
+	}
+	return writeErr
+}
+
+// resultsOf gathers block b's results from the jobs run; false if a row of
+// b failed.
+func resultsOf(b *block, todo []*job) ([]*result, bool) {
+	results := make([]*result, len(b.rows))
+	for _, j := range todo {
+		if j.b != b {
+			continue
+		}
+		if j.err != nil {
+			return nil, false
+		}
+		out := j.out
+		results[j.i] = &out
+	}
+	return results, true
+}
+
+// writeBlock rewrites block b in its file from its jobs' results, reading
+// the file just before writing so that only this block changes.
+func writeBlock(root string, b *block, todo []*job, e env) error {
+	results, ok := resultsOf(b, todo)
+	if !ok {
+		return nil
+	}
+	path := filepath.Join(root, b.file)
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	updated, err := replace(string(text), b.name, b.render(results, e))
+	if err != nil {
+		return fmt.Errorf("%s: %w", b.file, err)
+	}
+	if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "rewrote %s in %s\n", b.name, b.file)
 	return nil
 }
 
