@@ -64,7 +64,8 @@ func (b *block) timed() bool {
 	if b.kind == "output" {
 		return !b.untimed
 	}
-	return slices.ContainsFunc(b.cols, func(c column) bool { return c.timing })
+	return slices.ContainsFunc(b.cols, func(c column) bool { return c.timing }) ||
+		slices.ContainsFunc(b.rows, func(r row) bool { return r.timing })
 }
 
 // render writes the block's content from results (nil for rows not run).
