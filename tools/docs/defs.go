@@ -245,7 +245,7 @@ func gradcheckTable(results []*result) string {
 func helpRows() []row {
 	var rows []row
 	for _, c := range []string{"train", "eval", "predict", "sample", "attend", "gradcheck", "explain", "bench"} {
-		rows = append(rows, row{cmds: []string{"qkv " + c + " --help"}, stderr: true, estimate: 1,
+		rows = append(rows, row{cmds: []string{"qkv " + c + " --help"}, estimate: 1,
 			show: func(_ int, out string) []string {
 				// The memory limit's default is this machine's.
 				out = availableRE.ReplaceAllString(out, ")")
@@ -255,4 +255,4 @@ func helpRows() []row {
 	return rows
 }
 
-var availableRE = regexp.MustCompile(`, [0-9.]+ [KMGT]?i?B now\)`)
+var availableRE = regexp.MustCompile(`, [0-9.]+\s+[KMGT]?i?B now\)`) // the help wraps its lines
