@@ -85,12 +85,12 @@ func flagSets(t *testing.T, bin string) map[string]map[string]bool {
 	for name, set := range sets {
 		help, _ := exec.Command(bin, name, "--help").CombinedOutput()
 		for _, l := range strings.Split(string(help), "\n") {
+			// "  --name TYPE  (default X)", or "  --name" for a bool.
 			if !strings.HasPrefix(l, "  -") {
 				continue
 			}
-			head, _, _ := strings.Cut(l[3:], "\t")
-			words := strings.Fields(head)
-			set[words[0]] = len(words) > 1
+			words := strings.Fields(strings.TrimLeft(strings.TrimSpace(l), "-"))
+			set[words[0]] = len(words) > 1 && !strings.HasPrefix(words[1], "(")
 		}
 		set["help"], set["h"] = false, false
 	}
