@@ -395,10 +395,16 @@ func TestModsMatchReference(t *testing.T) {
 
 // TestModsGradCheck compares each implementation's gradients of q, k, v and
 // the sinks with central finite differences, for every case.
-func TestModsGradCheck(t *testing.T) {
+func TestModsGradCheck(t *testing.T) { gradCheckModCases(t, modCases(), 70) }
+
+// gradCheckModCases checks each implementation's float64 gradients of q, k,
+// v and the sinks of every case against central finite differences, the
+// inputs of case ci drawn from seed+ci.
+func gradCheckModCases(t *testing.T, cases []modCase, seed uint64) {
+	t.Helper()
 	worst := 0.0
-	for ci, c := range modCases() {
-		in := newModInputs(c, uint64(70+ci))
+	for ci, c := range cases {
+		in := newModInputs(c, seed+uint64(ci))
 		for impl := range implNames {
 			g := G.NewGraph()
 			d, kd := c.heads*c.dk, c.kvHeads()*c.dk

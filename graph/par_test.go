@@ -94,4 +94,10 @@ var allocFree = []string{
 	"qkv.Linear", "qkv.LinearGradX", "qkv.LinearGradW", "qkv.LinearGradB",
 	"qkv.LayerNorm", "qkv.LayerNormGradX", "qkv.LayerNormGradGain", "qkv.LayerNormGradBias",
 	"qkv.gelu", "qkv.geluGrad", "qkv.relu", "qkv.reluGrad",
+	// Linear attention: the features, the chunked op and its gradient
+	// steps, the recurrent step (the composed form's mask is a reference,
+	// not held to it).
+	"qkv.Features", "qkv.FeaturesGrad", "qkv.LinearAttention", "qkv.LinearAttentionGrad",
+	"qkv.LinearAttentionGradQ", "qkv.LinearAttentionGradK", "qkv.LinearAttentionGradV",
+	"qkv.LinearStepState", "qkv.LinearStepZ", "qkv.LinearStepOut",
 }

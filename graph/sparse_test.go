@@ -302,39 +302,7 @@ func TestSparseMatchReference(t *testing.T) {
 // TestSparseGradCheck compares each implementation's float64 gradients of
 // q, k, v and the sinks with central finite differences under each sparse
 // pattern.
-func TestSparseGradCheck(t *testing.T) {
-	worst := 0.0
-	for ci, c := range sparseCases() {
-		in := newModInputs(c, uint64(270+ci))
-		for impl := range implNames {
-			g := G.NewGraph()
-			d, kd := c.heads*c.dk, c.kvHeads()*c.dk
-			params := []Param{
-				param(g, tensor.Shape{c.b, c.sq, d}, in.q, "q"),
-				param(g, tensor.Shape{c.b, c.sk, kd}, in.k, "k"),
-				param(g, tensor.Shape{c.b, c.sk, kd}, in.v, "v"),
-			}
-			var sinks *G.Node
-			if c.sinks {
-				params = append(params, param(g, tensor.Shape{c.heads}, in.sinks, "sinks"))
-				sinks = params[3].Node
-			}
-			out, _ := modGraph(t, g, tensor.Float64, c, impl, params[0].Node, params[1].Node, params[2].Node, sinks)
-			rep, err := GradCheck(weightedSum(t, out, newRand(3)), params, nil, GradCheckConfig{})
-			if err != nil {
-				t.Fatalf("%s, %s: %v", c.name, implNames[impl], err)
-			}
-			for _, e := range rep {
-				worst = math.Max(worst, e.Rel)
-				if e.Rel > 1e-7 || e.Norm == 0 {
-					t.Errorf("%s, %s:\n%s", c.name, implNames[impl], rep)
-					break
-				}
-			}
-		}
-	}
-	t.Logf("worst relative error: %.3g", worst)
-}
+func TestSparseGradCheck(t *testing.T) { gradCheckModCases(t, sparseCases(), 270) }
 
 // touchedTiles is the number of (query tile, key tile) pairs of an (n, n)
 // attention with tiles of tile that hold an entry ref shows, per head.
