@@ -192,29 +192,35 @@ func causalEncoder(c layers.StackConfig) layers.StackConfig {
 	return c
 }
 
-func TestTorchReferenceLogits(t *testing.T) {
-	py := torchPython(t)
-	preLN := layers.StackConfig{
+// The base models of both architectures' comparisons: pre-LN with learned
+// positions, GELU and biases; post-LN with sinusoids, ReLU and no biases;
+// no positions.
+var (
+	preLN = layers.StackConfig{
 		Dim:          16,
 		Heads:        2,
 		Layers:       2,
 		Hidden:       32,
 		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true},
 	}
-	postLN := layers.StackConfig{
+	postLN = layers.StackConfig{
 		Dim:          16,
 		Heads:        4,
 		Layers:       2,
 		Hidden:       24,
 		BlockOptions: layers.BlockOptions{Activation: layers.ActivationReLU, Positions: layers.PositionsSinusoidal, PostLN: true, Bias: false},
 	}
-	noPos := layers.StackConfig{
+	noPos = layers.StackConfig{
 		Dim:          12,
 		Heads:        3,
 		Layers:       1,
 		Hidden:       20,
 		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true},
 	}
+)
+
+func TestTorchReferenceLogits(t *testing.T) {
+	py := torchPython(t)
 	variants := []torchVariant{
 		{"float64/pre-LN/learned/gelu/bias", "float64", 1e-9, preLN},
 		{"float64/pre-LN/learned/gelu/bias/attn_scale-dmodel", "float64", 1e-9, withScale(preLN, layers.ScaleDModel)},
@@ -326,27 +332,6 @@ func torchEncDecBatch(b, ss, st, v int, rng *rand.Rand) (src, srcLengths, tgt, t
 // equal qkv's at every real target position of a padded batch.
 func TestTorchReferenceEncDecLogits(t *testing.T) {
 	py := torchPython(t)
-	preLN := layers.StackConfig{
-		Dim:          16,
-		Heads:        2,
-		Layers:       2,
-		Hidden:       32,
-		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsLearned, Bias: true},
-	}
-	postLN := layers.StackConfig{
-		Dim:          16,
-		Heads:        4,
-		Layers:       2,
-		Hidden:       24,
-		BlockOptions: layers.BlockOptions{Activation: layers.ActivationReLU, Positions: layers.PositionsSinusoidal, PostLN: true, Bias: false},
-	}
-	noPos := layers.StackConfig{
-		Dim:          12,
-		Heads:        3,
-		Layers:       1,
-		Hidden:       20,
-		BlockOptions: layers.BlockOptions{Activation: layers.ActivationGELU, Positions: layers.PositionsNone, Bias: true},
-	}
 	variants := []torchVariant{
 		{"float64/pre-LN/learned/gelu/bias", "float64", 1e-12, preLN},
 		{"float64/pre-LN/learned/gelu/bias/attn_scale-dmodel", "float64", 1e-12, withScale(preLN, layers.ScaleDModel)},
