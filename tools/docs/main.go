@@ -31,6 +31,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/qkv-dev/qkv/internal/fsx"
 )
 
 func main() {
@@ -262,7 +265,9 @@ func writeBlock(root string, b *block, todo []*job, e env) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.file, err)
 	}
-	if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
+	// Whole or not at all, as qkv writes its own outputs: an interrupted
+	// run leaves the file as it was.
+	if err := fsx.WriteFile(path, ".md", func(w io.Writer) error { _, err := io.WriteString(w, updated); return err }); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "rewrote %s in %s\n", b.name, b.file)
