@@ -441,8 +441,9 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 //
 // Each row is asked of the mask modifier in runs of modSpan keys, as flash
 // asks its tiles: a run it calls AllHidden is hidden without a call per
-// entry, and an AllVisible one without asking Visible. So a causal mask
-// costs a Visible call only for the run that holds the diagonal.
+// entry, and an AllVisible one without asking Visible; a Partial one is
+// halved (modKeys). So a causal mask costs Visible calls only for the
+// modLeaf keys around the diagonal.
 func modRows[T float32 | float64](r *modRun, s, der, mask []T, b, h, n int) {
 	for i := 0; i*n < len(s); i++ {
 		row := s[i*n : (i+1)*n]
@@ -456,30 +457,46 @@ func modRows[T float32 | float64](r *modRun, s, der, mask []T, b, h, n int) {
 			dr = der[i*n : (i+1)*n]
 		}
 		for j0 := 0; j0 < n; j0 += modSpan {
-			j1 := min(j0+modSpan, n)
-			var dc []T
-			if dr != nil {
-				dc = dr[j0:j1]
-			}
-			switch cov := r.coverage(b, h, i, i+1, j0, j1); cov {
-			case AllHidden:
-				for c := range row[j0:j1] {
-					row[j0+c] = T(math.Inf(-1))
-				}
-				clear(dc)
-			default:
-				if cov == AllVisible && r.score == nil && dc == nil {
-					continue // nothing to hide or change; a -Inf from mask stays -Inf
-				}
-				modRow(r, row[j0:j1], dc, b, h, i, j0, cov)
-			}
+			modKeys(r, row, dr, b, h, i, j0, min(j0+modSpan, n))
 		}
 	}
 }
 
+// modKeys applies the modifiers to keys [j0, j1) of row i (row and dr are
+// the whole row). A run the mask modifier calls Partial is halved until its
+// halves are AllHidden or AllVisible or modLeaf keys wide, so a causal row
+// asks Visible of at most modLeaf keys around the diagonal instead of the
+// whole run: per row O(log modSpan) Block calls, not O(modSpan) Visible
+// calls.
+func modKeys[T float32 | float64](r *modRun, row, dr []T, b, h, i, j0, j1 int) {
+	var dc []T
+	if dr != nil {
+		dc = dr[j0:j1]
+	}
+	switch cov := r.coverage(b, h, i, i+1, j0, j1); {
+	case cov == AllHidden:
+		for c := range row[j0:j1] {
+			row[j0+c] = T(math.Inf(-1))
+		}
+		clear(dc)
+	case cov == AllVisible && r.score == nil && dc == nil:
+		// nothing to hide or change; a -Inf from mask stays -Inf
+	case cov == Partial && j1-j0 > modLeaf:
+		mid := (j0 + j1) / 2
+		modKeys(r, row, dr, b, h, i, j0, mid)
+		modKeys(r, row, dr, b, h, i, mid, j1)
+	default:
+		modRow(r, row[j0:j1], dc, b, h, i, j0, cov)
+	}
+}
+
 // modSpan is the number of keys of a row that modRows asks the mask
-// modifier about at once.
-const modSpan = 64
+// modifier about at once, and modLeaf the narrowest run it halves a Partial
+// one into.
+const (
+	modSpan = 64
+	modLeaf = 8
+)
 
 // sinkGrad writes the gradient of head h's sink logit from the weights P
 // and their gradient dP (B, H, Sq, Sk): with p_sink = 1 - rowsum(P), the
