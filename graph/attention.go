@@ -391,10 +391,6 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	case attnWeights: // P = softmax(mods(Q K^T * scale + mask) + bias | sink)   (Sq, Sk)
 		p := weights(out)
 		gemm(false, true, d.Sq, d.Sk, dk, scale, head(x(roleQ), d.Sq), d.D, kvHead(x(roleK), d.Sk), kd, 0, p, d.Sk)
-		if op.mod != nil {
-			modRows(op.mod, p, nil, mask, b, h, d.Sk)
-			mask = nil // added by modRows
-		}
 		var bias []T
 		if bs := x(roleBias); bs != nil {
 			bias = bs[d.biasBlock(b, h)*block:][:block]
@@ -402,6 +398,14 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		sink := math.Inf(-1)
 		if sinks := x(roleSinks); sinks != nil {
 			sink = float64(sinks[h])
+		}
+		if op.mod.causalOnly() {
+			softmaxCausal(p, mask, bias, sink, d.Sk)
+			break
+		}
+		if op.mod != nil {
+			modRows(op.mod, p, nil, mask, b, h, d.Sk)
+			mask = nil // added by modRows
 		}
 		softmaxHead(p, mask, bias, sink, d.Sk)
 	case attnModDeriv: // deriv = mods'(Q K^T * scale + mask), 0 where hidden  (Sq, Sk)
@@ -421,13 +425,13 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	case attnGradV: // dV += (P * keep)^T dout                              (Sk, dk)
 		gemm(true, false, d.Sk, dk, d.Sq, 1, dropped(weights(x(roleP))), d.Sk, head(x(roleDOut), d.Sq), d.D, first, kvHead(out, d.Sk), kd)
 	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * mods' * scale   (Sq, dk)
-		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk))
+		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, op.mod.causalOnly()))
 		gemm(false, false, d.Sq, dk, d.Sk, 1, ds, d.Sk, kvHead(x(roleK), d.Sk), kd, 0, head(out, d.Sq), d.D)
 	case attnGradK: // dK += dS^T Q                                          (Sk, dk)
-		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk))
+		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, op.mod.causalOnly()))
 		gemm(true, false, d.Sk, dk, d.Sq, 1, ds, d.Sk, head(x(roleQ), d.Sq), d.D, first, kvHead(out, d.Sk), kd)
 	case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
-		ds := scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], 1, d.Sk)
+		ds := scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], 1, d.Sk, op.mod.causalOnly())
 		dst := out[d.biasBlock(b, h)*block:][:block]
 		for i, g := range ds {
 			dst[i] += g
@@ -583,16 +587,56 @@ func softmaxRow[T float32 | float64](s []T, sink float64) {
 	}
 }
 
+// softmaxCausal is modRows with the Causal modifier alone followed by
+// softmaxHead, on a row's visible keys only: row i's keys after i are
+// hidden by its bounds, as flash's loops do, instead of being set to -Inf
+// and exponentiated to 0 (at 65 positions that was most of the op's time).
+// Each row's softmax still runs over causalSpan(i, n) keys, hiding those
+// between i and it, so that every vec kernel reads the same keys in the
+// same lanes as over the whole row: the weights are the same bits.
+func softmaxCausal[T float32 | float64](s, mask, bias []T, sink float64, n int) {
+	for i := 0; i*n < len(s); i++ {
+		row := s[i*n : (i+1)*n]
+		v := causalSpan(i, n)
+		for _, add := range [][]T{mask, bias} {
+			if add != nil {
+				for j, a := range add[i*n : i*n+v] {
+					row[j] += a
+				}
+			}
+		}
+		for j := i + 1; j < v; j++ {
+			row[j] = T(math.Inf(-1))
+		}
+		softmaxRow(row[:v], sink)
+		clear(row[v:])
+	}
+}
+
+// causalSpan is the number of keys of row i of n that softmaxCausal and
+// scoresGrad treat under a causal mask: i+1 rounded up to a multiple of
+// every vec kernel's register width (16 float32 lanes), at most n. The keys
+// past i+1 are hidden, so their weights are 0 and they add 0 to a row's
+// sums.
+func causalSpan(i, n int) int { return min(n, (i+1+15)/16*16) }
+
 // scoresGrad returns, in ds, dS = P * (dP - rowsum(P * dP)) * scale: the
-// gradient of the scores from that of the weights.
-func scoresGrad[T float32 | float64](p, dp, ds []T, scale T, n int) []T {
+// gradient of the scores from that of the weights. With causal (the Causal
+// modifier alone), row i's keys past causalSpan(i, n), whose weights are 0,
+// get 0 without reading dP.
+func scoresGrad[T float32 | float64](p, dp, ds []T, scale T, n int, causal bool) []T {
 	ds = ds[:len(p)]
 	for i := 0; i*n < len(p); i++ {
-		pr, dr := p[i*n:(i+1)*n], dp[i*n:(i+1)*n]
+		v := n
+		if causal {
+			v = causalSpan(i, n)
+		}
+		pr, dr := p[i*n:i*n+v], dp[i*n:i*n+v]
 		dot := vec.Dot(pr, dr)
 		for j := range pr {
 			ds[i*n+j] = pr[j] * (dr[j] - dot) * scale
 		}
+		clear(ds[i*n+v : (i+1)*n])
 	}
 	return ds
 }

@@ -418,6 +418,17 @@ func (r *modRun) forOp() *modRun {
 	return &c
 }
 
+// causalOnly reports whether r hides exactly what Causal hides at the
+// default positions (query i sees keys j <= i) and changes no score, so
+// that a kernel may bound each row's keys instead of asking r (nil: false).
+func (r *modRun) causalOnly() bool {
+	if r == nil || r.score != nil || r.qpos != nil || r.kpos != nil {
+		return false
+	}
+	_, ok := r.mask.(causalMod)
+	return ok
+}
+
 // qp and kp are the positions of query i and key j of sequence b.
 func (r *modRun) qp(b, i int) int {
 	if r.qpos == nil {
