@@ -160,14 +160,11 @@ func (j *layerNormJob[T]) Item(w, blk int) {
 			normalise(xr, xhat, j.op.eps)
 			vec.MulAdd(j.out[r*d:(r+1)*d], xhat, j.gain, j.third)
 		case lnGradBias:
-			for c, dy := range j.third[r*d : (r+1)*d] {
-				j.sums[blk*d+c] += float64(dy)
-			}
+			vec.AddWiden(j.sums[blk*d:(blk+1)*d], j.third[r*d:(r+1)*d])
 		case lnGradGain:
 			normalise(xr, xhat, j.op.eps)
-			for c, dy := range j.third[r*d : (r+1)*d] {
-				j.sums[blk*d+c] += float64(dy * xhat[c])
-			}
+			vec.MulAdd(g, j.third[r*d:(r+1)*d], xhat, nil) // dy * xhat
+			vec.AddWiden(j.sums[blk*d:(blk+1)*d], g)
 		case lnGradX:
 			rstd := normalise(xr, xhat, j.op.eps)
 			vec.MulAdd(g, j.third[r*d:(r+1)*d], j.gain, nil)

@@ -128,9 +128,9 @@ func (j *rmsNormJob[T]) Item(w, blk int) {
 			vec.Lin(o, xr, xr, rstd, 0, 0)
 			vec.MulAdd(o, o, j.gain, nil)
 		case rmsGradGain:
-			for c, v := range j.dy[r*d : (r+1)*d] {
-				j.sums[blk*d+c] += float64(v * (xr[c] * rstd))
-			}
+			vec.Lin(g, xr, xr, rstd, 0, 0)           // xhat = x * rstd
+			vec.MulAdd(g, j.dy[r*d:(r+1)*d], g, nil) // dy * xhat
+			vec.AddWiden(j.sums[blk*d:(blk+1)*d], g)
 		case rmsGradX:
 			// dx = rstd g - rstd^3 x mean(g x)
 			vec.MulAdd(g, j.dy[r*d:(r+1)*d], j.gain, nil)

@@ -29,6 +29,8 @@ type kernelSet struct {
 	dot32    func(x, y *float32, n int) float32
 	lin32    func(y, x1, x2 *float32, n int, a, b, c float32)
 	mulAdd32 func(y, p, q, r *float32, n int)
+	// addWiden32 is AddWiden for float32 x.
+	addWiden32 func(y *float64, x *float32, n int)
 	// adam32 and adam64 are Adam for float32 and float64 parameters; k
 	// holds beta1, 1-beta1, beta2, 1-beta2, StepSize, SqrtBC2, Eps and
 	// Keep.

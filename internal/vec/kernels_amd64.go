@@ -20,6 +20,7 @@ var avx2 = &kernelSet{
 	dot32:       dot32AVX2,
 	lin32:       lin32AVX2,
 	mulAdd32:    mulAdd32AVX2,
+	addWiden32:  addWiden32AVX2,
 	adam32:      adam32AVX2,
 	adam64:      adam64AVX2,
 }
@@ -41,6 +42,7 @@ var avx512 = &kernelSet{
 	dot32:       dot32AVX512,
 	lin32:       lin32AVX512,
 	mulAdd32:    mulAdd32AVX512,
+	addWiden32:  addWiden32AVX512,
 	adam32:      adam32AVX512,
 	adam64:      adam64AVX512,
 }
@@ -129,3 +131,9 @@ func adam32AVX512(p, grad *float32, m, v *float64, n int, k *[8]float64)
 
 //go:noescape
 func adam64AVX512(p, grad *float64, m, v *float64, n int, k *[8]float64)
+
+//go:noescape
+func addWiden32AVX2(y *float64, x *float32, n int)
+
+//go:noescape
+func addWiden32AVX512(y *float64, x *float32, n int)

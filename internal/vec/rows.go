@@ -108,3 +108,22 @@ func dot4[T float32 | float64](x, y []T) T {
 	}
 	return (s0 + s1) + (s2 + s3)
 }
+
+// AddWiden adds x, widened to float64, to y element by element: the sums
+// over rows of a parameter's gradient, kept in float64. Converting
+// float32 to float64 one element at a time makes each conversion wait for
+// the previous one (CVTSS2SD writes half a register); the kernels convert
+// a register's lanes at once. The result is that of the Go loop, bit for
+// bit.
+func AddWiden[T float32 | float64](y []float64, x []T) {
+	y = y[:len(x)]
+	n := 0
+	if x32, ok := any(x).([]float32); ok {
+		if n = span32(len(x)); n > 0 {
+			active.addWiden32(&y[0], &x32[0], n)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		y[i] += float64(x[i])
+	}
+}

@@ -125,3 +125,25 @@ mul_loop:
 	JNZ mul_loop
 	VZEROUPPER
 	RET
+
+// func addWiden32AVX2(y *float64, x *float32, n int)
+// y += x widened, eight elements an iteration.
+TEXT ·addWiden32AVX2(SB), NOSPLIT, $0-24
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+
+widen_loop:
+	VCVTPS2PD (SI), Y0
+	VCVTPS2PD 16(SI), Y1
+	VADDPD (DI), Y0, Y0
+	VADDPD 32(DI), Y1, Y1
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ widen_loop
+	VZEROUPPER
+	RET

@@ -182,3 +182,29 @@ mul_block:
 	JHI mul_loop
 	VZEROUPPER
 	RET
+
+// func addWiden32AVX512(y *float64, x *float32, n int)
+// y += x widened, eight lanes a block, the last block masked.
+TEXT ·addWiden32AVX512(SB), NOSPLIT, $0-24
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), BX
+	ALL_LANES
+
+widen_loop:
+	CMPQ BX, $8
+	JAE widen_block
+	LAST_BLOCK
+
+widen_block:
+	VMOVUPS.Z (SI), K1, Y0
+	VCVTPS2PD Y0, Z0
+	VMOVUPD.Z (DI), K1, Z1
+	VADDPD Z1, Z0, Z0
+	VMOVUPD Z0, K1, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	SUBQ $8, BX
+	JHI widen_loop
+	VZEROUPPER
+	RET

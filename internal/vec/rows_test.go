@@ -92,3 +92,30 @@ func testRows[T float32 | float64](t *testing.T, tol float64) {
 		}
 	}
 }
+
+// TestAddWiden: AddWiden gives the Go loop's y[i] += float64(x[i]) bit for
+// bit on every path, length and offset, and writes nothing outside y.
+func TestAddWiden(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 4))
+		for _, n := range lengths {
+			for _, off := range offsets {
+				x, _ := guarded[float32](n, (off+2)%4)
+				y, check := guarded[float64](n, off)
+				want := make([]float64, n)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+					y[i] = r.NormFloat64() * 1e3
+					want[i] = y[i] + float64(x[i])
+				}
+				AddWiden(y, x)
+				check(t)
+				for i := range y {
+					if y[i] != want[i] {
+						t.Fatalf("n=%d offset %d: y[%d] = %v, want %v", n, off, i, y[i], want[i])
+					}
+				}
+			}
+		}
+	})
+}

@@ -574,7 +574,15 @@ func nonNil[T any](s []T) []T {
 
 // firstNonFinite returns the index and value of the first NaN or infinite
 // element of whichever slice is set, and ok = false if there is one.
+//
+// A sum of squares is finite when every element is, so one vector dot
+// product (internal/vec) clears a chunk at the speed of memory; only a
+// chunk whose sum is not finite (a NaN or an infinity in it, or squares
+// that overflow) is searched element by element.
 func firstNonFinite(f32 []float32, f64 []float64) (int, float64, bool) {
+	if s := float64(vec.Dot(f32, f32)) + vec.Dot(f64, f64); !math.IsNaN(s) && !math.IsInf(s, 0) {
+		return 0, 0, true
+	}
 	for j, x := range f32 {
 		if y := float64(x); math.IsNaN(y) || math.IsInf(y, 0) {
 			return j, y, false
