@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"hash"
+	"iter"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -29,6 +30,7 @@ func fusedAttention(q, k, v *G.Node, s Spec, d attnDims) (out, weights *G.Node, 
 	if s.active() {
 		run = newModRun(s, d.Sq, d.Sk)
 	}
+	d.Causal = run.causalOnly()
 	wop := attentionOp{dims: d, out: attnWeights, mod: run}
 	if weights, err = apply(wop, wop.args(map[role]*G.Node{roleQ: q, roleK: k, roleMask: s.Mask.bias(), roleBias: s.Bias, roleSinks: s.Sinks})...); err != nil {
 		return nil, nil, fmt.Errorf("weights: %w", err)
@@ -53,6 +55,11 @@ type attnDims struct {
 	// Scored: a score modifier's derivative enters the gradients of q and k.
 	// Sinks: one sink logit per head joins each softmax.
 	Scored, Sinks bool
+	// Causal: the modifiers are the Causal mask alone, at the default
+	// positions, so every op of the attention, not only those that hold
+	// the modifiers, may bound query i's keys at i (softmaxCausal,
+	// causalBlocks).
+	Causal bool
 }
 
 // kd is the width of k and v, KV*dk.
@@ -387,10 +394,18 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		mask = m[b*block:][:block]
 	}
 	gemm := sc.ws.Gemm // the heads are already spread over the cores
+	// blocks are the query rows [i0, i1) each product is cut into: under
+	// a causal mask alone on long rows, row i0..i1's keys end at i1, so
+	// each block multiplies only those (about half of the n x n products);
+	// otherwise one block of every row, keys to Sk. See causalBlocks.
+	blocks := causalBlocks(d.Sq, d.Sk, d.Causal)
 	switch op.out {
 	case attnWeights: // P = softmax(mods(Q K^T * scale + mask) + bias | sink)   (Sq, Sk)
 		p := weights(out)
-		gemm(false, true, d.Sq, d.Sk, dk, scale, head(x(roleQ), d.Sq), d.D, kvHead(x(roleK), d.Sk), kd, 0, p, d.Sk)
+		q, k := head(x(roleQ), d.Sq), kvHead(x(roleK), d.Sk)
+		for r := range blocks { // S[i0:i1, :keys] = Q[i0:i1] K[:keys]^T
+			gemm(false, true, r.i1-r.i0, r.keys, dk, scale, q[r.i0*d.D:], d.D, k, kd, 0, p[r.i0*d.Sk:], d.Sk)
+		}
 		var bias []T
 		if bs := x(roleBias); bs != nil {
 			bias = bs[d.biasBlock(b, h)*block:][:block]
@@ -399,7 +414,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		if sinks := x(roleSinks); sinks != nil {
 			sink = float64(sinks[h])
 		}
-		if op.mod.causalOnly() {
+		if d.Causal {
 			softmaxCausal(p, mask, bias, sink, d.Sk)
 			break
 		}
@@ -413,25 +428,42 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		gemm(false, true, d.Sq, d.Sk, dk, scale, head(x(roleQ), d.Sq), d.D, kvHead(x(roleK), d.Sk), kd, 0, s, d.Sk)
 		modRows(op.mod, s, weights(out), mask, b, h, d.Sk)
 	case attnOutput: // out = (P * keep) V                                (Sq, dk)
-		gemm(false, false, d.Sq, dk, d.Sk, 1, dropped(weights(x(roleP))), d.Sk, kvHead(x(roleV), d.Sk), kd, 0, head(out, d.Sq), d.D)
+		p, v, o := dropped(weights(x(roleP))), kvHead(x(roleV), d.Sk), head(out, d.Sq)
+		for r := range blocks { // O[i0:i1] = P[i0:i1, :keys] V[:keys]
+			gemm(false, false, r.i1-r.i0, dk, r.keys, 1, p[r.i0*d.Sk:], d.Sk, v, kd, 0, o[r.i0*d.D:], d.D)
+		}
 	case attnGradP: // dP = (dout V^T) * keep                              (Sq, Sk)
-		dp := weights(out)
-		gemm(false, true, d.Sq, d.Sk, dk, 1, head(x(roleDOut), d.Sq), d.D, kvHead(x(roleV), d.Sk), kd, 0, dp, d.Sk)
+		dp, do, v := weights(out), head(x(roleDOut), d.Sq), kvHead(x(roleV), d.Sk)
+		for r := range blocks { // dP[i0:i1, :keys] = dO[i0:i1] V[:keys]^T, 0 past keys
+			gemm(false, true, r.i1-r.i0, r.keys, dk, 1, do[r.i0*d.D:], d.D, v, kd, 0, dp[r.i0*d.Sk:], d.Sk)
+			for i := r.i0; i < r.i1; i++ {
+				clear(dp[i*d.Sk+r.keys : (i+1)*d.Sk])
+			}
+		}
 		if d.Dropped {
 			for i, k := range weights(x(roleKeep)) {
 				dp[i] *= k
 			}
 		}
 	case attnGradV: // dV += (P * keep)^T dout                              (Sk, dk)
-		gemm(true, false, d.Sk, dk, d.Sq, 1, dropped(weights(x(roleP))), d.Sk, head(x(roleDOut), d.Sq), d.D, first, kvHead(out, d.Sk), kd)
+		p, do, dv := dropped(weights(x(roleP))), head(x(roleDOut), d.Sq), kvHead(out, d.Sk)
+		for r := range blocks { // dV[j0:j1] += P[first:, j0:j1]^T dO[first:]
+			gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, p[r.first*d.Sk+r.j0:], d.Sk, do[r.first*d.D:], d.D, first, dv[r.j0*kd:], kd)
+		}
 	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * mods' * scale   (Sq, dk)
-		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, op.mod.causalOnly()))
-		gemm(false, false, d.Sq, dk, d.Sk, 1, ds, d.Sk, kvHead(x(roleK), d.Sk), kd, 0, head(out, d.Sq), d.D)
+		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))
+		k, dq := kvHead(x(roleK), d.Sk), head(out, d.Sq)
+		for r := range blocks { // dQ[i0:i1] = dS[i0:i1, :keys] K[:keys]
+			gemm(false, false, r.i1-r.i0, dk, r.keys, 1, ds[r.i0*d.Sk:], d.Sk, k, kd, 0, dq[r.i0*d.D:], d.D)
+		}
 	case attnGradK: // dK += dS^T Q                                          (Sk, dk)
-		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, op.mod.causalOnly()))
-		gemm(true, false, d.Sk, dk, d.Sq, 1, ds, d.Sk, head(x(roleQ), d.Sq), d.D, first, kvHead(out, d.Sk), kd)
+		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))
+		q, dkv := head(x(roleQ), d.Sq), kvHead(out, d.Sk)
+		for r := range blocks { // dK[j0:j1] += dS[first:, j0:j1]^T Q[first:]
+			gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
+		}
 	case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
-		ds := scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], 1, d.Sk, op.mod.causalOnly())
+		ds := scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], 1, d.Sk, d.Causal)
 		dst := out[d.biasBlock(b, h)*block:][:block]
 		for i, g := range ds {
 			dst[i] += g
@@ -610,6 +642,47 @@ func softmaxCausal[T float32 | float64](s, mask, bias []T, sink float64, n int) 
 		}
 		softmaxRow(row[:v], sink)
 		clear(row[v:])
+	}
+}
+
+// rowBlock is one block of attendHead's products: query rows [i0, i1) and
+// the keys [0, keys) they see, for the products with a row per query (S,
+// O, dP, dQ); key rows [j0, j1) and the first query that sees them, for
+// those with a row per key (dV, dK).
+type rowBlock struct{ i0, i1, keys, j0, j1, first int }
+
+// causalRows and causalMinRows: causalBlocks cuts rows of at least
+// causalMinRows keys into blocks of causalRows rows. Shorter rows stay one
+// block, whose few hidden products cost less than the extra calls (at the
+// nanoGPT preset's 65 positions a second block would be a single row).
+// causalRows is a multiple of 16, so that every row's causalSpan ends
+// within its block's keys.
+const (
+	causalRows    = 64
+	causalMinRows = 2 * causalRows
+)
+
+// causalBlocks returns attendHead's row blocks for sq queries and sk keys:
+// with causal (the Causal modifier alone, sq = sk at least causalMinRows),
+// blocks of causalRows rows, block [i0, i1) reading keys [0, i1) and, for
+// dV and dK, queries from i0 (the earlier ones do not see its keys);
+// otherwise the single block of every row and key. The products then
+// skip only terms whose weight is 0: a sum over at most 256 terms
+// (internal/gemm's block of the shared dimension) is the same bits, a
+// longer one is cut into blocks elsewhere and may differ in its last
+// places.
+func causalBlocks(sq, sk int, causal bool) iter.Seq[rowBlock] {
+	return func(yield func(rowBlock) bool) {
+		if !causal || sq != sk || sq < causalMinRows {
+			yield(rowBlock{0, sq, sk, 0, sk, 0})
+			return
+		}
+		for i0 := 0; i0 < sq; i0 += causalRows {
+			i1 := min(i0+causalRows, sq)
+			if !yield(rowBlock{i0, i1, i1, i0, i1, i0}) {
+				return
+			}
+		}
 	}
 }
 

@@ -75,10 +75,24 @@ func newFlashInputs(c flashCase, seed uint64, amp float64) flashInputs {
 	}
 }
 
-// runAttentionImpl builds the attention of c in dtype dt, with flash (tile
-// tile) or with the fused op, and returns its output and the gradients of
-// sum(out ∘ w) with respect to q, k and v.
-func runAttentionImpl(t *testing.T, dt tensor.Dtype, c flashCase, in flashInputs, flash bool, tile int) (out []float64, grads [3][]float64) {
+// underTest is how runAttentionImpl computes a case's attention.
+type underTest int
+
+const (
+	// fusedByTensor is the fused op with the causal rule joined into the
+	// mask tensor: every key of every row computed, then hidden.
+	fusedByTensor underTest = iota
+	// fusedByMod is the fused op with the Causal modifier, whose long rows
+	// multiply only the keys they see (causalBlocks).
+	fusedByMod
+	// flashByMod is flash with the Causal modifier.
+	flashByMod
+)
+
+// runAttentionImpl builds the attention of c in dtype dt as impl says (flash
+// with tile tile) and returns its output and the gradients of sum(out ∘ w)
+// with respect to q, k and v.
+func runAttentionImpl(t *testing.T, dt tensor.Dtype, c flashCase, in flashInputs, impl underTest, tile int) (out []float64, grads [3][]float64) {
 	t.Helper()
 	g := G.NewGraph()
 	d := c.heads * c.dk
@@ -87,7 +101,7 @@ func runAttentionImpl(t *testing.T, dt tensor.Dtype, c flashCase, in flashInputs
 	v := valued(g, dt, tensor.Shape{c.b, c.sk, d}, roundTo(dt, in.v), "v")
 	tensorMask, fusedMask := c.maskOf()
 	allow := fusedMask
-	if flash {
+	if impl != fusedByTensor {
 		allow = tensorMask
 	}
 	var mask *MaskNode
@@ -99,10 +113,13 @@ func runAttentionImpl(t *testing.T, dt tensor.Dtype, c flashCase, in flashInputs
 	}
 	var o *G.Node
 	var err error
-	if flash {
-		o, _, err = Attend(q, k, v, Spec{Impl: Flash, Heads: c.heads, Mask: mask, MaskMod: c.maskMod(), Tile: tile})
-	} else {
+	switch impl {
+	case fusedByTensor:
 		o, _, err = Attend(q, k, v, Spec{Heads: c.heads, Mask: mask})
+	case fusedByMod:
+		o, _, err = Attend(q, k, v, Spec{Heads: c.heads, Mask: mask, MaskMod: c.maskMod()})
+	case flashByMod:
+		o, _, err = Attend(q, k, v, Spec{Impl: Flash, Heads: c.heads, Mask: mask, MaskMod: c.maskMod(), Tile: tile})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -168,10 +185,10 @@ func TestFlashMatchesAttention(t *testing.T) {
 	for ci, c := range flashCases {
 		in := newFlashInputs(c, uint64(100+ci), 2)
 		for _, dt := range floatTypes {
-			wantOut, wantGrads := runAttentionImpl(t, dt, c, in, false, 0)
+			wantOut, wantGrads := runAttentionImpl(t, dt, c, in, fusedByTensor, 0)
 			for _, tile := range []int{1, 7, 0} {
 				name := fmt.Sprintf("%s/%v/tile %d", c.name, dt, tile)
-				out, grads := runAttentionImpl(t, dt, c, in, true, tile)
+				out, grads := runAttentionImpl(t, dt, c, in, flashByMod, tile)
 				checkClose(t, name+": output", out, wantOut, tolFor(dt))
 				worst[dt.String()+" output"] = math.Max(worst[dt.String()+" output"], maxRelDiff(out, wantOut))
 				// The fused op's float32 gradients are rounded differently
@@ -202,7 +219,7 @@ func TestFlashHiddenRowsAreZero(t *testing.T) {
 		hide: func(b, i, j int) bool { return b == 1 || j == 0 }}
 	in := newFlashInputs(c, 9, 1)
 	for _, dt := range floatTypes {
-		out, grads := runAttentionImpl(t, dt, c, in, true, 2)
+		out, grads := runAttentionImpl(t, dt, c, in, flashByMod, 2)
 		d := c.heads * c.dk
 		// Sequence 1 sees nothing; query 0 of sequence 0 sees only key 0,
 		// which is hidden.
@@ -279,9 +296,9 @@ func TestFlashLargeScoresFloat32(t *testing.T) {
 	c := flashCase{name: "large", b: 1, sq: 9, sk: 9, heads: 1, dk: 4, causal: true}
 	// |q·k| / sqrt(4) up to 4 * 45^2 / 2 ≈ 4e3, typically ~1e3.
 	in := newFlashInputs(c, 21, 45)
-	wantOut, wantGrads := runAttentionImpl(t, tensor.Float32, c, in, false, 0)
+	wantOut, wantGrads := runAttentionImpl(t, tensor.Float32, c, in, fusedByTensor, 0)
 	for _, tile := range []int{1, 4, 0} {
-		out, grads := runAttentionImpl(t, tensor.Float32, c, in, true, tile)
+		out, grads := runAttentionImpl(t, tensor.Float32, c, in, flashByMod, tile)
 		if !allFinite(out) || !allFinite(grads[0]) || !allFinite(grads[1]) || !allFinite(grads[2]) {
 			t.Fatalf("tile %d: not finite: out %v", tile, out)
 		}
@@ -306,9 +323,9 @@ func TestFlashDeterministic(t *testing.T) {
 		in := newFlashInputs(c, uint64(200+ci), 1)
 		for _, dt := range floatTypes {
 			runtime.GOMAXPROCS(1)
-			out1, g1 := runAttentionImpl(t, dt, c, in, true, 7)
+			out1, g1 := runAttentionImpl(t, dt, c, in, flashByMod, 7)
 			runtime.GOMAXPROCS(64)
-			out64, g64 := runAttentionImpl(t, dt, c, in, true, 7)
+			out64, g64 := runAttentionImpl(t, dt, c, in, flashByMod, 7)
 			for i, pair := range [][2][]float64{{out1, out64}, {g1[0], g64[0]}, {g1[1], g64[1]}, {g1[2], g64[2]}} {
 				for j := range pair[0] {
 					if pair[0][j] != pair[1][j] {
@@ -408,8 +425,8 @@ func TestFlashTileCutToSequence(t *testing.T) {
 	}
 	c := flashCase{name: "3 keys", b: 2, sq: n, sk: n, heads: 1, dk: dk, causal: true}
 	in := newFlashInputs(c, 5, 1)
-	wantOut, wantGrads := runAttentionImpl(t, tensor.Float64, c, in, true, n)
-	out, grads := runAttentionImpl(t, tensor.Float64, c, in, true, MaxFlashTile)
+	wantOut, wantGrads := runAttentionImpl(t, tensor.Float64, c, in, flashByMod, n)
+	out, grads := runAttentionImpl(t, tensor.Float64, c, in, flashByMod, MaxFlashTile)
 	if !slices.Equal(out, wantOut) {
 		t.Errorf("tile %d: output %v, want %v (tile %d)", MaxFlashTile, out, wantOut, n)
 	}
