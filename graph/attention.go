@@ -581,12 +581,7 @@ func softmaxHead[T float32 | float64](s, mask, bias []T, sink float64, n int) {
 // all sink, 0 again. float32 rows take internal/vec's eight-lane
 // exponential; float64 rows math.Exp, summed in float64.
 func softmaxRow[T float32 | float64](s []T, sink float64) {
-	m := T(math.Inf(-1))
-	for _, v := range s {
-		if v > m || v != v { // NaN wins, as in math.Max
-			m = v
-		}
-	}
+	m := rowMax(s)
 	hasSink := !math.IsInf(sink, -1)
 	if hasSink && float64(m) < sink {
 		m = T(sink)
@@ -692,6 +687,18 @@ func causalBlocks(sq, sk int, causal bool) iter.Seq[rowBlock] {
 // past i+1 are hidden, so their weights are 0 and they add 0 to a row's
 // sums.
 func causalSpan(i, n int) int { return min(n, (i+1+15)/16*16) }
+
+// rowMax is the largest entry of s, -Inf for none, NaN if one is NaN (as
+// math.Max, which is a call per entry on amd64).
+func rowMax[T float32 | float64](s []T) T {
+	m := T(math.Inf(-1))
+	for _, v := range s {
+		if v > m || v != v { // NaN wins, as in math.Max
+			m = v
+		}
+	}
+	return m
+}
 
 // scoresGrad returns, in ds, dS = P * (dP - rowsum(P * dP)) * scale: the
 // gradient of the scores from that of the weights. With causal (the Causal
