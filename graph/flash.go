@@ -520,10 +520,8 @@ func expShift[T float32 | float64](x []T, shift, factor float64) float64 {
 			sum += e
 		}
 	}
-	if factor != 1 {
-		for i := range x {
-			x[i] *= T(factor)
-		}
+	if factor != 1 { // factor x[i] + 0 x[i] + 0: factor x[i], the exponentials being finite
+		vec.Lin(x, x, x, T(factor), 0, 0)
 	}
 	return sum
 }
