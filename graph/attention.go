@@ -609,9 +609,7 @@ func softmaxRow[T float32 | float64](s []T, sink float64) {
 		}
 		inv = T(1 / sum)
 	}
-	for j := range s {
-		s[j] *= inv
-	}
+	vec.Lin(s, s, s, inv, 0, 0) // inv s[j] + 0 s[j] + 0: inv s[j], the exponentials being finite
 }
 
 // softmaxCausal is modRows with the Causal modifier alone followed by
