@@ -8,6 +8,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/internal/vec"
 )
 
 // Linear returns x W + b over the last axis of x (..., In), with W (In, Out)
@@ -176,11 +178,9 @@ func runLinear[T float32 | float64](op linearOp, in [][]T, out []T) {
 		gemm(blas.NoTrans, blas.Trans, n, i, o, in[0], in[1], 0, out)
 	case linGradW: // dW (i, o) = x^T dy
 		gemm(blas.Trans, blas.NoTrans, i, o, n, in[0], in[1], 0, out)
-	case linGradB: // db = column sums of dy
+	case linGradB: // db = column sums of dy, row after row (1 db + 1 dy + 0 is db + dy)
 		for r := 0; r < n; r++ {
-			for j, v := range in[0][r*o : (r+1)*o] {
-				out[j] += v
-			}
+			vec.Lin(out[:o], out[:o], in[0][r*o:(r+1)*o], 1, 1, 0)
 		}
 	}
 }
