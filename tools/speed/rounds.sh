@@ -12,8 +12,13 @@
 # left out of the medians, and a configuration with no quiet run reports no
 # ratio. See docs/speed-peak.md.
 #
+# With LONG=1 it adds the nanoGPT preset at contexts 256 and 1024, fused
+# and flash, and prints each configuration's matrix-product GFLOP per
+# second of step: the long-context rows of docs/speed.md.
+#
 #   tools/speed/rounds.sh            # 3 rounds
 #   ROUNDS=5 tools/speed/rounds.sh
+#   LONG=1 ROUNDS=1 tools/speed/rounds.sh
 #   QKV_TORCH_PYTHON=/path/python tools/speed/rounds.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +31,11 @@ go build -o "$bin" ./cmd/qkv
 R="--task copy --length 16 --alphabet 14 --batch 32 --dim 64 --heads 4 --hidden 256 --layers 1 --activation relu --optimizer adam --clip 0"
 names=("R float32" "R float64" "sort float32" "sort float64" "nanogpt-cpu")
 flags=("$R -n 50" "$R --dtype float64 -n 50" "-n 50" "--dtype float64 -n 50" "--preset nanogpt-cpu -n 20")
+if [[ ${LONG:-} == 1 ]]; then
+  names+=("ctx 256 fused" "ctx 256 flash" "ctx 1024 fused" "ctx 1024 flash")
+  flags+=("--preset nanogpt-cpu --context 256 -n 5" "--preset nanogpt-cpu --context 256 --attention flash -n 5"
+    "--preset nanogpt-cpu --context 1024 -n 2" "--preset nanogpt-cpu --context 1024 --attention flash -n 2")
+fi
 
 cores=$(nproc)
 busy_cores=${BUSY_CORES:-0.5}
@@ -64,7 +74,7 @@ timed() {
 }
 
 median() { grep . | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
-declare -A ratio qkv torch allocs gc peak
+declare -A ratio qkv torch allocs gc peak rate
 for round in $(seq "$rounds"); do
   for i in "${!names[@]}"; do
     # shellcheck disable=SC2086 # the flags are words
@@ -75,12 +85,13 @@ for round in $(seq "$rounds"); do
     a=$(sed -n 's/.* \([0-9]*\) allocations\/step.*/\1/p' <<<"$out")
     g=$(sed -n 's/.*GC \([0-9.]*\)% of the time.*/\1/p' <<<"$out")
     pk=$(sed -n "s/^matrix products:.* \([0-9.]*\)% of one core's.*/\1/p" <<<"$out")
+    gf=$(sed -n 's/^matrix products:.*, \([0-9.]*\) GFLOP\/s:.*/\1/p' <<<"$out")
     if [[ -n $busy ]]; then
       echo "round $round, ${names[$i]}: no ratio: the machine was busy ($busy; $note): qkv $q ms, PyTorch's best $t ms"
       continue
     fi
-    echo "round $round, ${names[$i]}: qkv $q ms, PyTorch's best $t ms, ratio $r, $a allocations/step, GC $g%, $pk% of one core's peak ($note)"
-    ratio[$i]+="$r "; qkv[$i]+="$q "; torch[$i]+="$t "; allocs[$i]+="$a "; gc[$i]+="$g "; peak[$i]+="$pk "
+    echo "round $round, ${names[$i]}: qkv $q ms, PyTorch's best $t ms, ratio $r, $a allocations/step, GC $g%, $gf GFLOP/s, $pk% of one core's peak ($note)"
+    ratio[$i]+="$r "; qkv[$i]+="$q "; torch[$i]+="$t "; allocs[$i]+="$a "; gc[$i]+="$g "; peak[$i]+="$pk "; rate[$i]+="$gf "
   done
 done
 declare -A procs
@@ -103,10 +114,11 @@ for i in "${!names[@]}"; do
     printf '%-13s no ratio: the machine was busy in every round (see above)\n' "${names[$i]}"
     continue
   fi
-  printf '%-13s qkv %s ms, PyTorch %s ms, qkv/PyTorch %s (quiet rounds: %s), %s allocations/step, GC %s%%, %s%% of one core'"'"'s peak\n' "${names[$i]}" \
+  printf '%-14s qkv %s ms, PyTorch %s ms, qkv/PyTorch %s (quiet rounds: %s), %s allocations/step, GC %s%%, %s GFLOP/s, %s%% of one core'"'"'s peak\n' "${names[$i]}" \
     "$(tr ' ' '\n' <<<"${qkv[$i]}" | median)" "$(tr ' ' '\n' <<<"${torch[$i]}" | median)" \
     "$(tr ' ' '\n' <<<"${ratio[$i]}" | median)" "${ratio[$i]% }" \
-    "$(tr ' ' '\n' <<<"${allocs[$i]}" | median)" "$(tr ' ' '\n' <<<"${gc[$i]}" | median)" "$(tr ' ' '\n' <<<"${peak[$i]}" | median)"
+    "$(tr ' ' '\n' <<<"${allocs[$i]}" | median)" "$(tr ' ' '\n' <<<"${gc[$i]}" | median)" \
+    "$(tr ' ' '\n' <<<"${rate[$i]}" | median)" "$(tr ' ' '\n' <<<"${peak[$i]}" | median)"
 done
 if [[ -z ${procs[1]:-} || -z ${procs[2]:-} ]]; then
   echo "nanogpt-cpu   no GOMAXPROCS ratio: the machine was busy in every round of GOMAXPROCS=1 or 2 (see above)"
