@@ -679,6 +679,19 @@ func causalBlocks(sq, sk int, causal bool) iter.Seq[rowBlock] {
 	}
 }
 
+// FusedCausalPairs is the number of (query, key) pairs whose products the
+// fused attention computes over n positions under the Causal modifier
+// alone: every pair of each block of causalRows queries with the keys up to
+// the block's last (causalBlocks), n² below causalMinRows. A FLOP count for
+// the fused op's rate (qkv bench) counts these, not n².
+func FusedCausalPairs(n int) float64 {
+	var pairs float64
+	for r := range causalBlocks(n, n, true) {
+		pairs += float64((r.i1 - r.i0) * r.keys)
+	}
+	return pairs
+}
+
 // causalSpan is the number of keys of row i of n that softmaxCausal and
 // scoresGrad treat under a causal mask: i+1 rounded up to a multiple of
 // every vec kernel's register width (16 float32 lanes), at most n. The keys

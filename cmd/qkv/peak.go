@@ -31,8 +31,13 @@ import (
 // O = P V, dk multiply-adds for each (query, key) pair the implementation
 // computes, so over the H heads 2·2·B·pairs·D forward (H·dk = D). Backward,
 // the fused and composed ops take four products as large (dP = dO V^T,
-// dV = P^T dO, dQ = dS K, dK = dS^T Q): 3 times the forward in all. They
-// compute every pair, the causally hidden ones too: pairs = s². Flash
+// dV = P^T dO, dQ = dS K, dK = dS^T Q): 3 times the forward in all.
+// Composed computes every pair, the causally hidden ones too: pairs = s².
+// Fused does too, but under a causal mask alone (a decoder without a
+// window, sparse pattern, ALiBi or softcap: the Causal modifier with
+// nothing else, as layers builds it), where from 128 positions on it
+// multiplies each block of 64 queries by the keys up to its last only
+// (graph.FusedCausalPairs). Flash
 // visits only the tiles (64 x 64, graph.DefaultFlashTile) with a visible
 // pair, causal and window ones, but computes the whole of each, and its
 // backward recomputes S first: 5 products, 7/2 times the forward in all.
@@ -61,13 +66,26 @@ func stepFLOPs(params []graph.Param, cfg config.Config, s int) float64 {
 			window, _ = strconv.Atoi(strings.TrimPrefix(kind, "window:"))
 		}
 		forward := 2 * 2 * float64(cfg.Batch) * float64(cfg.Model.Dim)
-		if cfg.Model.Attention == layers.AttentionFlash {
+		switch {
+		case cfg.Model.Attention == layers.AttentionFlash:
 			flops += 3.5 * forward * flashPairs(s, graph.DefaultFlashTile, window)
-		} else {
+		case cfg.Model.Attention != layers.AttentionComposed && causalOnly(cfg, window):
+			flops += 3 * forward * graph.FusedCausalPairs(s)
+		default:
 			flops += 3 * forward * float64(s) * float64(s)
 		}
 	}
 	return flops
+}
+
+// causalOnly reports whether a softmax block of cfg with a window of w
+// hides keys by the Causal modifier alone: a decoder-only model's block
+// without a window, global tokens, block-local attention, ALiBi or a
+// softcap (layers' (*MultiHeadAttention).spec adds a modifier for each).
+func causalOnly(cfg config.Config, w int) bool {
+	m := cfg.Model
+	return cfg.ArchOrDefault() == config.ArchDecoder && w == 0 && m.GlobalTokens == 0 && m.BlockLocal == 0 &&
+		m.Positions != layers.PositionsALiBi && m.Softcap == 0
 }
 
 // flashPairs counts the (query, key) pairs of the tiles causal flash

@@ -63,6 +63,25 @@ func TestStepFLOPs(t *testing.T) {
 	if got, want := stepFLOPs(m.Params, cfg, s), proj+l*3.5*4*b*(64*64+65)*d; got != want {
 		t.Errorf("nanogpt-cpu, flash: stepFLOPs = %v, want %v", got, want)
 	}
+
+	// At S = 257 the fused op multiplies blocks of 64 queries by the keys
+	// up to their last: 64·(64+128+192+256) + 1·257 pairs; composed, and
+	// fused with a window (a modifier besides Causal), all 257².
+	proj257 := proj / 65 * 257
+	for _, c := range []struct {
+		impl   layers.AttentionImpl
+		window int
+		pairs  float64
+	}{
+		{layers.AttentionFused, 0, 64*(64+128+192+256) + 257},
+		{layers.AttentionComposed, 0, 257 * 257},
+		{layers.AttentionFused, 32, 257 * 257},
+	} {
+		cfg.Model.Attention, cfg.Model.Window = c.impl, c.window
+		if got, want := stepFLOPs(m.Params, cfg, 257), proj257+l*3*4*b*c.pairs*d; got != want {
+			t.Errorf("nanogpt-cpu at S = 257, %s, window %d: stepFLOPs = %v, want %v", c.impl, c.window, got, want)
+		}
+	}
 }
 
 // TestFlashPairs: causal tiles are the lower triangle of tiles, diagonal
