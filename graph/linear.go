@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	fastgemm "github.com/qkv-dev/qkv/internal/gemm"
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
@@ -225,6 +226,10 @@ func gemm[T float32 | float64](ta, tb blas.Transpose, m, n, k int, a, b []T, bet
 	case []float64:
 		qkvBLAS{}.Dgemm(ta, tb, m, n, k, 1, a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), n)
 	case []float32:
+		if bf16Linear.Load() {
+			fastgemm.GemmBF16(ta == blas.Trans, tb == blas.Trans, m, n, k, 1, a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), n)
+			return
+		}
 		qkvBLAS{}.Sgemm(ta, tb, m, n, k, 1, a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), n)
 	}
 }

@@ -139,6 +139,13 @@ func Run(ctx context.Context, cfg config.Config, opt Options) (Summary, error) {
 	if ctx == nil {
 		return Summary{}, errors.New("train: nil context")
 	}
+	// Before the run directory is claimed: a CPU without AMX refuses
+	// bf16 with nothing written. Validation refuses a bad value after.
+	restore, err := model.UseMatmul(cfg.Matmul)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer restore()
 	t, err := newTrainer(cfg, opt)
 	if err != nil {
 		return Summary{}, err

@@ -223,6 +223,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mem.apply()()
+	restore, err := model.UseMatmul(cfg.Matmul)
+	if err != nil {
+		return configError(err, cfg)
+	}
+	defer restore()
 	m, err := model.Build(cfg, cfg.Batch, task.MaxLen()-1, model.Options{Train: true})
 	if err != nil {
 		return configError(err, cfg) // a *config.MemoryError: exit 2 naming the sizes
@@ -306,7 +311,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	per := max(elapsed/time.Duration(*steps), time.Nanosecond)
 	fmt.Fprintf(stdout, "%s %s, %s, B=%d S=%d D=%d H=%d L=%d FF=%d, %d params\n",
 		cfg.Task.Name, cfg.Task.Params, cfg.DType, cfg.Batch, m.S, cfg.Model.Dim, cfg.Model.Heads, cfg.Model.Layers, cfg.Model.Hidden, m.NumParams())
-	fmt.Fprintf(stdout, "kernels: GEMM %s, elementwise %s; GOMAXPROCS %d\n", gemm.Kernels(), vec.Kernels(), runtime.GOMAXPROCS(0))
+	products := gemm.Kernels()
+	if cfg.Matmul == config.MatmulBF16 {
+		products += ", Linear layers' in bf16 on AMX (--matmul bf16)"
+	}
+	fmt.Fprintf(stdout, "kernels: GEMM %s, elementwise %s; GOMAXPROCS %d\n", products, vec.Kernels(), runtime.GOMAXPROCS(0))
 	ms := float64(per.Microseconds()) / 1000
 	fmt.Fprintf(stdout, "qkv (gorgonia):      %7.1f ms/step, %6.0f tokens/s, %d allocations/step, GC %.1f%% of the time (%.0f cycles; background marking %.1f%% more, on spare CPU)\n",
 		ms, float64(cfg.Batch*m.S)/per.Seconds(), (after.Mallocs-before.Mallocs)/uint64(*steps),

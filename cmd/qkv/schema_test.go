@@ -19,6 +19,7 @@ func TestSchemaTags(t *testing.T) {
 		"model.rope_base":    strconv.FormatFloat(graph.DefaultRoPEBase, 'g', -1, 64),
 		"model.attn_scale":   string(layers.ScaleDK),
 		"decay":              string(config.DecayWeights),
+		"matmul":             string(config.MatmulFloat32),
 		"beta1":              strconv.FormatFloat(optim.DefaultBeta1, 'g', -1, 64),
 		"beta2":              strconv.FormatFloat(optim.DefaultBeta2, 'g', -1, 64),
 		"model.feature_map":  string(graph.FeatureTaylor),

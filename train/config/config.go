@@ -86,6 +86,11 @@ type Config struct {
 	// DType is the dtype of weights and activations: Float32 (the default,
 	// also when empty) or Float64.
 	DType DType `json:"dtype" flag:"dtype" group:"run" help:"float32 or float64"`
+	// Matmul is how the float32 projections (every Linear layer: attention's
+	// Q, K, V and output, the feed-forward, the head) multiply while
+	// training: MatmulFloat32 (the default, also when empty, and then absent
+	// from config.json) or MatmulBF16. It changes no weight's dtype.
+	Matmul Matmul `json:"matmul,omitempty" flag:"matmul" group:"run" zero:"float32" help:"how the projections' matrix products multiply: float32, or bf16 (operands rounded to bf16, float32 sums, on AMX; needs a CPU with AMX-BF16 and --dtype float32)"`
 	// Seed fixes initial weights, data and dropout: the same seed gives the
 	// same losses, bit for bit.
 	Seed uint64 `json:"seed" flag:"seed" group:"run" help:"seed of weights, data and dropout"`
@@ -155,6 +160,22 @@ func Default() Config {
 		CheckpointEvery: 500,
 	}
 }
+
+// Matmul names how the projections multiply, as config.json and --matmul
+// spell it.
+type Matmul string
+
+// The matrix products a run may train with.
+const (
+	// MatmulFloat32 (the default for "") multiplies float32 operands.
+	MatmulFloat32 Matmul = "float32"
+	// MatmulBF16 rounds the operands to bf16 and sums their products in
+	// float32, on AMX (graph.UseBF16Linear).
+	MatmulBF16 Matmul = "bf16"
+)
+
+// String returns the name as config.json spells it.
+func (m Matmul) String() string { return string(m) }
 
 // DType names a float dtype, as config.json and --dtype spell it.
 type DType string
@@ -311,6 +332,16 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.DType.Tensor(); err != nil {
 		return cfgErr("dtype", "must be float32 or float64, got %q", c.DType)
+	}
+	switch c.Matmul {
+	case "", MatmulFloat32:
+	case MatmulBF16:
+		if c.DType == Float64 {
+			return &Error{Field: "matmul", With: []string{"dtype"},
+				Problem: fmt.Sprintf("must be %q for dtype %q, got %q: bf16 products are for float32 weights", MatmulFloat32, Float64, c.Matmul)}
+		}
+	default:
+		return cfgErr("matmul", "must be %s or %s, got %q", MatmulFloat32, MatmulBF16, c.Matmul)
 	}
 	m := c.Model
 	if err := checkInt("model.layers", m.Layers, 1, MaxLayers); err != nil {
