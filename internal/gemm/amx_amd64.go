@@ -230,44 +230,53 @@ func pairPanel(dst []uint32, src []float32, ld, col0, cols, k int) {
 // of src (k values each, ld apart) into dst's 32 rows of k2 pairs, in
 // order, zero beyond k and rows.
 func roundRows(dst []uint32, src []float32, ld, row0, rows, k, k2 int) {
-	whole := k &^ 31
+	t := k & 31
+	tail := uint32(1)<<t - 1 // the last partial group's lanes
 	for r := range 32 {
 		d := dst[r*k2:][:k2]
 		if r >= rows {
 			clear(d)
 			continue
 		}
-		s := src[(row0+r)*ld:][:k]
-		q := 0
-		if whole > 0 {
-			roundBF16(whole, &s[0], (*uint16)(unsafe.Pointer(&d[0])))
-			q = whole / 2
-		}
-		for ; q < k2; q++ {
-			var v uint32
-			if 2*q < k {
-				v = uint32(toBF16(s[2*q]))
-			}
-			if 2*q+1 < k {
-				v |= uint32(toBF16(s[2*q+1])) << 16
-			}
-			d[q] = v
-		}
+		roundRowBF16(k, 2*k2, &src[(row0+r)*ld], (*uint16)(unsafe.Pointer(&d[0])), tail)
 	}
 }
 
+// roundRowBF16 rounds n float32 to bf16, in order, and writes zeros after
+// them up to padded (a multiple of 32, at least n); tail masks the values
+// of the last group of 32 when n is not a multiple of 32 (bit i: value i
+// of the group), so that nothing beyond n is read.
+//
+//go:noescape
+func roundRowBF16(n, padded int, src *float32, dst *uint16, tail uint32)
+
 // transpose32 sets dst (cols x rows) to the transpose of src (rows x cols),
-// both row-major: the pairs of bf16 move together.
+// both row-major and multiples of 16 (k2 and 32, here): the pairs of bf16
+// move together.
 func transpose32(dst, src []uint32, rows, cols int) {
-	const blk = 8 // an 8x8 block at a time: both sides' cache lines stay in use
-	for i0 := 0; i0 < rows; i0 += blk {
-		for j0 := 0; j0 < cols; j0 += blk {
-			for i := i0; i < min(i0+blk, rows); i++ {
-				s := src[i*cols:]
-				for j := j0; j < min(j0+blk, cols); j++ {
-					dst[j*rows+i] = s[j]
-				}
+	transposeU32(&dst[0], &src[0], rows, cols, &transposeIndex)
+}
+
+// transposeIndex holds transposeU32's VPERMT2D indices, two for each stage
+// b = 8, 4, 2, 1 (gen_bf16.go's transpose): the new row i (bit b clear)
+// keeps its columns c with bit b clear and takes row i+b's column c-b
+// (16+: the second table) for the others; the new row i+b takes row i's
+// column c+b for c with bit b clear, and keeps its own for the others.
+var transposeIndex = func() (idx [8][16]uint32) {
+	for s, b := range []uint32{8, 4, 2, 1} {
+		for c := range uint32(16) {
+			if c&b == 0 {
+				idx[2*s][c], idx[2*s+1][c] = c, c+b
+			} else {
+				idx[2*s][c], idx[2*s+1][c] = 16+c-b, 16+c
 			}
 		}
 	}
-}
+	return
+}()
+
+// transposeU32 is transpose32 in assembly (gen_bf16.go), idx
+// transposeIndex.
+//
+//go:noescape
+func transposeU32(dst, src *uint32, rows, cols int, idx *[8][16]uint32)

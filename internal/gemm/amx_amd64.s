@@ -117,3 +117,251 @@ next:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // TILERELEASE
 	VZEROUPPER
 	RET
+
+// func transposeU32(dst, src *uint32, rows, cols int, idx *[8][16]uint32)
+TEXT ·transposeU32(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ rows+16(FP), R8
+	MOVQ cols+24(FP), R9
+	MOVQ idx+32(FP), AX
+	VMOVDQU32 0(AX), Z16
+	VMOVDQU32 64(AX), Z17
+	VMOVDQU32 128(AX), Z18
+	VMOVDQU32 192(AX), Z19
+	VMOVDQU32 256(AX), Z20
+	VMOVDQU32 320(AX), Z21
+	VMOVDQU32 384(AX), Z22
+	VMOVDQU32 448(AX), Z23
+	SHLQ $2, R8 // bytes a row of dst
+	SHLQ $2, R9 // bytes a row of src
+	XORQ R10, R10 // the block's first row of src
+rowblock:
+	XORQ R11, R11 // the block's first column
+colblock:
+	MOVQ R10, AX
+	IMULQ R9, AX
+	LEAQ (SI)(AX*1), AX
+	LEAQ (AX)(R11*4), AX
+	VMOVDQU32 (AX), Z0
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z1
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z2
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z3
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z4
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z5
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z6
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z7
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z8
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z9
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z10
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z11
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z12
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z13
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z14
+	ADDQ R9, AX
+	VMOVDQU32 (AX), Z15
+	ADDQ R9, AX
+	VMOVDQA32 Z0, Z24
+	VPERMT2D Z8, Z16, Z0 // row 0: its columns with bit 8 clear, row 8's with it clear in the others
+	VPERMT2D Z8, Z17, Z24 // row 8
+	VMOVDQA32 Z1, Z8
+	VPERMT2D Z9, Z16, Z1 // row 1: its columns with bit 8 clear, row 9's with it clear in the others
+	VPERMT2D Z9, Z17, Z8 // row 9
+	VMOVDQA32 Z2, Z9
+	VPERMT2D Z10, Z16, Z2 // row 2: its columns with bit 8 clear, row 10's with it clear in the others
+	VPERMT2D Z10, Z17, Z9 // row 10
+	VMOVDQA32 Z3, Z10
+	VPERMT2D Z11, Z16, Z3 // row 3: its columns with bit 8 clear, row 11's with it clear in the others
+	VPERMT2D Z11, Z17, Z10 // row 11
+	VMOVDQA32 Z4, Z11
+	VPERMT2D Z12, Z16, Z4 // row 4: its columns with bit 8 clear, row 12's with it clear in the others
+	VPERMT2D Z12, Z17, Z11 // row 12
+	VMOVDQA32 Z5, Z12
+	VPERMT2D Z13, Z16, Z5 // row 5: its columns with bit 8 clear, row 13's with it clear in the others
+	VPERMT2D Z13, Z17, Z12 // row 13
+	VMOVDQA32 Z6, Z13
+	VPERMT2D Z14, Z16, Z6 // row 6: its columns with bit 8 clear, row 14's with it clear in the others
+	VPERMT2D Z14, Z17, Z13 // row 14
+	VMOVDQA32 Z7, Z14
+	VPERMT2D Z15, Z16, Z7 // row 7: its columns with bit 8 clear, row 15's with it clear in the others
+	VPERMT2D Z15, Z17, Z14 // row 15
+	VMOVDQA32 Z0, Z15
+	VPERMT2D Z4, Z18, Z0 // row 0: its columns with bit 4 clear, row 4's with it clear in the others
+	VPERMT2D Z4, Z19, Z15 // row 4
+	VMOVDQA32 Z1, Z4
+	VPERMT2D Z5, Z18, Z1 // row 1: its columns with bit 4 clear, row 5's with it clear in the others
+	VPERMT2D Z5, Z19, Z4 // row 5
+	VMOVDQA32 Z2, Z5
+	VPERMT2D Z6, Z18, Z2 // row 2: its columns with bit 4 clear, row 6's with it clear in the others
+	VPERMT2D Z6, Z19, Z5 // row 6
+	VMOVDQA32 Z3, Z6
+	VPERMT2D Z7, Z18, Z3 // row 3: its columns with bit 4 clear, row 7's with it clear in the others
+	VPERMT2D Z7, Z19, Z6 // row 7
+	VMOVDQA32 Z24, Z7
+	VPERMT2D Z11, Z18, Z24 // row 8: its columns with bit 4 clear, row 12's with it clear in the others
+	VPERMT2D Z11, Z19, Z7 // row 12
+	VMOVDQA32 Z8, Z11
+	VPERMT2D Z12, Z18, Z8 // row 9: its columns with bit 4 clear, row 13's with it clear in the others
+	VPERMT2D Z12, Z19, Z11 // row 13
+	VMOVDQA32 Z9, Z12
+	VPERMT2D Z13, Z18, Z9 // row 10: its columns with bit 4 clear, row 14's with it clear in the others
+	VPERMT2D Z13, Z19, Z12 // row 14
+	VMOVDQA32 Z10, Z13
+	VPERMT2D Z14, Z18, Z10 // row 11: its columns with bit 4 clear, row 15's with it clear in the others
+	VPERMT2D Z14, Z19, Z13 // row 15
+	VMOVDQA32 Z0, Z14
+	VPERMT2D Z2, Z20, Z0 // row 0: its columns with bit 2 clear, row 2's with it clear in the others
+	VPERMT2D Z2, Z21, Z14 // row 2
+	VMOVDQA32 Z1, Z2
+	VPERMT2D Z3, Z20, Z1 // row 1: its columns with bit 2 clear, row 3's with it clear in the others
+	VPERMT2D Z3, Z21, Z2 // row 3
+	VMOVDQA32 Z15, Z3
+	VPERMT2D Z5, Z20, Z15 // row 4: its columns with bit 2 clear, row 6's with it clear in the others
+	VPERMT2D Z5, Z21, Z3 // row 6
+	VMOVDQA32 Z4, Z5
+	VPERMT2D Z6, Z20, Z4 // row 5: its columns with bit 2 clear, row 7's with it clear in the others
+	VPERMT2D Z6, Z21, Z5 // row 7
+	VMOVDQA32 Z24, Z6
+	VPERMT2D Z9, Z20, Z24 // row 8: its columns with bit 2 clear, row 10's with it clear in the others
+	VPERMT2D Z9, Z21, Z6 // row 10
+	VMOVDQA32 Z8, Z9
+	VPERMT2D Z10, Z20, Z8 // row 9: its columns with bit 2 clear, row 11's with it clear in the others
+	VPERMT2D Z10, Z21, Z9 // row 11
+	VMOVDQA32 Z7, Z10
+	VPERMT2D Z12, Z20, Z7 // row 12: its columns with bit 2 clear, row 14's with it clear in the others
+	VPERMT2D Z12, Z21, Z10 // row 14
+	VMOVDQA32 Z11, Z12
+	VPERMT2D Z13, Z20, Z11 // row 13: its columns with bit 2 clear, row 15's with it clear in the others
+	VPERMT2D Z13, Z21, Z12 // row 15
+	VMOVDQA32 Z0, Z13
+	VPERMT2D Z1, Z22, Z0 // row 0: its columns with bit 1 clear, row 1's with it clear in the others
+	VPERMT2D Z1, Z23, Z13 // row 1
+	VMOVDQA32 Z14, Z1
+	VPERMT2D Z2, Z22, Z14 // row 2: its columns with bit 1 clear, row 3's with it clear in the others
+	VPERMT2D Z2, Z23, Z1 // row 3
+	VMOVDQA32 Z15, Z2
+	VPERMT2D Z4, Z22, Z15 // row 4: its columns with bit 1 clear, row 5's with it clear in the others
+	VPERMT2D Z4, Z23, Z2 // row 5
+	VMOVDQA32 Z3, Z4
+	VPERMT2D Z5, Z22, Z3 // row 6: its columns with bit 1 clear, row 7's with it clear in the others
+	VPERMT2D Z5, Z23, Z4 // row 7
+	VMOVDQA32 Z24, Z5
+	VPERMT2D Z8, Z22, Z24 // row 8: its columns with bit 1 clear, row 9's with it clear in the others
+	VPERMT2D Z8, Z23, Z5 // row 9
+	VMOVDQA32 Z6, Z8
+	VPERMT2D Z9, Z22, Z6 // row 10: its columns with bit 1 clear, row 11's with it clear in the others
+	VPERMT2D Z9, Z23, Z8 // row 11
+	VMOVDQA32 Z7, Z9
+	VPERMT2D Z11, Z22, Z7 // row 12: its columns with bit 1 clear, row 13's with it clear in the others
+	VPERMT2D Z11, Z23, Z9 // row 13
+	VMOVDQA32 Z10, Z11
+	VPERMT2D Z12, Z22, Z10 // row 14: its columns with bit 1 clear, row 15's with it clear in the others
+	VPERMT2D Z12, Z23, Z11 // row 15
+	MOVQ R11, AX
+	IMULQ R8, AX
+	LEAQ (DI)(AX*1), AX
+	LEAQ (AX)(R10*4), AX
+	VMOVDQU32 Z0, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z13, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z14, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z1, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z15, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z2, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z3, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z4, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z24, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z5, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z6, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z8, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z7, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z9, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z10, (AX)
+	ADDQ R8, AX
+	VMOVDQU32 Z11, (AX)
+	ADDQ R8, AX
+	ADDQ $16, R11
+	MOVQ R11, AX
+	SHLQ $2, AX
+	CMPQ AX, R9
+	JLT colblock
+	ADDQ $16, R10
+	MOVQ R10, AX
+	SHLQ $2, AX
+	CMPQ AX, R8
+	JLT rowblock
+	VZEROUPPER
+	RET
+
+// func roundRowBF16(n, padded int, src *float32, dst *uint16, tail uint32)
+TEXT ·roundRowBF16(SB), NOSPLIT, $0-36
+	MOVQ n+0(FP), CX
+	MOVQ padded+8(FP), DX
+	MOVQ src+16(FP), SI
+	MOVQ dst+24(FP), DI
+	MOVL tail+32(FP), AX
+	KMOVW AX, K1
+	SHRL $16, AX
+	KMOVW AX, K2
+	SUBQ CX, DX
+	SHRQ $5, DX // whole groups of zeros after the last group with values
+	MOVQ CX, BX
+	ANDQ $31, BX // values in the partial group
+	SHRQ $5, CX
+	JZ partial
+loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // VCVTNE2PS2BF16 Z1, Z0, Z2
+	VMOVDQU16 Z2, (DI)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ loop
+partial:
+	TESTQ BX, BX
+	JZ zeros
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z 64(SI), K2, Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // VCVTNE2PS2BF16 Z1, Z0, Z2
+	VMOVDQU16 Z2, (DI)
+	ADDQ $64, DI
+zeros:
+	VPXORD Z2, Z2, Z2
+	TESTQ DX, DX
+	JZ done
+zero:
+	VMOVDQU16 Z2, (DI)
+	ADDQ $64, DI
+	DECQ DX
+	JNZ zero
+done:
+	VZEROUPPER
+	RET

@@ -185,3 +185,26 @@ func BenchmarkGemmBF16(b *testing.B) {
 		}
 	}
 }
+
+// TestTranspose32 checks the assembly transposition against the
+// definition, on the shapes GemmBF16 gives it.
+func TestTranspose32(t *testing.T) {
+	if !hasBF16 {
+		t.Skip("no AVX-512 here")
+	}
+	for _, s := range [][2]int{{16, 16}, {32, 16}, {16, 32}, {32, 400}, {400, 32}} {
+		rows, cols := s[0], s[1]
+		src, dst := make([]uint32, rows*cols), make([]uint32, rows*cols)
+		for i := range src {
+			src[i] = uint32(i)*2654435761 + 1
+		}
+		transpose32(dst, src, rows, cols)
+		for i := range rows {
+			for j := range cols {
+				if dst[j*rows+i] != src[i*cols+j] {
+					t.Fatalf("%dx%d: dst[%d][%d] = %#x, src[%d][%d] = %#x", rows, cols, j, i, dst[j*rows+i], i, j, src[i*cols+j])
+				}
+			}
+		}
+	}
+}

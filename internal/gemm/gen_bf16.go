@@ -387,4 +387,131 @@ func amxGemm() {
 	bytes("TILERELEASE", tilerelease)
 	p("\tVZEROUPPER")
 	p("\tRET")
+	p("")
+	transpose()
+	p("")
+	// roundRowBF16: n float32 at src to bf16 at dst, then zeros up to
+	// padded; the last partial group of 32 read under the mask tail
+	// (columns 0-15 in its low 16 bits, 16-31 in the high), masked-off
+	// lanes as zeros.
+	p("// func roundRowBF16(n, padded int, src *float32, dst *uint16, tail uint32)")
+	p("TEXT ·roundRowBF16(SB), NOSPLIT, $0-36")
+	p("\tMOVQ n+0(FP), CX")
+	p("\tMOVQ padded+8(FP), DX")
+	p("\tMOVQ src+16(FP), SI")
+	p("\tMOVQ dst+24(FP), DI")
+	p("\tMOVL tail+32(FP), AX")
+	p("\tKMOVW AX, K1")
+	p("\tSHRL $16, AX")
+	p("\tKMOVW AX, K2")
+	p("\tSUBQ CX, DX")
+	p("\tSHRQ $5, DX // whole groups of zeros after the last group with values")
+	p("\tMOVQ CX, BX")
+	p("\tANDQ $31, BX // values in the partial group")
+	p("\tSHRQ $5, CX")
+	p("\tJZ partial")
+	p("loop:")
+	p("\tVMOVUPS (SI), Z0")
+	p("\tVMOVUPS 64(SI), Z1")
+	bytes("VCVTNE2PS2BF16 Z1, Z0, Z2", evex(3, 0x72, 2, 1, 0, false, 0, 0))
+	p("\tVMOVDQU16 Z2, (DI)")
+	p("\tADDQ $128, SI")
+	p("\tADDQ $64, DI")
+	p("\tDECQ CX")
+	p("\tJNZ loop")
+	p("partial:")
+	p("\tTESTQ BX, BX")
+	p("\tJZ zeros")
+	p("\tVMOVUPS.Z (SI), K1, Z0")
+	p("\tVMOVUPS.Z 64(SI), K2, Z1")
+	bytes("VCVTNE2PS2BF16 Z1, Z0, Z2", evex(3, 0x72, 2, 1, 0, false, 0, 0))
+	p("\tVMOVDQU16 Z2, (DI)")
+	p("\tADDQ $64, DI")
+	p("zeros:")
+	p("\tVPXORD Z2, Z2, Z2")
+	p("\tTESTQ DX, DX")
+	p("\tJZ done")
+	p("zero:")
+	p("\tVMOVDQU16 Z2, (DI)")
+	p("\tADDQ $64, DI")
+	p("\tDECQ DX")
+	p("\tJNZ zero")
+	p("done:")
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// transpose writes transposeU32 (amx_amd64.go): dst (cols x rows) = src^T
+// (src rows x cols, both multiples of 16, row-major uint32), a 16x16 block
+// at a time in zmm registers. A block is transposed in 4 stages, b = 8, 4,
+// 2, 1: stage b swaps bit b of the row index with bit b of the column
+// index, every pair of rows i and i+b (bit b of i clear) exchanging the
+// columns with bit b set of row i for those with it clear of row i+b, by
+// two VPERMT2D (the index pairs in Z16-Z23, from idx). The 16 rows move
+// between registers: Z24 is spare, and each exchange leaves row i+b in the
+// spare and frees its old register, which reg tracks.
+func transpose() {
+	p("// func transposeU32(dst, src *uint32, rows, cols int, idx *[8][16]uint32)")
+	p("TEXT ·transposeU32(SB), NOSPLIT, $0-40")
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ src+8(FP), SI")
+	p("\tMOVQ rows+16(FP), R8")
+	p("\tMOVQ cols+24(FP), R9")
+	p("\tMOVQ idx+32(FP), AX")
+	for i := range 8 {
+		p("\tVMOVDQU32 %d(AX), Z%d", 64*i, 16+i)
+	}
+	p("\tSHLQ $2, R8 // bytes a row of dst")
+	p("\tSHLQ $2, R9 // bytes a row of src")
+	p("\tXORQ R10, R10 // the block's first row of src")
+	p("rowblock:")
+	p("\tXORQ R11, R11 // the block's first column")
+	p("colblock:")
+	// src block: SI + R10*R9 + R11*4; dst block: DI + R11*R8 + R10*4
+	p("\tMOVQ R10, AX")
+	p("\tIMULQ R9, AX")
+	p("\tLEAQ (SI)(AX*1), AX")
+	p("\tLEAQ (AX)(R11*4), AX")
+	for r := range 16 {
+		p("\tVMOVDQU32 (AX), Z%d", r)
+		p("\tADDQ R9, AX")
+	}
+	reg := make([]int, 16) // row r of the block is in Z(reg[r])
+	for r := range reg {
+		reg[r] = r
+	}
+	spare := 24
+	for s, b := range []int{8, 4, 2, 1} {
+		for i := range 16 {
+			if i&b != 0 {
+				continue
+			}
+			j := i + b
+			ri, rj := reg[i], reg[j]
+			p("\tVMOVDQA32 Z%d, Z%d", ri, spare)
+			p("\tVPERMT2D Z%d, Z%d, Z%d // row %d: its columns with bit %d clear, row %d's with it clear in the others", rj, 16+2*s, ri, i, b, j)
+			p("\tVPERMT2D Z%d, Z%d, Z%d // row %d", rj, 17+2*s, spare, j)
+			reg[j], spare = spare, rj
+		}
+	}
+	p("\tMOVQ R11, AX")
+	p("\tIMULQ R8, AX")
+	p("\tLEAQ (DI)(AX*1), AX")
+	p("\tLEAQ (AX)(R10*4), AX")
+	for r := range 16 {
+		p("\tVMOVDQU32 Z%d, (AX)", reg[r])
+		p("\tADDQ R8, AX")
+	}
+	p("\tADDQ $16, R11")
+	p("\tMOVQ R11, AX")
+	p("\tSHLQ $2, AX")
+	p("\tCMPQ AX, R9")
+	p("\tJLT colblock")
+	p("\tADDQ $16, R10")
+	p("\tMOVQ R10, AX")
+	p("\tSHLQ $2, AX")
+	p("\tCMPQ AX, R8")
+	p("\tJLT rowblock")
+	p("\tVZEROUPPER")
+	p("\tRET")
 }
