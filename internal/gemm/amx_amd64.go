@@ -58,8 +58,9 @@ type amxArgs struct {
 	mask0, mask1 int      // 88, 96: the last panel's columns, 0-15 and 16-31
 	alpha, beta  float32  // 104, 108
 	cfg          *byte    // 112
-	tmp          *float32 // 120: 32x32 float32, the other panels' sums
+	tmp          *float32 // 120: 32x32 float32 a panel, the other panels' sums
 	readC        int      // 128: 1 unless beta is 0 (C is then not read)
+	first, last  int      // 136, 144: 1 on the first (last) block of k
 }
 
 // amxRow computes one block of rows of C on AMX (gen_bf16.go): it loads
@@ -85,17 +86,25 @@ type amxWork struct {
 	c              []float32
 	ldc            int
 	packedB        []uint32 // op(B) in panels of 32 columns, k2 rows of 32 pairs each
+	packedA        []uint32 // with transA, A's pairs of rows in panels of 32 columns, as op(B)'s
 	t              []uint32 // a panel of op(B) before its transposition
 	ws             []amxWorker
 }
 
-// amxWorker is one worker's scratch: a block of op(A)'s rows in bf16, the
-// transposition's intermediate, and the sums of edge blocks.
+// amxWorker is one worker's scratch: a block of op(A)'s rows in bf16 and
+// the sums of edge blocks.
 type amxWorker struct {
-	a, t []uint32
-	tmp  [1024]float32
+	a    []uint32
+	tmp  []float32
 	args amxArgs
 }
+
+// amxChunks is how many chunks of 32 along k a block of k spans at most:
+// 256, so that a block of A's rows (16 KB) stays in L1 (48 KB here) across
+// every panel, and a panel's part of B (16 KB) too across its 4 tile
+// loads. In one pass over k, both outgrew L1 at the preset's k = 780 and
+// the tile loads waited on L2: 1.5x slower.
+const amxChunks = 8
 
 var amxWorks = sync.Pool{New: func() any { return new(amxWork) }}
 
@@ -120,8 +129,12 @@ func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []float32, lda 
 	w := amxWorks.Get().(*amxWork)
 	*w = amxWork{transA: transA, transB: transB, m: m, n: n, k: k, k2: (k + 31) / 32 * 16,
 		a: a, lda: lda, b: b, ldb: ldb, alpha: alpha, beta: beta, c: c, ldc: ldc,
-		packedB: w.packedB, t: w.t, ws: w.ws}
+		packedB: w.packedB, packedA: w.packedA, t: w.t, ws: w.ws}
 	w.packB()
+	if transA { // once for every block of rows, reading A in order
+		w.packedA = growU32(w.packedA, (m+31)/32*32*w.k2)
+		packPairs(w.packedA, a, lda, m, k, w.k2)
+	}
 	blocks := (m + 31) / 32
 	workers := par.Workers()
 	if m*n*k < parallelWork || blocks < 2 {
@@ -145,14 +158,13 @@ func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []float32, lda 
 func (w *amxWork) packB() {
 	nb := (w.n + 31) / 32
 	w.packedB = growU32(w.packedB, nb*w.k2*32)
-	for j := range nb {
+	if !w.transB { // op(B) is B: pairs of its rows
+		packPairs(w.packedB, w.b, w.ldb, w.n, w.k, w.k2)
+		return
+	}
+	for j := range nb { // op(B) is B^T: B's rows are op(B)'s columns, pairs consecutive
 		dst := w.packedB[j*w.k2*32:][:w.k2*32]
 		cols := min(32, w.n-32*j)
-		if !w.transB { // op(B) is B: pairs of its rows
-			pairPanel(dst, w.b, w.ldb, 32*j, cols, w.k)
-			continue
-		}
-		// op(B) is B^T: B's rows are op(B)'s columns, pairs consecutive
 		w.t = growU32(w.t, 32*w.k2)
 		roundRows(w.t, w.b, w.ldb, 32*j, cols, w.k, w.k2)
 		transpose32(dst, w.t, 32, w.k2)
@@ -166,10 +178,8 @@ func (w *amxWork) Item(worker, i int) {
 	s.a = growU32(s.a, 32*w.k2)
 	if !w.transA { // op(A)'s rows are A's
 		roundRows(s.a, w.a, w.lda, 32*i, rows, w.k, w.k2)
-	} else { // A's columns: pairs of A's rows, transposed
-		s.t = growU32(s.t, 32*w.k2)
-		pairPanel(s.t, w.a, w.lda, 32*i, rows, w.k)
-		transpose32(s.a, s.t, w.k2, 32)
+	} else { // A's columns: its panel of pairs of A's rows (packA), transposed
+		transpose32(s.a, w.packedA[i*32*w.k2:][:32*w.k2], w.k2, 32)
 	}
 	nb := (w.n + 31) / 32
 	last := w.n - 32*(nb-1) // columns in the last panel
@@ -181,16 +191,34 @@ func (w *amxWork) Item(worker, i int) {
 		}
 	}
 	mask := uint32(1)<<last - 1
-	s.args = amxArgs{
-		a: &s.a[0], lda: w.k2 * 4, kc: w.k2 / 16,
-		b: &w.packedB[0], panel: w.k2 * 128, nb: nb,
-		c: &w.c[32*i*w.ldc], ldc: w.ldc * 4, rows: rows,
-		direct: direct, beta1: b2i(w.beta == 1),
-		mask0: int(mask & 0xffff), mask1: int(mask >> 16),
-		alpha: w.alpha, beta: w.beta, cfg: &amxConfig[0], tmp: &s.tmp[0],
-		readC: b2i(w.beta != 0),
+	if direct < nb {
+		s.tmp = growF32(s.tmp, 1024*nb)
 	}
-	amxRow(&s.args)
+	kc := w.k2 / 16
+	blocks := (kc + amxChunks - 1) / amxChunks
+	per := (kc + blocks - 1) / blocks // chunks a block of k, evened out
+	for c0 := 0; c0 < kc; c0 += per {
+		s.args = amxArgs{
+			a: &s.a[c0*16], lda: w.k2 * 4, kc: min(per, kc-c0),
+			b: &w.packedB[c0*16*32], panel: w.k2 * 128, nb: nb,
+			c: &w.c[32*i*w.ldc], ldc: w.ldc * 4, rows: rows,
+			direct: direct, beta1: b2i(w.beta == 1),
+			mask0: int(mask & 0xffff), mask1: int(mask >> 16),
+			alpha: w.alpha, beta: w.beta, cfg: &amxConfig[0],
+			readC: b2i(w.beta != 0), first: b2i(c0 == 0), last: b2i(c0+per >= kc),
+		}
+		if direct < nb {
+			s.args.tmp = &s.tmp[0]
+		}
+		amxRow(&s.args)
+	}
+}
+
+func growF32(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
 }
 
 func b2i(b bool) int {
@@ -200,31 +228,47 @@ func b2i(b bool) int {
 	return 0
 }
 
-// pairPanel rounds to bf16 the columns col0 to col0+cols-1 (cols at most
-// 32) of src's first k rows (ld apart) and stores them in dst as k2 rows
-// of 32 pairs: dst[q*32+j] holds src's rows 2q and 2q+1 in column col0+j,
-// the first in the low half. What lies beyond k and cols is zero.
-func pairPanel(dst []uint32, src []float32, ld, col0, cols, k int) {
-	k2, q := len(dst)/32, 0
-	if cols == 32 && k >= 2 {
-		q = k / 2
-		packBBF16(q, &src[col0], ld, &dst[0], &bf16Interleave[0])
+// packPairs rounds to bf16 the first k rows of src (n columns, ld apart)
+// and stores them in dst as panels of 32 columns, each k2 rows of 32 pairs
+// (k2*32 uint32 a panel): dst[j*k2*32+q*32+c] holds src's rows 2q and 2q+1
+// in column 32j+c, the first in the low half. What lies beyond k and n is
+// zero. Whole panels are packed in assembly, reading src row pair by row
+// pair in order; the last row of an odd k and a last partial panel here.
+func packPairs(dst []uint32, src []float32, ld, n, k, k2 int) {
+	full, whole := n/32, 0
+	if full > 0 && k >= 2 {
+		whole = k / 2
+		packPairsBF16(whole, full, &src[0], ld*4, &dst[0], k2*128, &bf16Interleave[0])
 	}
-	for ; q < k2; q++ {
-		row := dst[q*32:][:32]
-		clear(row)
-		if 2*q >= k {
-			continue
+	for j := range (n + 31) / 32 {
+		panel := dst[j*k2*32:][:k2*32]
+		cols, q := min(32, n-32*j), whole
+		if cols < 32 {
+			q = 0
 		}
-		for j := range cols {
-			lo := uint32(toBF16(src[2*q*ld+col0+j]))
-			if 2*q+1 < k {
-				lo |= uint32(toBF16(src[(2*q+1)*ld+col0+j])) << 16
+		for ; q < k2; q++ {
+			row := panel[q*32:][:32]
+			clear(row)
+			if 2*q >= k {
+				continue
 			}
-			row[j] = lo
+			for c := range cols {
+				v := uint32(toBF16(src[2*q*ld+32*j+c]))
+				if 2*q+1 < k {
+					v |= uint32(toBF16(src[(2*q+1)*ld+32*j+c])) << 16
+				}
+				row[c] = v
+			}
 		}
 	}
 }
+
+// packPairsBF16 packs k2 row pairs of panels whole panels of src (ld bytes
+// apart) as packPairs does, panel bytes from one panel to the next; idx is
+// bf16Interleave.
+//
+//go:noescape
+func packPairsBF16(k2, panels int, src *float32, ld int, dst *uint32, panel int, idx *uint16)
 
 // roundRows rounds to bf16 the rows row0 to row0+rows-1 (rows at most 32)
 // of src (k values each, ld apart) into dst's 32 rows of k2 pairs, in

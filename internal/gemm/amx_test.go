@@ -26,6 +26,7 @@ func TestAMXArgs(t *testing.T) {
 		{"mask0", unsafe.Offsetof(p.mask0), 88}, {"mask1", unsafe.Offsetof(p.mask1), 96},
 		{"alpha", unsafe.Offsetof(p.alpha), 104}, {"beta", unsafe.Offsetof(p.beta), 108},
 		{"cfg", unsafe.Offsetof(p.cfg), 112}, {"tmp", unsafe.Offsetof(p.tmp), 120}, {"readC", unsafe.Offsetof(p.readC), 128},
+		{"first", unsafe.Offsetof(p.first), 136}, {"last", unsafe.Offsetof(p.last), 144},
 	} {
 		if f.got != f.want {
 			t.Errorf("amxArgs.%s at offset %d, amxRow reads %d", f.name, f.got, f.want)
@@ -50,7 +51,8 @@ func TestGemmBF16(t *testing.T) {
 			shapes = append(shapes, shape{m, n, sizes[(i+j)%len(sizes)]}, shape{m, n, sizes[(i+2*j+1)%len(sizes)]})
 		}
 	}
-	shapes = append(shapes, shape{780, 128, 128}, shape{780, 106, 128}, shape{128, 512, 780}, shape{106, 128, 780}, shape{64, 64, 1})
+	shapes = append(shapes, shape{780, 128, 128}, shape{780, 106, 128}, shape{128, 512, 780}, shape{106, 128, 780}, shape{64, 64, 1},
+		shape{33, 40, 300}, shape{40, 33, 600}) // blocks of k, on every path
 	scales := []struct{ alpha, beta float32 }{{1, 0}, {1, 1}, {0.5, -2}, {-1.5, 0}, {0, 0.5}}
 	rng := rand.New(rand.NewPCG(7, 8))
 	for si, s := range shapes {

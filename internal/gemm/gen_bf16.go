@@ -256,9 +256,9 @@ func tdpbf16ps(c, a, b int) []byte {
 }
 
 // amxGemm writes amxRow (amx_amd64.go): one block of 32 rows of C across
-// every panel of 32 columns, tiles C in TMM0-3 (TMM0 rows 0-15, columns
-// 0-15; TMM1 columns 16-31; TMM2 and TMM3 rows 16-31), A in TMM4-5 and B in
-// TMM6-7. Registers: R12 the arguments, SI and R11 A's two halves, DI B, R8
+// every panel of 32 columns, for one block of k; tiles C in TMM0-3 (TMM0
+// rows 0-15, columns 0-15; TMM1 columns 16-31; TMM2 and TMM3 rows 16-31),
+// A in TMM4-5 and B in TMM6-7. Registers: R12 the arguments, SI and R11 A's two halves, DI B, R8
 // A's row stride, R10 B's (128 bytes), R9 C's, BX the panel, DX the block of
 // C, R13 the panel's number.
 func amxGemm() {
@@ -283,17 +283,34 @@ func amxGemm() {
 	p("\tVBROADCASTSS 104(R12), Z30")
 	p("\tVBROADCASTSS 108(R12), Z31")
 	p("block:")
-	// The sums start from C itself on the direct blocks when beta is 1.
+	// The sums start from C on the direct panels, after the first block
+	// of k (the earlier blocks' sums) or when beta is 1; from the panel's
+	// part of tmp on the others after the first block of k; else zero.
 	p("\tCMPQ R13, 72(R12)")
-	p("\tJGE zero")
+	p("\tJGE tmpsums")
+	p("\tCMPQ 136(R12), $0")
+	p("\tJEQ csums")
 	p("\tCMPQ 80(R12), $0")
 	p("\tJEQ zero")
+	p("csums:")
 	p("\tLEAQ (DX)(R9*8), R11")
 	p("\tLEAQ (R11)(R9*8), R11")
 	bytes("TILELOADD (DX)(R9*1), TMM0", tileloadd(0, dx, r9, 0))
 	bytes("TILELOADD 64(DX)(R9*1), TMM1", tileloadd(1, dx, r9, 64))
 	bytes("TILELOADD (R11)(R9*1), TMM2", tileloadd(2, r11, r9, 0))
 	bytes("TILELOADD 64(R11)(R9*1), TMM3", tileloadd(3, r11, r9, 64))
+	p("\tJMP sums")
+	p("tmpsums:")
+	p("\tCMPQ 136(R12), $0")
+	p("\tJNE zero")
+	p("\tMOVQ R13, AX")
+	p("\tSHLQ $12, AX")
+	p("\tADDQ 120(R12), AX")
+	p("\tLEAQ 2048(AX), R11")
+	bytes("TILELOADD (AX)(R10*1), TMM0", tileloadd(0, ax, r10, 0))
+	bytes("TILELOADD 64(AX)(R10*1), TMM1", tileloadd(1, ax, r10, 64))
+	bytes("TILELOADD (R11)(R10*1), TMM2", tileloadd(2, r11, r10, 0))
+	bytes("TILELOADD 64(R11)(R10*1), TMM3", tileloadd(3, r11, r10, 64))
 	p("\tJMP sums")
 	p("zero:")
 	for t := range 4 {
@@ -329,16 +346,21 @@ func amxGemm() {
 	bytes("TILESTORED TMM2, (R11)(R9*1)", tilestored(2, r11, r9, 0))
 	bytes("TILESTORED TMM3, 64(R11)(R9*1)", tilestored(3, r11, r9, 64))
 	p("\tJMP next")
-	// Any other: the sums go to tmp (32 rows of 32 float32), then C's
-	// rows (the block's first rows, the panel's first columns as the
-	// masks say) become alpha tmp + beta C.
+	// Any other: the sums go to the panel's part of tmp (32 rows of 32
+	// float32), and after the last block of k C's rows (the block's first
+	// rows, the panel's first columns as the masks say) become alpha tmp
+	// + beta C.
 	p("tmp:")
-	p("\tMOVQ 120(R12), AX")
+	p("\tMOVQ R13, AX")
+	p("\tSHLQ $12, AX")
+	p("\tADDQ 120(R12), AX")
 	p("\tLEAQ 2048(AX), R11")
 	bytes("TILESTORED TMM0, (AX)(R10*1)", tilestored(0, ax, r10, 0))
 	bytes("TILESTORED TMM1, 64(AX)(R10*1)", tilestored(1, ax, r10, 64))
 	bytes("TILESTORED TMM2, (R11)(R10*1)", tilestored(2, r11, r10, 0))
 	bytes("TILESTORED TMM3, 64(R11)(R10*1)", tilestored(3, r11, r10, 64))
+	p("\tCMPQ 144(R12), $0")
+	p("\tJEQ next")
 	p("\tMOVQ $0xffff, CX")
 	p("\tKMOVW CX, K1")
 	p("\tKMOVW CX, K2")
@@ -389,6 +411,51 @@ func amxGemm() {
 	p("\tRET")
 	p("")
 	transpose()
+	p("")
+	// packPairsBF16: for q < k2, row pair 2q and 2q+1 (ld bytes apart) of
+	// src, rounded to bf16 and interleaved by the VPERMW index at idx (Z26),
+	// to row q of each of panels panels of 32 columns (panel bytes apart,
+	// 128 bytes a row): the source read in order, row pair by row pair.
+	p("// func packPairsBF16(k2, panels int, src *float32, ld int, dst *uint32, panel int, idx *uint16)")
+	p("TEXT ·packPairsBF16(SB), NOSPLIT, $0-56")
+	p("\tMOVQ k2+0(FP), CX")
+	p("\tMOVQ src+16(FP), SI")
+	p("\tMOVQ ld+24(FP), R8")
+	p("\tMOVQ dst+32(FP), DI")
+	p("\tMOVQ panel+40(FP), R9")
+	p("\tMOVQ idx+48(FP), AX")
+	p("\tVMOVDQU16 (AX), Z26")
+	p("\tTESTQ CX, CX")
+	p("\tJLE done")
+	p("pair:")
+	p("\tMOVQ panels+8(FP), DX")
+	p("\tMOVQ SI, AX")
+	p("\tMOVQ DI, BX")
+	p("\tTESTQ DX, DX")
+	p("\tJLE next")
+	p("col:")
+	p("\tVMOVUPS (AX), Z0")
+	p("\tVMOVUPS 64(AX), Z1")
+	p("\tVMOVUPS (AX)(R8*1), Z2")
+	p("\tVMOVUPS 64(AX)(R8*1), Z3")
+	bytes("VCVTNE2PS2BF16 Z0, Z2, Z4: row 2q's 16 bf16, then row 2q+1's", evex(3, 0x72, 4, 2, 0, false, 0, 0))
+	bytes("VCVTNE2PS2BF16 Z1, Z3, Z5", evex(3, 0x72, 5, 3, 1, false, 0, 0))
+	p("\tVPERMW Z4, Z26, Z4")
+	p("\tVPERMW Z5, Z26, Z5")
+	p("\tVMOVDQU32 Z4, (BX)")
+	p("\tVMOVDQU32 Z5, 64(BX)")
+	p("\tADDQ $128, AX")
+	p("\tADDQ R9, BX")
+	p("\tDECQ DX")
+	p("\tJNZ col")
+	p("next:")
+	p("\tLEAQ (SI)(R8*2), SI")
+	p("\tADDQ $128, DI")
+	p("\tDECQ CX")
+	p("\tJNZ pair")
+	p("done:")
+	p("\tVZEROUPPER")
+	p("\tRET")
 	p("")
 	// roundRowBF16: n float32 at src to bf16 at dst, then zeros up to
 	// padded; the last partial group of 32 read under the mask tail
