@@ -66,9 +66,11 @@
 //     instead with the openblas build tag, blas_openblas.go). Importing
 //     graph leaves gorgonia's and gonum's global BLAS alone; UseFastGEMM
 //     installs qkv's there too, opting the whole program in, for
-//     gorgonia's own matrix products (ComposedAttention's). Attention
-//     multiplies each head where it lies in the (B, S, D) tensors, rows D
-//     apart, without gathering it;
+//     gorgonia's own matrix products (ComposedAttention's); UseBF16Linear,
+//     also opt-in and process-wide, moves Linear's float32 products to bf16
+//     operands with float32 sums on AMX (internal/gemm's GemmBF16).
+//     Attention multiplies each head where it lies in the (B, S, D)
+//     tensors, rows D apart, without gathering it;
 //   - float32 elementwise work (GELU, ReLU, softmax's exponentials, layer
 //     norm's rows) on internal/vec's vector kernels (AVX-512, or AVX2).
 //

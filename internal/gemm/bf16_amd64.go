@@ -14,7 +14,8 @@ import (
 // float32 inputs rounded to bf16 and float32 sums (VDPBF16PS), beat the
 // float32 kernels by enough to be worth a training path? It is measured
 // here, by bf16_test.go's benchmarks, and wired into nothing: sgemmBF16 is
-// the single-goroutine product of the measurement, not a Gemm.
+// the single-goroutine product of the measurement, not a Gemm. (It does not
+// pay; AMX does: amx_amd64.go's GemmBF16 shares toBF16 and bf16Interleave.)
 
 // hasBF16 says whether this CPU (and the operating system, for the zmm
 // registers) runs AVX512_BF16.
