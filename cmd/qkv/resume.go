@@ -14,9 +14,10 @@ import (
 // runControlFlags are the train flags that may differ from the checkpoint
 // on --resume: they say how long and how observed the rest of the run is,
 // not what is trained: the run continues bit for bit, or, with another
-// --attention, computes the same function to rounding. Every other
-// training flag given must equal the checkpoint's value.
-var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkpoint-every": true, "target-exact": true, "attention": true}
+// --attention or --matmul, computes the same function to rounding (to
+// bf16's, for --matmul bf16). Every other training flag given must equal
+// the checkpoint's value.
+var runControlFlags = map[string]bool{"steps": true, "eval-every": true, "checkpoint-every": true, "target-exact": true, "attention": true, "matmul": true}
 
 // resumeConfig returns the configuration that resumes the run in dir: the
 // checkpoint's, with the run-control flags given on the command line (fs,

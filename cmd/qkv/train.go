@@ -169,7 +169,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	resolveTask := configFlags(fs, &cfg)
 	fs.Lookup("warmup").DefValue = fmt.Sprintf("min(%d, steps/10)", cfg.Warmup) // as --help shows it
 	out := fs.String("out", "", "run directory for checkpoint, metrics and plots (default runs/<task>)")
-	resume := fs.String("resume", "", "continue the run in this directory from its checkpoint: its config.json gives model, task, data and optimizer, and those flags, if given, must equal it; --steps, --eval-every, --checkpoint-every and --target-exact may change. A run that already reached its --steps or --target-exact is left as it is (exit 0, saying so): give a larger --steps, or a --target-exact it has not reached (0: none), to train further")
+	resume := fs.String("resume", "", "continue the run in this directory from its checkpoint: its config.json gives model, task, data and optimizer, and those flags, if given, must equal it; --steps, --eval-every, --checkpoint-every, --target-exact, --attention and --matmul may change. A run that already reached its --steps or --target-exact is left as it is (exit 0, saying so): give a larger --steps, or a --target-exact it has not reached (0: none), to train further")
 	force := fs.Bool("force", false, "start afresh even if the run directory holds a checkpoint: the old directory is renamed to DIR.old-N, never deleted")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/qkv-dev/qkv/data"
+	"github.com/qkv-dev/qkv/internal/gemm"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 )
@@ -226,7 +228,6 @@ func TestResumeFlags(t *testing.T) {
 	if code, _, stderr := qkvNoPanic(t, "train", "--resume", dir, "--out", dir, "--min-length", "3", "--max-length", "3"); code != 0 {
 		t.Errorf("--out equal to --resume: exit %d: %s", code, stderr)
 	}
-
 	// A config.json edited by hand is refused, naming the file and field.
 	cfgPath := checkpoint.File(dir, checkpoint.ConfigFile)
 	good, err := os.ReadFile(cfgPath)
@@ -292,6 +293,23 @@ func TestResumeFlags(t *testing.T) {
 	validationCase{args("eval --checkpoint " + dir + " --max-memory 20KiB"), 2, []string{"--max-memory:", "inference B=8", "more than 20.0 KiB"}}.check(t)
 	if code, out, stderr := qkvNoPanic(t, "eval", "--checkpoint", dir, "--max-memory", "1GiB"); code != 0 || !strings.Contains(out, "exact match") {
 		t.Errorf("eval within --max-memory: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	// --matmul may change: the same weights, multiplied in bf16 (where
+	// there is AMX) and back.
+	if !gemm.HasAMX() {
+		validationCase{resume("--steps 7 --matmul bf16"), 2, []string{"--matmul: bf16 needs AMX"}}.check(t)
+	}
+	for i, m := range []config.Matmul{config.MatmulBF16, ""} {
+		if m == config.MatmulBF16 && !gemm.HasAMX() {
+			continue
+		}
+		steps := 7 + i
+		if code, _, stderr := qkvNoPanic(t, resume(fmt.Sprintf("--steps %d --matmul %s", steps, cmp.Or(string(m), "float32")))...); code != 0 {
+			t.Fatalf("resume with --matmul %q: exit %d: %s", m, code, stderr)
+		}
+		if cfg, err := config.Load(dir); err != nil || cfg.Matmul != m || cfg.Steps != steps {
+			t.Errorf("resumed with --matmul %q: matmul %q, steps %d (%v)", m, cfg.Matmul, cfg.Steps, err)
+		}
 	}
 }
 

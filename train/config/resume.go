@@ -8,13 +8,16 @@ import (
 )
 
 // runControl are the fields of config.json that a resumed run may change:
-// how long it runs and how it is observed, and how attention is computed
-// (the same function to rounding). Every other field says what is trained.
-var runControl = map[string]bool{"steps": true, "eval_every": true, "checkpoint_every": true, "target_exact": true, "model.attention": true}
+// how long it runs and how it is observed, how attention is computed (the
+// same function to rounding) and how the projections multiply (the same
+// weights and optimizer state, multiplied in bf16 or float32: a run
+// trained with bf16 on AMX may go on where there is none). Every other
+// field says what is trained.
+var runControl = map[string]bool{"steps": true, "eval_every": true, "checkpoint_every": true, "target_exact": true, "model.attention": true, "matmul": true}
 
 // Continues reports whether c may continue the run saved as saved: every
 // field but the run-control ones (steps, eval_every, checkpoint_every,
-// target_exact, model.attention) must be equal once both are resolved, or
+// target_exact, model.attention, matmul) must be equal once both are resolved, or
 // the resumed run would silently train something else on the checkpoint's
 // weights and optimizer state (another task, learning rate or attention
 // scale fits the same tensors). The error is an *Error naming the first
@@ -51,7 +54,7 @@ func (c Config) Continues(saved Config) error {
 			continue
 		}
 		return cfgErr(k, "is %s in the saved run, %s here: a resumed run trains what was saved (only %s may change)",
-			show(want[k]), show(got[k]), "steps, eval_every, checkpoint_every, target_exact and model.attention")
+			show(want[k]), show(got[k]), "steps, eval_every, checkpoint_every, target_exact, model.attention and matmul")
 	}
 	return nil
 }

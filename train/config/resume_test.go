@@ -23,6 +23,7 @@ func TestContinues(t *testing.T) {
 			c.Steps, c.EvalEvery, c.CheckpointEvery, c.TargetExact = 5000, 7, 11, 0.5
 		}, ""},
 		{"attention implementation", func(c *Config) { c.Model.Attention = layers.AttentionFlash }, ""},
+		{"matmul", func(c *Config) { c.Matmul = MatmulBF16 }, ""},
 		{"lr", func(c *Config) { c.LR *= 2 }, "lr"},
 		{"attention scale", func(c *Config) { c.Model.AttnScale = layers.ScaleNone }, "model.attn_scale"},
 		{"task", func(c *Config) { c.Task.Name = "copy" }, "task.name"},
