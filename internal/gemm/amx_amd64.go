@@ -65,10 +65,11 @@ type amxArgs struct {
 
 // amxRow computes one block of rows of C on AMX (gen_bf16.go): it loads
 // the tile configuration, and releases the tiles before it returns, so that
-// no tile state outlives the call. Assembly is never preempted by the Go
-// scheduler, so the goroutine cannot move to another thread (whose tiles
-// would be unconfigured) in between; signals do not disturb it, the kernel
-// saves and restores the tiles around a handler.
+// no tile state outlives the call. Go never preempts assembly (its
+// asynchronous preemption stops only at safe points of compiled Go), so
+// the goroutine cannot move to another thread, whose tiles would be
+// unconfigured, in between; signals do not disturb it, Linux saves and
+// restores the tiles around a handler.
 //
 //go:noescape
 func amxRow(p *amxArgs)
@@ -178,7 +179,7 @@ func (w *amxWork) Item(worker, i int) {
 	s.a = growU32(s.a, 32*w.k2)
 	if !w.transA { // op(A)'s rows are A's
 		roundRows(s.a, w.a, w.lda, 32*i, rows, w.k, w.k2)
-	} else { // A's columns: its panel of pairs of A's rows (packA), transposed
+	} else { // A's columns: its panel of pairs of A's rows (packedA), transposed
 		transpose32(s.a, w.packedA[i*32*w.k2:][:32*w.k2], w.k2, 32)
 	}
 	nb := (w.n + 31) / 32
