@@ -107,6 +107,9 @@ type stepper interface {
 	run(toks []int, n int, lens []int)
 	logits(r int) []float64
 	cacheBytes() int
+	// setCores sets the cores a chunk's phases may be split between and
+	// the fewest multiply-adds of a chunk that is.
+	setCores(cores, minMACs int)
 }
 
 // New returns the fast decoder of cfg's model (resolved; Supported(cfg)

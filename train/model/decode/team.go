@@ -1,0 +1,194 @@
+package decode
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// A team runs each phase of a step on two cores: the phase is cut into
+// units (a few panels of a weight, or a row's head of the attention), and
+// the calling goroutine takes them one by one from the front while a
+// helper goroutine takes them from the back, until they meet; the phase
+// ends when every unit is done. Each unit computes its outputs with the
+// same calls whoever runs it, so the results do not depend on the split.
+// With both cores free, the two meet at about the same unit at every step,
+// so each core reads the same part of every weight each time and keeps it
+// in its own cache; if the helper's thread is held up (a busy machine), the
+// caller takes the units it has not claimed and waits only for one it is
+// in the middle of.
+//
+// The helper is started by the first phase that needs it, and runs until
+// it has had nothing to do for idleExit; then it returns (a later phase
+// starts it again). So a Decoder needs no Close: one dropped mid-use keeps
+// its helper, and through it its buffers, for idleExit at most, and then
+// the garbage collector has them.
+//
+// Waiting is spin-then-block: a goroutine polls an atomic counter for up
+// to spinFor (phases are microseconds apart, far less than waking a parked
+// goroutine costs), then parks on a channel, so that an idle decoder, or a
+// machine with no core to spare, does not have a core burnt on polling.
+type team struct {
+	work func(unit, who int) // runs one unit of the current phase on goroutine who: 0 the caller, 1 the helper
+	// claims is the current phase and its unclaimed units [front, back):
+	// phase<<32 | front<<16 | back. A claim is a compare-and-swap of it,
+	// so that a helper late for a phase cannot claim a unit of the next.
+	claims atomic.Uint64
+	// start counts the phases, done the units the helper has finished.
+	start, done event
+}
+
+const (
+	// spinFor is how long a waiting goroutine polls before it parks.
+	spinFor = 50 * time.Microsecond
+	// idleExit is how long a parked helper waits for a phase before it
+	// returns.
+	idleExit = time.Second
+	// maxUnits bounds a phase's units, for claims' 16-bit fields.
+	maxUnits = 1<<16 - 1
+)
+
+// newTeam returns a team running work.
+func newTeam(work func(unit, who int)) *team {
+	t := &team{work: work}
+	t.start.init(stateGone) // started by the first phase
+	t.done.init(stateAwake)
+	return t
+}
+
+// run runs work(u, who) for every unit u < units, units at most maxUnits, on this
+// goroutine and the helper, and returns when all are done. Whatever the
+// caller wrote before run, the units see, and what they wrote the caller
+// sees after it (the claims' and counters' atomic operations order them).
+func (t *team) run(units int) {
+	// The helper's count before the phase is published: a helper still
+	// in its loop of claims may take a unit as soon as it is.
+	base := t.done.seq.Load()
+	phase := t.claims.Load()>>32 + 1
+	t.claims.Store(phase<<32 | uint64(units))
+	if t.start.signal() == stateGone {
+		go t.serve()
+	}
+	mine := 0
+	for {
+		c := t.claims.Load()
+		front, back := int(c>>16&0xffff), int(c&0xffff)
+		if front >= back {
+			break
+		}
+		if t.claims.CompareAndSwap(c, c+1<<16) {
+			t.work(front, 0)
+			mine++
+		}
+	}
+	// The helper claimed the rest: wait until it has finished them.
+	t.done.wait(base+uint64(units-mine), 0, nil)
+}
+
+// serve is the helper: it takes units from the back of each phase, until
+// no phase has come for idleExit.
+func (t *team) serve() {
+	timer := time.NewTimer(idleExit)
+	defer timer.Stop()
+	seen := t.start.seq.Load() - 1 // the phase that started it is to be served
+	for {
+		if !t.start.wait(seen+1, idleExit, timer) {
+			return
+		}
+		seen = t.start.seq.Load()
+		for {
+			c := t.claims.Load()
+			front, back := int(c>>16&0xffff), int(c&0xffff)
+			if front >= back {
+				break
+			}
+			if t.claims.CompareAndSwap(c, c-1) {
+				t.work(back-1, 1)
+				t.done.signal()
+			}
+		}
+	}
+}
+
+// The states of an event's waiter.
+const (
+	stateAwake  int32 = iota // polling, or busy
+	stateAsleep              // parked on wake
+	stateGone                // a helper that returned, or was never started
+)
+
+// event is a counter one goroutine increments (signal) and another waits
+// on (wait), with the waiter's state so that the signaller knows whether to
+// wake it.
+type event struct {
+	seq   atomic.Uint64
+	state atomic.Int32
+	wake  chan struct{} // one token per wake-up of a parked waiter
+}
+
+func (e *event) init(state int32) {
+	e.state.Store(state)
+	e.wake = make(chan struct{}, 1)
+}
+
+// signal increments the counter, wakes the waiter if it is parked, and
+// returns its state before: stateGone asks the caller to start a helper.
+func (e *event) signal() int32 {
+	e.seq.Add(1)
+	s := e.state.Swap(stateAwake)
+	if s == stateAsleep {
+		e.wake <- struct{}{}
+	}
+	return s
+}
+
+// wait returns true once the counter reaches target: it polls for
+// spinFor, then parks. With idle > 0 and timer, a waiter parked that long
+// gives up and returns false, its state then stateGone, unless a signal
+// came first.
+func (e *event) wait(target uint64, idle time.Duration, timer *time.Timer) bool {
+	var t0 time.Time
+	for i := 0; e.seq.Load() < target; i++ {
+		// Reading the clock costs tens of nanoseconds: once in 64 polls.
+		if i%64 != 0 {
+			continue
+		}
+		if i == 0 {
+			t0 = time.Now()
+		} else if time.Since(t0) > spinFor {
+			return e.park(target, idle, timer)
+		}
+	}
+	return true
+}
+
+// park is wait's blocking part.
+func (e *event) park(target uint64, idle time.Duration, timer *time.Timer) bool {
+	for {
+		e.state.Store(stateAsleep)
+		if e.seq.Load() >= target {
+			// Reached meanwhile: take back the sleep, unless a signaller
+			// saw it and sent a token, which is then consumed.
+			if !e.state.CompareAndSwap(stateAsleep, stateAwake) {
+				<-e.wake
+			}
+			return true
+		}
+		if idle == 0 {
+			<-e.wake
+		} else {
+			timer.Reset(idle)
+			select {
+			case <-e.wake:
+				timer.Stop()
+			case <-timer.C:
+				if e.state.CompareAndSwap(stateAsleep, stateGone) {
+					return false
+				}
+				<-e.wake // a signal came as the timer fired
+			}
+		}
+		if e.seq.Load() >= target {
+			return true
+		}
+	}
+}
