@@ -366,6 +366,9 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 	d, dp := n.d, n.dp
 	m := n.rows * tn
 	n.jb = job[T]{split: n.splits(m), m: m, tn: tn, t0: t0, lens: lens}
+	if n.jb.split {
+		defer n.team.judge()
+	}
 	for i := range m {
 		r, p := n.posOf(i)
 		id := toks[r*cnt+t0+i%tn]
@@ -466,9 +469,15 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 
 // splits reports whether a chunk of m tokens is split between two cores:
 // on a machine of two, with GOMAXPROCS (read at every chunk) at least 2,
-// and for enough work.
+// for enough work, and unless the team backs off (team.use).
 func (n *net[T]) splits(m int) bool {
-	return n.cores >= 2 && m*n.macs >= n.minMACs && runtime.GOMAXPROCS(0) >= 2
+	if n.cores < 2 || m*n.macs < n.minMACs || runtime.GOMAXPROCS(0) < 2 {
+		return false
+	}
+	if n.team == nil {
+		n.team = newTeam(func(unit, who int) { n.span(unit, unit+1, who) })
+	}
+	return n.team.use()
 }
 
 // posOf returns the row and position of the chunk's token i.
@@ -485,9 +494,6 @@ func (n *net[T]) parallel(ph phase) {
 	if !n.jb.split || u > maxUnits {
 		n.span(0, u, 0)
 		return
-	}
-	if n.team == nil {
-		n.team = newTeam(func(unit, who int) { n.span(unit, unit+1, who) })
 	}
 	n.team.run(u)
 }

@@ -35,6 +35,14 @@ type team struct {
 	claims atomic.Uint64
 	// start counts the phases, done the units the helper has finished.
 	start, done event
+
+	// The back-off, for a helper whose thread the machine does not run
+	// promptly (other processes on its core): after a chunk of phases in
+	// which the caller had to park waiting for it, or it took less than a
+	// quarter of the units, the next skip chunks run on the caller alone,
+	// skip doubling from 1 to maxSkip at each such chunk and back to 0
+	// after one where it kept up. units and helped count this chunk's.
+	skip, backoff, units, helped int
 }
 
 const (
@@ -45,6 +53,9 @@ const (
 	idleExit = time.Second
 	// maxUnits bounds a phase's units, for claims' 16-bit fields.
 	maxUnits = 1<<16 - 1
+	// maxSkip bounds the back-off: a busy machine costs a chunk in
+	// maxSkip+1 the split's delays at most.
+	maxSkip = 64
 )
 
 // newTeam returns a team running work.
@@ -82,6 +93,29 @@ func (t *team) run(units int) {
 	}
 	// The helper claimed the rest: wait until it has finished them.
 	t.done.wait(base+uint64(units-mine), 0, nil)
+	t.units += units
+	t.helped += units - mine
+}
+
+// use reports whether the next chunk is split, counting down the
+// back-off.
+func (t *team) use() bool {
+	if t.skip > 0 {
+		t.skip--
+		return false
+	}
+	t.units, t.helped, t.done.parks = 0, 0, 0
+	return true
+}
+
+// judge sets the back-off after a split chunk.
+func (t *team) judge() {
+	if t.done.parks == 0 && 4*t.helped >= t.units {
+		t.backoff = 0
+		return
+	}
+	t.backoff = min(max(2*t.backoff, 1), maxSkip)
+	t.skip = t.backoff
 }
 
 // serve is the helper: it takes units from the back of each phase, until
@@ -123,6 +157,7 @@ type event struct {
 	seq   atomic.Uint64
 	state atomic.Int32
 	wake  chan struct{} // one token per wake-up of a parked waiter
+	parks int           // how often the waiter parked; the waiter's alone
 }
 
 func (e *event) init(state int32) {
@@ -163,6 +198,7 @@ func (e *event) wait(target uint64, idle time.Duration, timer *time.Timer) bool 
 
 // park is wait's blocking part.
 func (e *event) park(target uint64, idle time.Duration, timer *time.Timer) bool {
+	e.parks++
 	for {
 		e.state.Store(stateAsleep)
 		if e.seq.Load() >= target {
