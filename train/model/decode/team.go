@@ -38,10 +38,13 @@ type team struct {
 
 	// The back-off, for a helper whose thread the machine does not run
 	// promptly (other processes on its core): after a chunk of phases in
-	// which the caller had to park waiting for it, or it took less than a
-	// quarter of the units, the next skip chunks run on the caller alone,
-	// skip doubling from 1 to maxSkip at each such chunk and back to 0
-	// after one where it kept up. units and helped count this chunk's.
+	// which the helper took no unit, or once it had taken one, took less
+	// than a quarter of the units or made the caller park waiting for it,
+	// the next skip chunks run on the caller alone, skip doubling from 1 to
+	// maxSkip at each such chunk and back to 0 after one where it kept up.
+	// units and helped count this chunk's phases from the helper's first
+	// unit on: waking a parked helper takes tens of microseconds, which a
+	// chunk after a back-off pays once and a busy machine at every phase.
 	skip, backoff, units, helped int
 }
 
@@ -93,8 +96,10 @@ func (t *team) run(units int) {
 	}
 	// The helper claimed the rest: wait until it has finished them.
 	t.done.wait(base+uint64(units-mine), 0, nil)
-	t.units += units
-	t.helped += units - mine
+	if h := units - mine; h > 0 || t.helped > 0 {
+		t.units += units
+		t.helped += h
+	}
 }
 
 // use reports whether the next chunk is split, counting down the
@@ -110,7 +115,7 @@ func (t *team) use() bool {
 
 // judge sets the back-off after a split chunk.
 func (t *team) judge() {
-	if t.done.parks == 0 && 4*t.helped >= t.units {
+	if t.helped > 0 && t.done.parks == 0 && 4*t.helped >= t.units {
 		t.backoff = 0
 		return
 	}

@@ -84,6 +84,12 @@ func TestTeamBackOff(t *testing.T) {
 	if !tm.use() {
 		t.Error("after a chunk the helper kept up, the next is not split")
 	}
+	tm.units, tm.helped = 0, 0 // the helper never came
+	tm.judge()
+	if tm.use() {
+		t.Error("after a chunk the helper took no unit in, the next is split")
+	}
+	tm.skip = 0
 	tm.units, tm.helped, tm.done.parks = 100, 50, 1 // the caller parked
 	tm.judge()
 	if tm.use() {
