@@ -91,6 +91,14 @@ func Supported(cfg config.Config) error {
 // products in assembly where the CPU has AVX-512): no graph, no allocation.
 // The rows share the weights; each has its own cache and length. A
 // Decoder is not safe for concurrent use.
+//
+// With GOMAXPROCS and the machine at two cores or more, a step of a large
+// enough model (the nanoGPT preset's) runs on two: a helper goroutine of
+// the Decoder's, started by the first such step, computes part of every
+// product and of the attention, with logits bit for bit those of one
+// core. The helper returns after a second without work, so a Decoder
+// needs no Close. It uses one core when the helper's would not be prompt:
+// GOMAXPROCS 1, a small model, or a busy machine (team.go's back-off).
 type Decoder struct {
 	rows, ctx, vocab int
 	dtype            config.DType

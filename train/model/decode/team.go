@@ -54,6 +54,10 @@ const (
 	// idleExit is how long a parked helper waits for a phase before it
 	// returns.
 	idleExit = time.Second
+	// stealAfter is how long the caller, done with its share of a phase,
+	// lets the helper go without finishing a unit before it takes one of
+	// the helper's: some units last several microseconds.
+	stealAfter = 10 * time.Microsecond
 	// maxUnits bounds a phase's units, for claims' 16-bit fields.
 	maxUnits = 1<<16 - 1
 	// maxSkip bounds the back-off: a busy machine costs a chunk in
@@ -82,23 +86,54 @@ func (t *team) run(units int) {
 	if t.start.signal() == stateGone {
 		go t.serve()
 	}
-	mine := 0
-	for {
-		c := t.claims.Load()
-		front, back := int(c>>16&0xffff), int(c&0xffff)
-		if front >= back {
+	// This goroutine's share is the first ⌈units/2⌉, the helper's the rest:
+	// the same units, so the same weights, at every step. It goes past its
+	// share only for a helper that has not started on the phase, or that
+	// has made no progress for stealAfter.
+	mid, mine := units-units/2, 0
+	for t.claimFront(&mine, func(front, back int) bool { return front < mid || back == units }) {
+	}
+	last, since := t.done.seq.Load(), time.Now()
+	for i := 1; ; i++ {
+		d := t.done.seq.Load()
+		if d >= base+uint64(units-mine) {
 			break
 		}
-		if t.claims.CompareAndSwap(c, c+1<<16) {
-			t.work(front, 0)
-			mine++
+		if d != last {
+			last, since = d, time.Now()
+			continue
 		}
+		if i%64 != 0 || time.Since(since) < stealAfter {
+			continue
+		}
+		if !t.claimFront(&mine, func(int, int) bool { return true }) {
+			// Nothing left to claim: the helper is on its last units.
+			t.done.wait(base+uint64(units-mine), 0, nil)
+			break
+		}
+		since = time.Now()
 	}
-	// The helper claimed the rest: wait until it has finished them.
-	t.done.wait(base+uint64(units-mine), 0, nil)
 	if h := units - mine; h > 0 || t.helped > 0 {
 		t.units += units
 		t.helped += h
+	}
+}
+
+// claimFront claims the first unclaimed unit and runs it, if there is one
+// and ok(front, back) of the unclaimed [front, back), counting it in mine;
+// it reports whether there was one to try for.
+func (t *team) claimFront(mine *int, ok func(front, back int) bool) bool {
+	for {
+		c := t.claims.Load()
+		front, back := int(c>>16&0xffff), int(c&0xffff)
+		if front >= back || !ok(front, back) {
+			return false
+		}
+		if t.claims.CompareAndSwap(c, c+1<<16) {
+			t.work(front, 0)
+			*mine++
+			return true
+		}
 	}
 }
 
