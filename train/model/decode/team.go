@@ -29,11 +29,12 @@ import (
 // machine with no core to spare, does not have a core burnt on polling.
 type team struct {
 	work func(unit, who int) // runs one unit of the current phase on goroutine who: 0 the caller, 1 the helper
-	// claims is the current phase and its unclaimed units [front, back):
-	// phase<<32 | front<<16 | back. A claim is a compare-and-swap of it,
-	// so that a helper late for a phase cannot claim a unit of the next.
-	claims atomic.Uint64
-	// start counts the phases, done the units the helper has finished.
+	// start's counter is the current phase and its unclaimed units
+	// [front, back): phase<<32 | front<<16 | back, so that the helper
+	// learns of a phase and its units in one read of one cache line. A
+	// claim is a compare-and-swap of it, so that a helper late for a phase
+	// cannot claim a unit of the next. done counts the units the helper
+	// has finished.
 	start, done event
 
 	// The back-off, for a helper whose thread the machine does not run
@@ -58,7 +59,8 @@ const (
 	// lets the helper go without finishing a unit before it takes one of
 	// the helper's: some units last several microseconds.
 	stealAfter = 10 * time.Microsecond
-	// maxUnits bounds a phase's units, for claims' 16-bit fields.
+	// maxUnits bounds a phase's units, for the 16-bit fields of start's
+	// counter.
 	maxUnits = 1<<16 - 1
 	// maxSkip bounds the back-off: a busy machine costs a chunk in
 	// maxSkip+1 the split's delays at most.
@@ -76,14 +78,13 @@ func newTeam(work func(unit, who int)) *team {
 // run runs work(u, who) for every unit u < units, units at most maxUnits, on this
 // goroutine and the helper, and returns when all are done. Whatever the
 // caller wrote before run, the units see, and what they wrote the caller
-// sees after it (the claims' and counters' atomic operations order them).
+// sees after it (the counters' atomic operations order them).
 func (t *team) run(units int) {
 	// The helper's count before the phase is published: a helper still
 	// in its loop of claims may take a unit as soon as it is.
 	base := t.done.seq.Load()
-	phase := t.claims.Load()>>32 + 1
-	t.claims.Store(phase<<32 | uint64(units))
-	if t.start.signal() == stateGone {
+	phase := t.start.seq.Load()>>32 + 1
+	if t.start.set(phase<<32|uint64(units)) == stateGone {
 		go t.serve()
 	}
 	// This goroutine's share is the first ⌈units/2⌉, the helper's the rest:
@@ -124,12 +125,12 @@ func (t *team) run(units int) {
 // it reports whether there was one to try for.
 func (t *team) claimFront(mine *int, ok func(front, back int) bool) bool {
 	for {
-		c := t.claims.Load()
+		c := t.start.seq.Load()
 		front, back := int(c>>16&0xffff), int(c&0xffff)
 		if front >= back || !ok(front, back) {
 			return false
 		}
-		if t.claims.CompareAndSwap(c, c+1<<16) {
+		if t.start.seq.CompareAndSwap(c, c+1<<16) {
 			t.work(front, 0)
 			*mine++
 			return true
@@ -163,19 +164,19 @@ func (t *team) judge() {
 func (t *team) serve() {
 	timer := time.NewTimer(idleExit)
 	defer timer.Stop()
-	seen := t.start.seq.Load() - 1 // the phase that started it is to be served
+	seen := t.start.seq.Load()>>32 - 1 // the phase that started it is to be served
 	for {
-		if !t.start.wait(seen+1, idleExit, timer) {
+		if !t.start.wait((seen+1)<<32, idleExit, timer) {
 			return
 		}
-		seen = t.start.seq.Load()
+		seen = t.start.seq.Load() >> 32
 		for {
-			c := t.claims.Load()
+			c := t.start.seq.Load()
 			front, back := int(c>>16&0xffff), int(c&0xffff)
 			if front >= back {
 				break
 			}
-			if t.claims.CompareAndSwap(c, c-1) {
+			if t.start.seq.CompareAndSwap(c, c-1) {
 				t.work(back-1, 1)
 				t.done.signal()
 			}
@@ -205,10 +206,27 @@ func (e *event) init(state int32) {
 	e.wake = make(chan struct{}, 1)
 }
 
-// signal increments the counter, wakes the waiter if it is parked, and
-// returns its state before: stateGone asks the caller to start a helper.
+// signal increments the counter; set sets it to v, larger. Either wakes
+// the waiter if it is parked and returns its state before: stateGone asks
+// the caller to start a helper.
 func (e *event) signal() int32 {
 	e.seq.Add(1)
+	return e.wakeUp()
+}
+
+func (e *event) set(v uint64) int32 {
+	e.seq.Store(v)
+	return e.wakeUp()
+}
+
+func (e *event) wakeUp() int32 {
+	// A waiter stores its state before it reads the counter, which was
+	// written before this read (sequentially consistent atomics): if it is
+	// still awake here, it will see the new count, and the swap, a locked
+	// instruction, is not needed.
+	if s := e.state.Load(); s == stateAwake {
+		return s
+	}
 	s := e.state.Swap(stateAwake)
 	if s == stateAsleep {
 		e.wake <- struct{}{}
