@@ -97,8 +97,10 @@ func Supported(cfg config.Config) error {
 // the Decoder's, started by the first such step, computes part of every
 // product and of the attention, with logits bit for bit those of one
 // core. The helper returns after a second without work, so a Decoder
-// needs no Close. It uses one core when the helper's would not be prompt:
-// GOMAXPROCS 1, a small model, or a busy machine (team.go's back-off).
+// needs no Close. It stays on one core at GOMAXPROCS 1, for a small model
+// (the hand-overs would cost more than the second core saves), and while
+// the helper falls behind, its core busy with other work (team.go's
+// back-off).
 type Decoder struct {
 	rows, ctx, vocab int
 	dtype            config.DType
