@@ -7,15 +7,14 @@ import (
 
 // A team runs each phase of a step on two cores: the phase is cut into
 // units (a few panels of a weight, or a row's head of the attention), and
-// the calling goroutine takes them one by one from the front while a
-// helper goroutine takes them from the back, until they meet; the phase
-// ends when every unit is done. Each unit computes its outputs with the
-// same calls whoever runs it, so the results do not depend on the split.
-// With both cores free, the two meet at about the same unit at every step,
-// so each core reads the same part of every weight each time and keeps it
-// in its own cache; if the helper's thread is held up (a busy machine), the
-// caller takes the units it has not claimed and waits only for one it is
-// in the middle of.
+// the calling goroutine takes them one by one from the front, up to its
+// share, the first half, while a helper goroutine takes them from the back;
+// the phase ends when every unit is done. Each unit computes its outputs
+// with the same calls whoever runs it, so the results do not depend on the
+// split. With both cores free, each runs its share, so each reads the same
+// part of every weight at every step and keeps it in its own cache; if the
+// helper's thread is held up (a busy machine), the caller takes the units
+// it has not claimed and waits only for one it is in the middle of.
 //
 // The helper is started by the first phase that needs it, and runs until
 // it has had nothing to do for idleExit; then it returns (a later phase
@@ -219,6 +218,7 @@ func (e *event) set(v uint64) int32 {
 	return e.wakeUp()
 }
 
+// wakeUp is signal's and set's waking.
 func (e *event) wakeUp() int32 {
 	// A waiter stores its state before it reads the counter, which was
 	// written before this read (sequentially consistent atomics): if it is
@@ -234,13 +234,18 @@ func (e *event) wakeUp() int32 {
 	return s
 }
 
+// reached reports whether the counter has reached target, modulo 2⁶⁴:
+// start's counter, its phase in the upper 32 bits, wraps after 2³² phases,
+// some hours of steps.
+func (e *event) reached(target uint64) bool { return int64(e.seq.Load()-target) >= 0 }
+
 // wait returns true once the counter reaches target: it polls for
 // spinFor, then parks. With idle > 0 and timer, a waiter parked that long
 // gives up and returns false, its state then stateGone, unless a signal
 // came first.
 func (e *event) wait(target uint64, idle time.Duration, timer *time.Timer) bool {
 	var t0 time.Time
-	for i := 0; e.seq.Load() < target; i++ {
+	for i := 0; !e.reached(target); i++ {
 		// Reading the clock costs tens of nanoseconds: once in 64 polls.
 		if i%64 != 0 {
 			continue
@@ -259,7 +264,7 @@ func (e *event) park(target uint64, idle time.Duration, timer *time.Timer) bool 
 	e.parks++
 	for {
 		e.state.Store(stateAsleep)
-		if e.seq.Load() >= target {
+		if e.reached(target) {
 			// Reached meanwhile: take back the sleep, unless a signaller
 			// saw it and sent a token, which is then consumed.
 			if !e.state.CompareAndSwap(stateAsleep, stateAwake) {
@@ -281,7 +286,7 @@ func (e *event) park(target uint64, idle time.Duration, timer *time.Timer) bool 
 				<-e.wake // a signal came as the timer fired
 			}
 		}
-		if e.seq.Load() >= target {
+		if e.reached(target) {
 			return true
 		}
 	}

@@ -9,8 +9,15 @@ import (
 
 // TestTeamRunsEachUnitOnce: at GOMAXPROCS 2, every unit of every phase
 // runs exactly once, the caller sees what the units wrote (plain writes:
-// the race detector checks the ordering), and the helper takes a share.
+// the race detector checks the ordering), and the helper takes a share;
+// also across the wrap of the phase number.
 func TestTeamRunsEachUnitOnce(t *testing.T) {
+	for _, first := range []uint64{0, 1<<32 - 1000} {
+		testTeamRuns(t, first)
+	}
+}
+
+func testTeamRuns(t *testing.T, first uint64) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	counts := make([]int, 40)
 	var byHelper atomic.Int64
@@ -20,6 +27,7 @@ func TestTeamRunsEachUnitOnce(t *testing.T) {
 			byHelper.Add(1)
 		}
 	})
+	tm.start.seq.Store(first << 32)
 	total := 0
 	for phase := range 2000 {
 		units := 1 + phase%len(counts)
@@ -28,19 +36,21 @@ func TestTeamRunsEachUnitOnce(t *testing.T) {
 		total += units
 		for u, c := range counts {
 			if want := map[bool]int{true: 1, false: 0}[u < units]; c != want {
-				t.Fatalf("phase %d of %d units: unit %d ran %d times", phase, units, u, c)
+				t.Fatalf("from phase %d: phase %d of %d units: unit %d ran %d times", first, phase, units, u, c)
 			}
 		}
 	}
-	t.Logf("the helper ran %d of %d units", byHelper.Load(), total)
+	t.Logf("from phase %d: the helper ran %d of %d units", first, byHelper.Load(), total)
 }
 
 // TestTeamHelperExits: a helper with nothing to do returns (after idleExit,
-// waited for here up to 30 s), and the next phase starts another.
+// waited for here up to 30 s), and the next phase starts another; also
+// when the phase number has just wrapped.
 func TestTeamHelperExits(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	var ran atomic.Int64
 	tm := newTeam(func(unit, who int) { ran.Add(1) })
+	tm.start.seq.Store((1<<32 - 2) << 32) // the first phase is the last before the wrap, the second wraps
 	for range 2 {
 		tm.run(8)
 		for deadline := time.Now().Add(30 * time.Second); tm.start.state.Load() != stateGone; {
