@@ -117,9 +117,10 @@ type stepper interface {
 	run(toks []int, n int, lens []int)
 	logits(r int) []float64
 	cacheBytes() int
-	// setCores sets the cores a chunk's phases may be split between and
-	// the fewest multiply-adds of a chunk that is.
-	setCores(cores, minMACs int)
+	// setCores sets the cores a chunk's phases may be split between, the
+	// fewest multiply-adds of a chunk that is, and whether a helper that
+	// falls behind turns the split off for a while (team's back-off).
+	setCores(cores, minMACs int, backOff bool)
 }
 
 // New returns the fast decoder of cfg's model (resolved; Supported(cfg)

@@ -121,8 +121,10 @@ type net[T float32 | float64] struct {
 	// The split of each phase of a step between two cores (team.go): on
 	// when cores is 2 and GOMAXPROCS lets Go run two goroutines at once,
 	// for chunks of at least minMACs multiply-adds in their products
-	// (macs a token); team is nil until a chunk is split, the phase in jb.
+	// (macs a token), with the team's back-off if backOff; team is nil
+	// until a chunk is split, the phase in jb.
 	cores, minMACs, macs int
+	backOff              bool
 	team                 *team
 	jb                   job[T]
 }
@@ -307,7 +309,7 @@ func newNet[T float32 | float64](m layers.StackConfig, rows int, vals map[string
 		}
 	}
 	n.scr = []scratch[T]{n.newScratch(), n.newScratch()}
-	n.setCores(runtime.NumCPU(), minSplitMACs)
+	n.setCores(runtime.NumCPU(), minSplitMACs, true)
 	n.lg = make([]T, rows*n.vp)
 	n.out = make([][]float64, rows)
 	for r := range n.out {
@@ -349,11 +351,16 @@ func (n *net[T]) run(toks []int, cnt int, lens []int) {
 const minSplitMACs = 1 << 18
 
 // setCores makes the decoder split chunks of at least minMACs
-// multiply-adds between two cores if cores (the machine's) is 2 or more.
-func (n *net[T]) setCores(cores, minMACs int) {
-	n.cores, n.minMACs = min(cores, 2), minMACs
+// multiply-adds between two cores if cores (the machine's) is 2 or more,
+// with the team's back-off or without.
+func (n *net[T]) setCores(cores, minMACs int, backOff bool) {
+	n.cores, n.minMACs, n.backOff = min(cores, 2), minMACs, backOff
+	if n.team != nil {
+		n.team.backOff = backOff
+	}
 }
 
+// newScratch allocates one goroutine's scratch.
 func (n *net[T]) newScratch() scratch[T] {
 	return scratch[T]{make([]T, n.dk), make([]T, n.lp), make([]T, n.dkp)}
 }
@@ -476,6 +483,7 @@ func (n *net[T]) splits(m int) bool {
 	}
 	if n.team == nil {
 		n.team = newTeam(func(unit, who int) { n.span(unit, unit+1, who) })
+		n.team.backOff = n.backOff
 	}
 	return n.team.use()
 }
@@ -524,18 +532,18 @@ func (n *net[T]) units() int {
 func (n *net[T]) span(u0, u1, who int) {
 	j := &n.jb
 	b, dp, m := j.b, n.dp, j.m
-	panels := func(p *packed[T]) (int, int) { return unitPanel(p.np, u0), unitPanel(p.np, u1) }
+	bounds := func(p *packed[T]) (int, int) { return unitPanel(p.np, u0), unitPanel(p.np, u1) }
 	switch j.phase {
 	case phaseQKV:
-		q0, q1 := panels(&b.qkv)
+		q0, q1 := bounds(&b.qkv)
 		b.qkv.apply(n.qkv, n.qkvp, j.in, dp, m, q0, q1)
 	case phaseAttend:
 		n.attendHeads(u0, u1, &n.scr[who])
 	case phaseWo:
-		q0, q1 := panels(&b.wo)
+		q0, q1 := bounds(&b.wo)
 		b.wo.apply(j.sum, dp, n.att, dp, m, q0, q1)
 	case phaseFF1:
-		q0, q1 := panels(&b.w1)
+		q0, q1 := bounds(&b.w1)
 		b.w1.apply(n.ff, n.hp, j.in, dp, m, q0, q1)
 		// The activation of these panels' columns: elementwise, so the
 		// same values as over the whole row.
@@ -545,10 +553,10 @@ func (n *net[T]) span(u0, u1, who int) {
 			}
 		}
 	case phaseFF2:
-		q0, q1 := panels(&b.w2)
+		q0, q1 := bounds(&b.w2)
 		b.w2.apply(j.sum, dp, n.ff, n.hp, m, q0, q1)
 	case phaseHead:
-		q0, q1 := panels(&n.head)
+		q0, q1 := bounds(&n.head)
 		n.head.apply(n.lg, n.vp, j.in[(j.tn-1)*dp:], j.tn*dp, n.rows, q0, q1)
 	}
 }

@@ -46,6 +46,8 @@ type team struct {
 	// unit on: waking a parked helper takes tens of microseconds, which a
 	// chunk after a back-off pays once and a busy machine at every phase.
 	skip, backoff, units, helped int
+	// backOff is false for a team that always splits (the tests').
+	backOff bool
 }
 
 const (
@@ -68,7 +70,7 @@ const (
 
 // newTeam returns a team running work.
 func newTeam(work func(unit, who int)) *team {
-	t := &team{work: work}
+	t := &team{work: work, backOff: true}
 	t.start.init(stateGone) // started by the first phase
 	t.done.init(stateAwake)
 	return t
@@ -150,6 +152,9 @@ func (t *team) use() bool {
 
 // judge sets the back-off after a split chunk.
 func (t *team) judge() {
+	if !t.backOff {
+		return
+	}
 	if t.helped > 0 && t.done.parks == 0 && 4*t.helped >= t.units {
 		t.backoff = 0
 		return

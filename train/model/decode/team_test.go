@@ -105,6 +105,12 @@ func TestTeamBackOff(t *testing.T) {
 	if tm.use() {
 		t.Error("after a chunk the caller parked in, the next is split")
 	}
+	tm.skip, tm.backOff = 0, false
+	tm.units, tm.helped = 100, 0
+	tm.judge()
+	if !tm.use() {
+		t.Error("without the back-off, a chunk after one the helper missed is not split")
+	}
 }
 
 // BenchmarkHandOver times a phase of two units of about 2.5 µs of
