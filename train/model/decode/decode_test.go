@@ -41,6 +41,9 @@ var variants = []variant{
 		c.Model.Positions, c.Model.AttnScale = layers.PositionsNone, layers.ScaleDModel
 		c.Model.Dim, c.Model.Heads, c.Model.Hidden, c.Model.Layers = 20, 5, 37, 3
 	}},
+	{"eight heads in two groups of panels", func(c *config.Config) {
+		c.Model.Dim, c.Model.Heads, c.Model.Layers, c.Model.Hidden = 128, 8, 1, 64
+	}},
 	{"tied with biases, no scale", func(c *config.Config) {
 		c.Model.TieEmbeddings, c.Model.AttnScale, c.Model.BiasFreeNorm = true, layers.ScaleNone, true
 	}},

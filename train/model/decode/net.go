@@ -125,8 +125,13 @@ type net[T float32 | float64] struct {
 	// until a chunk is split, the phase in jb.
 	cores, minMACs, macs int
 	backOff              bool
-	team                 *team
-	jb                   job[T]
+	// headGroups, if not 0, is the number of groups of four of Wqkv's
+	// panels in each of q, k and v, each group holding whole heads: then
+	// a unit of one phase computes a group's queries, keys and values and
+	// those heads' attention (phaseHeads), without a hand-over between.
+	headGroups int
+	team       *team
+	jb         job[T]
 }
 
 // scratch is one head's scaled query, scores and weighted values.
@@ -138,6 +143,7 @@ type phase int
 const (
 	phaseQKV    phase = iota // in·Wqkv into qkv
 	phaseAttend              // keys and values cached, attention into att
+	phaseHeads               // both, by groups of heads (headGroups)
 	phaseWo                  // att·Wo added to sum
 	phaseFF1                 // in·W1 into ff, activated
 	phaseFF2                 // ff·W2 added to sum
@@ -308,6 +314,9 @@ func newNet[T float32 | float64](m layers.StackConfig, rows int, vals map[string
 			n.macs += p.in * p.np * panelW
 		}
 	}
+	if d%(4*panelW) == 0 && (4*panelW)%n.dk == 0 {
+		n.headGroups = d / (4 * panelW)
+	}
 	n.scr = []scratch[T]{n.newScratch(), n.newScratch()}
 	n.setCores(runtime.NumCPU(), minSplitMACs, true)
 	n.lg = make([]T, rows*n.vp)
@@ -400,8 +409,12 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 			setBias(n.qkv[i*n.qkvp:(i+1)*n.qkvp], b.bqkv)
 		}
 		n.jb.in = in
-		n.parallel(phaseQKV)
-		n.parallel(phaseAttend)
+		if n.headGroups > 0 && n.jb.split {
+			n.parallel(phaseHeads)
+		} else {
+			n.parallel(phaseQKV)
+			n.parallel(phaseAttend)
+		}
 		// x + Attn·Wo + bo: into x pre-LN, into hb and normalised into x
 		// post-LN.
 		sum := n.x
@@ -514,6 +527,8 @@ func (n *net[T]) units() int {
 		return units(n.jb.b.qkv.np)
 	case phaseAttend:
 		return n.rows * n.h
+	case phaseHeads:
+		return n.headGroups
 	case phaseWo:
 		return units(n.jb.b.wo.np)
 	case phaseFF1:
@@ -539,6 +554,19 @@ func (n *net[T]) span(u0, u1, who int) {
 		b.qkv.apply(n.qkv, n.qkvp, j.in, dp, m, q0, q1)
 	case phaseAttend:
 		n.attendHeads(u0, u1, &n.scr[who])
+	case phaseHeads:
+		// Group g's panels of q, k and v: the same mv4 calls as the whole
+		// product makes for them; then its heads' attention, every row's.
+		hg, g4 := n.h/n.headGroups, 4*n.headGroups
+		for g := u0; g < u1; g++ {
+			for s := range 3 {
+				q0 := 4*g + s*g4
+				b.qkv.apply(n.qkv, n.qkvp, j.in, dp, m, q0, q0+4)
+			}
+			for r := range n.rows {
+				n.attendHeads(r*n.h+g*hg, r*n.h+(g+1)*hg, &n.scr[who])
+			}
+		}
 	case phaseWo:
 		q0, q1 := bounds(&b.wo)
 		b.wo.apply(j.sum, dp, n.att, dp, m, q0, q1)
