@@ -91,6 +91,16 @@ func Supported(cfg config.Config) error {
 // products in assembly where the CPU has AVX-512): no graph, no allocation.
 // The rows share the weights; each has its own cache and length. A
 // Decoder is not safe for concurrent use.
+//
+// With GOMAXPROCS and the machine at two cores or more, a step of a large
+// enough model (the nanoGPT preset's) runs on two: a helper goroutine of
+// the Decoder's, started by the first such step, computes part of every
+// product and of the attention, with logits bit for bit those of one
+// core. The helper returns after a second without work, so a Decoder
+// needs no Close. It stays on one core at GOMAXPROCS 1, for a small model
+// (the hand-overs would cost more than the second core saves), and while
+// the helper falls behind, its core busy with other work (team.go's
+// back-off).
 type Decoder struct {
 	rows, ctx, vocab int
 	dtype            config.DType
@@ -107,6 +117,10 @@ type stepper interface {
 	run(toks []int, n int, lens []int)
 	logits(r int) []float64
 	cacheBytes() int
+	// setCores sets the cores a chunk's phases may be split between, the
+	// fewest multiply-adds of a chunk that is, and whether a helper that
+	// falls behind turns the split off for a while (team's back-off).
+	setCores(cores, minMACs int, backOff bool)
 }
 
 // New returns the fast decoder of cfg's model (resolved; Supported(cfg)

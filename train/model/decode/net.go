@@ -3,6 +3,7 @@ package decode
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/layers"
@@ -37,26 +38,44 @@ func pack[T float32 | float64](src []T, in, out int, transposed bool) packed[T] 
 // panels a batch of rows shares stay in the first-level cache.
 const kChunk = 128
 
-// apply sets y[r·ldy : r·ldy+16·np] += x[r·ldx : r·ldx+in]·W for the m
-// rows r, every row reading each block of W while it is in cache.
-func (p *packed[T]) apply(y []T, ldy int, x []T, ldx int, m int) {
+// apply sets y[r·ldy+16q : r·ldy+16q+16] += x[r·ldx : r·ldx+in]·W's
+// panel q for the m rows r and the panels q0 ≤ q < q1, every row reading
+// each block of W while it is in cache. Panels 0 … 4⌊np/4⌋-1 go four at a
+// time (mv4), the rest one at a time (mv1), whatever the range: q0 and q1
+// are bounds of units (unitPanel), so that a panel's columns come out the
+// same whichever range, and so whichever core, computes them.
+func (p *packed[T]) apply(y []T, ldy int, x []T, ldx int, m, q0, q1 int) {
 	ps := p.in * panelW
+	g4 := min(q1, p.np/4*4)
 	for k0 := 0; k0 < p.in; k0 += kChunk {
 		kn := min(kChunk, p.in-k0)
-		q := 0
-		for ; q+4 <= p.np; q += 4 {
+		q := q0
+		for ; q+4 <= g4; q += 4 {
 			w := p.w[q*ps+k0*panelW:]
 			for r := range m {
 				mv4(y[r*ldy+q*panelW:], x[r*ldx+k0:], w, kn, ps)
 			}
 		}
-		for ; q < p.np; q++ {
+		for ; q < q1; q++ {
 			w := p.w[q*ps+k0*panelW:]
 			for r := range m {
 				mv1(y[r*ldy+q*panelW:], x[r*ldx+k0:], w, kn)
 			}
 		}
 	}
+}
+
+// units is the number of units of work in a weight of np panels: its
+// groups of four panels (mv4) and the panels left (mv1).
+func units(np int) int { return np/4 + np%4 }
+
+// unitPanel is the first panel of unit u of a weight of np panels, or np
+// for u = units(np).
+func unitPanel(np, u int) int {
+	if g := np / 4; u > g {
+		return 4*g + u - g
+	}
+	return 4 * u
 }
 
 // block is one Transformer block's weights; a nil bias is none.
@@ -91,12 +110,55 @@ type net[T float32 | float64] struct {
 	// vc[((r·H+h)·dkp/16 + i/16)·lp·16 + p·16 + i%16].
 	kt, vc [][]T
 
-	// Activations of up to rows·chunk tokens at once, and one head's
-	// scores, weights and output.
+	// Activations of up to rows·chunk tokens at once, and each
+	// goroutine's scratch for one head's attention (this one's, the
+	// helper's).
 	x, hb, qkv, att, ff []T
-	qs, s, o            []T
+	scr                 []scratch[T]
 	lg                  []T // (rows, vp)
 	out                 [][]float64
+
+	// The split of each phase of a step between two cores (team.go): on
+	// when cores is 2 and GOMAXPROCS lets Go run two goroutines at once,
+	// for chunks of at least minMACs multiply-adds in their products
+	// (macs a token), with the team's back-off if backOff; team is nil
+	// until a chunk is split, the phase in jb.
+	cores, minMACs, macs int
+	backOff              bool
+	// headGroups, if not 0, is the number of groups of four of Wqkv's
+	// panels in each of q, k and v, each group holding whole heads: then
+	// a unit of one phase computes a group's queries, keys and values and
+	// those heads' attention (phaseHeads), without a hand-over between.
+	headGroups int
+	team       *team
+	jb         job[T]
+}
+
+// scratch is one head's scaled query, scores and weighted values.
+type scratch[T float32 | float64] struct{ qs, s, o []T }
+
+// phase names the parallel phases of a step.
+type phase int
+
+const (
+	phaseQKV    phase = iota // in·Wqkv into qkv
+	phaseAttend              // keys and values cached, attention into att
+	phaseHeads               // both, by groups of heads (headGroups)
+	phaseWo                  // att·Wo added to sum
+	phaseFF1                 // in·W1 into ff, activated
+	phaseFF2                 // ff·W2 added to sum
+	phaseHead                // the last tokens' in·Whead into lg
+)
+
+// job is the phase a team runs: its inputs and the tokens of the chunk.
+type job[T float32 | float64] struct {
+	phase     phase
+	split     bool // between two cores
+	b         *block[T]
+	bi        int
+	m, tn, t0 int
+	lens      []int
+	in, sum   []T
 }
 
 // newNet copies the parameters of the decoder of m, by name, out of vals.
@@ -247,7 +309,16 @@ func newNet[T float32 | float64](m layers.StackConfig, rows int, vals map[string
 	mx := rows * n.chunk
 	n.x, n.hb, n.att = make([]T, mx*n.dp), make([]T, mx*n.dp), make([]T, mx*n.dp)
 	n.qkv, n.ff = make([]T, mx*n.qkvp), make([]T, mx*n.hp)
-	n.qs, n.s, n.o = make([]T, n.dk), make([]T, n.lp), make([]T, n.dkp)
+	for _, b := range n.blocks {
+		for _, p := range []packed[T]{b.qkv, b.wo, b.w1, b.w2} {
+			n.macs += p.in * p.np * panelW
+		}
+	}
+	if d%(4*panelW) == 0 && (4*panelW)%n.dk == 0 {
+		n.headGroups = d / (4 * panelW)
+	}
+	n.scr = []scratch[T]{n.newScratch(), n.newScratch()}
+	n.setCores(runtime.NumCPU(), minSplitMACs, true)
 	n.lg = make([]T, rows*n.vp)
 	n.out = make([][]float64, rows)
 	for r := range n.out {
@@ -283,14 +354,39 @@ func (n *net[T]) run(toks []int, cnt int, lens []int) {
 	}
 }
 
+// minSplitMACs is the fewest multiply-adds a chunk's products take for the
+// decoder to split its phases between two cores: below it, the hand-overs
+// (about twenty a step) would cost more than the second core saves.
+const minSplitMACs = 1 << 18
+
+// setCores makes the decoder split chunks of at least minMACs
+// multiply-adds between two cores if cores (the machine's) is 2 or more,
+// with the team's back-off or without.
+func (n *net[T]) setCores(cores, minMACs int, backOff bool) {
+	n.cores, n.minMACs, n.backOff = min(cores, 2), minMACs, backOff
+	if n.team != nil {
+		n.team.backOff = backOff
+	}
+}
+
+// newScratch allocates one goroutine's scratch.
+func (n *net[T]) newScratch() scratch[T] {
+	return scratch[T]{make([]T, n.dk), make([]T, n.lp), make([]T, n.dkp)}
+}
+
 // runChunk feeds tokens t0 … t0+tn-1 of each row's cnt: token m = r·tn + t
-// is toks[r·cnt + t0 + t] at position lens[r] + t0 + t.
+// is toks[r·cnt + t0 + t] at position lens[r] + t0 + t. The products and
+// the attention run as phases split between cores (parallel), the
+// LayerNorms and biases between them on this goroutine.
 func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 	d, dp := n.d, n.dp
 	m := n.rows * tn
-	posOf := func(i int) (r, p int) { r = i / tn; return r, lens[r] + t0 + i%tn }
+	n.jb = job[T]{split: n.splits(m), m: m, tn: tn, t0: t0, lens: lens}
+	if n.jb.split {
+		defer n.team.judge()
+	}
 	for i := range m {
-		r, p := posOf(i)
+		r, p := n.posOf(i)
 		id := toks[r*cnt+t0+i%tn]
 		x := n.x[i*dp : i*dp+d]
 		copy(x, n.tok[id*d:(id+1)*d])
@@ -300,6 +396,7 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 	}
 	for bi := range n.blocks {
 		b := &n.blocks[bi]
+		n.jb.b, n.jb.bi = b, bi
 		// Attention: its input is LN1(x) pre-LN, x post-LN.
 		in := n.x
 		if !n.postLN {
@@ -311,14 +408,12 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 		for i := range m {
 			setBias(n.qkv[i*n.qkvp:(i+1)*n.qkvp], b.bqkv)
 		}
-		b.qkv.apply(n.qkv, n.qkvp, in, dp, m)
-		for i := range m {
-			r, p := posOf(i)
-			n.store(bi, r, p, n.qkv[i*n.qkvp:])
-		}
-		for i := range m {
-			r, p := posOf(i)
-			n.attend(bi, r, p+1, n.qkv[i*n.qkvp:], n.att[i*dp:])
+		n.jb.in = in
+		if n.headGroups > 0 && n.jb.split {
+			n.parallel(phaseHeads)
+		} else {
+			n.parallel(phaseQKV)
+			n.parallel(phaseAttend)
 		}
 		// x + Attn·Wo + bo: into x pre-LN, into hb and normalised into x
 		// post-LN.
@@ -332,7 +427,8 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 				vec.Lin(sum[i*dp:i*dp+d], sum[i*dp:i*dp+d], b.bo, 1, 1, 0)
 			}
 		}
-		b.wo.apply(sum, dp, n.att, dp, m)
+		n.jb.sum = sum
+		n.parallel(phaseWo)
 		if n.postLN {
 			for i := range m {
 				n.norm(n.x[i*dp:i*dp+d], n.hb[i*dp:i*dp+d], b.ln1g, b.ln1b)
@@ -349,10 +445,8 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 		for i := range m {
 			setBias(n.ff[i*n.hp:(i+1)*n.hp], b.b1)
 		}
-		b.w1.apply(n.ff, n.hp, in, dp, m)
-		for i := range m {
-			n.activate(n.ff[i*n.hp : i*n.hp+n.hidden])
-		}
+		n.jb.in = in
+		n.parallel(phaseFF1)
 		sum = n.x
 		if n.postLN {
 			copy(n.hb[:m*dp], n.x[:m*dp])
@@ -363,7 +457,8 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 				vec.Lin(sum[i*dp:i*dp+d], sum[i*dp:i*dp+d], b.b2, 1, 1, 0)
 			}
 		}
-		b.w2.apply(sum, dp, n.ff, n.hp, m)
+		n.jb.sum = sum
+		n.parallel(phaseFF2)
 		if n.postLN {
 			for i := range m {
 				n.norm(n.x[i*dp:i*dp+d], n.hb[i*dp:i*dp+d], b.ln2g, b.ln2b)
@@ -374,19 +469,123 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 		return
 	}
 	// The head, on each row's last token only.
+	in := n.x
 	for r := range n.rows {
 		i := r*tn + tn - 1
-		in := n.x[i*dp:]
 		if n.lnfg != nil {
 			n.norm(n.hb[i*dp:i*dp+d], n.x[i*dp:i*dp+d], n.lnfg, n.lnfb)
-			in = n.hb[i*dp:]
+			in = n.hb
 		}
-		lg := n.lg[r*n.vp : (r+1)*n.vp]
-		setBias(lg, n.headB)
-		n.head.apply(lg, n.vp, in, dp, 1)
-		for v, x := range lg[:n.vocab] {
+		setBias(n.lg[r*n.vp:(r+1)*n.vp], n.headB)
+	}
+	n.jb.in = in
+	n.parallel(phaseHead)
+	for r := range n.rows {
+		for v, x := range n.lg[r*n.vp : r*n.vp+n.vocab] {
 			n.out[r][v] = float64(x)
 		}
+	}
+}
+
+// splits reports whether a chunk of m tokens is split between two cores:
+// on a machine of two, with GOMAXPROCS (read at every chunk) at least 2,
+// for enough work, and unless the team backs off (team.use).
+func (n *net[T]) splits(m int) bool {
+	if n.cores < 2 || m*n.macs < n.minMACs || runtime.GOMAXPROCS(0) < 2 {
+		return false
+	}
+	if n.team == nil {
+		n.team = newTeam(func(unit, who int) { n.span(unit, unit+1, who) })
+		n.team.backOff = n.backOff
+	}
+	return n.team.use()
+}
+
+// posOf returns the row and position of the chunk's token i.
+func (n *net[T]) posOf(i int) (r, p int) {
+	r = i / n.jb.tn
+	return r, n.jb.lens[r] + n.jb.t0 + i%n.jb.tn
+}
+
+// parallel runs phase ph of the current job: in one call on this
+// goroutine, or unit by unit between it and the team's helper.
+func (n *net[T]) parallel(ph phase) {
+	n.jb.phase = ph
+	u := n.units()
+	if !n.jb.split || u > maxUnits {
+		n.span(0, u, 0)
+		return
+	}
+	n.team.run(u)
+}
+
+// units is the number of units of the current phase: the weight's
+// (units), or the (row, head) pairs of the attention.
+func (n *net[T]) units() int {
+	switch n.jb.phase {
+	case phaseQKV:
+		return units(n.jb.b.qkv.np)
+	case phaseAttend:
+		return n.rows * n.h
+	case phaseHeads:
+		return n.headGroups
+	case phaseWo:
+		return units(n.jb.b.wo.np)
+	case phaseFF1:
+		return units(n.jb.b.w1.np)
+	case phaseFF2:
+		return units(n.jb.b.w2.np)
+	default:
+		return units(n.head.np)
+	}
+}
+
+// span runs units u0 … u1-1 of the current phase, with the scratch of
+// goroutine who (0 this one, 1 the helper). Each output element is
+// computed by the same calls, in the same order, whatever the units
+// around it: the results do not depend on the split.
+func (n *net[T]) span(u0, u1, who int) {
+	j := &n.jb
+	b, dp, m := j.b, n.dp, j.m
+	bounds := func(p *packed[T]) (int, int) { return unitPanel(p.np, u0), unitPanel(p.np, u1) }
+	switch j.phase {
+	case phaseQKV:
+		q0, q1 := bounds(&b.qkv)
+		b.qkv.apply(n.qkv, n.qkvp, j.in, dp, m, q0, q1)
+	case phaseAttend:
+		n.attendHeads(u0, u1, &n.scr[who])
+	case phaseHeads:
+		// Group g's panels of q, k and v: the same mv4 calls as the whole
+		// product makes for them; then its heads' attention, every row's.
+		hg, g4 := n.h/n.headGroups, 4*n.headGroups
+		for g := u0; g < u1; g++ {
+			for s := range 3 {
+				q0 := 4*g + s*g4
+				b.qkv.apply(n.qkv, n.qkvp, j.in, dp, m, q0, q0+4)
+			}
+			for r := range n.rows {
+				n.attendHeads(r*n.h+g*hg, r*n.h+(g+1)*hg, &n.scr[who])
+			}
+		}
+	case phaseWo:
+		q0, q1 := bounds(&b.wo)
+		b.wo.apply(j.sum, dp, n.att, dp, m, q0, q1)
+	case phaseFF1:
+		q0, q1 := bounds(&b.w1)
+		b.w1.apply(n.ff, n.hp, j.in, dp, m, q0, q1)
+		// The activation of these panels' columns: elementwise, so the
+		// same values as over the whole row.
+		if c0, c1 := q0*panelW, min(q1*panelW, n.hidden); c0 < c1 {
+			for i := range m {
+				n.activate(n.ff[i*n.hp+c0 : i*n.hp+c1])
+			}
+		}
+	case phaseFF2:
+		q0, q1 := bounds(&b.w2)
+		b.w2.apply(j.sum, dp, n.ff, n.hp, m, q0, q1)
+	case phaseHead:
+		q0, q1 := bounds(&n.head)
+		n.head.apply(n.lg, n.vp, j.in[(j.tn-1)*dp:], j.tn*dp, n.rows, q0, q1)
 	}
 }
 
@@ -423,57 +622,71 @@ func (n *net[T]) activate(h []T) {
 	}
 }
 
-// store writes the key and value in qkv (q | k | v) of row r at position p
-// into block bi's caches.
-func (n *net[T]) store(bi, r, p int, qkv []T) {
-	d, dk, kt, vc := n.d, n.dk, n.kt[bi], n.vc[bi]
-	for hh := range n.h {
-		k := qkv[d+hh*dk : d+(hh+1)*dk]
-		v := qkv[2*d+hh*dk : 2*d+(hh+1)*dk]
-		kb := ((r*n.h+hh)*(n.lp/panelW)+p/panelW)*dk*panelW + p%panelW
-		for i, x := range k {
-			kt[kb+i*panelW] = x
+// attendHeads caches the keys and values of the chunk's tokens and
+// writes their attention into att, for the (row, head) pairs u0 … u1-1
+// (u = r·H + h), with scratch sc.
+func (n *net[T]) attendHeads(u0, u1 int, sc *scratch[T]) {
+	bi, tn := n.jb.bi, n.jb.tn
+	for u := u0; u < u1; u++ {
+		r, hh := u/n.h, u%n.h
+		for i := r * tn; i < (r+1)*tn; i++ {
+			_, p := n.posOf(i)
+			n.store(bi, r, hh, p, n.qkv[i*n.qkvp:])
 		}
-		vb := (r*n.h + hh) * (n.dkp / panelW) * n.lp * panelW
-		for i, x := range v {
-			vc[vb+(i/panelW)*n.lp*panelW+p*panelW+i%panelW] = x
+		for i := r * tn; i < (r+1)*tn; i++ {
+			_, p := n.posOf(i)
+			n.attend(bi, r, hh, p+1, n.qkv[i*n.qkvp:], n.att[i*n.dp:], sc)
 		}
 	}
 }
 
-// attend writes into att (D) row r's attention of block bi for the query
-// in qkv over its first cnt positions.
-func (n *net[T]) attend(bi, r, cnt int, qkv, att []T) {
+// store writes head hh's key and value in qkv (q | k | v) of row r at
+// position p into block bi's caches.
+func (n *net[T]) store(bi, r, hh, p int, qkv []T) {
+	d, dk, kt, vc := n.d, n.dk, n.kt[bi], n.vc[bi]
+	k := qkv[d+hh*dk : d+(hh+1)*dk]
+	v := qkv[2*d+hh*dk : 2*d+(hh+1)*dk]
+	kb := ((r*n.h+hh)*(n.lp/panelW)+p/panelW)*dk*panelW + p%panelW
+	for i, x := range k {
+		kt[kb+i*panelW] = x
+	}
+	vb := (r*n.h + hh) * (n.dkp / panelW) * n.lp * panelW
+	for i, x := range v {
+		vc[vb+(i/panelW)*n.lp*panelW+p*panelW+i%panelW] = x
+	}
+}
+
+// attend writes into att[hh·dk : (hh+1)·dk] row r's attention of block bi,
+// head hh, for the query in qkv over its first cnt positions.
+func (n *net[T]) attend(bi, r, hh, cnt int, qkv, att []T, sc *scratch[T]) {
 	dk := n.dk
 	np := (cnt + panelW - 1) / panelW
 	kstride, vstride := dk*panelW, n.lp*panelW
-	for hh := range n.h {
-		q := qkv[hh*dk : (hh+1)*dk]
-		vec.Lin(n.qs, q, q, n.scale, 0, 0)
-		s := n.s[:np*panelW]
-		clear(s)
-		kt := n.kt[bi][(r*n.h+hh)*(n.lp/panelW)*kstride:]
-		panels(s, n.qs, kt, dk, np, kstride)
-		s = s[:cnt]
-		top := s[0]
-		for _, x := range s[1:] {
-			top = max(top, x)
-		}
-		var sum T
-		switch s := any(s).(type) {
-		case []float32:
-			sum = T(vec.ExpShiftSum(s, s, float32(top)))
-		case []float64:
-			var t float64
-			for j, x := range s {
-				s[j] = math.Exp(x - float64(top))
-				t += s[j]
-			}
-			sum = T(t)
-		}
-		clear(n.o)
-		vc := n.vc[bi][(r*n.h+hh)*(n.dkp/panelW)*vstride:]
-		panels(n.o, s, vc, cnt, n.dkp/panelW, vstride)
-		vec.Lin(att[hh*dk:(hh+1)*dk], n.o[:dk], n.o[:dk], 1/sum, 0, 0)
+	q := qkv[hh*dk : (hh+1)*dk]
+	vec.Lin(sc.qs, q, q, n.scale, 0, 0)
+	s := sc.s[:np*panelW]
+	clear(s)
+	kt := n.kt[bi][(r*n.h+hh)*(n.lp/panelW)*kstride:]
+	panels(s, sc.qs, kt, dk, np, kstride)
+	s = s[:cnt]
+	top := s[0]
+	for _, x := range s[1:] {
+		top = max(top, x)
 	}
+	var sum T
+	switch s := any(s).(type) {
+	case []float32:
+		sum = T(vec.ExpShiftSum(s, s, float32(top)))
+	case []float64:
+		var t float64
+		for j, x := range s {
+			s[j] = math.Exp(x - float64(top))
+			t += s[j]
+		}
+		sum = T(t)
+	}
+	clear(sc.o)
+	vc := n.vc[bi][(r*n.h+hh)*(n.dkp/panelW)*vstride:]
+	panels(sc.o, s, vc, cnt, n.dkp/panelW, vstride)
+	vec.Lin(att[hh*dk:(hh+1)*dk], sc.o[:dk], sc.o[:dk], 1/sum, 0, 0)
 }
