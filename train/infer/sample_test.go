@@ -2,9 +2,11 @@ package infer_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -197,4 +199,76 @@ func TestStreamErrors(t *testing.T) {
 			t.Errorf("Stream(prefix of %d, n %d, keep %d): error %v, want one naming %s", len(c.prefix), c.n, c.keep, err, c.word)
 		}
 	}
+}
+
+// TestSamplerDrawsAsReflectionSort: Next, which sorts in buffers it keeps,
+// draws the token a fresh sort.SliceStable of the ids by falling logit
+// (ties by id) and the same weights draw, for logits with ties and hidden
+// (-Inf) tokens, with and without top-k and top-p, call after call.
+func TestSamplerDrawsAsReflectionSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct {
+		k int
+		p float64
+	}{{0, 0}, {5, 0}, {0, 0.9}, {20, 0.5}} {
+		s, err := infer.NewSampler(0.8, c.k, c.p, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := rand.New(rand.NewPCG(42, 0x73616d70))
+		for call := range 300 {
+			logits := make([]float64, 1+r.IntN(120))
+			for i := range logits {
+				logits[i] = float64(r.IntN(7)) // many ties
+				if r.IntN(9) == 0 {
+					logits[i] = math.Inf(-1)
+				}
+			}
+			logits[r.IntN(len(logits))] = 3 // at least one visible
+			want := referenceDraw(logits, 0.8, c.k, c.p, ref)
+			if got := s.Next(logits); got != want {
+				t.Fatalf("top-k %d top-p %v, call %d: Next = %d, the reference draws %d", c.k, c.p, call, got, want)
+			}
+		}
+	}
+}
+
+// referenceDraw is Next as it was written with a fresh sort.SliceStable
+// and fresh slices for every call.
+func referenceDraw(logits []float64, temp float64, topK int, topP float64, rng *rand.Rand) int {
+	order := make([]int, len(logits))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return logits[order[a]] > logits[order[b]] })
+	if topK > 0 && topK < len(order) {
+		order = order[:topK]
+	}
+	weights := make([]float64, len(order))
+	var sum float64
+	for i, id := range order {
+		weights[i] = math.Exp((logits[id] - logits[order[0]]) / temp)
+		sum += weights[i]
+	}
+	if topP > 0 && topP < 1 {
+		var acc float64
+		for i, w := range weights {
+			acc += w
+			if acc >= topP*sum {
+				order, weights, sum = order[:i+1], weights[:i+1], acc
+				break
+			}
+		}
+	}
+	u := rng.Float64() * sum
+	for i, w := range weights {
+		if u -= w; u < 0 {
+			return order[i]
+		}
+	}
+	last := len(weights) - 1
+	for last > 0 && weights[last] == 0 {
+		last--
+	}
+	return order[last]
 }
