@@ -347,6 +347,10 @@ type torchBench struct {
 		// Skipped says why a thread count was not timed: the machine
 		// had no idle core for its extra threads (torchref.py's rule).
 		Skipped string `json:"skipped"`
+		// Attention names PyTorch's own attention call when the step ran
+		// it (_scaled_dot_product_attention) instead of the reference's
+		// explicit softmax(QK^T/sqrt(dk)) V; "" for the latter.
+		Attention string `json:"attention"`
 	} `json:"results"`
 }
 
@@ -400,7 +404,11 @@ func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int, q
 			fmt.Fprintf(stdout, "PyTorch %s %d thread(s): not timed: %s\n", res.Torch, r.Threads, r.Skipped)
 			continue
 		}
-		fmt.Fprintf(stdout, "PyTorch %s %d thread(s): %7.1f ms/step (BLAS %s)\n", res.Torch, r.Threads, r.MsPerStep, res.BLAS)
+		how := ""
+		if r.Attention != "" {
+			how = ", " + r.Attention
+		}
+		fmt.Fprintf(stdout, "PyTorch %s %d thread(s)%s: %7.1f ms/step (BLAS %s)\n", res.Torch, r.Threads, how, r.MsPerStep, res.BLAS)
 		best = min(best, r.MsPerStep)
 	}
 	if best > 0 && !math.IsInf(best, 1) {

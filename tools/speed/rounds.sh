@@ -81,7 +81,7 @@ for round in $(seq "$rounds"); do
     timed "$bin" bench ${flags[$i]} --torch "$python"
     r=$(sed -n 's/^qkv \/ PyTorch.s best: \([0-9.]*\)x.*/\1/p' <<<"$out")
     q=$(sed -n 's/^qkv (gorgonia): *\([0-9.]*\) ms\/step.*/\1/p' <<<"$out")
-    t=$(sed -n 's/^PyTorch.* thread(s): *\([0-9.]*\) ms\/step.*/\1/p' <<<"$out" | sort -g | head -1)
+    t=$(sed -n 's/^PyTorch.* thread(s)[^:]*: *\([0-9.]*\) ms\/step.*/\1/p' <<<"$out" | sort -g | head -1)
     a=$(sed -n 's/.* \([0-9]*\) allocations\/step.*/\1/p' <<<"$out")
     g=$(sed -n 's/.*GC \([0-9.]*\)% of the time.*/\1/p' <<<"$out")
     pk=$(sed -n "s/^matrix products:.* \([0-9.]*\)% of one core's.*/\1/p" <<<"$out")

@@ -277,6 +277,13 @@ class Attention(nn.Module):
             self.q_norm = self.k_norm = None
         self.drop = nn.Dropout(attn_dropout)
 
+    def plain(self):
+        """Whether the layer is the 2017 formula with nothing that
+        _scaled_dot_product_attention lacks: sqrt(dk) scale, no variant
+        that changes scores or weights, no dropout."""
+        return (self.div == math.sqrt(self.dk) and self.temperature is None and not self.softcap and not self.alibi
+                and not self.window and not self.block_local and self.sinks is None and self.drop.p == 0)
+
     def forward(self, x, allow, memory=None):
         # x (B, Sq, D); allow (B, Sq, Sk) bool, True = may attend. Keys and
         # values are projected from memory (B, Sk, D) when given
@@ -292,6 +299,13 @@ class Attention(nn.Module):
             q, k = rope(q, self.base, self.interleaved), rope(k, self.base, self.interleaved)
         k = k.repeat_interleave(self.h // self.g, dim=1)  # (B, H, Sk, dk): head h reads KV head h // (H/G)
         v = v.repeat_interleave(self.h // self.g, dim=1)
+        if SDPA and self.plain() and self.kind == "decoder" and torch.equal(allow, torch.ones_like(allow).tril()):
+            # PyTorch's own attention call (1.13's private
+            # _scaled_dot_product_attention, its math path): the same
+            # softmax(QK^T/sqrt(dk)) V with the causal mask, for bench's
+            # timing only. It divides by sqrt(dk) itself.
+            y, _ = F._scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.o(y.transpose(1, 2).reshape(b, sq, d))
         scores = q @ k.transpose(-2, -1) / self.div  # (B, H, Sq, Sk)
         if self.temperature is not None:
             scores = scores * self.temperature.view(1, self.h, 1, 1)
@@ -951,6 +965,11 @@ def set_blas_threads(path, n):
         pass
 
 
+# SDPA: a bench timing with PyTorch's own attention call where a layer
+# allows it (Attention.forward); never set for logits.
+SDPA = False
+
+
 def time_steps(cfg, model, dt, steps, warmup, seed):
     gen = torch.Generator().manual_seed(seed)
     ids, lengths, targets, weights = bench_batch(cfg, gen)
@@ -1036,6 +1055,9 @@ def cmd_bench(a):
     default_threads = torch.get_num_threads()
     results = []
     blas = blas_library()
+    # Each thread count with the explicit attention (the reference's), and
+    # with PyTorch's own attention call where every layer allows it.
+    global SDPA
     for threads in sorted({1, default_threads, os.cpu_count() or 1}):
         busy = spare_cores_missing(threads) if not a.all_threads else ""
         if busy:
@@ -1043,10 +1065,18 @@ def cmd_bench(a):
             continue
         torch.set_num_threads(threads)
         set_blas_threads(blas, threads)
-        torch.manual_seed(a.seed)
-        model, dt = build(cfg)  # torch's own init: timing does not depend on values
-        ms = time_steps(cfg, model, dt, a.steps, a.warmup, a.seed)
-        results.append({"threads": threads, "ms_per_step": round(ms, 3)})
+        for sdpa in (False, True):
+            SDPA = sdpa
+            torch.manual_seed(a.seed)
+            model, dt = build(cfg)  # torch's own init: timing does not depend on values
+            if sdpa and not all(l.plain() for l in model.modules() if isinstance(l, Attention)):
+                continue
+            ms = time_steps(cfg, model, dt, a.steps, a.warmup, a.seed)
+            r = {"threads": threads, "ms_per_step": round(ms, 3)}
+            if sdpa:
+                r["attention"] = "_scaled_dot_product_attention"
+            results.append(r)
+        SDPA = False
     m = cfg["model"]
     b, s = cfg.get("batch", 64), m["max_len"]
     out = {
