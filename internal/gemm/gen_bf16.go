@@ -238,6 +238,27 @@ func tmem(pp, op byte, t, base, index, disp int) []byte {
 
 // tileloadd loads tile t's rows from base + disp, index bytes apart;
 // tilestored stores them there.
+// cTiles loads (load) or stores the 2x2 C tiles TMM0-TMM3: rows 0-15 at
+// top, rows 16-31 at bottom, index bytes apart, columns 0-15 and 16-31 64
+// bytes apart; the registers' names are for the comments.
+func cTiles(load bool, top int, topName string, bottom int, bottomName string, index int, indexName string) {
+	for t, at := range []struct {
+		reg  int
+		name string
+		disp int
+	}{{top, topName, 0}, {top, topName, 64}, {bottom, bottomName, 0}, {bottom, bottomName, 64}} {
+		mem := fmt.Sprintf("(%s)(%s*1)", at.name, indexName)
+		if at.disp != 0 {
+			mem = fmt.Sprintf("%d%s", at.disp, mem)
+		}
+		if load {
+			bytes(fmt.Sprintf("TILELOADD %s, TMM%d", mem, t), tileloadd(t, at.reg, index, at.disp))
+		} else {
+			bytes(fmt.Sprintf("TILESTORED TMM%d, %s", t, mem), tilestored(t, at.reg, index, at.disp))
+		}
+	}
+}
+
 func tileloadd(t, base, index, disp int) []byte  { return tmem(3, 0x4b, t, base, index, disp) }
 func tilestored(t, base, index, disp int) []byte { return tmem(2, 0x4b, t, base, index, disp) }
 
@@ -295,10 +316,7 @@ func amxGemm() {
 	p("csums:")
 	p("\tLEAQ (DX)(R9*8), R11")
 	p("\tLEAQ (R11)(R9*8), R11")
-	bytes("TILELOADD (DX)(R9*1), TMM0", tileloadd(0, dx, r9, 0))
-	bytes("TILELOADD 64(DX)(R9*1), TMM1", tileloadd(1, dx, r9, 64))
-	bytes("TILELOADD (R11)(R9*1), TMM2", tileloadd(2, r11, r9, 0))
-	bytes("TILELOADD 64(R11)(R9*1), TMM3", tileloadd(3, r11, r9, 64))
+	cTiles(true, dx, "DX", r11, "R11", r9, "R9")
 	p("\tJMP sums")
 	p("tmpsums:")
 	p("\tCMPQ 136(R12), $0")
@@ -307,10 +325,7 @@ func amxGemm() {
 	p("\tSHLQ $12, AX")
 	p("\tADDQ 120(R12), AX")
 	p("\tLEAQ 2048(AX), R11")
-	bytes("TILELOADD (AX)(R10*1), TMM0", tileloadd(0, ax, r10, 0))
-	bytes("TILELOADD 64(AX)(R10*1), TMM1", tileloadd(1, ax, r10, 64))
-	bytes("TILELOADD (R11)(R10*1), TMM2", tileloadd(2, r11, r10, 0))
-	bytes("TILELOADD 64(R11)(R10*1), TMM3", tileloadd(3, r11, r10, 64))
+	cTiles(true, ax, "AX", r11, "R11", r10, "R10")
 	p("\tJMP sums")
 	p("zero:")
 	for t := range 4 {
@@ -341,10 +356,7 @@ func amxGemm() {
 	// A direct block: the tiles are C's block.
 	p("\tLEAQ (DX)(R9*8), R11")
 	p("\tLEAQ (R11)(R9*8), R11")
-	bytes("TILESTORED TMM0, (DX)(R9*1)", tilestored(0, dx, r9, 0))
-	bytes("TILESTORED TMM1, 64(DX)(R9*1)", tilestored(1, dx, r9, 64))
-	bytes("TILESTORED TMM2, (R11)(R9*1)", tilestored(2, r11, r9, 0))
-	bytes("TILESTORED TMM3, 64(R11)(R9*1)", tilestored(3, r11, r9, 64))
+	cTiles(false, dx, "DX", r11, "R11", r9, "R9")
 	p("\tJMP next")
 	// Any other: the sums go to the panel's part of tmp (32 rows of 32
 	// float32), and after the last block of k C's rows (the block's first
@@ -355,10 +367,7 @@ func amxGemm() {
 	p("\tSHLQ $12, AX")
 	p("\tADDQ 120(R12), AX")
 	p("\tLEAQ 2048(AX), R11")
-	bytes("TILESTORED TMM0, (AX)(R10*1)", tilestored(0, ax, r10, 0))
-	bytes("TILESTORED TMM1, 64(AX)(R10*1)", tilestored(1, ax, r10, 64))
-	bytes("TILESTORED TMM2, (R11)(R10*1)", tilestored(2, r11, r10, 0))
-	bytes("TILESTORED TMM3, 64(R11)(R10*1)", tilestored(3, r11, r10, 64))
+	cTiles(false, ax, "AX", r11, "R11", r10, "R10")
 	p("\tCMPQ 144(R12), $0")
 	p("\tJEQ next")
 	p("\tMOVQ $0xffff, CX")
