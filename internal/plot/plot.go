@@ -354,7 +354,7 @@ func lossPanel(xy, val plotter.XYs, per string) (*plot.Plot, []plotter.XYs, erro
 	}
 	if positive {
 		p.Title.Text += " (log scale)"
-		p.Y.Tick.Marker = log10Ticker{}
+		p.Y.Tick.Marker = log10Of{logTicker{}}
 		if p.Y.Min == p.Y.Max {
 			p.Y.Min, p.Y.Max = p.Y.Min-math.Log10(2), p.Y.Max+math.Log10(2)
 		} else {
@@ -364,19 +364,6 @@ func lossPanel(xy, val plotter.XYs, per string) (*plot.Plot, []plotter.XYs, erro
 		}
 	}
 	return p, []plotter.XYs{xy, val}, nil
-}
-
-// log10Ticker labels an axis that shows log10 of the data with the data
-// values, placing the ticks as logTicker does.
-type log10Ticker struct{}
-
-// Ticks implements plot.Ticker.
-func (log10Ticker) Ticks(lo, hi float64) []plot.Tick {
-	ts := logTicker{}.Ticks(math.Pow(10, lo), math.Pow(10, hi))
-	for i := range ts {
-		ts[i].Value = math.Log10(ts[i].Value)
-	}
-	return ts
 }
 
 // evalPanel builds the token-accuracy / exact-match panel, the first

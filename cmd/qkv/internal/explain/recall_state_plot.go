@@ -68,7 +68,11 @@ func (e *recallExperiment) familyLabel(f string) string {
 type bytesTicker struct{}
 
 // Ticks implements gplot.Ticker.
-func (bytesTicker) Ticks(lo, hi float64) []gplot.Tick {
+func (bytesTicker) Ticks(lo, hi float64) []gplot.Tick { return logTicks(lo, hi, bytesLabel) }
+
+// logTicks places ticks on a log axis from lo to hi at every mantissa 1 to
+// 9 of the powers of ten, labelling those at 1, 2 and 5 with label.
+func logTicks(lo, hi float64, label func(float64) string) []gplot.Tick {
 	var ts []gplot.Tick
 	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
 		for m := 1.0; m <= 9; m++ {
@@ -78,7 +82,7 @@ func (bytesTicker) Ticks(lo, hi float64) []gplot.Tick {
 			}
 			t := gplot.Tick{Value: v}
 			if m == 1 || m == 2 || m == 5 {
-				t.Label = bytesLabel(v)
+				t.Label = label(v)
 			}
 			ts = append(ts, t)
 		}
@@ -120,21 +124,7 @@ type logCountTicker struct{}
 
 // Ticks implements gplot.Ticker.
 func (logCountTicker) Ticks(lo, hi float64) []gplot.Tick {
-	var ts []gplot.Tick
-	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
-		for m := 1.0; m <= 9; m++ {
-			v := m * math.Pow(10, e)
-			if v < lo*0.999 || v > hi*1.001 {
-				continue
-			}
-			t := gplot.Tick{Value: v}
-			if m == 1 || m == 2 || m == 5 {
-				t.Label = fmt.Sprintf("%g", v)
-			}
-			ts = append(ts, t)
-		}
-	}
-	return ts
+	return logTicks(lo, hi, func(v float64) string { return fmt.Sprintf("%g", v) })
 }
 
 // newPanel is a chart with a light grid and readable fonts.
