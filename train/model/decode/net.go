@@ -398,13 +398,7 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 		b := &n.blocks[bi]
 		n.jb.b, n.jb.bi = b, bi
 		// Attention: its input is LN1(x) pre-LN, x post-LN.
-		in := n.x
-		if !n.postLN {
-			for i := range m {
-				n.norm(n.hb[i*dp:i*dp+d], n.x[i*dp:i*dp+d], b.ln1g, b.ln1b)
-			}
-			in = n.hb
-		}
+		in := n.sublayerInput(m, b.ln1g, b.ln1b)
 		for i := range m {
 			setBias(n.qkv[i*n.qkvp:(i+1)*n.qkvp], b.bqkv)
 		}
@@ -415,55 +409,16 @@ func (n *net[T]) runChunk(toks []int, cnt, t0, tn int, lens []int, last bool) {
 			n.parallel(phaseQKV)
 			n.parallel(phaseAttend)
 		}
-		// x + Attn·Wo + bo: into x pre-LN, into hb and normalised into x
-		// post-LN.
-		sum := n.x
-		if n.postLN {
-			copy(n.hb[:m*dp], n.x[:m*dp])
-			sum = n.hb
-		}
-		if b.bo != nil {
-			for i := range m {
-				vec.Lin(sum[i*dp:i*dp+d], sum[i*dp:i*dp+d], b.bo, 1, 1, 0)
-			}
-		}
-		n.jb.sum = sum
-		n.parallel(phaseWo)
-		if n.postLN {
-			for i := range m {
-				n.norm(n.x[i*dp:i*dp+d], n.hb[i*dp:i*dp+d], b.ln1g, b.ln1b)
-			}
-		}
+		// x + Attn·Wo + bo.
+		n.residual(m, b.bo, phaseWo, b.ln1g, b.ln1b)
 		// The feed-forward layer, likewise.
-		in = n.x
-		if !n.postLN {
-			for i := range m {
-				n.norm(n.hb[i*dp:i*dp+d], n.x[i*dp:i*dp+d], b.ln2g, b.ln2b)
-			}
-			in = n.hb
-		}
+		in = n.sublayerInput(m, b.ln2g, b.ln2b)
 		for i := range m {
 			setBias(n.ff[i*n.hp:(i+1)*n.hp], b.b1)
 		}
 		n.jb.in = in
 		n.parallel(phaseFF1)
-		sum = n.x
-		if n.postLN {
-			copy(n.hb[:m*dp], n.x[:m*dp])
-			sum = n.hb
-		}
-		if b.b2 != nil {
-			for i := range m {
-				vec.Lin(sum[i*dp:i*dp+d], sum[i*dp:i*dp+d], b.b2, 1, 1, 0)
-			}
-		}
-		n.jb.sum = sum
-		n.parallel(phaseFF2)
-		if n.postLN {
-			for i := range m {
-				n.norm(n.x[i*dp:i*dp+d], n.hb[i*dp:i*dp+d], b.ln2g, b.ln2b)
-			}
-		}
+		n.residual(m, b.b2, phaseFF2, b.ln2g, b.ln2b)
 	}
 	if !last {
 		return
@@ -600,6 +555,44 @@ func setBias[T float32 | float64](y, bias []T) {
 
 // norm sets y = LayerNorm(x)·gain + bias (bias nil: none), with graph's
 // arithmetic: the biased variance of x minus its mean, eps inside the root.
+// sublayerInput returns the input of a sublayer over the chunk's m rows:
+// LN(x) with gain and bias, in hb, pre-LN; x itself post-LN.
+func (n *net[T]) sublayerInput(m int, gain, bias []T) []T {
+	if n.postLN {
+		return n.x
+	}
+	d, dp := n.d, n.dp
+	for i := range m {
+		n.norm(n.hb[i*dp:i*dp+d], n.x[i*dp:i*dp+d], gain, bias)
+	}
+	return n.hb
+}
+
+// residual adds a sublayer's output projection to the residual stream of
+// the chunk's m rows: x + out·W + bias (bias nil for none), the product
+// being p. Pre-LN it sums into x; post-LN into hb, then normalised into
+// x with gain and bias (the sublayer's LayerNorm).
+func (n *net[T]) residual(m int, bias []T, p phase, gain, lnBias []T) {
+	d, dp := n.d, n.dp
+	sum := n.x
+	if n.postLN {
+		copy(n.hb[:m*dp], n.x[:m*dp])
+		sum = n.hb
+	}
+	if bias != nil {
+		for i := range m {
+			vec.Lin(sum[i*dp:i*dp+d], sum[i*dp:i*dp+d], bias, 1, 1, 0)
+		}
+	}
+	n.jb.sum = sum
+	n.parallel(p)
+	if n.postLN {
+		for i := range m {
+			n.norm(n.x[i*dp:i*dp+d], n.hb[i*dp:i*dp+d], gain, lnBias)
+		}
+	}
+}
+
 func (n *net[T]) norm(y, x, gain, bias []T) {
 	d := T(len(x))
 	vec.Lin(y, x, x, 1, 0, -vec.Sum(x)/d)
