@@ -32,6 +32,27 @@ func mv4[T float32 | float64](y, x, w []T, k, pstride int) {
 	}
 }
 
+// mv4x2 is mv4 for two rows, y0 += x0·W and y1 += x1·W, reading each
+// block of W once for both (the assembly; the Go form is two mv4 calls).
+// Each row's sums are mv4's, in its order: the same bits.
+func mv4x2[T float32 | float64](y0, y1, x0, x1, w []T, k, pstride int) {
+	if k == 0 {
+		return
+	}
+	if asm != nil {
+		if y32, ok := any(y0).([]float32); ok {
+			y132, x032, x132, w32 := any(y1).([]float32), any(x0).([]float32), any(x1).([]float32), any(w).([]float32)
+			_, _ = y32[63], y132[63]
+			_, _ = x032[k-1], x132[k-1]
+			_ = w32[3*pstride+16*k-1]
+			asm.mv4x2(&y32[0], &y132[0], &x032[0], &x132[0], &w32[0], k, pstride)
+			return
+		}
+	}
+	mv4(y0, x0, w, k, pstride)
+	mv4(y1, x1, w, k, pstride)
+}
+
 // mv1 is mv4 of one panel.
 func mv1[T float32 | float64](y, x, w []T, k int) {
 	if k == 0 {
@@ -79,8 +100,9 @@ func panels[T float32 | float64](y, x, w []T, k, n, pstride int) {
 // there are none (kernel_other.go, or a CPU without AVX-512).
 type kernels struct {
 	name string
-	mv4  func(y, x, w *float32, k, pstride int)
-	mv1  func(y, x, w *float32, k int)
+	mv4   func(y, x, w *float32, k, pstride int)
+	mv4x2 func(y0, y1, x0, x1, w *float32, k, pstride int)
+	mv1   func(y, x, w *float32, k int)
 }
 
 // Kernels names the product kernels this machine runs for float32:

@@ -41,7 +41,8 @@ const kChunk = 128
 // apply sets y[r·ldy+16q : r·ldy+16q+16] += x[r·ldx : r·ldx+in]·W's
 // panel q for the m rows r and the panels q0 ≤ q < q1, every row reading
 // each block of W while it is in cache. Panels 0 … 4⌊np/4⌋-1 go four at a
-// time (mv4), the rest one at a time (mv1), whatever the range: q0 and q1
+// time, two rows at a time (mv4x2; mv4 for an odd row left), the rest one
+// at a time (mv1), whatever the range: q0 and q1
 // are bounds of units (unitPanel), so that a panel's columns come out the
 // same whichever range, and so whichever core, computes them.
 func (p *packed[T]) apply(y []T, ldy int, x []T, ldx int, m, q0, q1 int) {
@@ -52,7 +53,11 @@ func (p *packed[T]) apply(y []T, ldy int, x []T, ldx int, m, q0, q1 int) {
 		q := q0
 		for ; q+4 <= g4; q += 4 {
 			w := p.w[q*ps+k0*panelW:]
-			for r := range m {
+			r := 0
+			for ; r+2 <= m; r += 2 {
+				mv4x2(y[r*ldy+q*panelW:], y[(r+1)*ldy+q*panelW:], x[r*ldx+k0:], x[(r+1)*ldx+k0:], w, kn, ps)
+			}
+			if r < m {
 				mv4(y[r*ldy+q*panelW:], x[r*ldx+k0:], w, kn, ps)
 			}
 		}
