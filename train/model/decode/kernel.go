@@ -99,7 +99,7 @@ func panels[T float32 | float64](y, x, w []T, k, n, pstride int) {
 // kernels are the assembly forms of mv4 and mv1 for float32, nil where
 // there are none (kernel_other.go, or a CPU without AVX-512).
 type kernels struct {
-	name string
+	name  string
 	mv4   func(y, x, w *float32, k, pstride int)
 	mv4x2 func(y0, y1, x0, x1, w *float32, k, pstride int)
 	mv1   func(y, x, w *float32, k int)
