@@ -31,6 +31,11 @@ type kernelSet struct {
 	mulAdd32 func(y, p, q, r *float32, n int)
 	// addWiden32 is AddWiden for float32 x.
 	addWiden32 func(y *float64, x *float32, n int)
+	// sumSquares32 and sumSquares64 add (x[i]·scale)² to lanes[i mod 8]
+	// by fused multiply-adds, each lane in element order, and return the
+	// largest |x[i]| (NaN not counted); SumSquares adds up the lanes.
+	sumSquares32 func(x *float32, n int, scale float64, lanes *[8]float64) float64
+	sumSquares64 func(x *float64, n int, scale float64, lanes *[8]float64) float64
 	// adam32 and adam64 are Adam for float32 and float64 parameters; k
 	// holds beta1, 1-beta1, beta2, 1-beta2, StepSize, SqrtBC2, Eps and
 	// Keep.

@@ -10,19 +10,21 @@ import "golang.org/x/sys/cpu"
 var avx2 = &kernelSet{
 	name:   "AVX2+FMA assembly",
 	step32: 8, step64: 4,
-	gelu:        geluAVX2,
-	gelu64:      gelu64AVX2,
-	geluGrad:    geluGradAVX2,
-	relu32:      relu32AVX2,
-	relu64:      relu64AVX2,
-	expShiftSum: expShiftSumAVX2,
-	sum32:       sum32AVX2,
-	dot32:       dot32AVX2,
-	lin32:       lin32AVX2,
-	mulAdd32:    mulAdd32AVX2,
-	addWiden32:  addWiden32AVX2,
-	adam32:      adam32AVX2,
-	adam64:      adam64AVX2,
+	gelu:         geluAVX2,
+	gelu64:       gelu64AVX2,
+	geluGrad:     geluGradAVX2,
+	relu32:       relu32AVX2,
+	relu64:       relu64AVX2,
+	expShiftSum:  expShiftSumAVX2,
+	sum32:        sum32AVX2,
+	dot32:        dot32AVX2,
+	lin32:        lin32AVX2,
+	mulAdd32:     mulAdd32AVX2,
+	addWiden32:   addWiden32AVX2,
+	sumSquares32: sumSquares32AVX2,
+	sumSquares64: sumSquares64AVX2,
+	adam32:       adam32AVX2,
+	adam64:       adam64AVX2,
 }
 
 // avx512 is the set of sixteen-lane kernels on zmm registers (eight
@@ -32,19 +34,21 @@ var avx2 = &kernelSet{
 var avx512 = &kernelSet{
 	name:   "AVX-512 assembly",
 	step32: 1, step64: 1,
-	gelu:        geluAVX512,
-	gelu64:      gelu64AVX512,
-	geluGrad:    geluGradAVX512,
-	relu32:      relu32AVX512,
-	relu64:      relu64AVX512,
-	expShiftSum: expShiftSumAVX512,
-	sum32:       sum32AVX512,
-	dot32:       dot32AVX512,
-	lin32:       lin32AVX512,
-	mulAdd32:    mulAdd32AVX512,
-	addWiden32:  addWiden32AVX512,
-	adam32:      adam32AVX512,
-	adam64:      adam64AVX512,
+	gelu:         geluAVX512,
+	gelu64:       gelu64AVX512,
+	geluGrad:     geluGradAVX512,
+	relu32:       relu32AVX512,
+	relu64:       relu64AVX512,
+	expShiftSum:  expShiftSumAVX512,
+	sum32:        sum32AVX512,
+	dot32:        dot32AVX512,
+	lin32:        lin32AVX512,
+	mulAdd32:     mulAdd32AVX512,
+	addWiden32:   addWiden32AVX512,
+	sumSquares32: sumSquares32AVX512,
+	sumSquares64: sumSquares64AVX512,
+	adam32:       adam32AVX512,
+	adam64:       adam64AVX512,
 }
 
 // kernelSets lists the sets this CPU can run, the fastest first; the
@@ -137,3 +141,15 @@ func addWiden32AVX2(y *float64, x *float32, n int)
 
 //go:noescape
 func addWiden32AVX512(y *float64, x *float32, n int)
+
+//go:noescape
+func sumSquares32AVX2(x *float32, n int, scale float64, lanes *[8]float64) float64
+
+//go:noescape
+func sumSquares64AVX2(x *float64, n int, scale float64, lanes *[8]float64) float64
+
+//go:noescape
+func sumSquares32AVX512(x *float32, n int, scale float64, lanes *[8]float64) float64
+
+//go:noescape
+func sumSquares64AVX512(x *float64, n int, scale float64, lanes *[8]float64) float64

@@ -1,5 +1,7 @@
 package vec
 
+import "math"
+
 // Row operations for layer norm and the softmax gradient: sums, dot
 // products and elementwise combinations of short rows. float32 rows run on
 // the active assembly (AVX-512 whole rows, AVX2 whole registers of 8 and
@@ -126,4 +128,39 @@ func AddWiden[T float32 | float64](y []float64, x []T) {
 	for i := n; i < len(x); i++ {
 		y[i] += float64(x[i])
 	}
+}
+
+// SumSquares returns the sum of (x[i]·scale)² in float64 and the largest
+// |x[i]| (a NaN element makes the sum NaN and does not count in the
+// largest): a gradient's squared norm, scale rescaling elements whose
+// squares would overflow or underflow. The squares go into eight
+// float64 lanes, element i into lane i mod 8, each lane a chain of fused
+// multiply-adds in element order, and the lanes are added as
+// ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)): the order of the kernels
+// (eight lanes of a zmm register, or two ymm registers), so that every
+// path gives the same bits. One chain per element, the Go loop's, waits
+// on the previous addition at every element.
+func SumSquares[T float32 | float64](x []T, scale float64) (sum, maxAbs float64) {
+	var lanes [8]float64
+	n := 0
+	switch xs := any(x).(type) {
+	case []float32:
+		if n = span32(len(xs)); n > 0 {
+			maxAbs = active.sumSquares32(&xs[0], n, scale, &lanes)
+		}
+	case []float64:
+		if n = span64(len(xs)); n > 0 {
+			maxAbs = active.sumSquares64(&xs[0], n, scale, &lanes)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		y := float64(x[i])
+		if a := math.Abs(y); a > maxAbs {
+			maxAbs = a
+		}
+		y *= scale
+		lanes[i%8] = math.FMA(y, y, lanes[i%8])
+	}
+	l := &lanes
+	return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])), maxAbs
 }

@@ -147,3 +147,91 @@ widen_loop:
 	JNZ widen_loop
 	VZEROUPPER
 	RET
+
+// SUMSQ2_ABS_MASK sets Y6 to the mask that clears a float64's sign.
+#define SUMSQ2_ABS_MASK \
+	MOVQ $0x7fffffffffffffff, AX \
+	MOVQ AX, X6 \
+	VPBROADCASTQ X6, Y6
+
+// SUMSQ2_HALF adds the four float64 of reg, times Y5 (scale) and
+// squared, to the lane sums in acc by fused multiply-adds, and their
+// magnitudes to the running maximum in Y1 (VMAXPD keeps its second
+// source, Y1, where the first is NaN).
+#define SUMSQ2_HALF(reg, acc) \
+	VANDPD Y6, reg, Y4 \
+	VMAXPD Y1, Y4, Y1 \
+	VMULPD Y5, reg, reg \
+	VFMADD231PD reg, reg, acc
+
+// SUMSQ2_DONE stores the lane sums Y0 (0–3) and Y7 (4–7) at DI and
+// leaves the largest of Y1's lanes in X1.
+#define SUMSQ2_DONE \
+	VMOVUPD Y0, (DI) \
+	VMOVUPD Y7, 32(DI) \
+	VEXTRACTF128 $1, Y1, X3 \
+	VMAXPD X3, X1, X1 \
+	VPERMILPD $1, X1, X3 \
+	VMAXPD X3, X1, X1 \
+	VZEROUPPER
+
+// func sumSquares32AVX2(x *float32, n int, scale float64, lanes *[8]float64) float64
+// sumSquares32AVX512 on ymm registers, n a positive multiple of 8: lanes
+// 0–3 in Y0, 4–7 in Y7.
+TEXT ·sumSquares32AVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSD scale+16(FP), Y5
+	MOVQ lanes+24(FP), DI
+	VMOVUPD (DI), Y0
+	VMOVUPD 32(DI), Y7
+	VXORPD Y1, Y1, Y1
+	SUMSQ2_ABS_MASK
+	SHRQ $3, CX
+
+sumsq32avx2_loop:
+	VCVTPS2PD (SI), Y2
+	VCVTPS2PD 16(SI), Y3
+	SUMSQ2_HALF(Y2, Y0)
+	SUMSQ2_HALF(Y3, Y7)
+	ADDQ $32, SI
+	DECQ CX
+	JNZ sumsq32avx2_loop
+	SUMSQ2_DONE
+	MOVSD X1, ret+32(FP)
+	RET
+
+// func sumSquares64AVX2(x *float64, n int, scale float64, lanes *[8]float64) float64
+// sumSquares32AVX2 for float64 elements, n a positive multiple of 4: a
+// last half block goes to lanes 0–3.
+TEXT ·sumSquares64AVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSD scale+16(FP), Y5
+	MOVQ lanes+24(FP), DI
+	VMOVUPD (DI), Y0
+	VMOVUPD 32(DI), Y7
+	VXORPD Y1, Y1, Y1
+	SUMSQ2_ABS_MASK
+
+sumsq64avx2_loop:
+	CMPQ CX, $8
+	JB sumsq64avx2_half
+	VMOVUPD (SI), Y2
+	VMOVUPD 32(SI), Y3
+	SUMSQ2_HALF(Y2, Y0)
+	SUMSQ2_HALF(Y3, Y7)
+	ADDQ $64, SI
+	SUBQ $8, CX
+	JMP sumsq64avx2_loop
+
+sumsq64avx2_half:
+	TESTQ CX, CX
+	JZ sumsq64avx2_done
+	VMOVUPD (SI), Y2
+	SUMSQ2_HALF(Y2, Y0)
+
+sumsq64avx2_done:
+	SUMSQ2_DONE
+	MOVSD X1, ret+32(FP)
+	RET

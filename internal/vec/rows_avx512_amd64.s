@@ -208,3 +208,87 @@ widen_block:
 	JHI widen_loop
 	VZEROUPPER
 	RET
+
+// SUMSQ_ABS_MASK sets Z6 to the mask that clears a float64's sign.
+#define SUMSQ_ABS_MASK \
+	MOVQ $0x7fffffffffffffff, AX \
+	VPBROADCASTQ AX, Z6
+
+// SUMSQ_BLOCK adds Z2's eight float64, times Z5 (scale) and squared, to
+// the lane sums in Z0 by fused multiply-adds, and their magnitudes to
+// the running maximum in Z1: VMAXPD keeps its second source (Z1) where
+// the first is NaN, so NaN elements do not count in the maximum.
+#define SUMSQ_BLOCK \
+	VPANDQ Z6, Z2, Z3 \
+	VMAXPD Z1, Z3, Z1 \
+	VMULPD Z5, Z2, Z2 \
+	VFMADD231PD Z2, Z2, Z0
+
+// SUMSQ_DONE stores the lane sums Z0 at DI and leaves the largest of
+// Z1's lanes in X1.
+#define SUMSQ_DONE \
+	VMOVUPD Z0, (DI) \
+	VEXTRACTF64X4 $1, Z1, Y3 \
+	VMAXPD Y3, Y1, Y1 \
+	VEXTRACTF128 $1, Y1, X3 \
+	VMAXPD X3, X1, X1 \
+	VPERMILPD $1, X1, X3 \
+	VMAXPD X3, X1, X1 \
+	VZEROUPPER
+
+// func sumSquares32AVX512(x *float32, n int, scale float64, lanes *[8]float64) float64
+// lanes[i mod 8] += (x[i]·scale)² (fused), one block of eight elements
+// widened to float64 at a time, the last masked (its lanes add +0);
+// returns the largest |x[i]|.
+TEXT ·sumSquares32AVX512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), BX
+	VBROADCASTSD scale+16(FP), Z5
+	MOVQ lanes+24(FP), DI
+	VMOVUPD (DI), Z0
+	VPXORQ Z1, Z1, Z1
+	SUMSQ_ABS_MASK
+	ALL_LANES
+
+sumsq32_loop:
+	CMPQ BX, $8
+	JAE sumsq32_block
+	LAST_BLOCK
+
+sumsq32_block:
+	VMOVUPS.Z (SI), K1, Y2
+	VCVTPS2PD Y2, Z2
+	SUMSQ_BLOCK
+	ADDQ $32, SI
+	SUBQ $8, BX
+	JHI sumsq32_loop
+	SUMSQ_DONE
+	MOVSD X1, ret+32(FP)
+	RET
+
+// func sumSquares64AVX512(x *float64, n int, scale float64, lanes *[8]float64) float64
+// sumSquares32AVX512 for float64 elements.
+TEXT ·sumSquares64AVX512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), BX
+	VBROADCASTSD scale+16(FP), Z5
+	MOVQ lanes+24(FP), DI
+	VMOVUPD (DI), Z0
+	VPXORQ Z1, Z1, Z1
+	SUMSQ_ABS_MASK
+	ALL_LANES
+
+sumsq64_loop:
+	CMPQ BX, $8
+	JAE sumsq64_block
+	LAST_BLOCK
+
+sumsq64_block:
+	VMOVUPD.Z (SI), K1, Z2
+	SUMSQ_BLOCK
+	ADDQ $64, SI
+	SUBQ $8, BX
+	JHI sumsq64_loop
+	SUMSQ_DONE
+	MOVSD X1, ret+32(FP)
+	RET

@@ -119,3 +119,68 @@ func TestAddWiden(t *testing.T) {
 		}
 	})
 }
+
+// sumSquaresRef is SumSquares as its comment defines it, element by
+// element: eight lanes of fused multiply-adds, added in its order.
+func sumSquaresRef[T float32 | float64](x []T, scale float64) (sum, maxAbs float64) {
+	var l [8]float64
+	for i, v := range x {
+		y := float64(v)
+		if a := math.Abs(y); a > maxAbs {
+			maxAbs = a
+		}
+		l[i%8] = math.FMA(y*scale, y*scale, l[i%8])
+	}
+	return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])), maxAbs
+}
+
+// TestSumSquares: SumSquares gives its definition's bits on every path,
+// length and offset, float32 and float64, within rounding of the plain
+// sum, and reads nothing it should not count: a NaN element makes the sum
+// NaN but not the largest magnitude, an infinite one both infinite.
+func TestSumSquares(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		testSumSquares[float32](t)
+		testSumSquares[float64](t)
+	})
+}
+
+func testSumSquares[T float32 | float64](t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range lengths {
+		for _, off := range offsets {
+			x, check := guarded[T](n, off)
+			var plain, top float64
+			for i := range x {
+				x[i] = T(r.NormFloat64() * 3)
+				plain += float64(x[i]) * float64(x[i]) / 4
+				top = max(top, math.Abs(float64(x[i])))
+			}
+			got, gotMax := SumSquares(x, 0.5)
+			check(t)
+			want, wantMax := sumSquaresRef(x, 0.5)
+			if math.Float64bits(got) != math.Float64bits(want) || gotMax != wantMax {
+				t.Fatalf("%T n=%d offset %d: (%v, %v), want (%v, %v) bit for bit", x, n, off, got, gotMax, want, wantMax)
+			}
+			if math.Abs(got-plain) > 1e-13*plain || gotMax != top {
+				t.Fatalf("%T n=%d offset %d: (%v, %v), the plain loop (%v, %v)", x, n, off, got, gotMax, plain, top)
+			}
+			if n == 0 {
+				continue
+			}
+			for _, bad := range []float64{math.NaN(), math.Inf(-1)} {
+				i := r.IntN(n)
+				keep := x[i]
+				x[i] = T(bad)
+				got, gotMax := SumSquares(x, 0.5)
+				switch {
+				case math.IsNaN(bad) && (!math.IsNaN(got) || math.IsNaN(gotMax) || gotMax > top):
+					t.Fatalf("%T n=%d: NaN at %d gives (%v, %v), want (NaN, at most %v)", x, n, i, got, gotMax, top)
+				case math.IsInf(bad, 0) && (!math.IsInf(got, 1) || !math.IsInf(gotMax, 1)):
+					t.Fatalf("%T n=%d: -Inf at %d gives (%v, %v), want (+Inf, +Inf)", x, n, i, got, gotMax)
+				}
+				x[i] = keep
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/internal/gemm/par"
+	"github.com/qkv-dev/qkv/internal/vec"
 )
 
 // GradNorm returns the global L2 norm of the gradients of params, as if all
@@ -70,8 +71,8 @@ func (j *normJob) run(scale float64) (sum, maxAbs float64) {
 }
 
 func (j *normJob) Item(_, i int) {
-	s32, m32 := sumSquares(j.grads[i].f32, j.scale)
-	s64, m64 := sumSquares(j.grads[i].f64, j.scale)
+	s32, m32 := vec.SumSquares(j.grads[i].f32, j.scale)
+	s64, m64 := vec.SumSquares(j.grads[i].f64, j.scale)
 	j.parts[i] = normPart{s32 + s64, max(m32, m64)}
 }
 
@@ -167,18 +168,4 @@ func gradData(p graph.Param) ([]float32, []float64, error) {
 		return nil, nil, fmt.Errorf("gradient of %q: %w", p.Name, err)
 	}
 	return f32, f64, nil
-}
-
-// sumSquares returns the sum of (x*scale)² in float64 and the largest |x|
-// (NaN elements are not counted in the maximum but make the sum NaN).
-func sumSquares[T float32 | float64](xs []T, scale float64) (sum, maxAbs float64) {
-	for _, x := range xs {
-		y := float64(x)
-		if a := math.Abs(y); a > maxAbs {
-			maxAbs = a
-		}
-		y *= scale
-		sum += y * y
-	}
-	return sum, maxAbs
 }
