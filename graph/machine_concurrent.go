@@ -5,8 +5,11 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	G "gorgonia.org/gorgonia"
+
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 )
 
 // RunConcurrently makes every run after the first that succeeded run
@@ -74,7 +77,8 @@ func (m *Machine) runConcurrently() error {
 	}
 	var done atomic.Int64
 	work := func() {
-		for i := range m.ready {
+		for {
+			i := m.take()
 			if i < 0 {
 				return // the run is over
 			}
@@ -110,6 +114,42 @@ func (m *Machine) runConcurrently() error {
 	err := m.errs[f]
 	clear(m.errs) // keep no error, nor what it holds, until the next failure
 	return err
+}
+
+// spinFor is how long a worker with no step to run polls for one before
+// it blocks: the steps of a run follow each other microseconds apart,
+// and a blocked worker's thread, idle, sleeps (on a virtual machine, its
+// core halts) and takes 0.1 ms or more to wake.
+const spinFor = 200 * time.Microsecond
+
+// take returns the next ready step of the run, or -1 at its end. A worker
+// with none ready polls the queue for spinFor, helping meanwhile with the
+// split op of another worker's step (par.Help): the cores an op shares
+// its items over are those of the run's idle workers, at once, where a
+// helper goroutine of its own waits for its thread to wake. Only then
+// does it block on the queue.
+func (m *Machine) take() int {
+	since := time.Time{}
+	for n := 0; ; n++ {
+		select {
+		case i := <-m.ready:
+			return i
+		default:
+		}
+		if par.Help() {
+			since = time.Time{}
+			continue
+		}
+		// Reading the clock costs tens of nanoseconds: once in 64 polls.
+		if n%64 != 0 {
+			continue
+		}
+		if since.IsZero() {
+			since = time.Now()
+		} else if time.Since(since) > spinFor {
+			return <-m.ready
+		}
+	}
 }
 
 // runRecovering runs the step, returning a panic inside its op as an error,

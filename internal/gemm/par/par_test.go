@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // countJob counts the runs of each item and records the workers seen.
@@ -175,3 +176,120 @@ func TestRunPanicNested(t *testing.T) {
 type nestJob struct{ inner *panicJob }
 
 func (j *nestJob) Item(_, _ int) { Run(4, 4, j.inner) }
+
+// waitJob's items each wait d; the first item started with block set waits
+// until block is closed, recording how many items had run by then.
+type waitJob struct {
+	countJob
+	d     time.Duration
+	block chan struct{}
+}
+
+func (j *waitJob) Item(w, i int) {
+	if j.block != nil && i == 0 {
+		<-j.block
+	}
+	for s := time.Now(); time.Since(s) < j.d; {
+	}
+	j.countJob.Item(w, i)
+}
+
+// whoJob is a waitJob that records the worker each item ran on.
+type whoJob struct {
+	waitJob
+	who []atomic.Int32
+}
+
+func (j *whoJob) Item(w, i int) {
+	j.waitJob.Item(w, i)
+	j.who[i].Store(int32(w))
+}
+
+// TestRunWhileBusy: a Run that starts while another goroutine's job holds
+// the package runs its items on its caller, then, once that job is done,
+// shares the rest with helpers: every item runs once, the first ones on
+// the caller, later ones also on a helper.
+func TestRunWhileBusy(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: no helper would run alongside")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	first := &waitJob{countJob: *newCountJob(2, 2), block: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		Run(2, 2, first)
+		close(done)
+	}()
+	for pool.mu.TryLock() { // until first's job holds the package
+		pool.mu.Unlock()
+		runtime.Gosched()
+	}
+	second := &whoJob{waitJob: waitJob{countJob: *newCountJob(2000, 2), d: 20 * time.Microsecond}, who: make([]atomic.Int32, 2000)}
+	var ran atomic.Int32
+	go func() {
+		for ran.Load() < 20 {
+			ran.Store(int32(countRuns(&second.countJob)))
+			runtime.Gosched()
+		}
+		close(first.block) // the first job ends after second has run items
+	}()
+	Run(2000, 2, second)
+	<-done
+	first.check(t, 1)
+	second.check(t, 1)
+	helped := 0
+	for i := range second.who {
+		if w := second.who[i].Load(); w != 0 {
+			if i < 20 {
+				t.Fatalf("item %d ran on worker %d while the package was busy, want the caller's", i, w)
+			}
+			helped++
+		}
+	}
+	if helped == 0 {
+		t.Error("no item ran on a helper once the package was free")
+	}
+}
+
+// countRuns is how many of j's items have run.
+func countRuns(j *countJob) int {
+	n := 0
+	for i := range j.runs {
+		n += int(j.runs[i].Load())
+	}
+	return n
+}
+
+// TestHelp: Help takes no item with no job open, and a goroutine polling
+// it takes items of the jobs another goroutine runs, which still run every
+// item once.
+func TestHelp(t *testing.T) {
+	if Help() {
+		t.Fatal("Help took an item with no job open")
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: the polling goroutine would not run alongside")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	var stop atomic.Bool
+	var took atomic.Int32
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for !stop.Load() {
+			if Help() {
+				took.Add(1)
+			}
+		}
+	}()
+	j := &waitJob{countJob: *newCountJob(16, 2), d: 5 * time.Microsecond}
+	for range 200 {
+		Run(16, 2, j)
+	}
+	stop.Store(true)
+	<-polled
+	j.check(t, 200)
+	if took.Load() == 0 {
+		t.Error("the goroutine polling Help took no item in 200 jobs")
+	}
+}
