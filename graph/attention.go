@@ -581,7 +581,7 @@ func softmaxHead[T float32 | float64](s, mask, bias []T, sink float64, n int) {
 // all sink, 0 again. float32 rows take internal/vec's eight-lane
 // exponential; float64 rows math.Exp, summed in float64.
 func softmaxRow[T float32 | float64](s []T, sink float64) {
-	m := rowMax(s)
+	m := vec.Max(s)
 	hasSink := !math.IsInf(sink, -1)
 	if hasSink && float64(m) < sink {
 		m = T(sink)
@@ -699,18 +699,6 @@ func FusedCausalPairs(n int) float64 {
 // sums.
 func causalSpan(i, n int) int { return min(n, (i+1+15)/16*16) }
 
-// rowMax is the largest entry of s, -Inf for none, NaN if one is NaN (as
-// math.Max, which is a call per entry on amd64).
-func rowMax[T float32 | float64](s []T) T {
-	m := T(math.Inf(-1))
-	for _, v := range s {
-		if v > m || v != v { // NaN wins, as in math.Max
-			m = v
-		}
-	}
-	return m
-}
-
 // scoresGrad returns, in ds, dS = P * (dP - rowsum(P * dP)) * scale: the
 // gradient of the scores from that of the weights. With causal (the Causal
 // modifier alone), row i's keys past causalSpan(i, n), whose weights are 0,
@@ -723,10 +711,7 @@ func scoresGrad[T float32 | float64](p, dp, ds []T, scale T, n int, causal bool)
 			v = causalSpan(i, n)
 		}
 		pr, dr := p[i*n:i*n+v], dp[i*n:i*n+v]
-		dot := vec.Dot(pr, dr)
-		for j := range pr {
-			ds[i*n+j] = pr[j] * (dr[j] - dot) * scale
-		}
+		vec.MulDiff(ds[i*n:i*n+v], pr, dr, vec.Dot(pr, dr), scale)
 		clear(ds[i*n+v : (i+1)*n])
 	}
 	return ds

@@ -178,12 +178,7 @@ func rowShare[T float32 | float64](t []T) float64 {
 // float64 rows with math.Exp. A NaN in the row is its max, and makes every
 // e_j NaN.
 func expRow[T float32 | float64](z, e []T) (m T, sum float64) {
-	m = T(math.Inf(-1))
-	for _, v := range z {
-		if v > m || v != v {
-			m = v
-		}
-	}
+	m = vec.Max(z)
 	if z32, ok := any(z).([]float32); ok {
 		return m, float64(vec.ExpShiftSum(any(e).([]float32), z32, float32(m)))
 	}

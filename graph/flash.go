@@ -465,7 +465,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, qs, ks, v
 				if mod != nil {
 					modRow(mod, visible, nil, b, h, i, j0, cov)
 				}
-				mt := float64(rowMax(visible))
+				mt := float64(vec.Max(visible))
 				clear(sr[len(visible):]) // keys j > i: weight 0
 				if math.IsInf(mt, -1) {
 					clear(visible) // every key of this tile is hidden from query i

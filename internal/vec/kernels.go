@@ -36,6 +36,9 @@ type kernelSet struct {
 	// largest |x[i]| (NaN not counted); SumSquares adds up the lanes.
 	sumSquares32 func(x *float32, n int, scale float64, lanes *[8]float64) float64
 	sumSquares64 func(x *float64, n int, scale float64, lanes *[8]float64) float64
+	// max32 is Max for float32 (any NaN: a NaN); mulDiff32 is MulDiff.
+	max32     func(x *float32, n int) float32
+	mulDiff32 func(y, p, q *float32, n int, c, scale float32)
 	// adam32 and adam64 are Adam for float32 and float64 parameters; k
 	// holds beta1, 1-beta1, beta2, 1-beta2, StepSize, SqrtBC2, Eps and
 	// Keep.

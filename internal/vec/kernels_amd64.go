@@ -23,6 +23,8 @@ var avx2 = &kernelSet{
 	addWiden32:   addWiden32AVX2,
 	sumSquares32: sumSquares32AVX2,
 	sumSquares64: sumSquares64AVX2,
+	max32:        max32AVX2,
+	mulDiff32:    mulDiff32AVX2,
 	adam32:       adam32AVX2,
 	adam64:       adam64AVX2,
 }
@@ -47,6 +49,8 @@ var avx512 = &kernelSet{
 	addWiden32:   addWiden32AVX512,
 	sumSquares32: sumSquares32AVX512,
 	sumSquares64: sumSquares64AVX512,
+	max32:        max32AVX512,
+	mulDiff32:    mulDiff32AVX512,
 	adam32:       adam32AVX512,
 	adam64:       adam64AVX512,
 }
@@ -153,3 +157,15 @@ func sumSquares32AVX512(x *float32, n int, scale float64, lanes *[8]float64) flo
 
 //go:noescape
 func sumSquares64AVX512(x *float64, n int, scale float64, lanes *[8]float64) float64
+
+//go:noescape
+func max32AVX2(x *float32, n int) float32
+
+//go:noescape
+func max32AVX512(x *float32, n int) float32
+
+//go:noescape
+func mulDiff32AVX2(y, p, q *float32, n int, c, scale float32)
+
+//go:noescape
+func mulDiff32AVX512(y, p, q *float32, n int, c, scale float32)

@@ -164,3 +164,40 @@ func SumSquares[T float32 | float64](x []T, scale float64) (sum, maxAbs float64)
 	l := &lanes
 	return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])), maxAbs
 }
+
+// Max returns the largest element of x, -Inf for an empty x; an x that
+// holds a NaN gives a NaN (as math.Max does), whatever the order. Of a +0
+// and a -0 it may return either: a softmax's shift, exp(v - max), is the
+// same with both.
+func Max[T float32 | float64](x []T) T {
+	m := T(math.Inf(-1))
+	n := 0
+	if x32, ok := any(x).([]float32); ok {
+		if n = span32(len(x)); n > 0 {
+			m = T(active.max32(&x32[0], n))
+		}
+	}
+	for _, v := range x[n:] {
+		if v > m || v != v {
+			m = v
+		}
+	}
+	return m
+}
+
+// MulDiff sets y[i] = p[i]·(q[i] − c)·scale, rounding after each
+// operation (the Go expression's bits): the gradient of a softmax's
+// scores from that of its weights, c being the row's Σ p·q. y, p and q
+// have y's length; y may be p or q.
+func MulDiff[T float32 | float64](y, p, q []T, c, scale T) {
+	p, q = p[:len(y)], q[:len(y)]
+	n := 0
+	if y32, ok := any(y).([]float32); ok {
+		if n = span32(len(y)); n > 0 {
+			active.mulDiff32(&y32[0], &any(p).([]float32)[0], &any(q).([]float32)[0], n, float32(c), float32(scale))
+		}
+	}
+	for i := n; i < len(y); i++ {
+		y[i] = p[i] * (q[i] - c) * scale
+	}
+}

@@ -235,3 +235,69 @@ sumsq64avx2_done:
 	SUMSQ2_DONE
 	MOVSD X1, ret+32(FP)
 	RET
+
+// func max32AVX2(x *float32, n int) float32
+// max32AVX512 on ymm registers, n a positive multiple of 8: each block's
+// NaN lanes (unordered compares) ORed into Y4.
+TEXT ·max32AVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	VMOVUPS (SI), Y0
+	VCMPPS $3, Y0, Y0, Y4
+	ADDQ $32, SI
+	DECQ CX
+	JZ max2_done
+
+max2_loop:
+	VMOVUPS (SI), Y2
+	VCMPPS $3, Y2, Y2, Y3
+	VORPS Y3, Y4, Y4
+	VMAXPS Y2, Y0, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JNZ max2_loop
+
+max2_done:
+	VMOVMSKPS Y4, AX
+	TESTL AX, AX
+	JNZ max2_nan
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
+max2_nan:
+	VZEROUPPER
+	MOVL $0x7fc00000, ret+16(FP)
+	RET
+
+// func mulDiff32AVX2(y, p, q *float32, n int, c, scale float32)
+// mulDiff32AVX512 on ymm registers, n a positive multiple of 8.
+TEXT ·mulDiff32AVX2(SB), NOSPLIT, $0-40
+	MOVQ y+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ q+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS c+32(FP), Y5
+	VBROADCASTSS scale+36(FP), Y6
+	SHRQ $3, CX
+
+muldiff2_loop:
+	VMOVUPS (DX), Y0
+	VSUBPS Y5, Y0, Y0
+	VMULPS (SI), Y0, Y0
+	VMULPS Y6, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ muldiff2_loop
+	VZEROUPPER
+	RET

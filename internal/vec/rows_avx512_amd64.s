@@ -292,3 +292,81 @@ sumsq64_block:
 	SUMSQ_DONE
 	MOVSD X1, ret+32(FP)
 	RET
+
+// func max32AVX512(x *float32, n int) float32
+// The largest of x, or a NaN if x holds one: VMAXPS over the blocks into
+// Z0 (a partial block's masked-off lanes are -Inf, Z3's), each block's NaN
+// lanes (unordered compares) gathered into K2.
+TEXT ·max32AVX512(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), BX
+	MOVL $0xff800000, AX
+	VPBROADCASTD AX, Z3
+	VMOVAPS Z3, Z0
+	KXORW K2, K2, K2
+	ALL_LANES
+
+max_loop:
+	CMPQ BX, $16
+	JAE max_block
+	LAST_BLOCK
+
+max_block:
+	VMOVAPS Z3, Z2
+	VMOVUPS (SI), K1, Z2
+	VCMPPS $3, Z2, Z2, K3
+	KORW K3, K2, K2
+	VMAXPS Z2, Z0, Z0
+	ADDQ $64, SI
+	SUBQ $16, BX
+	JHI max_loop
+	KORTESTW K2, K2
+	JNZ max_nan
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+
+max_nan:
+	VZEROUPPER
+	MOVL $0x7fc00000, ret+16(FP)
+	RET
+
+// func mulDiff32AVX512(y, p, q *float32, n int, c, scale float32)
+// y = p·(q − c)·scale, rounded after each operation as the Go loop
+// rounds it: a subtraction and two multiplications, no fused one.
+TEXT ·mulDiff32AVX512(SB), NOSPLIT, $0-40
+	MOVQ y+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ q+16(FP), DX
+	MOVQ n+24(FP), BX
+	VBROADCASTSS c+32(FP), Z5
+	VBROADCASTSS scale+36(FP), Z6
+	ALL_LANES
+
+muldiff_loop:
+	CMPQ BX, $16
+	JAE muldiff_block
+	LAST_BLOCK
+
+muldiff_block:
+	VMOVUPS.Z (DX), K1, Z0
+	VSUBPS Z5, Z0, Z0
+	VMOVUPS.Z (SI), K1, Z1
+	VMULPS Z0, Z1, Z0
+	VMULPS Z6, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI muldiff_loop
+	VZEROUPPER
+	RET

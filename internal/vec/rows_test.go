@@ -184,3 +184,81 @@ func testSumSquares[T float32 | float64](t *testing.T) {
 		}
 	}
 }
+
+// TestMax: Max is the largest element on every path, length and offset,
+// -Inf for none, and a NaN wherever one lies (each position of a short
+// row, one position of a long one).
+func TestMax(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(7, 8))
+		for _, n := range lengths {
+			for _, off := range offsets {
+				x, check := guarded[float32](n, off)
+				want := float32(math.Inf(-1))
+				for i := range x {
+					x[i] = float32(r.NormFloat64() * 10)
+					want = max(want, x[i])
+				}
+				if got := Max(x); got != want {
+					t.Fatalf("n=%d offset %d: Max = %v, want %v", n, off, got, want)
+				}
+				if got := Max(toFloat64(x)); float32(got) != want {
+					t.Fatalf("float64, n=%d offset %d: Max = %v, want %v", n, off, got, want)
+				}
+				check(t)
+				for i := range x {
+					if n > 40 && i != n/3 {
+						continue
+					}
+					keep := x[i]
+					x[i] = float32(math.NaN())
+					if got := Max(x); !math.IsNaN(float64(got)) {
+						t.Fatalf("n=%d offset %d: NaN at %d, Max = %v", n, off, i, got)
+					}
+					x[i] = keep
+				}
+			}
+		}
+		if got := Max([]float32{float32(math.Inf(-1)), float32(math.Inf(-1))}); !math.IsInf(float64(got), -1) {
+			t.Errorf("Max of -Infs = %v", got)
+		}
+	})
+}
+
+func toFloat64(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// TestMulDiff: MulDiff gives the Go expression's p·(q − c)·scale bit for
+// bit on every path, length and offset, in place too, and writes nothing
+// outside y.
+func TestMulDiff(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(9, 10))
+		for _, n := range lengths {
+			for _, off := range offsets {
+				p, _ := guarded[float32](n, (off+1)%4)
+				q, _ := guarded[float32](n, (off+2)%4)
+				y, check := guarded[float32](n, off)
+				c, scale := float32(r.NormFloat64()), float32(0.17677669)
+				want := make([]float32, n)
+				for i := range p {
+					p[i], q[i] = float32(r.Float64()), float32(r.NormFloat64())
+					want[i] = p[i] * (q[i] - c) * scale
+				}
+				MulDiff(y, p, q, c, scale)
+				check(t)
+				MulDiff(q, p, q, c, scale) // in place
+				for i := range y {
+					if y[i] != want[i] || q[i] != want[i] {
+						t.Fatalf("n=%d offset %d: y[%d] = %v, in place %v, want %v", n, off, i, y[i], q[i], want[i])
+					}
+				}
+			}
+		}
+	})
+}
