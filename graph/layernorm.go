@@ -157,16 +157,16 @@ func (j *layerNormJob[T]) Item(w, blk int) {
 		xr := j.x[r*d : (r+1)*d]
 		switch j.op.out {
 		case lnOutput:
-			normalise(xr, xhat, j.op.eps)
+			vec.Normalise(xr, xhat, j.op.eps)
 			vec.MulAdd(j.out[r*d:(r+1)*d], xhat, j.gain, j.third)
 		case lnGradBias:
 			vec.AddWiden(j.sums[blk*d:(blk+1)*d], j.third[r*d:(r+1)*d])
 		case lnGradGain:
-			normalise(xr, xhat, j.op.eps)
+			vec.Normalise(xr, xhat, j.op.eps)
 			vec.MulAdd(g, j.third[r*d:(r+1)*d], xhat, nil) // dy * xhat
 			vec.AddWiden(j.sums[blk*d:(blk+1)*d], g)
 		case lnGradX:
-			rstd := normalise(xr, xhat, j.op.eps)
+			rstd := vec.Normalise(xr, xhat, j.op.eps)
 			vec.MulAdd(g, j.third[r*d:(r+1)*d], j.gain, nil)
 			gMean, gxMean := vec.Sum(g)/T(d), vec.Dot(g, xhat)/T(d)
 			vec.Lin(j.out[r*d:(r+1)*d], g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
@@ -177,16 +177,6 @@ func (j *layerNormJob[T]) Item(w, blk int) {
 // layerNormBlock is about how many elements a block of rows holds.
 const layerNormBlock = 1 << 12
 
-// normalise sets xhat = (x - mean(x)) * rstd and returns
-// rstd = 1/sqrt(var(x) + eps), with the biased variance; the mean is
-// subtracted before squaring, so no large mean cancels.
-func normalise[T float32 | float64](x, xhat []T, eps float64) T {
-	d := T(len(x))
-	vec.Lin(xhat, x, x, 1, 0, -vec.Sum(x)/d)
-	rstd := T(1 / math.Sqrt(float64(vec.Dot(xhat, xhat)/d)+eps))
-	vec.Lin(xhat, xhat, xhat, rstd, 0, 0)
-	return rstd
-}
 
 func (op layerNormOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.layernorm %v %v %d %t", op.shape, op.eps, op.out, op.params == 1)

@@ -39,6 +39,9 @@ type kernelSet struct {
 	// max32 is Max for float32 (any NaN: a NaN); mulDiff32 is MulDiff.
 	max32     func(x *float32, n int) float32
 	mulDiff32 func(y, p, q *float32, n int, c, scale float32)
+	// normalise32 is Normalise for float32; nil in a set without one,
+	// where Normalise runs the composed calls.
+	normalise32 func(x, xhat *float32, n int, eps float64) float32
 	// adam32 and adam64 are Adam for float32 and float64 parameters; k
 	// holds beta1, 1-beta1, beta2, 1-beta2, StepSize, SqrtBC2, Eps and
 	// Keep.

@@ -51,6 +51,7 @@ var avx512 = &kernelSet{
 	sumSquares64: sumSquares64AVX512,
 	max32:        max32AVX512,
 	mulDiff32:    mulDiff32AVX512,
+	normalise32:  normalise32AVX512,
 	adam32:       adam32AVX512,
 	adam64:       adam64AVX512,
 }
@@ -169,3 +170,6 @@ func mulDiff32AVX2(y, p, q *float32, n int, c, scale float32)
 
 //go:noescape
 func mulDiff32AVX512(y, p, q *float32, n int, c, scale float32)
+
+//go:noescape
+func normalise32AVX512(x, xhat *float32, n int, eps float64) float32

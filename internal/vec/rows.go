@@ -201,3 +201,21 @@ func MulDiff[T float32 | float64](y, p, q []T, c, scale T) {
 		y[i] = p[i] * (q[i] - c) * scale
 	}
 }
+
+// Normalise sets xhat = (x - mean(x)) * rstd and returns
+// rstd = 1/sqrt(var(x) + eps), with the biased variance, the sums in x's
+// dtype and the root in float64: LayerNorm's row. The mean is subtracted
+// before squaring, so no large mean cancels. The AVX-512 kernel computes
+// it in one call with the composed calls' bits (Sum, Lin, Dot, Lin),
+// which the other paths make.
+func Normalise[T float32 | float64](x, xhat []T, eps float64) T {
+	xhat = xhat[:len(x)]
+	if x32, ok := any(x).([]float32); ok && len(x) > 0 && active != nil && active.normalise32 != nil {
+		return T(active.normalise32(&x32[0], &any(xhat).([]float32)[0], len(x), eps))
+	}
+	d := T(len(x))
+	Lin(xhat, x, x, 1, 0, -Sum(x)/d)
+	rstd := T(1 / math.Sqrt(float64(Dot(xhat, xhat)/d)+eps))
+	Lin(xhat, xhat, xhat, rstd, 0, 0)
+	return rstd
+}

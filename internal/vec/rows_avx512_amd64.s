@@ -370,3 +370,141 @@ muldiff_block:
 	JHI muldiff_loop
 	VZEROUPPER
 	RET
+
+// func normalise32AVX512(x, xhat *float32, n int, eps float64) float32
+// Normalise in one call: the sum as sum32AVX512 adds it (Z0 even blocks
+// of pairs, Z2 odd ones, the rest into Z0, HSUM512), c = -(sum/n) in
+// float32; xhat = 1·x + (0·x + c) as lin32AVX512 computes it, stored,
+// and its dot product with itself as dot32AVX512 adds it, in the same
+// pass; rstd = 1/sqrt(float64(dot/n) + eps) rounded to float32, returned;
+// then xhat = rstd·xhat + (0·xhat + 0) as lin32AVX512. Each value is the
+// composed calls' bit for bit, without four calls and their set-ups per
+// row (a row of LayerNorm is often 64 values).
+TEXT ·normalise32AVX512(SB), NOSPLIT, $0-36
+	MOVQ x+0(FP), SI
+	MOVQ xhat+8(FP), DI
+	MOVQ n+16(FP), BX
+	MOVQ SI, R8
+	MOVQ DI, R9
+	MOVQ BX, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+	ALL_LANES
+	CMPQ BX, $32
+	JB norm_sum_loop
+
+norm_sum_pairs:
+	VADDPS (SI), Z0, Z0
+	VADDPS 64(SI), Z2, Z2
+	ADDQ $128, SI
+	SUBQ $32, BX
+	CMPQ BX, $32
+	JAE norm_sum_pairs
+	TESTQ BX, BX
+	JZ norm_sum_done
+
+norm_sum_loop:
+	CMPQ BX, $16
+	JAE norm_sum_block
+	LAST_BLOCK
+
+norm_sum_block:
+	VMOVUPS.Z (SI), K1, Z1
+	VADDPS Z1, Z0, Z0
+	ADDQ $64, SI
+	SUBQ $16, BX
+	JHI norm_sum_loop
+
+norm_sum_done:
+	VADDPS Z2, Z0, Z0
+	HSUM512
+	VCVTSI2SSQ R10, X4, X4      // n as float32
+	VDIVSS X4, X0, X0           // sum/n
+	MOVL $0x80000000, AX
+	VMOVD AX, X1
+	VXORPS X1, X0, X0           // c = -(sum/n), which is (-sum)/n
+	VBROADCASTSS X0, Z7
+	MOVL $0x3f800000, AX
+	VPBROADCASTD AX, Z5         // 1
+	VPXORD Z6, Z6, Z6           // 0
+	MOVQ R8, SI
+	MOVQ R9, DI
+	MOVQ R10, BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+	ALL_LANES
+	CMPQ BX, $32
+	JB norm_dot_loop
+
+norm_dot_pairs:
+	VMOVUPS (SI), Z1
+	VMOVAPS Z1, Z3
+	VFMADD213PS Z7, Z6, Z3      // 0 x + c
+	VFMADD231PS Z1, Z5, Z3      // + 1 x
+	VMOVUPS Z3, (DI)
+	VFMADD231PS Z3, Z3, Z0
+	VMOVUPS 64(SI), Z1
+	VMOVAPS Z1, Z9
+	VFMADD213PS Z7, Z6, Z9
+	VFMADD231PS Z1, Z5, Z9
+	VMOVUPS Z9, 64(DI)
+	VFMADD231PS Z9, Z9, Z2
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, BX
+	CMPQ BX, $32
+	JAE norm_dot_pairs
+	TESTQ BX, BX
+	JZ norm_dot_done
+
+norm_dot_loop:
+	CMPQ BX, $16
+	JAE norm_dot_block
+	LAST_BLOCK
+
+norm_dot_block:
+	VMOVUPS.Z (SI), K1, Z1
+	VMOVAPS Z1, Z3
+	VFMADD213PS Z7, Z6, Z3
+	VFMADD231PS Z1, Z5, Z3
+	VMOVUPS Z3, K1, (DI)
+	VMOVAPS.Z Z3, K1, Z3        // the lanes past the row add 0, as dot32's zero loads
+	VFMADD231PS Z3, Z3, Z0
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI norm_dot_loop
+
+norm_dot_done:
+	VADDPS Z2, Z0, Z0
+	HSUM512
+	VDIVSS X4, X0, X0           // dot/n, float32
+	VCVTSS2SD X0, X0, X0
+	VADDSD eps+24(FP), X0, X0
+	VSQRTSD X0, X0, X0
+	MOVQ $0x3ff0000000000000, AX
+	VMOVQ AX, X1
+	VDIVSD X0, X1, X0           // 1/sqrt(...)
+	VCVTSD2SS X0, X0, X0
+	MOVSS X0, ret+32(FP)
+	VBROADCASTSS X0, Z8         // rstd
+	MOVQ R9, DI
+	MOVQ R10, BX
+	ALL_LANES
+
+norm_scale_loop:
+	CMPQ BX, $16
+	JAE norm_scale_block
+	LAST_BLOCK
+
+norm_scale_block:
+	VMOVUPS.Z (DI), K1, Z0
+	VMOVAPS Z0, Z1
+	VFMADD213PS Z6, Z6, Z0      // 0 xhat + 0
+	VFMADD231PS Z1, Z8, Z0      // + rstd xhat
+	VMOVUPS Z0, K1, (DI)
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI norm_scale_loop
+	VZEROUPPER
+	RET

@@ -262,3 +262,58 @@ func TestMulDiff(t *testing.T) {
 		}
 	})
 }
+
+// normaliseComposed is Normalise as the calls it stands for.
+func normaliseComposed(x, xhat []float32, eps float64) float32 {
+	d := float32(len(x))
+	Lin(xhat, x, x, 1, 0, -Sum(x)/d)
+	rstd := float32(1 / math.Sqrt(float64(Dot(xhat, xhat)/d)+eps))
+	Lin(xhat, xhat, xhat, rstd, 0, 0)
+	return rstd
+}
+
+// TestNormalise: Normalise gives the composed calls' rstd and xhat bit for
+// bit on every path, length and offset (rows with a large mean, and
+// constant rows whose deviations are all zero), writes nothing outside
+// xhat, and a row holding an infinity gives NaNs as the calls do.
+func TestNormalise(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(11, 12))
+		for _, n := range lengths[1:] {
+			for _, off := range offsets {
+				for _, kind := range []string{"normal", "mean 1000", "constant", "inf"} {
+					x, _ := guarded[float32](n, (off+1)%4)
+					for i := range x {
+						switch kind {
+						case "normal":
+							x[i] = float32(r.NormFloat64())
+						case "mean 1000":
+							x[i] = 1000 + float32(r.NormFloat64())
+						case "constant":
+							x[i] = 3.5
+						case "inf":
+							x[i] = float32(r.NormFloat64())
+							if i == n/2 {
+								x[i] = float32(math.Inf(1))
+							}
+						}
+					}
+					xhat, check := guarded[float32](n, off)
+					want := make([]float32, n)
+					wantR := normaliseComposed(x, want, 1e-5)
+					gotR := Normalise(x, xhat, 1e-5)
+					check(t)
+					same := func(a, b float32) bool { return a == b || (a != a && b != b) }
+					if !same(gotR, wantR) {
+						t.Fatalf("%s n=%d offset %d: rstd %v, want %v", kind, n, off, gotR, wantR)
+					}
+					for i := range xhat {
+						if !same(xhat[i], want[i]) || math.Signbit(float64(xhat[i])) != math.Signbit(float64(want[i])) {
+							t.Fatalf("%s n=%d offset %d: xhat[%d] = %v, want %v", kind, n, off, i, xhat[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -599,10 +599,7 @@ func (n *net[T]) residual(m int, bias []T, p phase, gain, lnBias []T) {
 }
 
 func (n *net[T]) norm(y, x, gain, bias []T) {
-	d := T(len(x))
-	vec.Lin(y, x, x, 1, 0, -vec.Sum(x)/d)
-	rstd := T(1 / math.Sqrt(float64(vec.Dot(y, y)/d)+n.eps))
-	vec.Lin(y, y, y, rstd, 0, 0)
+	vec.Normalise(x, y, n.eps)
 	vec.MulAdd(y, y, gain, bias)
 }
 
