@@ -177,7 +177,6 @@ func (j *layerNormJob[T]) Item(w, blk int) {
 // layerNormBlock is about how many elements a block of rows holds.
 const layerNormBlock = 1 << 12
 
-
 func (op layerNormOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "qkv.layernorm %v %v %d %t", op.shape, op.eps, op.out, op.params == 1)
 }
