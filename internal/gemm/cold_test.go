@@ -2,12 +2,11 @@ package gemm
 
 import (
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"testing"
 )
 
-// BenchmarkColdSgemm times the nanoGPT preset's products warm (the
+// BenchmarkSgemmCold times the nanoGPT preset's products warm (the
 // operands left in cache by the previous call, as BenchmarkSgemm) and cold
 // (4 MiB, twice L2, written between calls, untimed, so that A, B and C come from
 // memory, as they do in a training step where each product reads what
@@ -39,18 +38,5 @@ func BenchmarkSgemmCold(b *testing.B) {
 				b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
-	}
-}
-
-func BenchmarkTmpBig(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{256, 512, 1024} {
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			a, lda, bm, ldb, c, ldc := operands[float32](r, shape{n, n, n, 0}, false, false)
-			for b.Loop() {
-				Gemm(false, false, n, n, n, 1, a, lda, bm, ldb, 0, c, ldc)
-			}
-			b.ReportMetric(2*float64(n*n*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
 	}
 }

@@ -358,7 +358,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 // before it ends, and each tile of a product fresh from another op misses
 // on lines of A and C one demand load after another: on the nanoGPT
 // preset's shapes with cold caches the products ran at 0.55-0.85 of their
-// warm rate (BenchmarkColdSgemm).
+// warm rate (BenchmarkSgemmCold).
 func (p *problem[T]) prefetchC(ci, rows, cols int) {
 	size := int(unsafe.Sizeof(p.c[0]))
 	prefetchRows(unsafe.Pointer(&p.c[ci]), p.ldc*size, rows, cols*size, true)
