@@ -31,11 +31,14 @@ type kernelSet struct {
 	mulAdd32 func(y, p, q, r *float32, n int)
 	// addWiden32 is AddWiden for float32 x.
 	addWiden32 func(y *float64, x *float32, n int)
-	// sumSquares32 and sumSquares64 add (x[i]·scale)² to lanes[i mod 8]
-	// by fused multiply-adds, each lane in element order, and return the
-	// largest |x[i]| (NaN not counted); SumSquares adds up the lanes.
-	sumSquares32 func(x *float32, n int, scale float64, lanes *[8]float64) float64
-	sumSquares64 func(x *float64, n int, scale float64, lanes *[8]float64) float64
+	// sumSquares32 and sumSquares64 return lanes[l], the sum of
+	// (x[i]·scale)² over i = l mod 8 by fused multiply-adds in element
+	// order, and the largest |x[i]| (NaN not counted); SumSquares adds up
+	// the lanes. They return the lanes rather than fill the caller's: a
+	// pointer passed through a function value escapes, and every call
+	// allocated.
+	sumSquares32 func(x *float32, n int, scale float64) (lanes [8]float64, maxAbs float64)
+	sumSquares64 func(x *float64, n int, scale float64) (lanes [8]float64, maxAbs float64)
 	// max32 is Max for float32 (any NaN: a NaN); mulDiff32 is MulDiff.
 	max32     func(x *float32, n int) float32
 	mulDiff32 func(y, p, q *float32, n int, c, scale float32)

@@ -148,16 +148,16 @@ func addWiden32AVX2(y *float64, x *float32, n int)
 func addWiden32AVX512(y *float64, x *float32, n int)
 
 //go:noescape
-func sumSquares32AVX2(x *float32, n int, scale float64, lanes *[8]float64) float64
+func sumSquares32AVX2(x *float32, n int, scale float64) (lanes [8]float64, maxAbs float64)
 
 //go:noescape
-func sumSquares64AVX2(x *float64, n int, scale float64, lanes *[8]float64) float64
+func sumSquares64AVX2(x *float64, n int, scale float64) (lanes [8]float64, maxAbs float64)
 
 //go:noescape
-func sumSquares32AVX512(x *float32, n int, scale float64, lanes *[8]float64) float64
+func sumSquares32AVX512(x *float32, n int, scale float64) (lanes [8]float64, maxAbs float64)
 
 //go:noescape
-func sumSquares64AVX512(x *float64, n int, scale float64, lanes *[8]float64) float64
+func sumSquares64AVX512(x *float64, n int, scale float64) (lanes [8]float64, maxAbs float64)
 
 //go:noescape
 func max32AVX2(x *float32, n int) float32

@@ -146,11 +146,11 @@ func SumSquares[T float32 | float64](x []T, scale float64) (sum, maxAbs float64)
 	switch xs := any(x).(type) {
 	case []float32:
 		if n = span32(len(xs)); n > 0 {
-			maxAbs = active.sumSquares32(&xs[0], n, scale, &lanes)
+			lanes, maxAbs = active.sumSquares32(&xs[0], n, scale)
 		}
 	case []float64:
 		if n = span64(len(xs)); n > 0 {
-			maxAbs = active.sumSquares64(&xs[0], n, scale, &lanes)
+			lanes, maxAbs = active.sumSquares64(&xs[0], n, scale)
 		}
 	}
 	for i := n; i < len(x); i++ {

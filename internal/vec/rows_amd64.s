@@ -164,27 +164,23 @@ widen_loop:
 	VMULPD Y5, reg, reg \
 	VFMADD231PD reg, reg, acc
 
-// SUMSQ2_DONE stores the lane sums Y0 (0–3) and Y7 (4–7) at DI and
-// leaves the largest of Y1's lanes in X1.
+// SUMSQ2_DONE leaves the largest of Y1's lanes in X1.
 #define SUMSQ2_DONE \
-	VMOVUPD Y0, (DI) \
-	VMOVUPD Y7, 32(DI) \
 	VEXTRACTF128 $1, Y1, X3 \
 	VMAXPD X3, X1, X1 \
 	VPERMILPD $1, X1, X3 \
 	VMAXPD X3, X1, X1 \
 	VZEROUPPER
 
-// func sumSquares32AVX2(x *float32, n int, scale float64, lanes *[8]float64) float64
+// func sumSquares32AVX2(x *float32, n int, scale float64) (lanes [8]float64, maxAbs float64)
 // sumSquares32AVX512 on ymm registers, n a positive multiple of 8: lanes
 // 0–3 in Y0, 4–7 in Y7.
-TEXT ·sumSquares32AVX2(SB), NOSPLIT, $0-40
+TEXT ·sumSquares32AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSD scale+16(FP), Y5
-	MOVQ lanes+24(FP), DI
-	VMOVUPD (DI), Y0
-	VMOVUPD 32(DI), Y7
+	VXORPD Y0, Y0, Y0
+	VXORPD Y7, Y7, Y7
 	VXORPD Y1, Y1, Y1
 	SUMSQ2_ABS_MASK
 	SHRQ $3, CX
@@ -197,20 +193,22 @@ sumsq32avx2_loop:
 	ADDQ $32, SI
 	DECQ CX
 	JNZ sumsq32avx2_loop
+	LEAQ lanes+24(FP), DI
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y7, 32(DI)
 	SUMSQ2_DONE
-	MOVSD X1, ret+32(FP)
+	MOVSD X1, maxAbs+88(FP)
 	RET
 
-// func sumSquares64AVX2(x *float64, n int, scale float64, lanes *[8]float64) float64
+// func sumSquares64AVX2(x *float64, n int, scale float64) (lanes [8]float64, maxAbs float64)
 // sumSquares32AVX2 for float64 elements, n a positive multiple of 4: a
 // last half block goes to lanes 0–3.
-TEXT ·sumSquares64AVX2(SB), NOSPLIT, $0-40
+TEXT ·sumSquares64AVX2(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSD scale+16(FP), Y5
-	MOVQ lanes+24(FP), DI
-	VMOVUPD (DI), Y0
-	VMOVUPD 32(DI), Y7
+	VXORPD Y0, Y0, Y0
+	VXORPD Y7, Y7, Y7
 	VXORPD Y1, Y1, Y1
 	SUMSQ2_ABS_MASK
 
@@ -232,8 +230,11 @@ sumsq64avx2_half:
 	SUMSQ2_HALF(Y2, Y0)
 
 sumsq64avx2_done:
+	LEAQ lanes+24(FP), DI
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y7, 32(DI)
 	SUMSQ2_DONE
-	MOVSD X1, ret+32(FP)
+	MOVSD X1, maxAbs+88(FP)
 	RET
 
 // func max32AVX2(x *float32, n int) float32

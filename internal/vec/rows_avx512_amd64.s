@@ -224,10 +224,8 @@ widen_block:
 	VMULPD Z5, Z2, Z2 \
 	VFMADD231PD Z2, Z2, Z0
 
-// SUMSQ_DONE stores the lane sums Z0 at DI and leaves the largest of
-// Z1's lanes in X1.
+// SUMSQ_DONE leaves the largest of Z1's lanes in X1.
 #define SUMSQ_DONE \
-	VMOVUPD Z0, (DI) \
 	VEXTRACTF64X4 $1, Z1, Y3 \
 	VMAXPD Y3, Y1, Y1 \
 	VEXTRACTF128 $1, Y1, X3 \
@@ -236,16 +234,15 @@ widen_block:
 	VMAXPD X3, X1, X1 \
 	VZEROUPPER
 
-// func sumSquares32AVX512(x *float32, n int, scale float64, lanes *[8]float64) float64
-// lanes[i mod 8] += (x[i]·scale)² (fused), one block of eight elements
-// widened to float64 at a time, the last masked (its lanes add +0);
-// returns the largest |x[i]|.
-TEXT ·sumSquares32AVX512(SB), NOSPLIT, $0-40
+// func sumSquares32AVX512(x *float32, n int, scale float64) (lanes [8]float64, maxAbs float64)
+// lanes[i mod 8] = Σ (x[i]·scale)² (fused, in element order), one block of
+// eight elements widened to float64 at a time, the last masked (its lanes
+// add +0), and the largest |x[i]|.
+TEXT ·sumSquares32AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), BX
 	VBROADCASTSD scale+16(FP), Z5
-	MOVQ lanes+24(FP), DI
-	VMOVUPD (DI), Z0
+	VPXORQ Z0, Z0, Z0
 	VPXORQ Z1, Z1, Z1
 	SUMSQ_ABS_MASK
 	ALL_LANES
@@ -262,18 +259,19 @@ sumsq32_block:
 	ADDQ $32, SI
 	SUBQ $8, BX
 	JHI sumsq32_loop
+	LEAQ lanes+24(FP), DI
+	VMOVUPD Z0, (DI)
 	SUMSQ_DONE
-	MOVSD X1, ret+32(FP)
+	MOVSD X1, maxAbs+88(FP)
 	RET
 
-// func sumSquares64AVX512(x *float64, n int, scale float64, lanes *[8]float64) float64
+// func sumSquares64AVX512(x *float64, n int, scale float64) (lanes [8]float64, maxAbs float64)
 // sumSquares32AVX512 for float64 elements.
-TEXT ·sumSquares64AVX512(SB), NOSPLIT, $0-40
+TEXT ·sumSquares64AVX512(SB), NOSPLIT, $0-96
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), BX
 	VBROADCASTSD scale+16(FP), Z5
-	MOVQ lanes+24(FP), DI
-	VMOVUPD (DI), Z0
+	VPXORQ Z0, Z0, Z0
 	VPXORQ Z1, Z1, Z1
 	SUMSQ_ABS_MASK
 	ALL_LANES
@@ -289,8 +287,10 @@ sumsq64_block:
 	ADDQ $64, SI
 	SUBQ $8, BX
 	JHI sumsq64_loop
+	LEAQ lanes+24(FP), DI
+	VMOVUPD Z0, (DI)
 	SUMSQ_DONE
-	MOVSD X1, ret+32(FP)
+	MOVSD X1, maxAbs+88(FP)
 	RET
 
 // func max32AVX512(x *float32, n int) float32
