@@ -317,3 +317,28 @@ func TestNormalise(t *testing.T) {
 		}
 	})
 }
+
+// TestRowsAllocateNothing: the row kernels allocate nothing on any path (a
+// scratch array passed to a kernel through the kernel set's function
+// values would escape, and be allocated at every call: SumSquares' lanes
+// once were, 22 times a step of R).
+func TestRowsAllocateNothing(t *testing.T) {
+	x32, y32 := make([]float32, 100), make([]float32, 100)
+	x64 := make([]float64, 100)
+	for i := range x32 {
+		x32[i], x64[i] = float32(i), float64(i)
+	}
+	forEachPath(t, func(t *testing.T) {
+		for name, f := range map[string]func(){
+			"SumSquares float32": func() { SumSquares(x32, 1) },
+			"SumSquares float64": func() { SumSquares(x64, 1) },
+			"Max":                func() { Max(x32) },
+			"MulDiff":            func() { MulDiff(y32, x32, x32, 1, 2) },
+			"Normalise":          func() { Normalise(x32, y32, 1e-5) },
+		} {
+			if a := testing.AllocsPerRun(20, f); a != 0 {
+				t.Errorf("%s allocates %v times a call", name, a)
+			}
+		}
+	})
+}
