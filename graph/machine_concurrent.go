@@ -122,6 +122,9 @@ func (m *Machine) runConcurrently() error {
 // core halts) and takes 0.1 ms or more to wake.
 const spinFor = 200 * time.Microsecond
 
+// polling counts the workers, of every Machine, polling in take.
+var polling atomic.Int32
+
 // take returns the next ready step of the run, or -1 at its end. A worker
 // with none ready polls the queue for spinFor, helping meanwhile with the
 // split op of another worker's step (par.Help): the cores an op shares
@@ -129,10 +132,28 @@ const spinFor = 200 * time.Microsecond
 // helper goroutine of its own waits for its thread to wake. Only then
 // does it block on the queue.
 func (m *Machine) take() int {
+	select {
+	case i := <-m.ready:
+		return i
+	default:
+	}
+	// Polling takes a core: no more pollers than the cores left beside
+	// one that works, so that with GOMAXPROCS above the machine's cores
+	// (or on one core) the pollers do not take the working steps' time.
+	for limit := int32(runtime.NumCPU() - 1); ; {
+		p := polling.Load()
+		if p >= limit {
+			return <-m.ready
+		}
+		if polling.CompareAndSwap(p, p+1) {
+			break
+		}
+	}
 	since := time.Time{}
 	for n := 0; ; n++ {
 		select {
 		case i := <-m.ready:
+			polling.Add(-1)
 			return i
 		default:
 		}
@@ -147,6 +168,7 @@ func (m *Machine) take() int {
 		if since.IsZero() {
 			since = time.Now()
 		} else if time.Since(since) > spinFor {
+			polling.Add(-1) // a blocked worker leaves its core to another poller
 			return <-m.ready
 		}
 	}
