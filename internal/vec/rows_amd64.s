@@ -2,6 +2,8 @@
 
 #include "textflag.h"
 
+#include "hmax_amd64.h"
+
 // HSUM leaves the sum of Y0's eight lanes in X0's lowest.
 #define HSUM \
 	VEXTRACTF128 $1, Y0, X1 \
@@ -263,12 +265,7 @@ max2_done:
 	VMOVMSKPS Y4, AX
 	TESTL AX, AX
 	JNZ max2_nan
-	VEXTRACTF128 $1, Y0, X1
-	VMAXPS X1, X0, X0
-	VPERMILPS $0x4e, X0, X1
-	VMAXPS X1, X0, X0
-	VPERMILPS $0xb1, X0, X1
-	VMAXPS X1, X0, X0
+	HMAX8
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET

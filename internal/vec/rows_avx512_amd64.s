@@ -2,6 +2,8 @@
 
 #include "textflag.h"
 
+#include "hmax_amd64.h"
+
 #include "avx512_amd64.h"
 
 // HSUM512 leaves the sum of Z0's sixteen lanes in X0's lowest: halves
@@ -324,12 +326,7 @@ max_block:
 	JNZ max_nan
 	VEXTRACTF64X4 $1, Z0, Y1
 	VMAXPS Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VMAXPS X1, X0, X0
-	VPERMILPS $0x4e, X0, X1
-	VMAXPS X1, X0, X0
-	VPERMILPS $0xb1, X0, X1
-	VMAXPS X1, X0, X0
+	HMAX8
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET

@@ -144,7 +144,7 @@ func (p *jobPool) run(from, n, workers int, job Job) {
 	epoch := (p.state.Load() >> epochShift) + 1
 	p.state.Store(epoch<<epochShift | openBit)
 	for range workers - 1 {
-		go help()
+		go Help()
 	}
 	p.caller()
 	if p.panicked.Load() {
@@ -214,21 +214,18 @@ func (p *jobPool) items(worker int) {
 	}
 }
 
-// help joins the open job, if it is still open, computes items and leaves.
-// A helper that starts after its job closed finds it closed, or another
-// job open, which it joins as well: every open job is a job to help with.
-func help() { Help() }
-
 // Help joins the job a Run on another goroutine has open, if there is one,
 // computes items of it until none is left, and reports whether it took
-// any. It is how a goroutine that waits for work of its own by polling
-// (graph's Machine, between the steps of a run) lends its core to the
-// running op: Run's own helpers are new goroutines, and on a virtual
-// machine the thread that runs one, idle, sleeps on its core and wakes
-// 0.1 ms or more later — after a job of tens of microseconds is done, so
-// that on two cores most jobs ran on one. A helper's number, from 1, is
-// taken once inside; one above the caller's limit (more helpers than the
-// job wanted) takes no item.
+// any. Run's helper goroutines run it: one that starts after its job
+// closed finds it closed, or another job open, which it joins as well
+// (every open job is a job to help with). It is also how a goroutine that
+// waits for work of its own by polling (graph's Machine, between the steps
+// of a run) lends its core to the running op: Run's own helpers are new
+// goroutines, and on a virtual machine the thread that runs one, idle,
+// sleeps on its core and wakes 0.1 ms or more later — after a job of tens
+// of microseconds is done, so that on two cores most jobs ran on one. A
+// helper's number, from 1, is taken once inside; one above the caller's
+// limit (more helpers than the job wanted) takes no item.
 func Help() bool {
 	p := &pool
 	for {

@@ -42,9 +42,9 @@ const kChunk = 128
 // panel q for the m rows r and the panels q0 ≤ q < q1, every row reading
 // each block of W while it is in cache. Panels 0 … 4⌊np/4⌋-1 go four at a
 // time, two rows at a time (mv4x2; mv4 for an odd row left), the rest one
-// at a time (mv1), whatever the range: q0 and q1
-// are bounds of units (unitPanel), so that a panel's columns come out the
-// same whichever range, and so whichever core, computes them.
+// at a time (mv1), whatever the range: q0 and q1 are bounds of units
+// (unitPanel), so that a panel's columns come out the same whichever
+// range, and so whichever core, computes them.
 func (p *packed[T]) apply(y []T, ldy int, x []T, ldx int, m, q0, q1 int) {
 	ps := p.in * panelW
 	g4 := min(q1, p.np/4*4)
