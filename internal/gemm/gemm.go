@@ -271,7 +271,9 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					buf.a = grow(buf.a, (mPanels-packed)*mr*kb)
 					p.packA(buf.a, ic+packed*mr, mb-packed*mr, pc, kb, packAlpha)
 				}
-				if packed > 0 {
+				if packed > 0 && ic == i0 {
+					// The later blocks' first panels come with the
+					// tile before them (next).
 					p.prefetchA(ic, pc, kb)
 				}
 				for jp := 0; jp < nPanels; jp++ {
@@ -280,17 +282,27 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					for ip := 0; ip < mPanels; ip++ {
 						rows := min(mr, mb-ip*mr)
 						ci := (ic+ip*mr)*p.ldc + jc + jp*nr
-						// The next tile's lines, fetched while this one
-						// computes: its C, and on the first column panel
-						// its A where A is read in place.
+						// next is the tile after this one, whose C,
+						// and A where it is read in place, a direct
+						// kernel fetches while it computes; before a
+						// packed tile's kernel, which does not, its C
+						// is fetched here.
+						next := p.aheadAt(ci, ic+ip*mr, pc)
 						switch {
 						case ip+1 < mPanels:
-							p.prefetchC(ci+mr*p.ldc, min(mr, mb-(ip+1)*mr), cols)
+							next = p.aheadAt(ci+mr*p.ldc, ic+(ip+1)*mr, pc)
 						case jp+1 < nPanels:
-							p.prefetchC(ic*p.ldc+jc+(jp+1)*nr, min(mr, mb), min(nr, nb-(jp+1)*nr))
+							next = p.aheadAt(ic*p.ldc+jc+(jp+1)*nr, ic, pc)
+						case ic+mc+mr <= i1 && inPlace:
+							next = p.aheadAt((ic+mc)*p.ldc+jc, ic+mc, pc)
 						}
-						if jp == 0 && ip+1 < packed {
-							p.prefetchA(ic+(ip+1)*mr, pc, kb)
+						if ip >= packed {
+							switch {
+							case ip+1 < mPanels:
+								p.prefetchC(ci+mr*p.ldc, min(mr, mb-(ip+1)*mr), cols)
+							case jp+1 < nPanels:
+								p.prefetchC(ic*p.ldc+jc+(jp+1)*nr, min(mr, mb), min(nr, nb-(jp+1)*nr))
+							}
 						}
 						// tile adds this tile's product into c, ldc
 						// apart, or with store sets c to it; of a last
@@ -301,18 +313,18 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 							if ip < packed && p.transA {
 								a := p.a[pc*p.lda+ic+ip*mr:]
 								if w {
-									ks.directTW(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+									ks.directTW(kb, a, p.lda, bp, c, ldc, kAlpha, store, next)
 								} else {
-									ks.directT(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+									ks.directT(kb, a, p.lda, bp, c, ldc, kAlpha, store, next)
 								}
 								return
 							}
 							if ip < packed {
 								a := p.a[(ic+ip*mr)*p.lda+pc:]
 								if w {
-									ks.directW(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+									ks.directW(kb, a, p.lda, bp, c, ldc, kAlpha, store, next)
 								} else {
-									ks.direct(kb, a, p.lda, bp, c, ldc, kAlpha, store)
+									ks.direct(kb, a, p.lda, bp, c, ldc, kAlpha, store, next)
 								}
 								return
 							}
@@ -351,6 +363,22 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 	}
 }
 
+// aheadAt returns where the tile whose C is at c[ci:] reads it and, in
+// place, row (or column) i of op(A) from column (or row) pc: see ahead.
+// For a tile whose A is packed, the A returned is where it would lie in
+// place, fetched for nothing.
+func (p *problem[T]) aheadAt(ci, i, pc int) ahead {
+	size := int(unsafe.Sizeof(p.a[0]))
+	a := i*p.lda + pc
+	if p.transA {
+		a = pc*p.lda + i
+	}
+	return ahead{
+		a: uintptr(unsafe.Pointer(unsafe.SliceData(p.a))) + uintptr(a*size),
+		c: uintptr(unsafe.Pointer(unsafe.SliceData(p.c))) + uintptr(ci*size),
+	}
+}
+
 // prefetchC and prefetchA fetch, ahead of a tile, the rows x cols block of
 // C at c[ci:] and the mr x kb panel of op(A) at (i, pc) that it will read
 // in place. Each row of a panel of A in place is only kb values, a few
@@ -358,7 +386,12 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 // before it ends, and each tile of a product fresh from another op misses
 // on lines of A and C one demand load after another: on the nanoGPT
 // preset's shapes with cold caches the products ran at 0.55-0.85 of their
-// warm rate (BenchmarkSgemmCold).
+// warm rate (BenchmarkSgemmCold). They fetch all their lines at once,
+// which stalls the core once the line fill buffers are full, so they only
+// serve where no direct kernel runs before: a product's first panel of A,
+// and a packed tile's C. The direct kernels fetch the next tile's lines a
+// few an iteration (ahead): the preset's step at GOMAXPROCS=1 went from
+// 49.3 to 47.2 ms (medians of 6 alternating runs).
 func (p *problem[T]) prefetchC(ci, rows, cols int) {
 	size := int(unsafe.Sizeof(p.c[0]))
 	prefetchRows(unsafe.Pointer(&p.c[ci]), p.ldc*size, rows, cols*size, true)

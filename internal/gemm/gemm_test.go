@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -167,7 +168,7 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 		name       string
 		rows, cols int // of the tile, computed
 		packed     func(k int, a, b, c []T, ldc int, alpha T, store bool)
-		direct     func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+		direct     func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
 		trans      bool // direct reads A transposed
 	}
 	variants := []variant{{"kernel", mr, nr, ks.kernel, nil, false}, {"direct", mr, nr, nil, ks.direct, false}}
@@ -217,10 +218,16 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 				want := append([]T(nil), c...)
 				naive(false, false, v.rows, v.cols, k, alpha, at, lda, b, nr, beta, want, ldc)
 				got := append([]T(nil), c...)
+				// What a direct kernel prefetches changes nothing:
+				// nothing, or this tile's own A and C again.
+				var next ahead
+				if store {
+					next = ahead{uintptr(unsafe.Pointer(&at[0])), uintptr(unsafe.Pointer(&got[0]))}
+				}
 				if v.trans {
-					v.direct(k, aT, ldaT, b, got, ldc, alpha, store)
+					v.direct(k, aT, ldaT, b, got, ldc, alpha, store, next)
 				} else if v.direct != nil {
-					v.direct(k, at, lda, b, got, ldc, alpha, store)
+					v.direct(k, at, lda, b, got, ldc, alpha, store, next)
 				} else {
 					v.packed(k, packed, b, got, ldc, alpha, store)
 				}

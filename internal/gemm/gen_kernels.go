@@ -235,10 +235,14 @@ func write(b *bytes.Buffer, k kernel) {
 		bases = bases[:1]
 	}
 	p("")
+	// ahead: the AVX-512 direct kernels prefetch the next tile's A and C
+	// (arguments nextA and nextC) a few lines an iteration; see prefetch.
+	ahead := k.direct && k.avx512
+	nextAt := (48 + size + 1 + 7) &^ 7 // nextA's offset, after store
 	if k.direct {
 		if k.avx512 {
-			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int, alpha %s, store bool)", k.name, elem, elem, elem)
-			p("TEXT ·%s(SB), NOSPLIT, $0-%d", k.name, 48+size+1)
+			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int, alpha %s, store bool, nextA, nextC uintptr)", k.name, elem, elem, elem)
+			p("TEXT ·%s(SB), NOSPLIT, $0-%d", k.name, nextAt+16)
 		} else {
 			p("// func %s(k int, a *%s, lda int, b, c *%s, ldc int)", k.name, elem, elem)
 			p("TEXT ·%s(SB), NOSPLIT, $0-48", k.name)
@@ -254,6 +258,15 @@ func write(b *bytes.Buffer, k kernel) {
 		for i := 1; i < len(bases); i++ {
 			p("\tLEAQ (%s)(R8*2), %s", bases[i-1], bases[i])
 			p("\tADDQ R8, %s // row %d", bases[i], 3*i)
+		}
+		if ahead {
+			p("\tMOVQ nextA+%d(FP), AX", nextAt)
+			p("\tMOVQ nextC+%d(FP), BX", nextAt+8)
+			p("\tMOVQ $%d, R13", pfCycle)
+			if !k.trans {
+				p("\tMOVQ AX, R14")
+				p("\tSUBQ SI, R14 // nextA - a: the cycle's first row, where SI is")
+			}
 		}
 	} else {
 		if k.avx512 {
@@ -304,6 +317,9 @@ func write(b *bytes.Buffer, k kernel) {
 		for v := range k.nv {
 			p("\t%s %s%d, %s, %s%d", fma, reg, acc+v, a, reg, r*k.nv+v)
 		}
+	}
+	if ahead {
+		prefetch(p, k, size)
 	}
 	if k.trans {
 		p("\tADDQ R8, SI")
@@ -360,4 +376,58 @@ func write(b *bytes.Buffer, k kernel) {
 		p("%s_store:", k.name)
 		epilogue(true)
 	}
+}
+
+// pfCycle is how many iterations of a direct kernel's loop one row of the
+// next tile's C is prefetched in (and, A not transposed, the twelve rows
+// of its A at one column).
+const pfCycle = 4
+
+// prefetch writes the part of a direct AVX-512 kernel's loop that fetches
+// the next tile's operands, nextA (AX) and nextC (BX), while this one
+// computes: the next tile then reads them from L1 instead of waiting on
+// each line, and the fetches, a few an iteration, never queue up as a
+// burst of them before the tile did (prefetchRows' 150 lines stalled the
+// core until the line fill buffers drained: 13% of the preset's step).
+// R13 counts down the cycle; R14, A not transposed, is nextA - a.
+//
+// A transposed: the next tile's column q of op(A) is mr values at nextA +
+// q lda, one or two lines (three for float64), fetched at iteration q.
+// Otherwise its twelve rows, lda apart, are fetched at SI's column, three
+// an iteration: rows r, r+4 and r+8 at the cycle's iteration r, so that
+// every line of every row is fetched (the column moves 16 or 32 bytes a
+// cycle, under a line).
+// Each cycle also fetches one row of nextC for writing (two lines: 32
+// float32 or 16 float64), ldc further each cycle, all twelve in the first
+// 48 iterations.
+func prefetch(p func(string, ...any), k kernel, size int) {
+	if k.trans {
+		last := k.mr*size - 1 // the column's last byte
+		p("\tPREFETCHT0 (AX)")
+		if last >= 64 {
+			p("\tPREFETCHT0 %d(AX)", last/2)
+		}
+		p("\tPREFETCHT0 %d(AX)", last)
+		p("\tADDQ R8, AX")
+	} else {
+		if k.mr != 3*pfCycle {
+			log.Fatalf("%s: the prefetch cycle covers %d rows, not %d", k.name, 3*pfCycle, k.mr)
+		}
+		p("\tPREFETCHT0 (AX)")
+		p("\tPREFETCHT0 (AX)(R8*4)")
+		p("\tPREFETCHT0 (AX)(R8*8)")
+		p("\tADDQ R8, AX")
+	}
+	p("\tDECQ R13")
+	p("\tJNZ %s_fetched", k.name)
+	// PREFETCHW (BX) and 64(BX), which Go's assembler does not know:
+	// 0F 0D /1.
+	p("\tBYTE $0x0F; BYTE $0x0D; BYTE $0x0B")
+	p("\tBYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40")
+	p("\tADDQ R9, BX")
+	p("\tMOVQ $%d, R13", pfCycle)
+	if !k.trans {
+		p("\tLEAQ %d(SI)(R14*1), AX // the first row again, at the next iteration's column", size)
+	}
+	p("%s_fetched:", k.name)
 }

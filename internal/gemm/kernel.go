@@ -9,8 +9,9 @@ type kernels[T Float] struct {
 	// ldc, alpha times the product of a packed panel of A (k columns of mr)
 	// and one of B (k rows of nr), or with store sets the tile to it.
 	kernel func(k int, a, b, c []T, ldc int, alpha T, store bool)
-	// direct is kernel reading A's mr rows where they lie, lda apart.
-	direct func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+	// direct is kernel reading A's mr rows where they lie, lda apart; it
+	// may prefetch, while it computes, the next tile's operands at next.
+	direct func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
 	// scales: the kernels apply alpha; without it they take only 1, and
 	// A is scaled as it is packed.
 	scales bool
@@ -26,12 +27,21 @@ type kernels[T Float] struct {
 	// columns (w), or both (hw): for a last tile that small, about half
 	// the work.
 	h, w, hw func(k int, a, b, c []T, ldc int, alpha T, store bool)
-	directW  func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+	directW  func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
 	// directT and directTW, where not nil, are direct and directW for a
 	// transposed A read in place: a column of op(A) is mr consecutive
 	// values of a row of a, the next column lda further.
-	directT, directTW func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool)
+	directT, directTW func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
 }
+
+// ahead is where the tile after a direct kernel's lies: the address of its
+// A, read as the kernel reads its own (rows, or for directT columns, lda
+// apart), and of its C. The AVX-512 direct kernels fetch both into the
+// cache a few lines an iteration while they compute, instead of the tile
+// after waiting on them one line after another. Addresses only, never
+// read by Go: the hardware ignores a prefetch of an address it cannot
+// fetch.
+type ahead struct{ a, c uintptr }
 
 // kernelSet is one family of assembly kernels, for both element types.
 type kernelSet struct {

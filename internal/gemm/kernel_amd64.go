@@ -35,8 +35,8 @@ func adding[T Float](mr, nr int, f func(k int, a, b, c *T, ldc int)) func(int, [
 	}
 }
 
-func addingInPlace[T Float](mr, nr int, f func(k int, a *T, lda int, b, c *T, ldc int)) func(int, []T, int, []T, []T, int, T, bool) {
-	return func(k int, a []T, lda int, b, c []T, ldc int, _ T, store bool) {
+func addingInPlace[T Float](mr, nr int, f func(k int, a *T, lda int, b, c *T, ldc int)) func(int, []T, int, []T, []T, int, T, bool, ahead) {
+	return func(k int, a []T, lda int, b, c []T, ldc int, _ T, store bool, _ ahead) {
 		if store {
 			clearTile(c, ldc, mr, nr)
 		}
@@ -83,9 +83,9 @@ func packed[T Float](f func(k int, a, b, c *T, ldc int, alpha T, store bool)) fu
 	return func(k int, a, b, c []T, ldc int, alpha T, store bool) { f(k, &a[0], &b[0], &c[0], ldc, alpha, store) }
 }
 
-func inPlace[T Float](f func(k int, a *T, lda int, b, c *T, ldc int, alpha T, store bool)) func(int, []T, int, []T, []T, int, T, bool) {
-	return func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool) {
-		f(k, &a[0], lda, &b[0], &c[0], ldc, alpha, store)
+func inPlace[T Float](f func(k int, a *T, lda int, b, c *T, ldc int, alpha T, store bool, nextA, nextC uintptr)) func(int, []T, int, []T, []T, int, T, bool, ahead) {
+	return func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead) {
+		f(k, &a[0], lda, &b[0], &c[0], ldc, alpha, store, next.a, next.c)
 	}
 }
 
@@ -144,15 +144,16 @@ func kernel12x32(k int, a, b, c *float32, ldc int, alpha float32, store bool)
 func kernel12x16(k int, a, b, c *float64, ldc int, alpha float64, store bool)
 
 // kernel12x32Direct is kernel12x32 reading A's twelve rows, lda apart, from
-// a instead of a packed panel.
+// a instead of a packed panel; meanwhile it prefetches the next tile's A
+// and C, at nextA and nextC (ahead).
 //
 //go:noescape
-func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
+func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
 
 // kernel12x16Direct is kernel12x32Direct for float64.
 //
 //go:noescape
-func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
+func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
 
 // copyRows32f32 copies n rows of 32 float32, ld apart from src, to
 // consecutive rows at dst; n >= 0. copyRows16f64 is the same for 16
@@ -178,7 +179,7 @@ func kernel12x32W(k int, a, b, c *float32, ldc int, alpha float32, store bool)
 func kernel12x32HW(k int, a, b, c *float32, ldc int, alpha float32, store bool)
 
 //go:noescape
-func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
+func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
 
 //go:noescape
 func kernel12x16H(k int, a, b, c *float64, ldc int, alpha float64, store bool)
@@ -190,7 +191,7 @@ func kernel12x16W(k int, a, b, c *float64, ldc int, alpha float64, store bool)
 func kernel12x16HW(k int, a, b, c *float64, ldc int, alpha float64, store bool)
 
 //go:noescape
-func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
+func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
 
 // gatherCols32f32 sets row q of the 32-column panel at dst, for q < n, to
 // element q of each of the 32 rows at src, ld apart (ld*32 < 2^31);
@@ -208,13 +209,13 @@ func gatherCols16f64(n int, src *float64, ld int, dst *float64)
 // the tile; kernel12x16T and kernel12x16WT are the same for float64.
 //
 //go:noescape
-func kernel12x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
+func kernel12x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
 
 //go:noescape
-func kernel12x32WT(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
+func kernel12x32WT(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
 
 //go:noescape
-func kernel12x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
+func kernel12x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
 
 //go:noescape
-func kernel12x16WT(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
+func kernel12x16WT(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)

@@ -747,8 +747,8 @@ kernel12x16_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
-TEXT ·kernel12x32Direct(SB), NOSPLIT, $0-53
+// func kernel12x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+TEXT ·kernel12x32Direct(SB), NOSPLIT, $0-72
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -763,6 +763,11 @@ TEXT ·kernel12x32Direct(SB), NOSPLIT, $0-53
 	ADDQ R8, R11 // row 6
 	LEAQ (R11)(R8*2), R12
 	ADDQ R8, R12 // row 9
+	MOVQ nextA+56(FP), AX
+	MOVQ nextC+64(FP), BX
+	MOVQ $4, R13
+	MOVQ AX, R14
+	SUBQ SI, R14 // nextA - a: the cycle's first row, where SI is
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -827,6 +832,18 @@ kernel12x32Direct_loop:
 	VBROADCASTSS (R12)(R8*2), Z31
 	VFMADD231PS Z24, Z31, Z22
 	VFMADD231PS Z25, Z31, Z23
+	PREFETCHT0 (AX)
+	PREFETCHT0 (AX)(R8*4)
+	PREFETCHT0 (AX)(R8*8)
+	ADDQ R8, AX
+	DECQ R13
+	JNZ kernel12x32Direct_fetched
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40
+	ADDQ R9, BX
+	MOVQ $4, R13
+	LEAQ 4(SI)(R14*1), AX // the first row again, at the next iteration's column
+kernel12x32Direct_fetched:
 	ADDQ $4, SI
 	ADDQ $4, R10
 	ADDQ $4, R11
@@ -962,8 +979,8 @@ kernel12x32Direct_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
-TEXT ·kernel12x16Direct(SB), NOSPLIT, $0-57
+// func kernel12x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+TEXT ·kernel12x16Direct(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -978,6 +995,11 @@ TEXT ·kernel12x16Direct(SB), NOSPLIT, $0-57
 	ADDQ R8, R11 // row 6
 	LEAQ (R11)(R8*2), R12
 	ADDQ R8, R12 // row 9
+	MOVQ nextA+64(FP), AX
+	MOVQ nextC+72(FP), BX
+	MOVQ $4, R13
+	MOVQ AX, R14
+	SUBQ SI, R14 // nextA - a: the cycle's first row, where SI is
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1042,6 +1064,18 @@ kernel12x16Direct_loop:
 	VBROADCASTSD (R12)(R8*2), Z31
 	VFMADD231PD Z24, Z31, Z22
 	VFMADD231PD Z25, Z31, Z23
+	PREFETCHT0 (AX)
+	PREFETCHT0 (AX)(R8*4)
+	PREFETCHT0 (AX)(R8*8)
+	ADDQ R8, AX
+	DECQ R13
+	JNZ kernel12x16Direct_fetched
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40
+	ADDQ R9, BX
+	MOVQ $4, R13
+	LEAQ 8(SI)(R14*1), AX // the first row again, at the next iteration's column
+kernel12x16Direct_fetched:
 	ADDQ $8, SI
 	ADDQ $8, R10
 	ADDQ $8, R11
@@ -1499,8 +1533,8 @@ kernel12x32HW_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
-TEXT ·kernel12x32WDirect(SB), NOSPLIT, $0-53
+// func kernel12x32WDirect(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+TEXT ·kernel12x32WDirect(SB), NOSPLIT, $0-72
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -1515,6 +1549,11 @@ TEXT ·kernel12x32WDirect(SB), NOSPLIT, $0-53
 	ADDQ R8, R11 // row 6
 	LEAQ (R11)(R8*2), R12
 	ADDQ R8, R12 // row 9
+	MOVQ nextA+56(FP), AX
+	MOVQ nextC+64(FP), BX
+	MOVQ $4, R13
+	MOVQ AX, R14
+	SUBQ SI, R14 // nextA - a: the cycle's first row, where SI is
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1554,6 +1593,18 @@ kernel12x32WDirect_loop:
 	VFMADD231PS Z12, Z23, Z10
 	VBROADCASTSS (R12)(R8*2), Z24
 	VFMADD231PS Z12, Z24, Z11
+	PREFETCHT0 (AX)
+	PREFETCHT0 (AX)(R8*4)
+	PREFETCHT0 (AX)(R8*8)
+	ADDQ R8, AX
+	DECQ R13
+	JNZ kernel12x32WDirect_fetched
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40
+	ADDQ R9, BX
+	MOVQ $4, R13
+	LEAQ 4(SI)(R14*1), AX // the first row again, at the next iteration's column
+kernel12x32WDirect_fetched:
 	ADDQ $4, SI
 	ADDQ $4, R10
 	ADDQ $4, R11
@@ -1963,8 +2014,8 @@ kernel12x16HW_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
-TEXT ·kernel12x16WDirect(SB), NOSPLIT, $0-57
+// func kernel12x16WDirect(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+TEXT ·kernel12x16WDirect(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -1979,6 +2030,11 @@ TEXT ·kernel12x16WDirect(SB), NOSPLIT, $0-57
 	ADDQ R8, R11 // row 6
 	LEAQ (R11)(R8*2), R12
 	ADDQ R8, R12 // row 9
+	MOVQ nextA+64(FP), AX
+	MOVQ nextC+72(FP), BX
+	MOVQ $4, R13
+	MOVQ AX, R14
+	SUBQ SI, R14 // nextA - a: the cycle's first row, where SI is
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2018,6 +2074,18 @@ kernel12x16WDirect_loop:
 	VFMADD231PD Z12, Z23, Z10
 	VBROADCASTSD (R12)(R8*2), Z24
 	VFMADD231PD Z12, Z24, Z11
+	PREFETCHT0 (AX)
+	PREFETCHT0 (AX)(R8*4)
+	PREFETCHT0 (AX)(R8*8)
+	ADDQ R8, AX
+	DECQ R13
+	JNZ kernel12x16WDirect_fetched
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40
+	ADDQ R9, BX
+	MOVQ $4, R13
+	LEAQ 8(SI)(R14*1), AX // the first row again, at the next iteration's column
+kernel12x16WDirect_fetched:
 	ADDQ $8, SI
 	ADDQ $8, R10
 	ADDQ $8, R11
@@ -2105,8 +2173,8 @@ kernel12x16WDirect_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
-TEXT ·kernel12x32T(SB), NOSPLIT, $0-53
+// func kernel12x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+TEXT ·kernel12x32T(SB), NOSPLIT, $0-72
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -2115,6 +2183,9 @@ TEXT ·kernel12x32T(SB), NOSPLIT, $0-53
 	MOVQ ldc+40(FP), R9
 	SHLQ $2, R8
 	SHLQ $2, R9
+	MOVQ nextA+56(FP), AX
+	MOVQ nextC+64(FP), BX
+	MOVQ $4, R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2179,6 +2250,16 @@ kernel12x32T_loop:
 	VBROADCASTSS 44(SI), Z31
 	VFMADD231PS Z24, Z31, Z22
 	VFMADD231PS Z25, Z31, Z23
+	PREFETCHT0 (AX)
+	PREFETCHT0 47(AX)
+	ADDQ R8, AX
+	DECQ R13
+	JNZ kernel12x32T_fetched
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40
+	ADDQ R9, BX
+	MOVQ $4, R13
+kernel12x32T_fetched:
 	ADDQ R8, SI
 	ADDQ $128, DI
 	DECQ CX
@@ -2311,8 +2392,8 @@ kernel12x32T_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x32WT(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool)
-TEXT ·kernel12x32WT(SB), NOSPLIT, $0-53
+// func kernel12x32WT(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+TEXT ·kernel12x32WT(SB), NOSPLIT, $0-72
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -2321,6 +2402,9 @@ TEXT ·kernel12x32WT(SB), NOSPLIT, $0-53
 	MOVQ ldc+40(FP), R9
 	SHLQ $2, R8
 	SHLQ $2, R9
+	MOVQ nextA+56(FP), AX
+	MOVQ nextC+64(FP), BX
+	MOVQ $4, R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2360,6 +2444,16 @@ kernel12x32WT_loop:
 	VFMADD231PS Z12, Z23, Z10
 	VBROADCASTSS 44(SI), Z24
 	VFMADD231PS Z12, Z24, Z11
+	PREFETCHT0 (AX)
+	PREFETCHT0 47(AX)
+	ADDQ R8, AX
+	DECQ R13
+	JNZ kernel12x32WT_fetched
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40
+	ADDQ R9, BX
+	MOVQ $4, R13
+kernel12x32WT_fetched:
 	ADDQ R8, SI
 	ADDQ $128, DI
 	DECQ CX
@@ -2444,8 +2538,8 @@ kernel12x32WT_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
-TEXT ·kernel12x16T(SB), NOSPLIT, $0-57
+// func kernel12x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+TEXT ·kernel12x16T(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -2454,6 +2548,9 @@ TEXT ·kernel12x16T(SB), NOSPLIT, $0-57
 	MOVQ ldc+40(FP), R9
 	SHLQ $3, R8
 	SHLQ $3, R9
+	MOVQ nextA+64(FP), AX
+	MOVQ nextC+72(FP), BX
+	MOVQ $4, R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2518,6 +2615,17 @@ kernel12x16T_loop:
 	VBROADCASTSD 88(SI), Z31
 	VFMADD231PD Z24, Z31, Z22
 	VFMADD231PD Z25, Z31, Z23
+	PREFETCHT0 (AX)
+	PREFETCHT0 47(AX)
+	PREFETCHT0 95(AX)
+	ADDQ R8, AX
+	DECQ R13
+	JNZ kernel12x16T_fetched
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40
+	ADDQ R9, BX
+	MOVQ $4, R13
+kernel12x16T_fetched:
 	ADDQ R8, SI
 	ADDQ $128, DI
 	DECQ CX
@@ -2650,8 +2758,8 @@ kernel12x16T_store:
 	VZEROUPPER
 	RET
 
-// func kernel12x16WT(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool)
-TEXT ·kernel12x16WT(SB), NOSPLIT, $0-57
+// func kernel12x16WT(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+TEXT ·kernel12x16WT(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R8
@@ -2660,6 +2768,9 @@ TEXT ·kernel12x16WT(SB), NOSPLIT, $0-57
 	MOVQ ldc+40(FP), R9
 	SHLQ $3, R8
 	SHLQ $3, R9
+	MOVQ nextA+64(FP), AX
+	MOVQ nextC+72(FP), BX
+	MOVQ $4, R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -2699,6 +2810,17 @@ kernel12x16WT_loop:
 	VFMADD231PD Z12, Z23, Z10
 	VBROADCASTSD 88(SI), Z24
 	VFMADD231PD Z12, Z24, Z11
+	PREFETCHT0 (AX)
+	PREFETCHT0 47(AX)
+	PREFETCHT0 95(AX)
+	ADDQ R8, AX
+	DECQ R13
+	JNZ kernel12x16WT_fetched
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0B
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x4B; BYTE $0x40
+	ADDQ R9, BX
+	MOVQ $4, R13
+kernel12x16WT_fetched:
 	ADDQ R8, SI
 	ADDQ $128, DI
 	DECQ CX
