@@ -408,24 +408,26 @@ func TestComposedOddShapes(t *testing.T) {
 }
 
 // BenchmarkAttentionForwardBackward times one forward and backward pass of
-// the composed and the fused attention, causal, B 1, H 4, dk 32, float32
-// (go test ./graph -run X -bench AttentionForwardBackward).
+// the composed and the fused attention, causal, H 4, dk 32, float32: B 1
+// at n 128 and 512, and the nanoGPT preset's B 12 at n 65 (go test ./graph
+// -run X -bench AttentionForwardBackward).
 func BenchmarkAttentionForwardBackward(b *testing.B) {
 	const heads, dk = 4, 32
-	for _, n := range []int{128, 512} {
+	for _, size := range []struct{ batch, n int }{{1, 128}, {1, 512}, {12, 65}} {
+		batch, n := size.batch, size.n
 		for _, impl := range []struct {
 			name   string
 			attend attentionFunc
 		}{{"composed", attendWith(Composed)}, {"fused", attendWith(Fused)}} {
-			b.Run(fmt.Sprintf("%s/n=%d", impl.name, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/B=%d/n=%d", impl.name, batch, n), func(b *testing.B) {
 				rng := newRand(1)
 				g := G.NewGraph()
-				shape := tensor.Shape{1, n, heads * dk}
+				shape := tensor.Shape{batch, n, heads * dk}
 				var qkv G.Nodes
 				for _, name := range []string{"q", "k", "v"} {
 					qkv = append(qkv, valued(g, tensor.Float32, shape, uniform(rng, shape.TotalSize(), -1, 1), name))
 				}
-				m, err := MaskOf(Causal(), 1, n, n)
+				m, err := MaskOf(Causal(), batch, n, n)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/internal/fsx"
+	"github.com/qkv-dev/qkv/internal/hugepage"
 	"github.com/qkv-dev/qkv/train/checkpoint"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/infer"
@@ -90,7 +91,20 @@ type Options struct {
 	// command line draws them with internal/plot; train draws nothing, so
 	// that it does not depend on the plotting libraries.
 	Curves func(path string, sum Summary, history []Metric) error
+	// HugePages asks Linux, after the first step, to back the process's
+	// heap with 2 MiB pages (internal/hugepage), when at least
+	// hugePagesMinSteps steps remain: the step's memory-bound ops and the
+	// products' first reads of their operands then miss the TLB less. It
+	// changes no result, but it acts on the whole process's memory, so it
+	// is the caller's choice: the command line sets it.
+	HugePages bool
 }
+
+// hugePagesMinSteps is the fewest remaining steps for which Options.HugePages
+// collapses the heap: moving the nanoGPT preset's 94 MiB took 0.2 s here and
+// saved about 1 ms a step (46.5 against 45.7 ms at GOMAXPROCS=1, medians of
+// 4 alternating runs), so shorter runs would lose time.
+const hugePagesMinSteps = 200
 
 // runState is state.json: what besides weights and optimizer moments a
 // resumed run needs to continue bit for bit.
@@ -330,6 +344,10 @@ func (t *trainer) run(ctx context.Context) (_ Summary, err error) {
 			return Summary{}, err
 		}
 		t.step++
+		if t.opt.HugePages && t.step == startStep+1 && t.cfg.Steps-t.step >= hugePagesMinSteps {
+			// Whether the kernel obliged changes nothing but speed.
+			_, _ = hugepage.Collapse()
+		}
 		m.Step = t.step
 		m.TokensPerSec = float64(t.cfg.Batch*t.cfg.Model.MaxLen) / time.Since(stepStart).Seconds()
 		if t.step%t.cfg.EvalEvery == 0 || t.step == t.cfg.Steps {

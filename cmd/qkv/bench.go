@@ -22,6 +22,7 @@ import (
 	"github.com/qkv-dev/qkv/data"
 	"github.com/qkv-dev/qkv/internal/fsx"
 	"github.com/qkv-dev/qkv/internal/gemm"
+	"github.com/qkv-dev/qkv/internal/hugepage"
 	"github.com/qkv-dev/qkv/internal/vec"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/tools/torchref"
@@ -264,6 +265,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	// As qkv train does after its first step (train.Options.HugePages).
+	huge, hugeErr := hugepage.Collapse()
 	var prof *fsx.Pending // written to a temporary file, in place only once complete
 	if *profile != "" {
 		if prof, err = fsx.Create(*profile, ""); err != nil {
@@ -324,6 +327,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		fmt.Fprintf(stdout, "memory:              peak RSS %s (the whole process: weights, optimizer, batch, the graph's buffers, the text)\n", config.FormatBytes(float64(ru.Maxrss*1024)))
+	}
+	if hugeErr != nil {
+		fmt.Fprintf(stdout, "huge pages:          none (%v)\n", hugeErr)
+	} else {
+		fmt.Fprintf(stdout, "huge pages:          %s of the heap on 2 MiB pages after the untimed steps, as qkv train does\n", config.FormatBytes(float64(huge)))
 	}
 	if *profile != "" {
 		fmt.Fprintf(stdout, "CPU profile of the timed steps in %s (go tool pprof -top %s)\n", *profile, *profile)

@@ -182,7 +182,7 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mem.apply()()
-	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr), Force: *force, Curves: drawCurves}
+	opts := train.Options{Progress: stderr, Bar: isTerminal(stderr), Force: *force, Curves: drawCurves, HugePages: true}
 	startStep := 0
 	switch {
 	case *resume != "":
