@@ -267,7 +267,9 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 				if inPlace {
 					packed = mb / mr
 				}
-				if packed < mPanels {
+				// tail8: the last panel, of 8 rows, read in place too.
+				tail8 := inPlace && p.transA && ks.directT8 != nil && mb%mr == 8
+				if packed < mPanels && !tail8 {
 					buf.a = grow(buf.a, (mPanels-packed)*mr*kb)
 					p.packA(buf.a, ic+packed*mr, mb-packed*mr, pc, kb, packAlpha)
 				}
@@ -296,7 +298,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 						case ic+mc+mr <= i1 && inPlace:
 							next = p.aheadAt((ic+mc)*p.ldc+jc, ic+mc, pc)
 						}
-						if ip >= packed {
+						if ip >= packed && !tail8 {
 							switch {
 							case ip+1 < mPanels:
 								p.prefetchC(ci+mr*p.ldc, min(mr, mb-(ip+1)*mr), cols)
@@ -310,6 +312,10 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 						// that half is computed.
 						tile := func(c []T, ldc int, store bool) {
 							h, w := rows <= mr/2 && ks.h != nil, cols <= nr/2 && ks.w != nil
+							if ip == packed && tail8 {
+								ks.directT8(kb, p.a[pc*p.lda+ic+ip*mr:], p.lda, bp, c, ldc, kAlpha, store, next)
+								return
+							}
 							if ip < packed && p.transA {
 								a := p.a[pc*p.lda+ic+ip*mr:]
 								if w {
@@ -340,7 +346,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 								ks.kernel(kb, a, bp, c, ldc, kAlpha, store)
 							}
 						}
-						if rows == mr && cols == nr {
+						if (rows == mr || ip == packed && tail8) && cols == nr {
 							tile(p.c[ci:], p.ldc, store)
 							continue
 						}

@@ -76,6 +76,9 @@ func main() {
 		// gradient Xᵀ dY), whole tiles and the first columns.
 		{"kernel12x32T", true, true, true, true, 12, 2, 0, 0}, {"kernel12x32WT", true, true, true, true, 12, 1, 12, 32},
 		{"kernel12x16T", false, true, true, true, 12, 2, 0, 0}, {"kernel12x16WT", false, true, true, true, 12, 1, 12, 16},
+		// Their first 8 rows, for a last panel of exactly 8 (m = 128 or
+		// 512 rows of op(A) is 10 or 42 panels of 12 and one of 8).
+		{"kernel8x32T", true, true, true, true, 8, 2, 12, 32}, {"kernel8x16T", false, true, true, true, 8, 2, 12, 16},
 	} {
 		write(&b, k)
 	}

@@ -61,6 +61,7 @@ var avx512 = &kernelSet{
 		directW:  inPlace(kernel12x32WDirect),
 		directT:  inPlace(kernel12x32T),
 		directTW: inPlace(kernel12x32WT),
+		directT8: inPlace(kernel8x32T),
 	},
 	f64: kernels[float64]{
 		mr: 12, nr: 16, scales: true,
@@ -74,6 +75,7 @@ var avx512 = &kernelSet{
 		directW:  inPlace(kernel12x16WDirect),
 		directT:  inPlace(kernel12x16T),
 		directTW: inPlace(kernel12x16WT),
+		directT8: inPlace(kernel8x16T),
 	},
 }
 
@@ -219,3 +221,12 @@ func kernel12x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha floa
 
 //go:noescape
 func kernel12x16WT(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+
+// kernel8x32T and kernel8x16T are kernel12x32T and kernel12x16T for the
+// tile's first 8 rows, reading 8 values of each column of op(A).
+//
+//go:noescape
+func kernel8x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel8x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
