@@ -385,7 +385,28 @@ func BenchmarkKernel(b *testing.B) {
 	for _, set := range kernelSets() {
 		b.Run(set.name+"/float32", func(b *testing.B) { benchKernel(b, set.f32.mr, set.f32.nr, set.f32.kernel) })
 		b.Run(set.name+"/float64", func(b *testing.B) { benchKernel(b, set.f64.mr, set.f64.nr, set.f64.kernel) })
+		b.Run(set.name+"/float32/direct", func(b *testing.B) { benchDirect(b, set.f32.mr, set.f32.nr, false, set.f32.direct) })
+		if set.f32.directT != nil {
+			b.Run(set.name+"/float32/directT", func(b *testing.B) { benchDirect(b, set.f32.mr, set.f32.nr, true, set.f32.directT) })
+		}
 	}
+}
+
+// benchDirect is benchKernel for a direct kernel, A in place (rows of k,
+// or transposed, k rows of mr), all operands in L1.
+func benchDirect[T Float](b *testing.B, mr, nr int, trans bool, kern func(int, []T, int, []T, []T, int, T, bool, ahead)) {
+	const k = 256
+	r := rand.New(rand.NewPCG(1, 2))
+	lda := k
+	if trans {
+		lda = mr
+	}
+	a, bm, c := randSlice[T](r, k*mr), randSlice[T](r, k*nr), make([]T, mr*nr)
+	next := ahead{uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&c[0]))}
+	for b.Loop() {
+		kern(k, a, lda, bm, c, nr, 1, false, next)
+	}
+	b.ReportMetric(2*float64(mr*nr*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
 func benchKernel[T Float](b *testing.B, mr, nr int, kern func(int, []T, []T, []T, int, T, bool)) {
