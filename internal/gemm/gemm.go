@@ -45,7 +45,7 @@ const stripsPerWorker = 2
 // BLAS type checks them.
 func Gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	j := splitsOf[T]().get()
-	j.p = problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}
+	j.p = problem[T]{transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	workers := par.Workers()
 	for len(j.ws) < workers {
 		j.ws = append(j.ws, Workspace[T]{})
@@ -69,7 +69,7 @@ type Workspace[T Float] struct{ buf buffers[T] }
 // heads, flash tiles) and keep a workspace per goroutine. The result is
 // Gemm's, bit for bit.
 func (w *Workspace[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	w.gemm(&problem[T]{transA, transB, k, alpha, a, lda, b, ldb, beta, c, ldc}, m, n)
+	w.gemm(&problem[T]{transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}, m, n)
 }
 
 // gemm computes p, of C (m, n), on the calling goroutine.
@@ -117,6 +117,7 @@ type splitJob[T Float] struct {
 	rows      bool // strips of rows of C, else of columns
 	size, per int  // the side split into strips, and a strip's width
 	ws        []Workspace[T]
+	b         []T // op(B) packed for all the strips of rows
 }
 
 // split computes C in strips along its longer side, in whole kernel tiles,
@@ -134,6 +135,19 @@ func (j *splitJob[T]) split(m, n, workers int) {
 	}
 	per := (j.size + workers*stripsPerWorker - 1) / (workers * stripsPerWorker)
 	j.per = (per + step - 1) / step * step
+	if j.rows && j.p.k > 0 && j.p.alpha != 0 {
+		// Every strip of rows reads all of op(B): packed once here, not
+		// by each strip (the preset's two-core step had packed 2.7 times
+		// the bytes one core packs, and its weight gradients with m =
+		// 512 copied dY four times).
+		panels := (n + nr - 1) / nr
+		j.b = grow(j.b, panels*nr*j.p.k)
+		kStep := j.p.kStep()
+		for pc := 0; pc < j.p.k; pc += kStep {
+			j.p.packB(j.b[pc*panels*nr:], pc, min(kStep, j.p.k-pc), 0, n)
+		}
+		j.p.sharedB, j.p.sharedPanels = j.b, panels
+	}
 	par.Run((j.size+j.per-1)/j.per, workers, j)
 }
 
@@ -159,6 +173,20 @@ type problem[T Float] struct {
 	beta           T
 	c              []T
 	ldc            int
+	// sharedB, when not nil, is op(B) already packed, sharedPanels panels
+	// of nr wide: for each block of kStep rows from pc, its panels one
+	// after another from pc*sharedPanels*nr.
+	sharedB      []T
+	sharedPanels int
+}
+
+// kStep is the depth of the blocks the shared dimension is cut into: equal
+// blocks of at most kc, so that no block is a thin remainder (780 = 4 x
+// 195, not 3 x 256 + 12) whose C tiles cost more to load and store than
+// to compute.
+func (p *problem[T]) kStep() int {
+	blocks := (p.k + kc - 1) / kc
+	return (p.k + blocks - 1) / blocks
 }
 
 // buffers are the packed panels of one goroutine, reused across calls.
@@ -251,15 +279,18 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 	for jc := j0; jc < j1; jc += nc {
 		nb := min(nc, j1-jc)
 		nPanels := (nb + nr - 1) / nr
-		// The shared dimension in equal blocks of at most kc, so that no
-		// block is a thin remainder (780 = 4 x 195, not 3 x 256 + 12)
-		// whose C tiles cost more to load and store than to compute.
-		kStep := (p.k + (p.k+kc-1)/kc - 1) / ((p.k + kc - 1) / kc)
+		kStep := p.kStep()
 		for pc := 0; pc < p.k; pc += kStep {
 			kb := min(kStep, p.k-pc)
 			store := p.beta == 0 && pc == 0
-			buf.b = grow(buf.b, nPanels*nr*kb)
-			p.packB(buf.b, pc, kb, jc, nb)
+			packedB := buf.b
+			if p.sharedB != nil {
+				packedB = p.sharedB[pc*p.sharedPanels*nr+jc*kb:][:nPanels*nr*kb]
+			} else {
+				buf.b = grow(buf.b, nPanels*nr*kb)
+				p.packB(buf.b, pc, kb, jc, nb)
+				packedB = buf.b
+			}
 			for ic := i0; ic < i1; ic += mc {
 				mb := min(mc, i1-ic)
 				mPanels := (mb + mr - 1) / mr
@@ -296,7 +327,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 				}
 				for t := range tiles {
 					jp, ip := at(t)
-					bp := buf.b[jp*nr*kb : (jp+1)*nr*kb]
+					bp := packedB[jp*nr*kb : (jp+1)*nr*kb]
 					cols := min(nr, nb-jp*nr)
 					rows := min(mr, mb-ip*mr)
 					ci := (ic+ip*mr)*p.ldc + jc + jp*nr
