@@ -35,3 +35,43 @@ func TestFusedCausalBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestGradPZeroPastKeys: the weights' gradient under the Causal modifier
+// alone is 0 past each causal block's keys at every run, though the op
+// writes there only when its output is allocated (zero), not at each run:
+// nothing else writes those entries.
+func TestGradPZeroPastKeys(t *testing.T) {
+	const b, n, heads, dk = 2, causalMinRows + 9, 2, 4
+	d := attnDims{B: b, Sq: n, Sk: n, D: heads * dk, H: heads, KV: heads, Causal: true}
+	op := attentionOp{dims: d, out: attnGradP, buf: new(output)}
+	rng := newRand(7)
+	shape := tensor.Shape{b, n, heads * dk}
+	dout := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(uniform(rng, shape.TotalSize(), -1, 1)))
+	v := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(uniform(rng, shape.TotalSize(), -1, 1)))
+	var first []float64
+	for run := range 2 {
+		got, err := op.Do(dout, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dp := got.(*tensor.Dense).Float64s()
+		for blk := 0; blk < b*heads; blk++ {
+			for i := range n {
+				for j := blockKeys(i, n, n); j < n; j++ {
+					if x := dp[(blk*n+i)*n+j]; x != 0 {
+						t.Fatalf("run %d: dP[%d][%d, %d] = %v past the block's keys, want 0", run, blk, i, j, x)
+					}
+				}
+			}
+		}
+		if run == 0 {
+			first = append([]float64(nil), dp...)
+			continue
+		}
+		for i := range dp {
+			if dp[i] != first[i] {
+				t.Fatalf("dP[%d] = %v at the second run, %v at the first", i, dp[i], first[i])
+			}
+		}
+	}
+}
