@@ -298,9 +298,13 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 				if inPlace {
 					packed = mb / mr
 				}
-				// tail8: the last panel, of 8 rows, read in place too.
-				tail8 := inPlace && p.transA && ks.directT8 != nil && mb%mr == 8
-				if packed < mPanels && !tail8 {
+				// tail: the last panel's kernel where it is read in
+				// place too (directTRows), else nil.
+				var tail func(int, []T, int, []T, []T, int, T, bool, ahead)
+				if inPlace && p.transA {
+					tail = ks.directTRows[mb%mr]
+				}
+				if packed < mPanels && tail == nil {
 					buf.a = grow(buf.a, (mPanels-packed)*mr*kb)
 					p.packA(buf.a, ic+packed*mr, mb-packed*mr, pc, kb, packAlpha)
 				}
@@ -340,7 +344,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					if t+1 < tiles {
 						jn, in := at(t + 1)
 						next = p.aheadAt((ic+in*mr)*p.ldc+jc+jn*nr, ic+in*mr, pc)
-						if ip >= packed && !tail8 {
+						if ip >= packed && tail == nil {
 							p.prefetchC((ic+in*mr)*p.ldc+jc+jn*nr, min(mr, mb-in*mr), min(nr, nb-jn*nr))
 						}
 					} else if ic+mc+mr <= i1 && inPlace {
@@ -352,8 +356,8 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					// that half is computed.
 					tile := func(c []T, ldc int, store bool) {
 						h, w := rows <= mr/2 && ks.h != nil, cols <= nr/2 && ks.w != nil
-						if ip == packed && tail8 {
-							ks.directT8(kb, p.a[pc*p.lda+ic+ip*mr:], p.lda, bp, c, ldc, kAlpha, store, next)
+						if ip == packed && tail != nil {
+							tail(kb, p.a[pc*p.lda+ic+ip*mr:], p.lda, bp, c, ldc, kAlpha, store, next)
 							return
 						}
 						if ip < packed && p.transA {
@@ -386,7 +390,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 							ks.kernel(kb, a, bp, c, ldc, kAlpha, store)
 						}
 					}
-					if (rows == mr || ip == packed && tail8) && cols == nr {
+					if (rows == mr || ip == packed && tail != nil) && cols == nr {
 						tile(p.c[ci:], p.ldc, store)
 						continue
 					}

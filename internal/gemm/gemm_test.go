@@ -49,8 +49,8 @@ var shapes = []shape{
 	{3, 2100, 4, 3}, {64, 64, 1024, 0}, {1024, 64, 64, 0}, {61, 33, 257, 5}, {0, 5, 5, 0}, {5, 5, 0, 0},
 	{5, 0, 5, 0}, {0, 0, 0, 0}, {12, 32, 1, 0}, {11, 31, 2, 0}, {13, 33, 9, 4}, {25, 70, 40, 3},
 	{24, 64, 513, 0}, {65, 65, 32, 1}, {65, 32, 65, 0}, {250, 106, 20, 2}, {1, 100, 7, 0}, {100, 1, 7, 1},
-	{20, 1100, 100, 1},                 // split along n: few rows, over parallelWork
-	{44, 40, 33, 2}, {128, 70, 300, 1}, // a last panel of 8 rows, in a block and alone
+	{20, 1100, 100, 1},                                                   // split along n: few rows, over parallelWork
+	{44, 40, 33, 2}, {128, 70, 300, 1}, {64, 40, 70, 0}, {65, 33, 65, 1}, // last panels of 8, 4 and 5 rows
 }
 
 func randSlice[T Float](r *rand.Rand, n int) []T {
@@ -180,8 +180,10 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 	if ks.directT != nil {
 		variants = append(variants, variant{"directT", mr, nr, nil, ks.directT, true}, variant{"directTW", mr, nr / 2, nil, ks.directTW, true})
 	}
-	if ks.directT8 != nil {
-		variants = append(variants, variant{"directT8", 8, nr, nil, ks.directT8, true})
+	for rows, f := range ks.directTRows {
+		if f != nil {
+			variants = append(variants, variant{fmt.Sprintf("directTRows[%d]", rows), rows, nr, nil, f, true})
+		}
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{1, 2, 7, 256, 301} {

@@ -76,8 +76,12 @@ func main() {
 		// gradient Xᵀ dY), whole tiles and the first columns.
 		{"kernel12x32T", true, true, true, true, 12, 2, 0, 0}, {"kernel12x32WT", true, true, true, true, 12, 1, 12, 32},
 		{"kernel12x16T", false, true, true, true, 12, 2, 0, 0}, {"kernel12x16WT", false, true, true, true, 12, 1, 12, 16},
-		// Their first 8 rows, for a last panel of exactly 8 (m = 128 or
-		// 512 rows of op(A) is 10 or 42 panels of 12 and one of 8).
+		// Their first 4, 5 or 8 rows, for a last panel of exactly that
+		// many: m = 64 (attention's blocks of keys), 65 (the preset's
+		// positions), 128 and 512 (its widths) are 5, 5, 10 and 42
+		// panels of 12 and one of 4, 5, 8 and 8.
+		{"kernel4x32T", true, true, true, true, 4, 2, 12, 32}, {"kernel4x16T", false, true, true, true, 4, 2, 12, 16},
+		{"kernel5x32T", true, true, true, true, 5, 2, 12, 32}, {"kernel5x16T", false, true, true, true, 5, 2, 12, 16},
 		{"kernel8x32T", true, true, true, true, 8, 2, 12, 32}, {"kernel8x16T", false, true, true, true, 8, 2, 12, 16},
 	} {
 		write(&b, k)

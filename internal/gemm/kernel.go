@@ -32,11 +32,11 @@ type kernels[T Float] struct {
 	// transposed A read in place: a column of op(A) is mr consecutive
 	// values of a row of a, the next column lda further.
 	directT, directTW func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
-	// directT8, where not nil, is directT for the tile's first 8 rows,
-	// reading 8 values a column: a last panel of exactly 8 rows (m = 128
-	// or 512) then is read in place, not packed from columns of a one
-	// value at a time and computed as 12 rows.
-	directT8 func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
+	// directTRows[r], where not nil, is directT for the tile's first r
+	// rows, reading r values a column: a last panel of exactly r rows
+	// (4, 5 and 8 have kernels) then is read in place, not packed from
+	// columns of a one value at a time and computed as 6 or 12 rows.
+	directTRows [12]func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
 }
 
 // ahead is where the tile after a direct kernel's lies: the address of its

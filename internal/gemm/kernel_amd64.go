@@ -61,7 +61,9 @@ var avx512 = &kernelSet{
 		directW:  inPlace(kernel12x32WDirect),
 		directT:  inPlace(kernel12x32T),
 		directTW: inPlace(kernel12x32WT),
-		directT8: inPlace(kernel8x32T),
+		directTRows: [12]func(int, []float32, int, []float32, []float32, int, float32, bool, ahead){
+			4: inPlace(kernel4x32T), 5: inPlace(kernel5x32T), 8: inPlace(kernel8x32T),
+		},
 	},
 	f64: kernels[float64]{
 		mr: 12, nr: 16, scales: true,
@@ -75,7 +77,9 @@ var avx512 = &kernelSet{
 		directW:  inPlace(kernel12x16WDirect),
 		directT:  inPlace(kernel12x16T),
 		directTW: inPlace(kernel12x16WT),
-		directT8: inPlace(kernel8x16T),
+		directTRows: [12]func(int, []float64, int, []float64, []float64, int, float64, bool, ahead){
+			4: inPlace(kernel4x16T), 5: inPlace(kernel5x16T), 8: inPlace(kernel8x16T),
+		},
 	},
 }
 
@@ -222,11 +226,24 @@ func kernel12x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha floa
 //go:noescape
 func kernel12x16WT(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
 
-// kernel8x32T and kernel8x16T are kernel12x32T and kernel12x16T for the
-// tile's first 8 rows, reading 8 values of each column of op(A).
+// kernel4x32T, kernel5x32T and kernel8x32T are kernel12x32T for the tile's
+// first 4, 5 or 8 rows, reading that many values of each column of op(A);
+// the x16 ones are the same for float64.
 //
 //go:noescape
+func kernel4x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel5x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+
+//go:noescape
 func kernel8x32T(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel4x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel5x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
 
 //go:noescape
 func kernel8x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
