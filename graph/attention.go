@@ -667,7 +667,7 @@ const (
 // places.
 func causalBlocks(sq, sk int, causal bool) iter.Seq[rowBlock] {
 	return func(yield func(rowBlock) bool) {
-		if !causal || sq != sk || sq < causalMinRows {
+		if !causal || !causalCut(sq, sk) {
 			yield(rowBlock{0, sq, sk, 0, sk, 0})
 			return
 		}
@@ -680,10 +680,14 @@ func causalBlocks(sq, sk int, causal bool) iter.Seq[rowBlock] {
 	}
 }
 
+// causalCut reports whether causalBlocks cuts sq queries over sk keys into
+// blocks of causalRows.
+func causalCut(sq, sk int) bool { return sq == sk && sq >= causalMinRows }
+
 // blockKeys is the number of keys of the causal block (causalBlocks) that
 // query i of sq, over sk keys, falls in.
 func blockKeys(i, sq, sk int) int {
-	if sq != sk || sq < causalMinRows {
+	if !causalCut(sq, sk) {
 		return sk
 	}
 	return min(sk, (i/causalRows+1)*causalRows)

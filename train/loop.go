@@ -344,12 +344,13 @@ func (t *trainer) run(ctx context.Context) (_ Summary, err error) {
 			return Summary{}, err
 		}
 		t.step++
-		if t.opt.HugePages && t.step == startStep+1 && t.cfg.Steps-t.step >= hugePagesMinSteps {
-			// Whether the kernel obliged changes nothing but speed.
-			_, _ = hugepage.Collapse()
-		}
 		m.Step = t.step
 		m.TokensPerSec = float64(t.cfg.Batch*t.cfg.Model.MaxLen) / time.Since(stepStart).Seconds()
+		if t.opt.HugePages && t.step == startStep+1 && t.cfg.Steps-t.step >= hugePagesMinSteps {
+			// After the step's rate is taken; whether the kernel obliged
+			// changes nothing but speed.
+			_, _ = hugepage.Collapse()
+		}
 		if t.step%t.cfg.EvalEvery == 0 || t.step == t.cfg.Steps {
 			evalStart := time.Now()
 			if last, err = t.evaluate(); err != nil {

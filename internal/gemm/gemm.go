@@ -283,7 +283,7 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 		for pc := 0; pc < p.k; pc += kStep {
 			kb := min(kStep, p.k-pc)
 			store := p.beta == 0 && pc == 0
-			packedB := buf.b
+			var packedB []T
 			if p.sharedB != nil {
 				packedB = p.sharedB[pc*p.sharedPanels*nr+jc*kb:][:nPanels*nr*kb]
 			} else {
@@ -335,20 +335,24 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					cols := min(nr, nb-jp*nr)
 					rows := min(mr, mb-ip*mr)
 					ci := (ic+ip*mr)*p.ldc + jc + jp*nr
-					// next is the tile after this one, whose C,
-					// and A where it is read in place, a direct
-					// kernel fetches while it computes; before a
-					// packed tile's kernel, which does not, its C
-					// is fetched here.
-					next := p.aheadAt(ci, ic+ip*mr, pc)
-					if t+1 < tiles {
+					// next is the tile after this one (the next
+					// block's first, or this tile again after the
+					// last), whose C, and A where it is read in
+					// place, a direct kernel fetches while it
+					// computes; before a packed tile's kernel, which
+					// does not, its C is fetched here.
+					var next ahead
+					switch {
+					case t+1 < tiles:
 						jn, in := at(t + 1)
 						next = p.aheadAt((ic+in*mr)*p.ldc+jc+jn*nr, ic+in*mr, pc)
 						if ip >= packed && tail == nil {
 							p.prefetchC((ic+in*mr)*p.ldc+jc+jn*nr, min(mr, mb-in*mr), min(nr, nb-jn*nr))
 						}
-					} else if ic+mc+mr <= i1 && inPlace {
+					case ic+mc+mr <= i1 && inPlace:
 						next = p.aheadAt((ic+mc)*p.ldc+jc, ic+mc, pc)
+					default:
+						next = p.aheadAt(ci, ic+ip*mr, pc)
 					}
 					// tile adds this tile's product into c, ldc
 					// apart, or with store sets c to it; of a last

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"fmt"
 	"log"
+	"math/bits"
 	"os"
 )
 
@@ -351,7 +352,7 @@ func write(b *bytes.Buffer, k kernel) {
 		// loop's pointer arithmetic and prefetches, a quarter as often,
 		// take fewer of the issue slots the FMAs share (the kernel in L1:
 		// 172 GFLOP/s a step at a time, the packed kernel's 190).
-		p("\tSHRQ $2, CX")
+		p("\tSHRQ $%d, CX", bits.TrailingZeros(unroll))
 		p("\tJZ %s_tail", k.name)
 		p("\tPCALIGN $64")
 		p("%s_loop4:", k.name)
@@ -425,7 +426,8 @@ func write(b *bytes.Buffer, k kernel) {
 }
 
 // unroll is how many steps of k an iteration of a direct AVX-512 kernel's
-// loop takes.
+// loop takes: a power of two, and 4 for the four columns a transposed A's
+// step reaches from SI and R10.
 const unroll = 4
 
 // pfCycle is how many iterations of a direct kernel's loop, A not

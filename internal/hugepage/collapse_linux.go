@@ -12,29 +12,26 @@ import (
 )
 
 const (
-	hugePage  = 2 << 20
-	smallPage = 4 << 10
+	hugePage = 2 << 20
 	// madvCollapse is MADV_COLLAPSE (Linux 6.1), which syscall lacks.
 	madvCollapse = 25
-	// minResident is how many of a huge page's 512 small pages must be
-	// in memory for Collapse to back it with a huge page: a block mostly
-	// unused (the runtime's reserve of an arena, pages it returned to the
-	// kernel) would otherwise grow the process by up to 2 MiB.
-	minResident = 384
 )
 
 // Collapse backs with huge pages each 2 MiB block of the process's private
 // anonymous read-write memory (Go's heap arenas among it) of which at least
-// three quarters is resident, and returns the bytes it moved. Blocks the
-// kernel refuses (an older kernel, transparent huge pages set to never, no
-// huge page free) are left as they are: the error is the first refusal,
-// for a caller that wants to say why nothing changed.
+// three quarters is resident, and returns the bytes it moved. A block
+// mostly unused (the runtime's reserve of an arena, pages it returned to
+// the kernel) is left alone: it would grow the process by up to 2 MiB.
+// Blocks the kernel refuses (an older kernel, transparent huge pages set
+// to never, no huge page free) are left as they are; when no block moved,
+// the error is the first refusal, for a caller that wants to say why.
 func Collapse() (moved int64, err error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return 0, err
 	}
-	vec := make([]byte, hugePage/smallPage)
+	vec := make([]byte, hugePage/os.Getpagesize()) // mincore's byte a page
+	minResident := len(vec) * 3 / 4
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
 		lo, hi, ok := anonymous(sc.Text())

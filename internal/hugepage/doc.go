@@ -1,12 +1,12 @@
 // Package hugepage backs a process's heap with the CPU's 2 MiB pages where
 // Linux allows it, for the TLB misses a training step would otherwise pay.
 //
-// A step of the nanoGPT preset streams about 50 MiB of activations,
-// gradients, weights and Adam moments: over twelve thousand 4 KiB pages,
-// several times the second-level TLB's entries, so that most of the
-// memory-bound ops (residual adds, LayerNorm, Adam) and the products'
-// first touch of each operand walk the page tables, and a virtual
-// machine's walk is two-dimensional. Go's runtime no longer advises its
+// A step of the nanoGPT preset touches about 94 MiB of activations,
+// gradients, weights and Adam moments: some 24,000 pages of 4 KiB, several
+// times the second-level TLB's entries, so the memory-bound ops and the
+// products' first touch of each operand miss it often, and a virtual
+// machine's page walk is two-dimensional. On 2 MiB pages the preset's step
+// at GOMAXPROCS=1 took 45.7 ms against 46.5 (docs/speed.md). Go's runtime no longer advises its
 // heap to use huge pages (since Go 1.21.1), and with the kernel's default
 // policy on most distributions (transparent_hugepage=madvise) it gets
 // none. Collapse asks the kernel to move the heap's resident memory onto
