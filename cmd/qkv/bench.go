@@ -51,7 +51,7 @@ var benchTrainFlags = func() []string {
 // the training step), what it times, and the flags it uses besides -n and
 // --max-memory.
 var benchModes = []benchMode{
-	{"", "a training step", append([]string{"torch", "profile", "memprofile"}, benchTrainFlags...)},
+	{"", "a training step", append([]string{"torch", "profile", "memprofile", "huge-pages"}, benchTrainFlags...)},
 	{"seq", "one attention layer, --heads x --head-dim wide, without dropout", []string{"seq", "attention", "batch", "heads", "head-dim", "causal", "window", "global-tokens", "block-local", "dtype", "plot", "feature-map", "feature-dim", "linear-norm", "linear-chunk"}},
 	{"generate", "generating with a decoder of random weights: one sequence, no dropout, its own vocabulary",
 		[]string{"generate", "preset", "dim", "heads", "layers", "hidden", "activation", "positions", "post-ln", "bias", "tie-embeddings", "bias-free-norm", "attention", "dtype", "seed", "layer-kinds", "feature-map", "feature-dim", "linear-norm", "linear-chunk"}},
@@ -145,6 +145,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	plotFile := fs.String("plot", "", "with --seq: write a log-log PNG of time and peak memory against the sequence length")
 	profile := fs.String("profile", "", "write a CPU profile of the timed steps to this file (go tool pprof reads it)")
 	memprofile := fs.String("memprofile", "", "write a profile of every allocation of the timed steps to this file (go tool pprof -sample_index=alloc_objects); it records each one, so the steps run slower")
+	hugePages := fs.Bool("huge-pages", true, "move the heap onto 2 MiB pages after the untimed steps, as qkv train does on Linux (false: time the steps on the pages the runtime got)")
 	generate := fs.String("generate", "", "time generating one token at these positions, e.g. 32,128,512, with the key/value cache and without (the model of --dim --heads --layers --hidden, random weights)")
 	mem := registerMemory(fs)
 	if err := parse(fs, args, 0); err != nil {
@@ -266,7 +267,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	// As qkv train does after its first step (train.Options.HugePages).
-	huge, hugeErr := hugepage.Collapse()
+	var huge int64
+	var hugeErr error
+	hugeStart := time.Now()
+	if *hugePages {
+		huge, hugeErr = hugepage.Collapse()
+	}
+	hugeTime := time.Since(hugeStart)
 	var prof *fsx.Pending // written to a temporary file, in place only once complete
 	if *profile != "" {
 		if prof, err = fsx.Create(*profile, ""); err != nil {
@@ -328,10 +335,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		fmt.Fprintf(stdout, "memory:              peak RSS %s (the whole process: weights, optimizer, batch, the graph's buffers, the text)\n", config.FormatBytes(float64(ru.Maxrss*1024)))
 	}
-	if hugeErr != nil {
+	switch {
+	case !*hugePages:
+		fmt.Fprintf(stdout, "huge pages:          not asked for (--huge-pages=false)\n")
+	case hugeErr != nil:
 		fmt.Fprintf(stdout, "huge pages:          none (%v)\n", hugeErr)
-	} else {
-		fmt.Fprintf(stdout, "huge pages:          %s of the heap on 2 MiB pages after the untimed steps, as qkv train does\n", config.FormatBytes(float64(huge)))
+	default:
+		fmt.Fprintf(stdout, "huge pages:          %s of the heap moved to 2 MiB pages in %.2f s after the untimed steps, as qkv train does\n", config.FormatBytes(float64(huge)), hugeTime.Seconds())
 	}
 	if *profile != "" {
 		fmt.Fprintf(stdout, "CPU profile of the timed steps in %s (go tool pprof -top %s)\n", *profile, *profile)

@@ -45,7 +45,7 @@ var groupTable = []struct {
 	{"checkpoint", []string{"checkpoint"}},
 	{"input", []string{"input"}},
 	{"generation", []string{"prompt", "tokens", "temperature", "top-k", "top-p", "num-samples", "overflow", "decoder", "cache"}},
-	{"benchmark", []string{"n", "seq", "head-dim", "causal", "generate", "torch"}},
+	{"benchmark", []string{"n", "seq", "head-dim", "causal", "generate", "torch", "huge-pages"}},
 	{"check", []string{"tol"}},
 	{"output", []string{"out", "resume", "force", "json", "plot", "plots", "profile", "memprofile"}},
 }

@@ -62,3 +62,24 @@ func BenchmarkKernels(b *testing.B) {
 		b.Log(sink)
 	}
 }
+
+// BenchmarkLinWorkingSet runs the residual add's kernel (Lin: y = a + b)
+// over working sets from 3 to 192 MiB (three arrays of 1 to 64 MiB) and
+// reports the bytes it reads and writes per second: what a memory-bound op of a training step
+// gets from the caches and what it gets from memory once a step's tensors
+// no longer fit (go test ./internal/vec -run X -bench LinWorkingSet).
+func BenchmarkLinWorkingSet(b *testing.B) {
+	for _, mib := range []int{1, 4, 16, 32, 64} {
+		n := mib << 20 / 4
+		y, x1, x2 := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range x1 {
+			x1[i], x2[i] = float32(i), 1
+		}
+		b.Run(fmt.Sprintf("array=%dMiB", mib), func(b *testing.B) {
+			for b.Loop() {
+				Lin(y, x1, x2, 1, 1, 0)
+			}
+			b.ReportMetric(3*float64(n*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
