@@ -341,7 +341,10 @@ func TestMachineScoreModPanicIsError(t *testing.T) {
 // next step at any time, the rest blocked: pollers beyond the idle cores
 // would take time from the working step (the preset's step at GOMAXPROCS
 // 8 on two cores took 61 ms with every idle worker polling, 43 with one).
-// With two cores or more, one does poll.
+// With two cores or more, one does poll: the sampler sees it within a few
+// runs, but on a busy machine (the race detector, other tests' processes)
+// it may miss the polling windows of one run, so the runs go on, up to
+// 100, until it has.
 func TestMachinePollersBounded(t *testing.T) {
 	g := G.NewGraph()
 	x := input(g, tensor.Float64, tensor.Shape{400, 500}, "x")
@@ -359,7 +362,8 @@ func TestMachinePollersBounded(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
 	vm.RunConcurrently(8)
 	var most atomic.Int32
-	for range 3 {
+	limit := int32(runtime.NumCPU() - 1)
+	for run := 0; run < 3 || run < 100 && limit >= 1 && most.Load() == 0; run++ {
 		stop := make(chan struct{})
 		sampled := make(chan struct{})
 		go func() {
@@ -382,7 +386,6 @@ func TestMachinePollersBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limit := int32(runtime.NumCPU() - 1)
 	if m := most.Load(); m > limit {
 		t.Errorf("%d workers polled at once on %d CPUs, want at most %d", m, runtime.NumCPU(), limit)
 	}
