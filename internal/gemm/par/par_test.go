@@ -232,8 +232,12 @@ func TestRunWhileBusy(t *testing.T) {
 		Run(2, 2, first)
 		close(done)
 	}()
-	for pool.mu.TryLock() { // until first's job holds the package
-		pool.mu.Unlock()
+	// Until first's job is open, which it is only while it holds the
+	// package. Probing the lock with TryLock instead could make first's
+	// Run find the package busy (the probe holding it for an instant) and
+	// block on its caller without it: then nothing ever held it and the
+	// probe spun until the test binary timed out (CI of 22f6c46).
+	for pool.state.Load()&openBit == 0 {
 		runtime.Gosched()
 	}
 	second := &whoJob{waitJob: waitJob{countJob: *newCountJob(2000, 2), d: 20 * time.Microsecond}, who: make([]atomic.Int32, 2000)}
