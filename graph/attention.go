@@ -563,8 +563,8 @@ func sinkGrad[T float32 | float64](d attnDims, p, dp, out []T, h int) {
 // scores and mask alone, bit for bit.
 func softmaxHead[T float32 | float64](s, mask, bias []T, sink float64, n int) {
 	for _, add := range [][]T{mask, bias} {
-		for i, a := range add { // nothing to add for a nil block
-			s[i] += a
+		if add != nil {
+			vec.Lin(s, s, add, 1, 1, 0) // s + add, the bits of s[i] += add[i]
 		}
 	}
 	for i := 0; i*n < len(s); i++ {
@@ -626,9 +626,7 @@ func softmaxCausal[T float32 | float64](s, mask, bias []T, sink float64, n int) 
 		v := causalSpan(i, n)
 		for _, add := range [][]T{mask, bias} {
 			if add != nil {
-				for j, a := range add[i*n : i*n+v] {
-					row[j] += a
-				}
+				vec.Lin(row[:v], row[:v], add[i*n:i*n+v], 1, 1, 0)
 			}
 		}
 		for j := i + 1; j < v; j++ {
