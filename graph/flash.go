@@ -457,10 +457,8 @@ func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, qs, ks, v
 				i := i0 + r
 				sr := s.s[r*nk : (r+1)*nk]
 				visible := sr[:max(d.keyEnd(i, j1)-j0, 0)]
-				if mask != nil {
-					for c, m := range mask[(b*d.Sq+i)*d.Sk+j0:][:len(visible)] {
-						visible[c] += m
-					}
+				if mask != nil { // visible + mask, the bits of visible[c] += m
+					vec.Lin(visible, visible, mask[(b*d.Sq+i)*d.Sk+j0:], 1, 1, 0)
 				}
 				if mod != nil {
 					modRow(mod, visible, nil, b, h, i, j0, cov)
@@ -665,9 +663,7 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 				clear(sr[visible:]) // hidden: no weight, no gradient
 				clear(dr[visible:])
 				if bw.mask != nil {
-					for c, m := range bw.mask[(b*d.Sq+i)*d.Sk+tj:][:visible] {
-						sr[c] += m
-					}
+					vec.Lin(sr[:visible], sr[:visible], bw.mask[(b*d.Sq+i)*d.Sk+tj:], 1, 1, 0)
 				}
 				var der []T
 				if bw.mod != nil {
@@ -678,9 +674,7 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 				// so that a float32 L of 1e3 loses nothing.
 				hi := T(L)
 				expShift(sr[:visible], float64(hi), math.Exp(float64(hi)-L))
-				for c, p := range sr[:visible] {
-					dr[c] = p * (dr[c] - T(delta[i])) * bw.scale // dS
-				}
+				vec.MulDiff(dr[:visible], sr[:visible], dr[:visible], T(delta[i]), bw.scale) // dS = P (dP - D_i) scale
 				for c, x := range der {
 					dr[c] *= x
 				}
