@@ -31,7 +31,7 @@ func fusedAttention(q, k, v *G.Node, s Spec, d attnDims) (out, weights *G.Node, 
 		run = newModRun(s, d.Sq, d.Sk)
 	}
 	d.Causal = run.causalOnly()
-	wop := attentionOp{dims: d, out: attnWeights, mod: run}
+	wop := attentionOp{dims: d, out: attnWeights, mod: run, mask: s.Mask}
 	if weights, err = apply(wop, wop.args(map[role]*G.Node{roleQ: q, roleK: k, roleMask: s.Mask.bias(), roleBias: s.Bias, roleSinks: s.Sinks})...); err != nil {
 		return nil, nil, fmt.Errorf("weights: %w", err)
 	}
@@ -159,13 +159,17 @@ const (
 )
 
 // attentionOp is one step of Attention or of its gradient; which one is out.
-// mod, for the steps that call modifiers, is nil without them.
+// mod, for the steps that call modifiers, is nil without them; mask, for
+// the steps that read the mask, is the MaskNode whose value it is, and
+// lengths its key lengths in one run (MaskNode.setLengths).
 type attentionOp struct {
 	pureOp
-	dims attnDims
-	out  int
-	mod  *modRun
-	buf  *output
+	dims    attnDims
+	out     int
+	mod     *modRun
+	mask    *MaskNode
+	lengths []int
+	buf     *output
 }
 
 func (op attentionOp) withOutput(b *output) G.Op { op.buf = b; return op }
@@ -270,6 +274,7 @@ func (op attentionOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 
 func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
 	var buf [4]int
+	op.lengths = maskLengths(op.mask, op.roles(), vals)
 	v, err := runKernel(op, vals, op.Arity(), op.shape(&buf), op.buf, op.out == attnGradBias)
 	if err == nil && op.mod != nil && op.mod.fail.pending() {
 		err = op.mod.fail.take(op)
@@ -389,11 +394,8 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		}
 		return ds
 	}
-	var mask []T // the mask's (Sq, Sk) block of sequence b, if any
-	if m := x(roleMask); m != nil {
-		mask = m[b*block:][:block]
-	}
-	gemm := sc.ws.Gemm // the heads are already spread over the cores
+	mask := seqMask(x(roleMask), op.lengths, b, d.Sq, d.Sk) // nil for none to add
+	gemm := sc.ws.Gemm                                      // the heads are already spread over the cores
 	// blocks are the query rows [i0, i1) each product is cut into: under
 	// a causal mask alone on long rows, row i0..i1's keys end at i1, so
 	// each block multiplies only those (about half of the n x n products);
@@ -785,7 +787,7 @@ func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, er
 	case attnWeights: // output P, grad dP
 		var deriv *G.Node
 		if op.dims.Scored {
-			dop := attentionOp{dims: op.dims, out: attnModDeriv, mod: op.mod.forOp()}
+			dop := attentionOp{dims: op.dims, out: attnModDeriv, mod: op.mod.forOp(), mask: op.mask}
 			var err error
 			if deriv, err = apply(dop, dop.args(byRole)...); err != nil {
 				return nil, err

@@ -68,7 +68,7 @@ func flashAttention(q, k, v *G.Node, s Spec, a attnDims) (out *G.Node, err error
 	if mods.active() {
 		run = newModRun(mods, d.Sq, d.Sk)
 	}
-	fop := flashOp{dims: d, out: flashForward, mod: run}
+	fop := flashOp{dims: d, out: flashForward, mod: run, mask: s.Mask}
 	packed, err := apply(fop, fop.args(map[role]*G.Node{roleQ: q, roleK: k, roleV: v, roleMask: s.Mask.bias(), roleSinks: mods.Sinks})...)
 	if err != nil {
 		return nil, err
@@ -136,12 +136,16 @@ const (
 )
 
 // flashOp is one step of flash attention or of its gradient; which one is out.
-// mod, for the steps that compute scores, is nil without modifiers.
+// mod, for the steps that compute scores, is nil without modifiers; mask is
+// the MaskNode whose value the steps that compute scores read, and lengths
+// its key lengths in one run (MaskNode.setLengths).
 type flashOp struct {
-	dims flashDims
-	out  int
-	mod  *modRun
-	buf  *output
+	dims    flashDims
+	out     int
+	mod     *modRun
+	mask    *MaskNode
+	lengths []int
+	buf     *output
 }
 
 func (op flashOp) withOutput(b *output) G.Op { op.buf = b; return op }
@@ -222,6 +226,7 @@ func (op flashOp) Do(vals ...G.Value) (G.Value, error) {
 			}
 		}
 	}
+	op.lengths = maskLengths(op.mask, op.roles(), vals)
 	v, err := runKernel(op, vals, op.Arity(), op.shape(), op.buf, true)
 	if err == nil && op.mod != nil {
 		err = op.mod.fail.take(op)
@@ -292,7 +297,7 @@ func (op flashOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 		byRole[r] = inputs[i]
 	}
 	apply := func(which int) (*G.Node, error) {
-		g := flashOp{dims: op.dims, out: which, mod: op.mod.forOp()}
+		g := flashOp{dims: op.dims, out: which, mod: op.mod.forOp(), mask: op.mask}
 		return apply(g, g.args(byRole)...)
 	}
 	switch op.out {
@@ -331,7 +336,7 @@ func runFlash[T float32 | float64](op flashOp, in [][]T, out []T) {
 	x := func(r role) []T { return inputOf(l, in, r) }
 	switch op.out {
 	case flashForward:
-		flashForwardKernel(d, op.mod, x(roleQ), x(roleK), x(roleV), x(roleMask), x(roleSinks), out)
+		flashForwardKernel(d, op.mod, x(roleQ), x(roleK), x(roleV), x(roleMask), op.lengths, x(roleSinks), out)
 	case flashOutput: // copy the first D columns of each packed row
 		packed := x(rolePacked)
 		for r := 0; r < d.B*d.Sq; r++ {
@@ -343,7 +348,7 @@ func runFlash[T float32 | float64](op flashOp, in [][]T, out []T) {
 			copy(out[r*w:r*w+d.D], dout[r*d.D:(r+1)*d.D])
 		}
 	case flashGrad:
-		flashBackwardKernel(d, op.mod, x(roleQ), x(roleK), x(roleV), x(roleMask), x(rolePacked), x(roleDPacked), out)
+		flashBackwardKernel(d, op.mod, x(roleQ), x(roleK), x(roleV), x(roleMask), op.lengths, x(rolePacked), x(roleDPacked), out)
 	case flashGradQ, flashGradK, flashGradV:
 		rows, first, width := d.Sq, 0, d.D
 		switch op.out {
@@ -413,7 +418,7 @@ type flashScratch[T float32 | float64] struct {
 // tile, the block's scores are one product Q K^T and its contribution to
 // the output one product P V, on the packed GEMM, in the data's dtype and
 // on the heads where they lie; the running max and sum are float64.
-func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, qs, ks, vs, mask, sinks []T, out []T) {
+func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, qs, ks, vs, masks []T, lengths []int, sinks []T, out []T) {
 	dk, kd := d.D/d.H, d.kd()
 	scale := T(1 / math.Sqrt(float64(dk)))
 	t, tk := d.TQ, d.TK
@@ -428,6 +433,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, qs, ks, v
 		nq := i1 - i0
 		g := d.kvHead(h)
 		q := heads(qs, b, d.Sq, d.D, h, dk, i0)
+		mask := seqMask(masks, lengths, b, d.Sq, d.Sk) // (Sq, Sk), nil for none to add
 		clear(s.acc[:nq*dk])
 		for r := 0; r < nq; r++ {
 			// A sink starts the row as if its column came first: max sink,
@@ -458,7 +464,7 @@ func flashForwardKernel[T float32 | float64](d flashDims, mod *modRun, qs, ks, v
 				sr := s.s[r*nk : (r+1)*nk]
 				visible := sr[:max(d.keyEnd(i, j1)-j0, 0)]
 				if mask != nil { // visible + mask, the bits of visible[c] += m
-					vec.Lin(visible, visible, mask[(b*d.Sq+i)*d.Sk+j0:], 1, 1, 0)
+					vec.Lin(visible, visible, mask[i*d.Sk+j0:], 1, 1, 0)
 				}
 				if mod != nil {
 					modRow(mod, visible, nil, b, h, i, j0, cov)
@@ -535,6 +541,7 @@ type flashBackward[T float32 | float64] struct {
 	q, k, v    []T       // (B, Sq, D), (B, Sk, KV*dk), (B, Sk, KV*dk)
 	do         []T       // (B, Sq, D + 2H): dO in the first D columns
 	mask       []T       // (B, Sq, Sk), or nil
+	lengths    []int     // the mask's key lengths (MaskNode.setLengths), or nil
 	lse, delta []float64 // (B*H, Sq)
 	out        []T       // (B, Sq+2Sk, D): dQ, dK, dV stacked per sequence
 }
@@ -552,11 +559,11 @@ type flashBackward[T float32 | float64] struct {
 // dP and dS a second time (seven products per pair of tiles instead of
 // five). Both ways every sum runs in the same order, so the results are the
 // same bit for bit whatever the number of goroutines.
-func flashBackwardKernel[T float32 | float64](d flashDims, mod *modRun, q, k, v, mask, packed, dpacked []T, out []T) {
+func flashBackwardKernel[T float32 | float64](d flashDims, mod *modRun, q, k, v, mask []T, lengths []int, packed, dpacked []T, out []T) {
 	dk := d.D / d.H
 	w := d.D + d.lse()
 	bw := &flashBackward[T]{d: d, mod: mod, dk: dk, scale: T(1 / math.Sqrt(float64(dk))),
-		q: q, k: k, v: v, do: dpacked, mask: mask, out: out,
+		q: q, k: k, v: v, do: dpacked, mask: mask, lengths: lengths, out: out,
 		lse: make([]float64, d.B*d.H*d.Sq), delta: make([]float64, d.B*d.H*d.Sq),
 	}
 	// Each row's L, and D_i = rowsum(dO ∘ O)_i = sum_j P_ij dP_ij: the row's
@@ -631,6 +638,7 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 	w := d.D + d.lse()
 	stride := d.Sq + 2*d.Sk // rows of one sequence's stacked gradients
 	lse, delta := bw.lse[pair*d.Sq:][:d.Sq], bw.delta[pair*d.Sq:][:d.Sq]
+	mask := seqMask(bw.mask, bw.lengths, b, d.Sq, d.Sk) // (Sq, Sk), nil for none to add
 	s, dp, gemm := sc.s, sc.dp, sc.ws.Gemm
 	for ti := i0; ti < i1; ti += t {
 		ti1 := min(ti+t, i1)
@@ -662,8 +670,8 @@ func (bw *flashBackward[T]) tiles(pair, i0, i1, j0, j1 int, wantQ, wantKV bool, 
 				}
 				clear(sr[visible:]) // hidden: no weight, no gradient
 				clear(dr[visible:])
-				if bw.mask != nil {
-					vec.Lin(sr[:visible], sr[:visible], bw.mask[(b*d.Sq+i)*d.Sk+tj:], 1, 1, 0)
+				if mask != nil {
+					vec.Lin(sr[:visible], sr[:visible], mask[i*d.Sk+tj:], 1, 1, 0)
 				}
 				var der []T
 				if bw.mod != nil {

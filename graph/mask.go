@@ -237,6 +237,12 @@ func NewMaskConst(g *G.ExprGraph, dt tensor.Dtype, m Mask, name string) (*MaskNo
 
 // Set binds the mask's value for the next run. It checks the shape against the
 // node's and returns an error rather than letting the engine fail later.
+//
+// Set is how a mask's value changes: the fused and flash attention read its
+// key lengths (KeyLengths) beside the value it binds, and do not add the
+// mask of a sequence whose every key is visible. Writing into the value Set
+// bound is therefore not seen; a tensor of one's own bound with G.Let is
+// read entry by entry.
 func (n *MaskNode) Set(m Mask) error {
 	if n == nil {
 		return errors.New("graph: mask: Set on a nil *MaskNode: make masks with NewMaskInput")
@@ -303,6 +309,41 @@ func CombineMasks(a, b *MaskNode) (*MaskNode, error) {
 		return nil, fmt.Errorf("graph: combine masks: %w", err)
 	}
 	return &MaskNode{Bias: bias, B: a.B, Sq: a.Sq, Sk: a.Sk}, nil
+}
+
+// setLengths returns the key lengths of n's last Set (KeyLengths) when v,
+// a run's value of n.Bias, is the value that Set bound, and nil otherwise:
+// a value bound with G.Let, or one the graph computes (CombineMasks), says
+// nothing of them. The attention ops take a sequence whose length is Sk as
+// one whose mask hides nothing and skip adding its zeros, a pass over
+// (Sq, Sk) scores a head (a fifth of flash's step at 1,024 positions, where
+// the decoder's key-padding mask of a batch without padding hides
+// nothing). So Set, which writes the value and the lengths together, is
+// how a mask changes; writing into the value Set bound is not seen.
+func (n *MaskNode) setLengths(v G.Value) []int {
+	if n == nil || n.buf == nil || v != G.Value(n.buf) {
+		return nil
+	}
+	return n.lengths
+}
+
+// maskLengths is n's setLengths for the mask among vals, an op's inputs in
+// the order of l; nil where the op has no mask.
+func maskLengths(n *MaskNode, l roleList, vals []G.Value) []int {
+	if i := l.index(roleMask); i >= 0 && i < len(vals) {
+		return n.setLengths(vals[i])
+	}
+	return nil
+}
+
+// seqMask returns sequence b's (sq, sk) block of mask (B, sq, sk), or nil
+// when there is no mask or lengths (setLengths') say that the sequence's
+// every key is visible.
+func seqMask[T float32 | float64](mask []T, lengths []int, b, sq, sk int) []T {
+	if mask == nil || lengths != nil && lengths[b] == sk {
+		return nil
+	}
+	return mask[b*sq*sk:][:sq*sk]
 }
 
 // bias returns the mask's Bias node, nil for no mask: an optional input of

@@ -364,3 +364,90 @@ func TestMaskNodeKeyLengths(t *testing.T) {
 		t.Error("a nil mask has lengths")
 	}
 }
+
+// TestAttentionSkipsVisibleSequences: fused and flash attention skip adding
+// the mask of a sequence that Set's key lengths say hides nothing
+// (MaskNode.setLengths), with the bits of adding its zeros, forward and
+// backward; they trust those lengths only while the mask holds the value
+// Set bound: a hidden key written into that value is not seen (the
+// documented contract), the same values bound with G.Let are read, and a
+// Set with a padded sequence reads that sequence's mask again.
+func TestAttentionSkipsVisibleSequences(t *testing.T) {
+	const b, s, d, heads = 2, 6, 4, 2
+	for _, impl := range []Impl{Fused, Flash} {
+		t.Run(string(impl), func(t *testing.T) {
+			rng := newRand(5)
+			dt := tensor.Float64
+			g := G.NewGraph()
+			q, k, v := input(g, dt, tensor.Shape{b, s, d}, "q"), input(g, dt, tensor.Shape{b, s, d}, "k"), input(g, dt, tensor.Shape{b, s, d}, "v")
+			lets := map[*G.Node]G.Value{}
+			for _, n := range []*G.Node{q, k, v} {
+				lets[n] = NewDense(dt, n.Shape(), uniform(rng, b*s*d, -2, 2))
+			}
+			mask, err := NewMaskInput(g, dt, b, s, s, "pad")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := Attend(q, k, v, Spec{Impl: impl, Heads: heads, Mask: mask, MaskMod: Causal()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			grads, err := G.Grad(weightedSum(t, out, rng), q, k, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes := append(G.Nodes{out}, grads...)
+			set := func(lengths ...int) {
+				t.Helper()
+				m, err := KeyPadding(lengths, s, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := mask.Set(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// let binds the mask's current values as a tensor of its own.
+			let := func() {
+				t.Helper()
+				if err := G.Let(mask.Bias, mask.Bias.Value().(*tensor.Dense).Clone().(*tensor.Dense)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			same := func(what string, got, want [][]float64) {
+				t.Helper()
+				for i := range want {
+					for j := range want[i] {
+						if math.Float64bits(got[i][j]) != math.Float64bits(want[i][j]) {
+							t.Fatalf("%s: value %d[%d] = %v, want %v", what, i, j, got[i][j], want[i][j])
+						}
+					}
+				}
+			}
+
+			set(s, s)
+			skipped := eval(t, lets, nodes...)
+			let()
+			same("all visible, the mask bound with G.Let (read)", eval(t, lets, nodes...), skipped)
+
+			set(s, s)
+			hidden := mask.Bias.Value().(*tensor.Dense).Float64s()
+			hidden[(0*s+s-1)*s] = math.Inf(-1) // key 0 from sequence 0's last query
+			same("a key hidden by writing into the value Set bound", eval(t, lets, nodes...), skipped)
+			let()
+			read := eval(t, lets, nodes...)
+			row := read[0][(0*s+s-1)*d : (0*s+s)*d]
+			if want := skipped[0][(0*s+s-1)*d : (0*s+s)*d]; slices.Equal(row, want) {
+				t.Fatalf("a key hidden in a mask bound with G.Let changed nothing: output row %v", row)
+			}
+
+			set(s, s-2)
+			padded := eval(t, lets, nodes...)
+			let()
+			same("sequence 1 padded, the mask bound with G.Let", eval(t, lets, nodes...), padded)
+			if slices.Equal(padded[0], skipped[0]) {
+				t.Fatal("padding sequence 1 changed nothing")
+			}
+		})
+	}
+}
