@@ -394,8 +394,9 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		}
 		return ds
 	}
-	mask := seqMask(x(roleMask), op.lengths, b, d.Sq, d.Sk) // nil for none to add
-	gemm := sc.ws.Gemm                                      // the heads are already spread over the cores
+	// mask is sequence b's (Sq, Sk) block, nil when there is none to add.
+	mask := seqMask(x(roleMask), op.lengths, b, d.Sq, d.Sk)
+	gemm := sc.ws.Gemm // the heads are already spread over the cores
 	// blocks are the query rows [i0, i1) each product is cut into: under
 	// a causal mask alone on long rows, row i0..i1's keys end at i1, so
 	// each block multiplies only those (about half of the n x n products);
