@@ -451,3 +451,65 @@ func TestAttentionSkipsVisibleSequences(t *testing.T) {
 		})
 	}
 }
+
+// TestSetKeyLengths: SetKeyLengths binds the bias and key lengths that Set
+// of KeyPadding's mask binds, call after call (lengths that change, stay,
+// or follow a Set of a mask that is not a key padding), in both dtypes; and
+// bad lengths return an error naming them and change nothing.
+func TestSetKeyLengths(t *testing.T) {
+	const b, sq, sk = 3, 4, 5
+	causal, err := MaskOf(Causal(), b, sq, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		g := G.NewGraph()
+		got, err := NewMaskInput(g, dt, b, sq, sk, "got")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := NewMaskInput(g, dt, b, sq, sk, "want")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step, lengths := range [][]int{{3, 0, 5}, {3, 2, 5}, {3, 2, 5}, nil, {5, 5, 5}, {0, 1, 4}} {
+			if lengths == nil { // a mask Set that is not a key padding
+				if err := got.Set(causal); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if err := got.SetKeyLengths(lengths); err != nil {
+				t.Fatalf("%v step %d: %v", dt, step, err)
+			}
+			m, err := KeyPadding(lengths, sq, sk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := want.Set(m); err != nil {
+				t.Fatal(err)
+			}
+			gv, _ := Float64s(got.Bias.Value())
+			wv, _ := Float64s(want.Bias.Value())
+			if !slices.Equal(gv, wv) || !slices.Equal(got.KeyLengths(), want.KeyLengths()) {
+				t.Fatalf("%v step %d, lengths %v: bias %v, key lengths %v; Set(KeyPadding) binds %v, %v", dt, step, lengths, gv, got.KeyLengths(), wv, want.KeyLengths())
+			}
+		}
+		before, _ := Float64s(got.Bias.Value())
+		for _, bad := range []struct {
+			lengths []int
+			msg     string
+		}{{[]int{1, 2}, "2 key lengths"}, {[]int{1, -1, 2}, "key length -1 of sequence 1"}, {[]int{1, 2, 6}, "key length 6 of sequence 2"}} {
+			if err := got.SetKeyLengths(bad.lengths); err == nil || !strings.Contains(err.Error(), bad.msg) {
+				t.Errorf("SetKeyLengths(%v) = %v, want an error saying %q", bad.lengths, err, bad.msg)
+			}
+		}
+		if after, _ := Float64s(got.Bias.Value()); !slices.Equal(after, before) || !slices.Equal(got.KeyLengths(), []int{0, 1, 4}) {
+			t.Errorf("refused lengths changed the mask: %v, key lengths %v", after, got.KeyLengths())
+		}
+	}
+	var nilMask *MaskNode
+	if err := nilMask.SetKeyLengths([]int{1}); err == nil {
+		t.Error("SetKeyLengths on a nil mask: no error")
+	}
+}

@@ -483,21 +483,16 @@ func (in *EncDecInputs) Set(src, srcLengths, tgt, tgtLengths []int) error {
 	if err := in.Tgt.Set(tgt); err != nil {
 		return fmt.Errorf("layers: encoder-decoder inputs: target: %w", err)
 	}
-	b, ss, st := in.Src.B, in.Src.S, in.Tgt.S
+	b := in.Src.B
 	if len(srcLengths) != b || len(tgtLengths) != b {
 		return shapeErrorf("layers: encoder-decoder inputs: %d source and %d target lengths for a batch of %d", len(srcLengths), len(tgtLengths), b)
 	}
 	for _, mk := range []struct {
 		n       *graph.MaskNode
 		lengths []int
-		sq, sk  int
 		name    string
-	}{{in.SrcPad, srcLengths, ss, ss, "source padding"}, {in.TgtPad, tgtLengths, st, st, "target padding"}, {in.CrossPad, srcLengths, st, ss, "cross-attention padding"}} {
-		m, err := graph.KeyPadding(mk.lengths, mk.sq, mk.sk)
-		if err != nil {
-			return fmt.Errorf("layers: encoder-decoder inputs: %s: %w", mk.name, err)
-		}
-		if err := mk.n.Set(m); err != nil {
+	}{{in.SrcPad, srcLengths, "source padding"}, {in.TgtPad, tgtLengths, "target padding"}, {in.CrossPad, srcLengths, "cross-attention padding"}} {
+		if err := mk.n.SetKeyLengths(mk.lengths); err != nil {
 			return fmt.Errorf("layers: encoder-decoder inputs: %s: %w", mk.name, err)
 		}
 	}

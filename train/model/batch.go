@@ -171,11 +171,7 @@ func (m *Model) SetBatch(b Batch) error {
 		if err := m.IDs.Set(b.Inputs); err != nil {
 			return fmt.Errorf("model: batch: %w", err)
 		}
-		pad, err := graph.KeyPadding(b.Lengths, m.S, m.S)
-		if err != nil {
-			return fmt.Errorf("model: batch: %w", err)
-		}
-		if err := m.Pad.Set(pad); err != nil {
+		if err := m.Pad.SetKeyLengths(b.Lengths); err != nil {
 			return fmt.Errorf("model: batch: %w", err)
 		}
 		return nil

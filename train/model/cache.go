@@ -389,15 +389,11 @@ func (c *Cached) start(sources [][]int) error {
 	if err := c.src.Set(src); err != nil {
 		return fmt.Errorf("model: %s: encoder: %w", c.what, err)
 	}
-	pad, err := graph.KeyPadding(srcLen, ss, ss)
-	if err != nil {
-		return fmt.Errorf("model: %s: encoder: %w", c.what, err)
-	}
-	if err := c.srcPad.Set(pad); err != nil {
+	if err := c.srcPad.SetKeyLengths(srcLen); err != nil {
 		return fmt.Errorf("model: %s: encoder: %w", c.what, err)
 	}
 	c.memory = c.memory[:0]
-	err = run(c.encVM, c.what+": encoder", func() error {
+	err := run(c.encVM, c.what+": encoder", func() error {
 		for _, n := range c.memOut {
 			v, err := graph.Float64s(n.Value())
 			if err != nil {
@@ -410,11 +406,7 @@ func (c *Cached) start(sources [][]int) error {
 	if err != nil {
 		return err
 	}
-	crossMask, err := graph.KeyPadding(srcLen, 1, ss)
-	if err != nil {
-		return fmt.Errorf("model: %s: memory: %w", c.what, err)
-	}
-	if err := c.crossMask.Set(crossMask); err != nil {
+	if err := c.crossMask.SetKeyLengths(srcLen); err != nil {
 		return fmt.Errorf("model: %s: memory: %w", c.what, err)
 	}
 	shape := tensor.Shape{c.B, ss, c.dim}
@@ -528,11 +520,7 @@ func (c *Cached) bind(ids []int) error {
 	if err := c.pos.Set(c.posIDs); err != nil {
 		return fmt.Errorf("model: %s: %w", c.what, err)
 	}
-	mask, err := graph.KeyPadding(c.seenLens, 1, c.L)
-	if err != nil {
-		return fmt.Errorf("model: %s: %w", c.what, err)
-	}
-	if err := c.seen.Set(mask); err != nil {
+	if err := c.seen.SetKeyLengths(c.seenLens); err != nil {
 		return fmt.Errorf("model: %s: %w", c.what, err)
 	}
 	if err := graph.LetOnce(c.slot, c.slotBuf); err != nil {
