@@ -228,16 +228,22 @@ func TestRunWhileBusy(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	first := &waitJob{countJob: *newCountJob(2, 2), block: make(chan struct{})}
 	done := make(chan struct{})
+	epoch := pool.state.Load() >> epochShift
 	go func() {
 		Run(2, 2, first)
 		close(done)
 	}()
-	// Until first's job is open, which it is only while it holds the
-	// package. Probing the lock with TryLock instead could make first's
-	// Run find the package busy (the probe holding it for an instant) and
-	// block on its caller without it: then nothing ever held it and the
-	// probe spun until the test binary timed out (CI of 22f6c46).
-	for pool.state.Load()&openBit == 0 {
+	// Until first's job has started: from then on it holds the package
+	// until its item 0 is unblocked, whoever runs that item. Probing the
+	// lock with TryLock could make first's Run find the package busy (the
+	// probe holding it for an instant) and run its items without it, so
+	// that nothing ever held it (CI of 22f6c46); waiting for the job to be
+	// open missed it when a helper left over from an earlier test took
+	// item 0 and the caller, its item 1 done, had closed the job already
+	// and was waiting for that helper (CI of 9e4496b). Both spun until the
+	// test binary timed out. The epoch changes when a job starts and
+	// stays.
+	for pool.state.Load()>>epochShift == epoch {
 		runtime.Gosched()
 	}
 	second := &whoJob{waitJob: waitJob{countJob: *newCountJob(2000, 2), d: 20 * time.Microsecond}, who: make([]atomic.Int32, 2000)}
