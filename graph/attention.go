@@ -156,9 +156,6 @@ const (
 	attnGradBias         // dbias, the bias's shape, from P, dP
 	attnModDeriv         // deriv (B, H, Sq, Sk), the score modifier's derivative, from q, k, [mask]
 	attnGradSinks        // dsinks (H) from P, dP
-	attnGradS            // dS (B, H, Sq, Sk) from P, dout, v, [keep]: for P read by the output alone (gradFromScores)
-	attnGradQS           // dq (B, Sq, D) from dS, k
-	attnGradKS           // dk (B, Sk, KV*dk) from dS, q
 )
 
 // attentionOp is one step of Attention or of its gradient; which one is out.
@@ -213,23 +210,8 @@ func (op attentionOp) roles() roleList {
 		l.add(roleDOut, true)
 		l.add(roleV, true)
 		l.add(roleKeep, d.Dropped)
-	case attnGradS: // P, dout, v, [keep]
-		l.add(roleP, true)
-		l.add(roleDOut, true)
-		l.add(roleV, true)
-		l.add(roleKeep, d.Dropped)
-	case attnGradQS, attnGradKS: // dS, k or q
-		l.add(roleDS, true)
-		l.add(roleK, op.out == attnGradQS)
-		l.add(roleQ, op.out == attnGradKS)
 	}
 	return l
-}
-
-// kvOut reports whether op's output is the keys' or the values' gradient,
-// (B, Sk, KV*dk), to which a group's query heads all add.
-func (op attentionOp) kvOut() bool {
-	return op.out == attnGradK || op.out == attnGradKS || op.out == attnGradV
 }
 
 // rank is the number of dimensions of an input of role r. gorgonia does not
@@ -237,7 +219,7 @@ func (op attentionOp) kvOut() bool {
 // declared type are not unified), so TestOpDeclaredTypes does.
 func (op attentionOp) rank(r role) int {
 	switch r {
-	case roleP, roleDP, roleKeep, roleDeriv, roleDS:
+	case roleP, roleDP, roleKeep, roleDeriv:
 		return 4
 	case roleBias:
 		return op.dims.Bias
@@ -255,9 +237,9 @@ func (op attentionOp) shape(buf *[4]int) tensor.Shape {
 	d := op.dims
 	s := tensor.Shape(buf[:0])
 	switch op.out {
-	case attnWeights, attnGradP, attnModDeriv, attnGradS:
+	case attnWeights, attnGradP, attnModDeriv:
 		return append(s, d.B, d.H, d.Sq, d.Sk)
-	case attnGradK, attnGradV, attnGradKS:
+	case attnGradK, attnGradV:
 		return append(s, d.B, d.Sk, d.kd())
 	case attnGradBias:
 		if d.Bias == 4 {
@@ -321,7 +303,7 @@ func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
 	switch {
 	case op.out == attnGradBias && d.Bias == 3, op.out == attnGradSinks:
 		items = d.H
-	case op.kvOut() && d.KV < d.H:
+	case (op.out == attnGradK || op.out == attnGradV) && d.KV < d.H:
 		items = d.B * d.KV
 	}
 	par.Run(items, workers, j)
@@ -349,7 +331,7 @@ func (j *attentionJob[T]) Item(w, item int) {
 	case j.op.out == attnGradSinks: // one item per head
 		l := j.op.roles()
 		sinkGrad(d, inputOf(l, j.in, roleP), inputOf(l, j.in, roleDP), j.out, item)
-	case j.op.kvOut() && d.KV < d.H:
+	case (j.op.out == attnGradK || j.op.out == attnGradV) && d.KV < d.H:
 		// The query heads of a group add into one KV head: one item per
 		// (sequence, KV head), its query heads in order.
 		group := d.H / d.KV
@@ -412,13 +394,6 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		}
 		return ds
 	}
-	// scores returns dS: dQ's and dK's input, or formed from P and dP.
-	scores := func() []T {
-		if op.out == attnGradQS || op.out == attnGradKS {
-			return weights(x(roleDS))
-		}
-		return modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))
-	}
 	// mask is sequence b's (Sq, Sk) block, nil when there is none to add.
 	mask := seqMask(x(roleMask), op.lengths, b, d.Sq, d.Sk)
 	gemm := sc.ws.Gemm // the heads are already spread over the cores
@@ -460,7 +435,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		for r := range blocks { // O[i0:i1] = P[i0:i1, :keys] V[:keys]
 			gemm(false, false, r.i1-r.i0, dk, r.keys, 1, p[r.i0*d.Sk:], d.Sk, v, kd, 0, o[r.i0*d.D:], d.D)
 		}
-	case attnGradP, attnGradS: // dP = (dout V^T) * keep                   (Sq, Sk)
+	case attnGradP: // dP = (dout V^T) * keep                              (Sq, Sk)
 		dp, do, v := weights(out), head(x(roleDOut), d.Sq), kvHead(x(roleV), d.Sk)
 		// dP[i0:i1, :keys] = dO[i0:i1] V[:keys]^T, 0 past keys: nothing
 		// ever writes there, and the output is zero when it is allocated
@@ -474,22 +449,19 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 				dp[i] *= k
 			}
 		}
-		if op.out == attnGradS { // dS = P * (dP - rowsum(P * dP)) * scale, in place while dP is in cache
-			scoresGrad(weights(x(roleP)), dp, dp, scale, d.Sk, d.Causal)
-		}
 	case attnGradV: // dV += (P * keep)^T dout                              (Sk, dk)
 		p, do, dv := dropped(weights(x(roleP))), head(x(roleDOut), d.Sq), kvHead(out, d.Sk)
 		for r := range blocks { // dV[j0:j1] += P[first:, j0:j1]^T dO[first:]
 			gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, p[r.first*d.Sk+r.j0:], d.Sk, do[r.first*d.D:], d.D, first, dv[r.j0*kd:], kd)
 		}
-	case attnGradQ, attnGradQS: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * mods' * scale   (Sq, dk)
-		ds := scores()
+	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * mods' * scale   (Sq, dk)
+		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))
 		k, dq := kvHead(x(roleK), d.Sk), head(out, d.Sq)
 		for r := range blocks { // dQ[i0:i1] = dS[i0:i1, :keys] K[:keys]
 			gemm(false, false, r.i1-r.i0, dk, r.keys, 1, ds[r.i0*d.Sk:], d.Sk, k, kd, 0, dq[r.i0*d.D:], d.D)
 		}
-	case attnGradK, attnGradKS: // dK += dS^T Q                              (Sk, dk)
-		ds := scores()
+	case attnGradK: // dK += dS^T Q                                          (Sk, dk)
+		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))
 		q, dkv := head(x(roleQ), d.Sq), kvHead(out, d.Sk)
 		for r := range blocks { // dK[j0:j1] += dS[first:, j0:j1]^T Q[first:]
 			gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
@@ -774,7 +746,7 @@ func (op attentionOp) Hashcode() uint32 { return hashOf(op) }
 func (op attentionOp) String() string {
 	return [...]string{"qkv.AttentionWeights", "qkv.AttentionMix", "qkv.AttentionGradQ", "qkv.AttentionGradK",
 		"qkv.AttentionGradP", "qkv.AttentionGradV", "qkv.AttentionGradBias", "qkv.AttentionModDeriv",
-		"qkv.AttentionGradSinks", "qkv.AttentionGradScores", "qkv.AttentionGradQFromScores", "qkv.AttentionGradKFromScores"}[op.out]
+		"qkv.AttentionGradSinks"}[op.out]
 }
 
 // DiffWRT: the weights are differentiable in q, k, the score bias and the
@@ -790,23 +762,6 @@ func (op attentionOp) DiffWRT(inputs int) []bool {
 		d[i] = r == roleQ || r == roleK || r == roleBias || r == roleSinks || r == roleP || r == roleV
 	}
 	return d
-}
-
-// gradFromScores reports whether the output op's gradient hands the
-// weights P the scores' gradient dS = P * (dP - rowsum(P * dP)) * scale
-// instead of dP, for the weights op to take dQ = dS K and dK = dS^T Q from:
-// dS is then formed once, in the op that forms dP, while dP's rows are in
-// cache, instead of once in each of dQ's and dK's ops, each reading P and
-// dP again. It does when P is the weights op's output, no other node reads
-// it (its gradient is this one alone, not a sum with dP from elsewhere),
-// and the weights op has no score bias, sinks or score modifier, whose
-// gradients need dP itself or multiply dS.
-func gradFromScores(p *G.Node) bool {
-	w, ok := p.Op().(attentionOp)
-	if !ok || w.out != attnWeights || w.dims.Bias != 0 || w.dims.Sinks || w.dims.Scored {
-		return false
-	}
-	return p.Graph().To(p.ID()).Len() == 1
 }
 
 // SymDiff returns the gradients of the inputs as attentionOps over the
@@ -830,17 +785,7 @@ func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, er
 		return nil
 	}
 	switch op.out {
-	case attnWeights: // output P, grad dP, or dS when the output op made it (gradFromScores)
-		if g, ok := grad.Op().(attentionOp); ok && g.out == attnGradS {
-			from := map[role]*G.Node{roleDS: grad, roleQ: byRole[roleQ], roleK: byRole[roleK]}
-			if err := gradOf(roleQ, attnGradQS, from); err != nil {
-				return nil, err
-			}
-			if err := gradOf(roleK, attnGradKS, from); err != nil {
-				return nil, err
-			}
-			break
-		}
+	case attnWeights: // output P, grad dP
 		var deriv *G.Node
 		if op.dims.Scored {
 			dop := attentionOp{dims: op.dims, out: attnModDeriv, mod: op.mod.forOp(), mask: op.mask}
@@ -863,11 +808,7 @@ func (op attentionOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, er
 		}
 	case attnOutput: // grad dout
 		from := map[role]*G.Node{roleDOut: grad, roleP: byRole[roleP], roleV: byRole[roleV], roleKeep: byRole[roleKeep]}
-		gradP := attnGradP
-		if gradFromScores(byRole[roleP]) {
-			gradP = attnGradS
-		}
-		if err := gradOf(roleP, gradP, from); err != nil {
+		if err := gradOf(roleP, attnGradP, from); err != nil {
 			return nil, err
 		}
 		if err := gradOf(roleV, attnGradV, from); err != nil {

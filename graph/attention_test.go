@@ -178,81 +178,51 @@ func TestAttentionErrors(t *testing.T) {
 	}
 }
 
-// TestGradFromScores: when nothing but the output reads the fused
-// attention's weights, the output's gradient hands them dS
-// (gradFromScores: qkv.AttentionGradScores) and dQ, dK come from it, with
-// the bits of the dP path that a second reader of the weights keeps
-// (causal, grouped-query heads and dropout alike); when the cost also
-// reads the weights, their gradient is a sum and the dP path computes it,
-// checked against finite differences.
-func TestGradFromScores(t *testing.T) {
+// TestWeightsGradIsDP: the gradient a caller reads from the fused
+// attention's weights node (its Deriv, or Grad) is dP = (dO V^T) * keep,
+// with grouped-query heads, dropout and the causal mask, checked against
+// a plain loop. (A backward that handed the weights node dS instead, to
+// form dS once for dQ and dK, made this value silently wrong.)
+func TestWeightsGradIsDP(t *testing.T) {
 	const b, s, d, heads, kv = 2, 5, 8, 4, 2
-	keep := roundTo(tensor.Float64, uniform(newRand(4), b*heads*s*s, 0, 2))
-	// build returns the gradients of q, k, v for a cost that reads the
-	// output, and with weightsInCost the weights too; readWeights adds a
-	// G.Read of the weights, a second reader outside the cost.
-	build := func(weightsInCost, readWeights bool) (g *G.ExprGraph, params []Param, cost *G.Node, grads G.Nodes, ops map[string]int) {
-		rng := newRand(9)
-		g = G.NewGraph()
-		q := param(g, tensor.Shape{b, s, d}, uniform(rng, b*s*d, -1, 1), "q")
-		k := param(g, tensor.Shape{b, s, d / heads * kv}, uniform(rng, b*s*d/heads*kv, -1, 1), "k")
-		v := param(g, tensor.Shape{b, s, d / heads * kv}, uniform(rng, b*s*d/heads*kv, -1, 1), "v")
-		kp := param(g, tensor.Shape{b, heads, s, s}, keep, "keep")
-		out, weights, err := Attend(q.Node, k.Node, v.Node, Spec{Impl: Fused, Heads: heads, KVHeads: kv, MaskMod: Causal(), Keep: kp.Node})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cost = weightedSum(t, out, rng)
-		if weightsInCost {
-			if cost, err = G.Add(cost, weightedSum(t, weights, rng)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if readWeights {
-			var v G.Value
-			G.Read(weights, &v)
-		}
-		params = []Param{q, k, v}
-		if grads, err = G.Grad(cost, q.Node, k.Node, v.Node); err != nil {
-			t.Fatal(err)
-		}
-		ops = map[string]int{}
-		for _, n := range g.AllNodes() {
-			if n.Op() != nil {
-				ops[n.Op().String()]++
-			}
-		}
-		return g, params, cost, grads, ops
-	}
-
-	_, _, _, fast, ops := build(false, false)
-	if ops["qkv.AttentionGradScores"] != 1 || ops["qkv.AttentionGradP"] != 0 {
-		t.Fatalf("the output alone reads the weights: ops %v, want one AttentionGradScores and no AttentionGradP", ops)
-	}
-	_, _, _, slow, ops := build(false, true)
-	if ops["qkv.AttentionGradScores"] != 0 || ops["qkv.AttentionGradP"] != 1 {
-		t.Fatalf("a G.Read reads the weights too: ops %v, want the dP path", ops)
-	}
-	got, want := eval(t, nil, fast...), eval(t, nil, slow...)
-	for i := range want {
-		for j := range want[i] {
-			if math.Float64bits(got[i][j]) != math.Float64bits(want[i][j]) {
-				t.Fatalf("gradient %d[%d]: %v from dS, %v from dP", i, j, got[i][j], want[i][j])
-			}
-		}
-	}
-
-	_, params, cost, _, ops := build(true, false)
-	if ops["qkv.AttentionGradScores"] != 0 {
-		t.Fatalf("the cost reads the weights too: ops %v, want the dP path", ops)
-	}
-	rep, err := GradCheck(cost, params, nil, GradCheckConfig{})
+	dk := d / heads
+	rng := newRand(9)
+	g := G.NewGraph()
+	q := param(g, tensor.Shape{b, s, d}, uniform(rng, b*s*d, -1, 1), "q")
+	k := param(g, tensor.Shape{b, s, dk * kv}, uniform(rng, b*s*dk*kv, -1, 1), "k")
+	vv := uniform(rng, b*s*dk*kv, -1, 1)
+	v := param(g, tensor.Shape{b, s, dk * kv}, vv, "v")
+	keepVals := roundTo(tensor.Float64, uniform(rng, b*heads*s*s, 0, 2))
+	keep := param(g, tensor.Shape{b, heads, s, s}, keepVals, "keep")
+	out, weights, err := Attend(q.Node, k.Node, v.Node, Spec{Impl: Fused, Heads: heads, KVHeads: kv, MaskMod: Causal(), Keep: keep.Node})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range rep {
-		if e.Rel > 1e-7 || e.Norm == 0 {
-			t.Fatalf("weights in the cost:\n%s", rep)
+	dout := uniform(rng, b*s*d, -1, 1) // the cost's gradient with respect to out
+	w := param(g, tensor.Shape{b, s, d}, dout, "dout")
+	cost, err := G.Sum(G.Must(G.HadamardProd(out, w.Node)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := G.Grad(cost, q.Node, k.Node, v.Node); err != nil {
+		t.Fatal(err)
+	}
+	got := eval(t, nil, weights.Deriv())[0]
+	for bi := 0; bi < b; bi++ {
+		for h := 0; h < heads; h++ {
+			gh := h / (heads / kv)
+			for i := 0; i < s; i++ {
+				for j := 0; j < s; j++ {
+					var dp float64
+					for c := 0; c < dk; c++ {
+						dp += dout[(bi*s+i)*d+h*dk+c] * vv[(bi*s+j)*dk*kv+gh*dk+c]
+					}
+					at := ((bi*heads+h)*s+i)*s + j
+					if want := dp * keepVals[at]; math.Abs(got[at]-want) > 1e-12 {
+						t.Fatalf("the weights' gradient [%d %d %d %d] = %v, want dP = %v", bi, h, i, j, got[at], want)
+					}
+				}
+			}
 		}
 	}
 }

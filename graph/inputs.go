@@ -25,7 +25,6 @@ const (
 	rolePacked              // flash's packed output and log-sum-exp (B, Sq, D+2H)
 	roleDPacked             // its gradient (B, Sq, D+2H)
 	roleStacked             // flash's stacked dq, dk, dv (B, Sq+2Sk, D)
-	roleDS                  // the scores' gradient (B, H, Sq, Sk)
 )
 
 // maxInputs is the most inputs an attention op takes (flash's gradient:
