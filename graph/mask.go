@@ -70,10 +70,10 @@ func KeyPadding(lengths []int, sq, sk int) (Mask, error) {
 	if err != nil {
 		return Mask{}, err
 	}
+	if err := checkKeyLengths(lengths, sk); err != nil {
+		return Mask{}, fmt.Errorf("graph: key padding mask: %w", err)
+	}
 	for n, l := range lengths {
-		if l < 0 || l > sk {
-			return Mask{}, fmt.Errorf("graph: key padding mask: length %d of sequence %d is outside [0, %d]", l, n, sk)
-		}
 		for i := 0; i < sq; i++ {
 			for j := l; j < sk; j++ {
 				m.Allow[(n*sq+i)*sk+j] = false
@@ -81,6 +81,17 @@ func KeyPadding(lengths []int, sq, sk int) (Mask, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkKeyLengths returns an error naming the first of lengths outside
+// [0, sk], the keys a sequence may have.
+func checkKeyLengths(lengths []int, sk int) error {
+	for b, l := range lengths {
+		if l < 0 || l > sk {
+			return fmt.Errorf("key length %d of sequence %d is outside [0, %d]", l, b, sk)
+		}
+	}
+	return nil
 }
 
 // keyLengths writes into out, for each sequence, the number l of keys
@@ -279,8 +290,8 @@ func (n *MaskNode) Set(m Mask) error {
 // (B, Sq, Sk) Mask: sequence b's keys j < lengths[b] visible to every
 // query, the others hidden. It rewrites only the sequences whose length
 // differs from the last Set's, so that a training loop whose batches are
-// never padded (the chars task) writes nothing after the first batch; at
-// 1,024 positions building and binding the mask was 2% of the step. It
+// never padded (the chars task) writes nothing after the first batch (at
+// 1,024 positions flash's step went from 763 to 753 ms with it). It
 // returns an error naming the sequence, and changes nothing, when lengths
 // has not B entries in [0, Sk].
 func (n *MaskNode) SetKeyLengths(lengths []int) error {
@@ -293,10 +304,8 @@ func (n *MaskNode) SetKeyLengths(lengths []int) error {
 	if len(lengths) != n.B {
 		return fmt.Errorf("graph: mask %q: %d key lengths, want one per sequence (%d)", n.Bias.Name(), len(lengths), n.B)
 	}
-	for b, l := range lengths {
-		if l < 0 || l > n.Sk {
-			return fmt.Errorf("graph: mask %q: key length %d of sequence %d is outside [0, %d]", n.Bias.Name(), l, b, n.Sk)
-		}
+	if err := checkKeyLengths(lengths, n.Sk); err != nil {
+		return fmt.Errorf("graph: mask %q: %w", n.Bias.Name(), err)
 	}
 	fresh := n.buf == nil
 	if fresh {

@@ -102,8 +102,9 @@ type Options struct {
 
 // hugePagesMinSteps is the fewest remaining steps for which Options.HugePages
 // collapses the heap: moving the nanoGPT preset's 94 MiB took 0.2–0.3 s
-// here (qkv bench prints it) and saved about 1 ms a step (46.5 against 45.7 ms at GOMAXPROCS=1, medians of
-// 4 alternating runs), so shorter runs would lose time.
+// here (qkv bench prints it) and saved about 1 ms a step (46.5 against
+// 45.7 ms at GOMAXPROCS=1, medians of 4 alternating runs), so shorter runs
+// would lose time.
 const hugePagesMinSteps = 200
 
 // runState is state.json: what besides weights and optimizer moments a
