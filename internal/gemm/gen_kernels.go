@@ -118,6 +118,7 @@ GLOBL iota16<>(SB), RODATA|NOPTR, $64
 `)
 	writeGather(&b, "gatherCols32f32", true)
 	writeGather(&b, "gatherCols16f64", false)
+	writeTranspose(&b)
 	if err := os.WriteFile("kernel_amd64.s", b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -207,6 +208,84 @@ func writeGather(b *bytes.Buffer, name string, f32 bool) {
 	p("\tADDQ $%d, SI", size)
 	p("\tADDQ $%d, R10", size)
 	p("\tADDQ $128, DI")
+	p("\tDECQ CX")
+	p("\tJNZ %s_loop", name)
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// writeTranspose writes transposeCols32f32, the float32 packing of a
+// transposed B sixteen rows of the panel at a time: each half of the 32
+// columns is a 16 x 16 block of src, 16 loads of a row of src, transposed
+// in registers (64 shuffles: 32-bit and 64-bit unpacks within each 128-bit
+// lane, then two rounds of 128-bit lane shuffles) and stored as 16 halves
+// of panel rows. A gather of 16 values (VGATHERDPS) takes about as long as
+// 16 loads; the shuffles, one a cycle, take a quarter of that.
+func writeTranspose(b *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+	const name = "transposeCols32f32"
+	p("")
+	p("// func %s(blocks int, src *float32, ld int, dst *float32)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	p("\tMOVQ blocks+0(FP), CX")
+	p("\tMOVQ src+8(FP), SI")
+	p("\tMOVQ ld+16(FP), R8")
+	p("\tMOVQ dst+24(FP), DI")
+	p("\tSHLQ $2, R8")
+	p("\tTESTQ CX, CX")
+	p("\tJZ %s_done", name)
+	p("%s_loop:", name)
+	for half := range 2 {
+		// Rows 16 half .. 16 half + 15 of src, from SI + 16 half ld.
+		if half == 0 {
+			p("\tMOVQ SI, DX")
+		}
+		for i := range 16 {
+			p("\tVMOVUPS (DX), Z%d", i)
+			p("\tADDQ R8, DX")
+		}
+		// x_i in Z0-Z15. Unpacking pairs of rows 2p, 2p+1: within each
+		// 128-bit lane l, a_2p holds x_2p[4l], x_2p+1[4l], x_2p[4l+1],
+		// x_2p+1[4l+1] and a_2p+1 the same for 4l+2 and 4l+3.
+		for q := range 8 {
+			p("\tVUNPCKLPS Z%d, Z%d, Z%d", 2*q+1, 2*q, 16+2*q)
+			p("\tVUNPCKHPS Z%d, Z%d, Z%d", 2*q+1, 2*q, 16+2*q+1)
+		}
+		// Then pairs of those 64 bits at a time: b_4g+j, lane l, is
+		// column 4l+j of rows 4g .. 4g+3.
+		for g := range 4 {
+			a := 16 + 4*g
+			p("\tVUNPCKLPD Z%d, Z%d, Z%d", a+2, a, 4*g)
+			p("\tVUNPCKHPD Z%d, Z%d, Z%d", a+2, a, 4*g+1)
+			p("\tVUNPCKLPD Z%d, Z%d, Z%d", a+3, a+1, 4*g+2)
+			p("\tVUNPCKHPD Z%d, Z%d, Z%d", a+3, a+1, 4*g+3)
+		}
+		// Column 4l+j is lane l of b_j, b_4+j, b_8+j, b_12+j: lanes 0
+		// and 2 (0x88) or 1 and 3 (0xDD) of two registers, twice.
+		for j := range 4 {
+			c := 16 + 4*j
+			p("\tVSHUFF32X4 $0x88, Z%d, Z%d, Z%d", 4+j, j, c)
+			p("\tVSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", 4+j, j, c+1)
+			p("\tVSHUFF32X4 $0x88, Z%d, Z%d, Z%d", 12+j, 8+j, c+2)
+			p("\tVSHUFF32X4 $0xDD, Z%d, Z%d, Z%d", 12+j, 8+j, c+3)
+		}
+		for j := range 4 {
+			c := 16 + 4*j
+			for l, pick := range []struct {
+				imm      string
+				lo, hi   int
+			}{{"0x88", c, c + 2}, {"0x88", c + 1, c + 3}, {"0xDD", c, c + 2}, {"0xDD", c + 1, c + 3}} {
+				p("\tVSHUFF32X4 $%s, Z%d, Z%d, Z%d", pick.imm, pick.hi, pick.lo, 4*l+j)
+			}
+		}
+		// Column c of the block is row c of the panel's half.
+		for c := range 16 {
+			p("\tVMOVUPS Z%d, %d(DI)", c, c*128+half*64)
+		}
+	}
+	p("\tADDQ $64, SI")
+	p("\tADDQ $%d, DI", 16*128)
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", name)
 	p("%s_done:", name)
