@@ -273,8 +273,8 @@ func writeTranspose(b *bytes.Buffer) {
 		for j := range 4 {
 			c := 16 + 4*j
 			for l, pick := range []struct {
-				imm      string
-				lo, hi   int
+				imm    string
+				lo, hi int
 			}{{"0x88", c, c + 2}, {"0x88", c + 1, c + 3}, {"0xDD", c, c + 2}, {"0xDD", c + 1, c + 3}} {
 				p("\tVSHUFF32X4 $%s, Z%d, Z%d, Z%d", pick.imm, pick.hi, pick.lo, 4*l+j)
 			}
