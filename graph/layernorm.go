@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -49,7 +50,7 @@ func LayerNorm(x, gain, bias *G.Node, eps float64) (*G.Node, error) {
 	if !(eps > 0) || math.IsInf(eps, 1) {
 		return nil, fmt.Errorf("graph: layernorm: eps must be positive and finite, got %v", eps)
 	}
-	op := layerNormOp{paramOp: paramOp{shape: s.Clone(), n: d, params: len(params), out: lnOutput}, eps: eps}
+	op := layerNormOp{paramOp: paramOp{shape: s.Clone(), n: d, params: len(params), out: lnOutput, after: true}, eps: eps}
 	return apply(op, append([]*G.Node{x}, params...)...)
 }
 
@@ -69,6 +70,27 @@ const (
 type layerNormOp struct {
 	paramOp
 	eps float64
+	// sums, on the gradient ops, is what dx's op leaves for the others.
+	sums *lnSums
+}
+
+// lnSums are the sums over rows, each block's, of dy·xhat and of dy that
+// dx's op adds up in its pass over x and dy, for the gain's and the bias's
+// gradient ops (paramOp.after), which would otherwise each read x and dy
+// again: in the nanoGPT preset's step, a LayerNorm's three gradient passes
+// over rows that had left the cache. They are the sums those ops compute
+// themselves (the same rows, blocks and order), so the same bits.
+type lnSums struct {
+	gain, bias []float64 // bias nil without a bias
+	// x and dy are where the inputs the sums are of lie, n their length:
+	// an op whose inputs are elsewhere computes its gradient itself.
+	x, dy unsafe.Pointer
+	n     int
+}
+
+// of reports whether s holds the sums of x and dy.
+func (s *lnSums) of(x, dy unsafe.Pointer, n int) bool {
+	return s.x == x && s.dy == dy && s.n == n
 }
 
 func (op layerNormOp) withOutput(b *output) G.Op { op.buf = b; return op }
@@ -96,7 +118,30 @@ func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
 		j.third = in[2]
 	}
 	d := len(j.gain)
-	j.run(j, len(j.x), d, 2*d, op.out == lnGradGain || op.out == lnGradBias, out)
+	s := op.sums
+	if s == nil {
+		j.run(j, len(j.x), d, 2*d, op.out == lnGradGain || op.out == lnGradBias, out)
+		return
+	}
+	x, dy := unsafe.Pointer(unsafe.SliceData(j.x)), unsafe.Pointer(unsafe.SliceData(j.third))
+	switch {
+	case op.out == lnGradX:
+		// The pass over the rows adds up the parameters' sums too.
+		blocks := rowBlockCount(len(j.x), d)
+		s.gain = sized(s.gain, blocks*d)
+		if op.params == 2 {
+			s.bias = sized(s.bias, blocks*d)
+		}
+		s.x, s.dy, s.n = nil, nil, 0
+		j.run(j, len(j.x), d, 2*d, false, out)
+		s.x, s.dy, s.n = x, dy, len(j.x)
+	case s.of(x, dy, len(j.x)) && op.out == lnGradGain:
+		sumBlocks(s.gain, out)
+	case s.of(x, dy, len(j.x)) && op.out == lnGradBias:
+		sumBlocks(s.bias, out)
+	default:
+		j.run(j, len(j.x), d, 2*d, true, out)
+	}
 }
 
 // rowBlocks is the part of a row-by-row job (LayerNorm's, RMSNorm's) that
@@ -116,7 +161,7 @@ type rowBlocks[T float32 | float64] struct {
 // goroutines ran.
 func (b *rowBlocks[T]) run(job par.Job, n, d, scratch int, sum bool, out []T) {
 	b.per = max(1, layerNormBlock/d)
-	blocks := (n/d + b.per - 1) / b.per
+	blocks := rowBlockCount(n, d)
 	if sum {
 		b.sums = sized(b.sums, blocks*d)
 	}
@@ -126,6 +171,13 @@ func (b *rowBlocks[T]) run(job par.Job, n, d, scratch int, sum bool, out []T) {
 	if sum {
 		sumBlocks(b.sums, out)
 	}
+}
+
+// rowBlockCount is the number of blocks rowBlocks.run cuts n values in rows
+// of d into.
+func rowBlockCount(n, d int) int {
+	per := max(1, layerNormBlock/d)
+	return (n/d + per - 1) / per
 }
 
 // sumBlocks sets out (d values) to the sum of the blocks of d in sums,
@@ -170,6 +222,14 @@ func (j *layerNormJob[T]) Item(w, blk int) {
 			vec.MulAdd(g, j.third[r*d:(r+1)*d], j.gain, nil)
 			gMean, gxMean := vec.Sum(g)/T(d), vec.Dot(g, xhat)/T(d)
 			vec.Lin(j.out[r*d:(r+1)*d], g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
+			if s := j.op.sums; s != nil { // as lnGradGain and lnGradBias do
+				dy := j.third[r*d : (r+1)*d]
+				vec.MulAdd(g, dy, xhat, nil)
+				vec.AddWiden(s.gain[blk*d:(blk+1)*d], g)
+				if s.bias != nil {
+					vec.AddWiden(s.bias[blk*d:(blk+1)*d], dy)
+				}
+			}
 		}
 	}
 }
@@ -189,5 +249,6 @@ func (op layerNormOp) String() string {
 // SymDiff returns dx, dgain and, with a bias, dbias as layerNormOps over
 // (x, gain, dy).
 func (op layerNormOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
-	return op.symDiff(op, func(out int) kernelOp { g := op; g.out = out; return g }, inputs, grad)
+	sums := new(lnSums)
+	return op.symDiff(op, func(out int) kernelOp { g := op; g.out, g.sums = out, sums; return g }, inputs, grad)
 }

@@ -89,3 +89,81 @@ func TestLayerNormErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerNormParamGradsFromDXPass: the gain's and bias's gradient ops
+// that run after dx's (paramOp.after) return the sums dx's pass left, the
+// same bits as computing them from x and dy themselves, over rows in
+// several blocks; given inputs other than those dx's op last saw, they
+// compute them themselves. The graph's gradients take dx as their fourth
+// input.
+func TestLayerNormParamGradsFromDXPass(t *testing.T) {
+	const rows, d = 150, 64 // 3 blocks of layerNormBlock/d rows
+	rng := newRand(3)
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		for _, params := range []int{1, 2} {
+			shape := tensor.Shape{rows, d}
+			dense := func(s tensor.Shape, lo, hi float64) *tensor.Dense {
+				return NewDense(dt, s, roundTo(dt, uniform(rng, s.TotalSize(), lo, hi)))
+			}
+			x, x2, gain, dy := dense(shape, -3, 3), dense(shape, -3, 3), dense(tensor.Shape{d}, 0.5, 2), dense(shape, -1, 1)
+			fwd := layerNormOp{paramOp: paramOp{shape: shape, n: d, params: params, after: true}, eps: 1e-5}
+			sums := new(lnSums)
+			shared := func(out int) layerNormOp { g := fwd; g.out, g.sums, g.buf = out, sums, new(output); return g }
+			alone := func(out int) layerNormOp { g := fwd; g.out, g.after, g.buf = out, false, new(output); return g }
+			do := func(op layerNormOp, vals ...G.Value) []float64 {
+				t.Helper()
+				v, err := op.Do(vals...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := Float64s(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			same := func(a, b []float64) bool {
+				for i := range a {
+					if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+						return false
+					}
+				}
+				return len(a) == len(b)
+			}
+			for p := range params {
+				out := lnGradGain + p
+				want := do(alone(out), x, gain, dy)
+				dx, err := shared(lnGradX).Do(x, gain, dy)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := do(shared(out), x, gain, dy, dx); !same(got, want) {
+					t.Errorf("%v params=%d: %v after dx's pass differs from its own pass", dt, params, shared(out))
+				}
+				if _, err := shared(lnGradX).Do(x2, gain, dy); err != nil {
+					t.Fatal(err)
+				}
+				if got := do(shared(out), x, gain, dy, dx); !same(got, want) {
+					t.Errorf("%v params=%d: %v with dx's sums of another x differs from its own pass", dt, params, shared(out))
+				}
+			}
+		}
+	}
+	g := G.NewGraph()
+	x := param(g, tensor.Shape{2, 3}, uniform(rng, 6, -2, 2), "x")
+	gain := param(g, tensor.Shape{3}, uniform(rng, 3, 0.5, 2), "gain")
+	bias := param(g, tensor.Shape{3}, uniform(rng, 3, -1, 1), "bias")
+	y, err := LayerNorm(x.Node, gain.Node, bias.Node, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grads, err := y.Op().(G.SDOp).SymDiff(G.Nodes{x.Node, gain.Node, bias.Node}, y, G.NewTensor(g, tensor.Float64, 2, G.WithShape(2, 3), G.WithName("dy")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range grads[1:] {
+		if in := children(g, p); len(in) != 4 || in[3] != grads[0] {
+			t.Errorf("gradient %d of layernorm takes %v, want dx %v last", i+1, in, grads[0])
+		}
+	}
+}

@@ -89,12 +89,20 @@ type paramOp struct {
 	n      int          // each parameter's length
 	params int          // the parameters the output takes: 1, or 2
 	out    int          // paramOutput, paramGradX or paramGradP + i
-	buf    *output
+	// after: the parameters' gradient ops take dx as a fourth input,
+	// read only so that each runs after dx's op, whose pass over the rows
+	// left the sums it adds (LayerNorm's). Set on the output op, whose
+	// symDiff builds them so, and on them.
+	after bool
+	buf   *output
 }
 
 func (op paramOp) Arity() int {
 	if op.out == paramOutput {
 		return 1 + op.params
+	}
+	if op.after && op.out >= paramGradP {
+		return 4
 	}
 	return 3
 }
@@ -111,6 +119,9 @@ func (op paramOp) Type() hm.Type {
 		return hm.NewFnType(x, v, x)
 	case paramGradX:
 		return hm.NewFnType(x, v, x, x)
+	}
+	if op.after {
+		return hm.NewFnType(x, v, x, x, v)
 	}
 	return hm.NewFnType(x, v, x, v)
 }
@@ -153,7 +164,8 @@ func runParam[K kernel](op K, p paramOp, vals []G.Value) (G.Value, error) {
 func (op paramOp) DiffWRT(inputs int) []bool { return diffAll(inputs, op.out == paramOutput) }
 
 // symDiff returns dx and each parameter's gradient, the ops at(paramGradX),
-// at(paramGradP), ... over (x, p, dy); self names the op in errors.
+// at(paramGradP), ... over (x, p, dy), and dx with after; self names the op
+// in errors.
 func (op paramOp) symDiff(self fmt.Stringer, at func(out int) kernelOp, inputs G.Nodes, grad *G.Node) (G.Nodes, error) {
 	if op.out != paramOutput {
 		return nil, fmt.Errorf("graph: %v is not differentiable", self)
@@ -163,7 +175,11 @@ func (op paramOp) symDiff(self fmt.Stringer, at func(out int) kernelOp, inputs G
 	}
 	grads := make(G.Nodes, len(inputs))
 	for i := range grads {
-		g, err := apply(at(paramGradX+i), inputs[0], inputs[1], grad)
+		in := G.Nodes{inputs[0], inputs[1], grad}
+		if op.after && i > 0 {
+			in = append(in, grads[0])
+		}
+		g, err := apply(at(paramGradX+i), in...)
 		if err != nil {
 			return nil, err
 		}
