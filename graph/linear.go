@@ -176,7 +176,7 @@ func runLinear[T float32 | float64](op linearOp, in [][]T, out []T) {
 			gemm(blas.NoTrans, blas.NoTrans, n, o, i, in[0], in[1], 0, out)
 		}
 	case linGradX: // dx (n, i) = dy (n, o) W^T
-		gemm(blas.NoTrans, blas.Trans, n, i, o, in[0], in[1], 0, out)
+		linearGradX(op, in, 0, out)
 	case linGradW: // dW (i, o) = x^T dy
 		gemm(blas.Trans, blas.NoTrans, i, o, n, in[0], in[1], 0, out)
 	case linGradB: // db = column sums of dy, row after row (1 db + 1 dy + 0 is db + dy)
@@ -201,13 +201,23 @@ func runLinearT[T float32 | float64](op linearOp, in [][]T, out []T) {
 		}
 		gemm(blas.NoTrans, blas.Trans, n, o, i, in[0], in[1], beta, out)
 	case linGradX: // dx (n, i) = dy (n, o) W (o, i)
-		gemm(blas.NoTrans, blas.NoTrans, n, i, o, in[0], in[1], 0, out)
+		linearGradX(op, in, 0, out)
 	case linGradW: // dW (o, i) = dy^T x, from x, dy
 		gemm(blas.Trans, blas.NoTrans, o, i, n, in[1], in[0], 0, out)
 	case linGradB:
 		op.trans = false
 		runLinear(op, in, out)
 	}
+}
+
+// linearGradX sets out to dx + beta out, dx = dy W^T (dy W for LinearT)
+// from in = (dy, W): beta 1 adds the product into out (accumulateOp).
+func linearGradX[T float32 | float64](op linearOp, in [][]T, beta T, out []T) {
+	tb := blas.Trans
+	if op.trans {
+		tb = blas.NoTrans
+	}
+	gemm(blas.NoTrans, tb, op.rows(), op.in, op.out, in[0], in[1], beta, out)
 }
 
 // gemm sets C (m, n) = op(A) op(B) + beta C for row-major, contiguous A, B

@@ -29,6 +29,11 @@ import (
 // A parameter's gradient is the value of its gradient node, which p.Grad()
 // returns (G.Grad sets it): there are no dual values to bind.
 //
+// One pattern runs fused (accumulate.go): a Linear's dx read only by a sum
+// is added into that sum in place, so its own node holds no value; every
+// node a caller can name (an input's or a node's gradient, a G.Read) keeps
+// its value.
+//
 // Machine relies on a few of gorgonia's internals, all in engine.go, each
 // checked once by NewMachine before the first graph runs.
 type Machine struct {
@@ -108,6 +113,7 @@ func compile(g *G.ExprGraph) (*Machine, error) {
 		s.read = readInto(op)
 		m.steps = append(m.steps, s)
 	}
+	m.fuseAccumulations()
 	return m, nil
 }
 

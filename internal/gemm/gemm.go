@@ -180,6 +180,13 @@ type problem[T Float] struct {
 	sharedPanels int
 }
 
+// OneBlock reports whether a product of depth k (the shared dimension) is
+// computed in one block of it: then, with beta 1, each element of C gets
+// its product added once, c + p rounded once, as a separate addition of
+// the product would give. A deeper product adds its blocks' partial sums
+// into C one after another.
+func OneBlock(k int) bool { return k <= kc }
+
 // kStep is the depth of the blocks the shared dimension is cut into: equal
 // blocks of at most kc, so that no block is a thin remainder (780 = 4 x
 // 195, not 3 x 256 + 12) whose C tiles cost more to load and store than
