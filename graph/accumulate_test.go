@@ -109,3 +109,85 @@ func TestAccumulatedGradients(t *testing.T) {
 		}
 	}
 }
+
+// TestNormAddGradients: a residual block, h + W·LayerNorm(h) with h =
+// GELU(x), gives h the sum of the residual's gradient and the LayerNorm's
+// dx, which the Machine adds in the LayerNorm's pass (normAddOp), its
+// gain's and bias's gradients moved to run after it; every gradient equals
+// gorgonia's tape machine's exactly, in float32 and float64, over two runs.
+func TestNormAddGradients(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			run := func(vm func(*G.ExprGraph) (G.VM, error)) (fused int, vals [][]float64) {
+				rng := newRand(11)
+				g := G.NewGraph()
+				node := func(shape tensor.Shape, name string, lo, hi float64) *G.Node {
+					return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name),
+						G.WithValue(NewDense(dt, shape, roundTo(dt, uniform(rng, shape.TotalSize(), lo, hi)))))
+				}
+				x, gain, bias, w := node(tensor.Shape{3, 4, 8}, "x", -2, 2), node(tensor.Shape{8}, "gain", 0.5, 2), node(tensor.Shape{8}, "bias", -1, 1), node(tensor.Shape{8, 8}, "w", -1, 1)
+				h, err := GELU(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				z, err := LayerNorm(h, gain, bias, 1e-5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := Linear(z, w, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				y, err := Add(h, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				grads, err := G.Grad(weightedSum(t, y, rng), x, gain, bias, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nodes := append([]*G.Node{h.Deriv()}, grads...)
+				read := make([]G.Value, len(nodes))
+				for i, n := range nodes {
+					G.Read(n, &read[i])
+				}
+				m, err := vm(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 2 {
+					if err := m.RunAll(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if mm, ok := m.(*Machine); ok {
+					for _, s := range mm.steps {
+						if _, ok := s.op.(normAddOp); ok {
+							fused++
+						}
+					}
+				}
+				for _, v := range read {
+					f, err := Float64s(v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					vals = append(vals, f)
+				}
+				return fused, vals
+			}
+			fused, got := run(func(g *G.ExprGraph) (G.VM, error) { return NewMachine(g) })
+			_, want := run(func(g *G.ExprGraph) (G.VM, error) { return G.NewTapeMachine(g), nil })
+			if fused != 1 {
+				t.Errorf("%d sums fused into a LayerNorm's pass, want 1", fused)
+			}
+			for i := range want {
+				for j := range want[i] {
+					if got[i][j] != want[i][j] {
+						t.Fatalf("value %d (dh, dx, dgain, dbias, dw)[%d] = %v, the tape machine's %v", i, j, got[i][j], want[i][j])
+					}
+				}
+			}
+		})
+	}
+}

@@ -97,8 +97,8 @@ func (op layerNormOp) withOutput(b *output) G.Op { op.buf = b; return op }
 
 func (op layerNormOp) Do(vals ...G.Value) (G.Value, error) { return runParam(op, op.paramOp, vals) }
 
-func (op layerNormOp) run64(in [][]float64, out []float64) { runLayerNorm(op, in, out) }
-func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in, out) }
+func (op layerNormOp) run64(in [][]float64, out []float64) { runLayerNorm(op, in, out, nil) }
+func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in, out, nil) }
 
 // runLayerNorm works row by row on xhat = (x - mean) * rstd,
 // rstd = 1/sqrt(var + eps):
@@ -110,10 +110,11 @@ func (op layerNormOp) run32(in [][]float32, out []float32) { runLayerNorm(op, in
 // A row is computed in the data's dtype, on internal/vec's row operations.
 // Blocks of rows go to the cores; the sums over rows for dgain and dbias
 // are summed per block in float64, then the blocks in order, so the result
-// does not depend on how many goroutines ran.
-func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out []T) {
+// does not depend on how many goroutines ran. addend, where not nil, is
+// added to dx row by row (normAddOp).
+func runLayerNorm[T float32 | float64](op layerNormOp, in [][]T, out, addend []T) {
 	j := jobOf[layerNormJob[T]](op.buf)
-	j.op, j.x, j.gain, j.third, j.out = op, in[0], in[1], nil, out
+	j.op, j.x, j.gain, j.third, j.out, j.addend = op, in[0], in[1], nil, out, addend
 	if len(in) > 2 {
 		j.third = in[2]
 	}
@@ -200,6 +201,7 @@ type layerNormJob[T float32 | float64] struct {
 	rowBlocks[T]
 	op                  layerNormOp
 	x, gain, third, out []T // third: the bias (nil without one), or dy for gradients
+	addend              []T // added to dx, or nil
 }
 
 func (j *layerNormJob[T]) Item(w, blk int) {
@@ -221,7 +223,11 @@ func (j *layerNormJob[T]) Item(w, blk int) {
 			rstd := vec.Normalise(xr, xhat, j.op.eps)
 			vec.MulAdd(g, j.third[r*d:(r+1)*d], j.gain, nil)
 			gMean, gxMean := vec.Sum(g)/T(d), vec.Dot(g, xhat)/T(d)
-			vec.Lin(j.out[r*d:(r+1)*d], g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
+			dx := j.out[r*d : (r+1)*d]
+			vec.Lin(dx, g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
+			if j.addend != nil {
+				vec.Lin(dx, dx, j.addend[r*d:(r+1)*d], 1, 1, 0) // as addOp adds
+			}
 			if s := j.op.sums; s != nil { // as lnGradGain and lnGradBias do
 				dy := j.third[r*d : (r+1)*d]
 				vec.MulAdd(g, dy, xhat, nil)

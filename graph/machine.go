@@ -29,8 +29,9 @@ import (
 // A parameter's gradient is the value of its gradient node, which p.Grad()
 // returns (G.Grad sets it): there are no dual values to bind.
 //
-// One pattern runs fused (accumulate.go): a Linear's dx read only by a sum
-// is added into that sum in place, so its own node holds no value; every
+// Two patterns run fused (accumulate.go): a Linear's dx read only by a sum
+// is added into that sum in place, and a LayerNorm's dx read only by a
+// sum is summed in its own pass; their nodes then hold no value. Every
 // node a caller can name (an input's or a node's gradient, a G.Read) keeps
 // its value.
 //
