@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/qkv-dev/qkv/internal/gemm/par"
 	"github.com/qkv-dev/qkv/internal/vec"
 )
 
@@ -55,8 +56,25 @@ func (op addOp) Do(vals ...G.Value) (G.Value, error) {
 	return runKernel(op, vals, 2, op.shape, op.buf, false)
 }
 
-func (op addOp) run64(in [][]float64, out []float64) { add(out, in[0], in[1]) }
-func (op addOp) run32(in [][]float32, out []float32) { add(out, in[0], in[1]) }
+func (op addOp) run64(in [][]float64, out []float64) { runAdd(op, in, out) }
+func (op addOp) run32(in [][]float32, out []float32) { runAdd(op, in, out) }
+
+// runAdd adds in chunks over the cores (a residual stream, (B, S, D), was
+// a step's longest op left on one core).
+func runAdd[T float32 | float64](op addOp, in [][]T, out []T) {
+	j := jobOf[addJob[T]](op.buf)
+	j.a, j.b, j.y = in[0], in[1], out
+	par.Run((len(out)+activationChunk-1)/activationChunk, par.WorkersFor(len(out)), j)
+}
+
+// addJob is runAdd's work: item c is the chunk of elements
+// [c activationChunk, (c+1) activationChunk).
+type addJob[T float32 | float64] struct{ a, b, y []T }
+
+func (j *addJob[T]) Item(_, c int) {
+	lo, hi := c*activationChunk, min((c+1)*activationChunk, len(j.y))
+	add(j.y[lo:hi], j.a[lo:hi], j.b[lo:hi])
+}
 
 // add sets y = a + b, on internal/vec's vector kernel: 1·a + 1·b + 0 is
 // a + b rounded once, the same bits but for the sign of a zero sum.

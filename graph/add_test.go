@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -132,5 +133,38 @@ func TestWriteSlot(t *testing.T) {
 	g := G.NewGraph()
 	if _, err := WriteSlot(input(g, tensor.Float64, tensor.Shape{b, l, d}, "c"), input(g, tensor.Float64, tensor.Shape{b, l, 2}, "s"), input(g, tensor.Float64, tensor.Shape{b, 1, d}, "r")); err == nil {
 		t.Error("a (B, L, 2) slot: got no error")
+	}
+}
+
+// TestAddInChunks: an add large enough to be shared over the cores gives
+// a[i] + b[i] at every element, on one core and on two, in float32 and
+// float64 (chunks of activationChunk, a last partial one).
+func TestAddInChunks(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	shape := tensor.Shape{3, 65, 130} // 25,350 values: 3 chunks and a part
+	rng := newRand(3)
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		for _, dt := range floatTypes {
+			av, bv := roundTo(dt, uniform(rng, shape.TotalSize(), -1, 1)), roundTo(dt, uniform(rng, shape.TotalSize(), -1, 1))
+			op := addOp{shape: shape, buf: new(output)}
+			got, err := op.Do(NewDense(dt, shape, av), NewDense(dt, shape, bv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals, err := Float64s(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range vals {
+				want := av[i] + bv[i]
+				if dt == tensor.Float32 {
+					want = float64(float32(av[i]) + float32(bv[i]))
+				}
+				if v != want {
+					t.Fatalf("procs=%d %v: y[%d] = %v, want %v", procs, dt, i, v, want)
+				}
+			}
+		}
 	}
 }
