@@ -291,9 +291,14 @@ func (op attentionOp) run32(in [][]float32, out []float32) { runAttention(op, in
 // tensor is an (n, dk) matrix starting at (b n D + h dk) with rows D apart,
 // which the GEMM reads and writes in place.
 func runAttention[T float32 | float64](op attentionOp, in [][]T, out []T) {
-	d := op.dims
 	j := jobOf[attentionJob[T]](op.buf)
-	j.op, j.in, j.out = op, in, out
+	j.op, j.in, j.out, j.withK = op, in, out, nil
+	j.run()
+}
+
+// run runs the job's op over its items.
+func (j *attentionJob[T]) run() {
+	op, d := j.op, j.op.dims
 	// The multiply-adds of a head's two products, for every head.
 	workers := par.WorkersFor(2 * d.B * d.H * d.Sq * d.Sk * (d.D / d.H))
 	for len(j.scratch) < workers {
@@ -314,8 +319,13 @@ type attentionJob[T float32 | float64] struct {
 	op      attentionOp
 	in      [][]T
 	out     []T
+	withK   *gradK[T]         // for q's gradient, k's too (gradQKOp); else nil
 	scratch []*headScratch[T] // one per worker
 }
+
+// gradK is what q's gradient needs to form k's from the same dS: q, and
+// k's gradient's output.
+type gradK[T float32 | float64] struct{ q, dk []T }
 
 func (j *attentionJob[T]) Item(w, item int) {
 	d, sc := j.op.dims, j.scratch[w]
@@ -326,7 +336,7 @@ func (j *attentionJob[T]) Item(w, item int) {
 		// order, so no two goroutines write a block and the sum is the same
 		// from run to run.
 		for b := 0; b < d.B; b++ {
-			attendHead(j.op, j.in, j.out, sc, b, item)
+			attendHead(j.op, j.in, j.out, sc, b, item, nil)
 		}
 	case j.op.out == attnGradSinks: // one item per head
 		l := j.op.roles()
@@ -337,10 +347,10 @@ func (j *attentionJob[T]) Item(w, item int) {
 		group := d.H / d.KV
 		b, g := item/d.KV, item%d.KV
 		for h := g * group; h < (g+1)*group; h++ {
-			attendHead(j.op, j.in, j.out, sc, b, h)
+			attendHead(j.op, j.in, j.out, sc, b, h, nil)
 		}
 	default: // one item per (sequence, head)
-		attendHead(j.op, j.in, j.out, sc, item/d.H, item%d.H)
+		attendHead(j.op, j.in, j.out, sc, item/d.H, item%d.H, j.withK)
 	}
 }
 
@@ -351,8 +361,9 @@ type headScratch[T float32 | float64] struct {
 	ws     fastgemm.Workspace[T]
 }
 
-// attendHead computes op's output for head h of sequence b.
-func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *headScratch[T], b, h int) {
+// attendHead computes op's output for head h of sequence b; for q's
+// gradient with withK, k's gradient too, from the same dS.
+func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *headScratch[T], b, h int, withK *gradK[T]) {
 	scratch := sc.blocks
 	d := op.dims
 	dk, kd, g := d.D/d.H, d.kd(), d.kvHead(h)
@@ -459,6 +470,12 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		k, dq := kvHead(x(roleK), d.Sk), head(out, d.Sq)
 		for r := range blocks { // dQ[i0:i1] = dS[i0:i1, :keys] K[:keys]
 			gemm(false, false, r.i1-r.i0, dk, r.keys, 1, ds[r.i0*d.Sk:], d.Sk, k, kd, 0, dq[r.i0*d.D:], d.D)
+		}
+		if withK != nil { // dK = dS^T Q, as attnGradK below (KV = H: first is 0)
+			q, dkv := head(withK.q, d.Sq), kvHead(withK.dk, d.Sk)
+			for r := range blocks {
+				gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
+			}
 		}
 	case attnGradK: // dK += dS^T Q                                          (Sk, dk)
 		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))

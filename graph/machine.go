@@ -29,11 +29,12 @@ import (
 // A parameter's gradient is the value of its gradient node, which p.Grad()
 // returns (G.Grad sets it): there are no dual values to bind.
 //
-// Two patterns run fused (accumulate.go): a Linear's dx read only by a sum
-// is added into that sum in place, and a LayerNorm's dx read only by a
-// sum is summed in its own pass; their nodes then hold no value. Every
-// node a caller can name (an input's or a node's gradient, a G.Read) keeps
-// its value.
+// Some patterns run fused. A Linear's dx read only by a sum is added into
+// that sum in place, and a LayerNorm's dx read only by a sum is summed in
+// its own pass (accumulate.go): their nodes then hold no value. A fused
+// attention's gradients of q and k run as one op (attention_grads.go).
+// Every node a caller can name (an input's or a node's gradient, a
+// G.Read) keeps its value.
 //
 // Machine relies on a few of gorgonia's internals, all in engine.go, each
 // checked once by NewMachine before the first graph runs.
@@ -115,6 +116,7 @@ func compile(g *G.ExprGraph) (*Machine, error) {
 		m.steps = append(m.steps, s)
 	}
 	m.fuseAccumulations()
+	m.fuseAttentionGrads()
 	return m, nil
 }
 

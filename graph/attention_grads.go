@@ -1,0 +1,128 @@
+package graph
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// gradQKOp is the Machine's form of a fused attention's gradients of q and
+// k (fuseAttentionGrads): one pass per head forms dS = P (dP - rowsum(P
+// dP)) once, as each of the two ops did, and multiplies it by K and by Q,
+// while the head's P, dP and dS are still in cache. dK goes into k's
+// gradient op's buffer, whose step then returns it (filledAttentionOp).
+// The products are the two ops', so the values are the same bits. Its
+// inputs are q's gradient's (P, dP, K, [deriv]), then Q; it returns q's
+// gradient, or with returnsK k's (the step it runs at is k's).
+type gradQKOp struct {
+	attentionOp             // q's gradient
+	k           attentionOp // k's gradient
+	returnsK    bool
+}
+
+func (op gradQKOp) Arity() int { return op.attentionOp.Arity() + 1 }
+
+func (op gradQKOp) String() string { return "qkv.AttentionGradQ+K" }
+
+func (op gradQKOp) Do(vals ...G.Value) (G.Value, error) {
+	if len(vals) != op.Arity() {
+		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, op.Arity(), len(vals))
+	}
+	var buf [4]int
+	dq, err := runKernel(op, vals, op.Arity(), op.shape(&buf), op.buf, false)
+	if err != nil {
+		return nil, err
+	}
+	if op.mod != nil && op.mod.fail.pending() {
+		return nil, op.mod.fail.take(op)
+	}
+	if op.returnsK {
+		return op.k.buf.get(dq.Dtype(), op.k.shape(&buf), false), nil
+	}
+	return dq, nil
+}
+
+func (op gradQKOp) run64(in [][]float64, out []float64) { runGradQK(op, in, out) }
+func (op gradQKOp) run32(in [][]float32, out []float32) { runGradQK(op, in, out) }
+
+func runGradQK[T float32 | float64](op gradQKOp, in [][]T, out []T) {
+	var buf [4]int
+	j := jobOf[attentionJob[T]](op.buf)
+	q := in[len(in)-1]
+	dk := elements[T](op.k.buf.get(dtypeOf[T](), op.k.shape(&buf), false))
+	j.op, j.in, j.out, j.withK = op.attentionOp, in[:len(in)-1], out, &gradK[T]{q, dk}
+	j.run()
+	j.withK = nil
+}
+
+// dtypeOf is T's tensor dtype.
+func dtypeOf[T float32 | float64]() tensor.Dtype {
+	if _, ok := any(T(0)).(float32); ok {
+		return tensor.Float32
+	}
+	return tensor.Float64
+}
+
+// filledAttentionOp is the gradient of k whose output gradQKOp computes, at
+// q's gradient's step: its Do returns that output. Its last input is that
+// step's node, read only to run after it.
+type filledAttentionOp struct{ attentionOp }
+
+func (op filledAttentionOp) String() string {
+	return op.attentionOp.String() + " (with the gradient of q)"
+}
+
+func (op filledAttentionOp) Arity() int { return op.attentionOp.Arity() + 1 }
+
+func (op filledAttentionOp) Do(vals ...G.Value) (G.Value, error) {
+	if len(vals) != op.Arity() || vals[0] == nil {
+		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, op.Arity(), len(vals))
+	}
+	var buf [4]int
+	return op.buf.get(vals[0].Dtype(), op.shape(&buf), false), nil
+}
+
+// fuseAttentionGrads runs each fused attention's gradients of q and k over
+// the same P and dP (and modifier derivative) as one gradQKOp, at the step
+// of whichever comes first, the other step returning what it computed
+// after it; only where every query head has its own KV head (k's gradient
+// is not summed over a group's heads).
+func (m *Machine) fuseAttentionGrads() {
+	type key struct{ p, dp *G.Node }
+	grads := map[key][2]int{} // the steps of q's and k's gradients, +1
+	for i, s := range m.steps {
+		op, ok := s.op.(attentionOp)
+		if !ok || (op.out != attnGradQ && op.out != attnGradK) || op.dims.KV != op.dims.H {
+			continue
+		}
+		k := key{s.in[0], s.in[1]}
+		g := grads[k]
+		g[op.out-attnGradQ] = i + 1
+		grads[k] = g
+	}
+	for _, g := range grads {
+		if g[0] == 0 || g[1] == 0 {
+			continue
+		}
+		sq, sk := &m.steps[g[0]-1], &m.steps[g[1]-1]
+		opQ, opK := sq.op.(attentionOp), sk.op.(attentionOp)
+		if opQ.dims != opK.dims || len(sq.in) != len(sk.in) || opQ.dims.Scored && sq.in[3] != sk.in[3] {
+			continue
+		}
+		in := append(append([]*G.Node(nil), sq.in...), sk.in[2]) // P, dP, K, [deriv], Q
+		first, later := sq, sk
+		if g[1] < g[0] {
+			first, later = sk, sq
+		}
+		fused, filled := gradQKOp{opQ, opK, first == sk}, filledAttentionOp{opK}
+		if first == sk {
+			filled = filledAttentionOp{opQ}
+		}
+		first.op, first.in, first.into = fused, in, nil
+		first.args = make([]G.Value, len(first.in))
+		later.op, later.into = filled, nil
+		later.in = append(append([]*G.Node(nil), later.in...), first.node)
+		later.args = make([]G.Value, len(later.in))
+	}
+}
