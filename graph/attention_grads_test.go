@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -11,9 +12,8 @@ import (
 // TestAttentionGradsOfQAndK: the Machine forms the fused attention's
 // gradients of q and k in one op (gradQKOp) where every query head has its
 // own KV head, and the gradients of q, k and v equal gorgonia's tape
-// machine's exactly over three runs, the later ones on two goroutines: causal, with a score modifier (whose
-// derivative both read), and grouped-query attention (not fused), in
-// float32 and float64.
+// machine's exactly: causal, with a score modifier (whose derivative both
+// read), and grouped-query attention (not fused), in float32 and float64.
 func TestAttentionGradsOfQAndK(t *testing.T) {
 	softcap, err := Softcap(2)
 	if err != nil {
@@ -31,16 +31,10 @@ func TestAttentionGradsOfQAndK(t *testing.T) {
 			{"gqa", Spec{Heads: 2, KVHeads: 1, MaskMod: Causal()}, 1, 0},
 		} {
 			t.Run(fmt.Sprintf("%v/%s", dt, c.name), func(t *testing.T) {
-				run := func(vm func(*G.ExprGraph) (G.VM, error)) (fused int, vals [][]float64) {
-					rng := newRand(5)
-					g := G.NewGraph()
-					node := func(shape tensor.Shape, name string) *G.Node {
-						return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name),
-							G.WithValue(NewDense(dt, shape, roundTo(dt, uniform(rng, shape.TotalSize(), -1, 1)))))
-					}
+				graph := func(t *testing.T, g *G.ExprGraph, rng *rand.Rand, valued func(tensor.Shape, string) *G.Node) []*G.Node {
 					const b, s, dk = 2, 7, 3
-					q := node(tensor.Shape{b, s, 2 * dk}, "q")
-					k, v := node(tensor.Shape{b, s, c.kvHeads * dk}, "k"), node(tensor.Shape{b, s, c.kvHeads * dk}, "v")
+					q := valued(tensor.Shape{b, s, 2 * dk}, "q")
+					k, v := valued(tensor.Shape{b, s, c.kvHeads * dk}, "k"), valued(tensor.Shape{b, s, c.kvHeads * dk}, "v")
 					o, _, err := Attend(q, k, v, c.spec)
 					if err != nil {
 						t.Fatal(err)
@@ -49,50 +43,10 @@ func TestAttentionGradsOfQAndK(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					read := make([]G.Value, len(grads))
-					for i, n := range grads {
-						G.Read(n, &read[i])
-					}
-					m, err := vm(g)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if mm, ok := m.(*Machine); ok {
-						mm.RunConcurrently(2) // from the second run on
-					}
-					for range 3 {
-						if err := m.RunAll(); err != nil {
-							t.Fatal(err)
-						}
-					}
-					if mm, ok := m.(*Machine); ok {
-						for _, s := range mm.steps {
-							if _, ok := s.op.(gradQKOp); ok {
-								fused++
-							}
-						}
-					}
-					for _, v := range read {
-						f, err := Float64s(v)
-						if err != nil {
-							t.Fatal(err)
-						}
-						vals = append(vals, f)
-					}
-					return fused, vals
+					return grads
 				}
-				fused, got := run(func(g *G.ExprGraph) (G.VM, error) { return NewMachine(g) })
-				_, want := run(func(g *G.ExprGraph) (G.VM, error) { return G.NewTapeMachine(g), nil })
-				if fused != c.wantFuse {
-					t.Errorf("%d gradQKOp steps, want %d", fused, c.wantFuse)
-				}
-				for i := range want {
-					for j := range want[i] {
-						if got[i][j] != want[i][j] {
-							t.Fatalf("d%c[%d] = %v, the tape machine's %v", "qkv"[i], j, got[i][j], want[i][j])
-						}
-					}
-				}
+				isFused := func(op G.Op) bool { _, ok := op.(gradQKOp); return ok }
+				checkFusedAgainstTape(t, dt, graph, isFused, c.wantFuse)
 			})
 		}
 	}
