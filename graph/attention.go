@@ -413,6 +413,12 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	// each block multiplies only those (about half of the n x n products);
 	// otherwise one block of every row, keys to Sk. See causalBlocks.
 	blocks := causalBlocks(d.Sq, d.Sk, d.Causal)
+	// gradKFrom adds dS^T Q into dK (the KV head's rows of k's gradient).
+	gradKFrom := func(ds, q, dkv []T) {
+		for r := range blocks { // dK[j0:j1] += dS[first:, j0:j1]^T Q[first:]
+			gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
+		}
+	}
 	switch op.out {
 	case attnWeights: // P = softmax(mods(Q K^T * scale + mask) + bias | sink)   (Sq, Sk)
 		p := weights(out)
@@ -471,18 +477,12 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		for r := range blocks { // dQ[i0:i1] = dS[i0:i1, :keys] K[:keys]
 			gemm(false, false, r.i1-r.i0, dk, r.keys, 1, ds[r.i0*d.Sk:], d.Sk, k, kd, 0, dq[r.i0*d.D:], d.D)
 		}
-		if withK != nil { // dK = dS^T Q, as attnGradK below (KV = H: first is 0)
-			q, dkv := head(withK.q, d.Sq), kvHead(withK.dk, d.Sk)
-			for r := range blocks {
-				gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
-			}
+		if withK != nil { // and dK from the same dS (gradQKOp)
+			gradKFrom(ds, head(withK.q, d.Sq), kvHead(withK.dk, d.Sk))
 		}
 	case attnGradK: // dK += dS^T Q                                          (Sk, dk)
 		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))
-		q, dkv := head(x(roleQ), d.Sq), kvHead(out, d.Sk)
-		for r := range blocks { // dK[j0:j1] += dS[first:, j0:j1]^T Q[first:]
-			gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
-		}
+		gradKFrom(ds, head(x(roleQ), d.Sq), kvHead(out, d.Sk))
 	case attnGradBias: // dbias = P * (dP - rowsum(P * dP)), the bias is not scaled
 		ds := scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], 1, d.Sk, d.Causal)
 		dst := out[d.biasBlock(b, h)*block:][:block]

@@ -161,7 +161,7 @@ type rowBlocks[T float32 | float64] struct {
 // into out in block order, so that the result does not depend on how many
 // goroutines ran.
 func (b *rowBlocks[T]) run(job par.Job, n, d, scratch int, sum bool, out []T) {
-	b.per = max(1, layerNormBlock/d)
+	b.per = rowsPerBlock(d)
 	blocks := rowBlockCount(n, d)
 	if sum {
 		b.sums = sized(b.sums, blocks*d)
@@ -174,10 +174,13 @@ func (b *rowBlocks[T]) run(job par.Job, n, d, scratch int, sum bool, out []T) {
 	}
 }
 
-// rowBlockCount is the number of blocks rowBlocks.run cuts n values in rows
-// of d into.
+// rowsPerBlock is the number of rows of d values in a block of
+// rowBlocks.run, and rowBlockCount the number of blocks it cuts n values
+// into.
+func rowsPerBlock(d int) int { return max(1, layerNormBlock/d) }
+
 func rowBlockCount(n, d int) int {
-	per := max(1, layerNormBlock/d)
+	per := rowsPerBlock(d)
 	return (n/d + per - 1) / per
 }
 
