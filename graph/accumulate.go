@@ -72,12 +72,12 @@ func (op normAddOp) Arity() int { return 4 }
 func (op normAddOp) String() string { return "qkv.LayerNormGradX+add" }
 
 func (op normAddOp) Do(vals ...G.Value) (G.Value, error) {
-	n := op.shape.TotalSize()
-	for i, want := range [4]int{n, op.n, n, n} {
-		if i < len(vals) {
-			if d, ok := vals[i].(*tensor.Dense); ok && d != nil && d.Shape().TotalSize() != want {
-				return nil, fmt.Errorf("graph: %v: input %d has shape %v, want %d elements", op, i, d.Shape(), want)
-			}
+	if err := checkParamSizes(op, op.paramOp, vals); err != nil {
+		return nil, err
+	}
+	if len(vals) == 4 {
+		if d, ok := vals[3].(*tensor.Dense); ok && d != nil && d.Shape().TotalSize() != op.shape.TotalSize() {
+			return nil, shapeErrorf("graph: %v: the addend has shape %v, want %v", op, d.Shape(), op.shape)
 		}
 	}
 	return runKernel(op, vals, 4, op.shape, op.buf, false)

@@ -319,7 +319,8 @@ type attentionJob[T float32 | float64] struct {
 	op      attentionOp
 	in      [][]T
 	out     []T
-	withK   *gradK[T]         // for q's gradient, k's too (gradQKOp); else nil
+	withK   *gradK[T]         // for q's gradient, k's too (gradQKOp): &k; else nil
+	k       gradK[T]          // withK's, kept here so that a run allocates none
 	scratch []*headScratch[T] // one per worker
 }
 

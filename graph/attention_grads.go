@@ -51,9 +51,10 @@ func runGradQK[T float32 | float64](op gradQKOp, in [][]T, out []T) {
 	j := jobOf[attentionJob[T]](op.buf)
 	q := in[len(in)-1]
 	dk := elements[T](op.k.buf.get(dtypeOf[T](), op.k.shape(&buf), false))
-	j.op, j.in, j.out, j.withK = op.attentionOp, in[:len(in)-1], out, &gradK[T]{q, dk}
+	j.k = gradK[T]{q, dk}
+	j.op, j.in, j.out, j.withK = op.attentionOp, in[:len(in)-1], out, &j.k
 	j.run()
-	j.withK = nil
+	j.withK, j.k = nil, gradK[T]{}
 }
 
 // dtypeOf is T's tensor dtype.

@@ -16,9 +16,10 @@ type fusedGraph func(t *testing.T, g *G.ExprGraph, rng *rand.Rand, valued func(s
 // checkFusedAgainstTape builds graph twice, runs one build three times on
 // a Machine (the later runs on two goroutines) and the other once on
 // gorgonia's tape machine, which runs every op as the graph holds it, and
-// fails the test unless each node's values are equal, exactly, and the
-// Machine has wantFused steps whose op isFused reports. It is how the
-// Machine's rewrites (accumulate.go, attention_grads.go) are tested.
+// fails the test unless each node's values are equal, exactly, the
+// Machine has wantFused steps whose op isFused reports, and each of those
+// ops allocates nothing once it has run. It is how the Machine's rewrites
+// (accumulate.go, attention_grads.go) are tested.
 func checkFusedAgainstTape(t *testing.T, dt tensor.Dtype, graph fusedGraph, isFused func(G.Op) bool, wantFused int) {
 	t.Helper()
 	run := func(onMachine bool) (fused int, vals [][]float64) {
@@ -58,6 +59,21 @@ func checkFusedAgainstTape(t *testing.T, dt tensor.Dtype, graph fusedGraph, isFu
 				t.Fatal(err)
 			}
 			vals = append(vals, f)
+		}
+		if m, ok := vm.(*Machine); ok {
+			for _, s := range m.steps {
+				if !isFused(s.op) {
+					continue
+				}
+				var runErr error
+				allocs := testing.AllocsPerRun(5, func() { _, runErr = s.op.Do(s.args...) })
+				if runErr != nil {
+					t.Fatalf("%v: %v", s.op, runErr)
+				}
+				if allocs != 0 {
+					t.Errorf("%v allocates %v times a run, want 0", s.op, allocs)
+				}
+			}
 		}
 		return fused, vals
 	}

@@ -145,6 +145,17 @@ func (op paramOp) outShape(n *[1]int) tensor.Shape {
 // the kernel relies on (gorgonia checks ranks, not sizes), x's, then p's,
 // then the second parameter's or dy's, and runs op's kernel.
 func runParam[K kernel](op K, p paramOp, vals []G.Value) (G.Value, error) {
+	if err := checkParamSizes(op, p, vals); err != nil {
+		return nil, err
+	}
+	var n [1]int
+	return runKernel(op, vals, p.Arity(), p.outShape(&n), p.buf, false)
+}
+
+// checkParamSizes checks the sizes of the first three of vals, the inputs
+// of op, whose paramOp is p. Generic in op, so that passing it allocates
+// nothing (as an interface it would, at every run).
+func checkParamSizes[K fmt.Stringer](op K, p paramOp, vals []G.Value) error {
 	third := p.shape.TotalSize()
 	if p.out == paramOutput {
 		third = p.n
@@ -152,11 +163,10 @@ func runParam[K kernel](op K, p paramOp, vals []G.Value) (G.Value, error) {
 	sizes := [3]int{p.shape.TotalSize(), p.n, third}
 	for i, want := range sizes[:min(len(vals), 3)] {
 		if d, ok := vals[i].(*tensor.Dense); ok && d != nil && d.Shape().TotalSize() != want {
-			return nil, fmt.Errorf("graph: %v: input %d has shape %v, want %d elements", op, i, d.Shape(), want)
+			return fmt.Errorf("graph: %v: input %d has shape %v, want %d elements", op, i, d.Shape(), want)
 		}
 	}
-	var n [1]int
-	return runKernel(op, vals, p.Arity(), p.outShape(&n), p.buf, false)
+	return nil
 }
 
 // DiffWRT: the output is differentiable in x and the parameters; gradient
