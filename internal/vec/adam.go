@@ -23,12 +23,12 @@ var adamConsts = sync.Pool{New: func() any { return new([8]float64) }}
 //	v = beta2 v + (1 - beta2) g g
 //	p = p Keep - StepSize m / (sqrt(v) / SqrtBC2 + Eps)
 //
-// The assembly (AVX-512, eight float64 lanes, or AVX2, four) does the same
+// The assembly (AVX2, four float64 lanes, also on AVX-512) does the same
 // operations in the same order without fused multiply-adds, so its results
 // equal the Go loop's bit for bit (TestAdam).
 func Adam[T float32 | float64](p, g []T, m, v []float64, c AdamCoef) {
 	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
-	n := span64(len(p))
+	n := adamSpan(len(p))
 	if n > 0 {
 		// The kernels are called through function values, which the
 		// compiler assumes keep k: from a pool, k is not allocated anew

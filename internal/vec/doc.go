@@ -6,6 +6,6 @@
 // sets, chosen at run time (kernels.go): AVX-512 (sixteen float32 or eight
 // float64 lanes, the last block of a row under a mask) where the CPU has
 // AVX512F and AVX512VL, else AVX2 and FMA (eight or four lanes, the last
-// few elements in Go). Most kernels are float32; ReLU, Adam, the row sums
+// few elements in Go; Adam runs the AVX2 kernels on both). Most kernels are float32; ReLU, Adam, the row sums
 // and GELU64 have float64 forms.
 package vec

@@ -6,10 +6,10 @@ package vec
 type kernelSet struct {
 	name string // as Kernels reports it
 	// step32 and step64: the kernels take a multiple of step32 float32 or
-	// step64 float64 elements (Adam's moments are float64, so its step is
-	// step64 whatever the parameters' type): a register's lanes on AVX2,
-	// 1 on AVX-512, whose kernels mask their last block.
-	step32, step64 int
+	// step64 float64 elements: a register's lanes on AVX2, 1 on AVX-512,
+	// whose kernels mask their last block. adamStep is adam32's and
+	// adam64's, in parameters (their moments are float64).
+	step32, step64, adamStep int
 
 	// gelu is GELU and geluGrad GELUGrad, reading consts.
 	gelu     func(y, x *float32, n int, k *[21][8]float32)
@@ -77,6 +77,14 @@ func span64(n int) int {
 		return 0
 	}
 	return n - n%active.step64
+}
+
+// adamSpan is span32 for Adam's kernels.
+func adamSpan(n int) int {
+	if active == nil {
+		return 0
+	}
+	return n - n%active.adamStep
 }
 
 // Kernels names the kernels this machine runs: "AVX-512 assembly",
