@@ -224,21 +224,20 @@ func (j *layerNormJob[T]) Item(w, blk int) {
 			vec.AddWiden(j.sums[blk*d:(blk+1)*d], g)
 		case lnGradX:
 			rstd := vec.Normalise(xr, xhat, j.op.eps)
-			vec.MulAdd(g, j.third[r*d:(r+1)*d], j.gain, nil)
-			gMean, gxMean := vec.Sum(g)/T(d), vec.Dot(g, xhat)/T(d)
-			dx := j.out[r*d : (r+1)*d]
-			vec.Lin(dx, g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
+			// dx, plus the addend as addOp adds it, and the parameters'
+			// sums as lnGradGain and lnGradBias make them.
+			var addend []T
 			if j.addend != nil {
-				vec.Lin(dx, dx, j.addend[r*d:(r+1)*d], 1, 1, 0) // as addOp adds
+				addend = j.addend[r*d : (r+1)*d]
 			}
-			if s := j.op.sums; s != nil { // as lnGradGain and lnGradBias do
-				dy := j.third[r*d : (r+1)*d]
-				vec.MulAdd(g, dy, xhat, nil)
-				vec.AddWiden(s.gain[blk*d:(blk+1)*d], g)
+			var sumGain, sumBias []float64
+			if s := j.op.sums; s != nil {
+				sumGain = s.gain[blk*d : (blk+1)*d]
 				if s.bias != nil {
-					vec.AddWiden(s.bias[blk*d:(blk+1)*d], dy)
+					sumBias = s.bias[blk*d : (blk+1)*d]
 				}
 			}
+			vec.NormGrad(j.out[r*d:(r+1)*d], xhat, j.third[r*d:(r+1)*d], j.gain, g, rstd, addend, sumGain, sumBias)
 		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 // has, side by side (Kernel/n=.../path), and reports ns/element: the
 // activations at the default model's feed-forward size (64 x 12 x 192),
 // softmax rows of 12 and 64 keys, layer norm rows of 48 and 192 (the
-// default model's and nanogpt-cpu's widths are 48 and 128), and Adam on
+// default model's and nanogpt-cpu's widths are 48 and 128), LayerNorm's
+// gradient of such rows (NormGrad, with an addend and the sums), and Adam on
 // 64Ki float32 parameters.
 func BenchmarkKernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -38,13 +39,15 @@ func BenchmarkKernels(b *testing.B) {
 		}
 		ks = append(ks, kernel{"ExpShiftSum", keys, func() { sink += ExpShiftSum(y, s, 0.5) }})
 	}
+	g, sums := make([]float32, 192), make([]float64, 2*192)
 	for _, row := range []int{48, 192} {
 		r1, r2, r3, ro := inputs(r, row), inputs(r, row), inputs(r, row), make([]float32, row)
 		ks = append(ks,
 			kernel{"Sum", row, func() { sink += Sum(r1) }},
 			kernel{"Dot", row, func() { sink += Dot(r1, r2) }},
 			kernel{"Lin", row, func() { Lin(ro, r1, r2, 0.5, -2, 0.25) }},
-			kernel{"MulAdd", row, func() { MulAdd(ro, r1, r2, r3) }})
+			kernel{"MulAdd", row, func() { MulAdd(ro, r1, r2, r3) }},
+			kernel{"NormGrad", row, func() { NormGrad(ro, r1, r2, r3, g, 0.5, r1, sums[:row], sums[row:]) }})
 	}
 	ks = append(ks, kernel{"Adam", params, func() { Adam(p, g, m, v, adam) }})
 	for _, k := range ks {

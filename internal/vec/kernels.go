@@ -45,6 +45,12 @@ type kernelSet struct {
 	// normalise32 is Normalise for float32; nil in a set without one,
 	// where Normalise runs the composed calls.
 	normalise32 func(x, xhat *float32, n int, eps float64) float32
+	// normGradSums32 and normGradApply32 are NormGrad's two passes for
+	// float32 (addend, sumGain and sumBias may be nil; sumBias only with
+	// sumGain); nil in a set without them, where NormGrad runs the
+	// composed calls.
+	normGradSums32  func(dy, gain, xhat *float32, n int) (sum, dot float32)
+	normGradApply32 func(dx, dy, gain, xhat, addend *float32, sumGain, sumBias *float64, n int, a, b, c float32)
 	// adam32 and adam64 are Adam for float32 and float64 parameters; k
 	// holds beta1, 1-beta1, beta2, 1-beta2, StepSize, SqrtBC2, Eps and
 	// Keep.

@@ -36,22 +36,24 @@ var avx2 = &kernelSet{
 var avx512 = &kernelSet{
 	name:   "AVX-512 assembly",
 	step32: 1, step64: 1, adamStep: 4,
-	gelu:         geluAVX512,
-	gelu64:       gelu64AVX512,
-	geluGrad:     geluGradAVX512,
-	relu32:       relu32AVX512,
-	relu64:       relu64AVX512,
-	expShiftSum:  expShiftSumAVX512,
-	sum32:        sum32AVX512,
-	dot32:        dot32AVX512,
-	lin32:        lin32AVX512,
-	mulAdd32:     mulAdd32AVX512,
-	addWiden32:   addWiden32AVX512,
-	sumSquares32: sumSquares32AVX512,
-	sumSquares64: sumSquares64AVX512,
-	max32:        max32AVX512,
-	mulDiff32:    mulDiff32AVX512,
-	normalise32:  normalise32AVX512,
+	gelu:            geluAVX512,
+	gelu64:          gelu64AVX512,
+	geluGrad:        geluGradAVX512,
+	relu32:          relu32AVX512,
+	relu64:          relu64AVX512,
+	expShiftSum:     expShiftSumAVX512,
+	sum32:           sum32AVX512,
+	dot32:           dot32AVX512,
+	lin32:           lin32AVX512,
+	mulAdd32:        mulAdd32AVX512,
+	addWiden32:      addWiden32AVX512,
+	sumSquares32:    sumSquares32AVX512,
+	sumSquares64:    sumSquares64AVX512,
+	max32:           max32AVX512,
+	mulDiff32:       mulDiff32AVX512,
+	normalise32:     normalise32AVX512,
+	normGradSums32:  normGradSums32AVX512,
+	normGradApply32: normGradApply32AVX512,
 	// Adam's float64 divisions and square roots bound its time, and on
 	// zmm registers each takes three micro-ops on the ports the other
 	// arithmetic needs, on ymm one: the AVX2 kernels, the same operations
@@ -172,3 +174,9 @@ func mulDiff32AVX512(y, p, q *float32, n int, c, scale float32)
 
 //go:noescape
 func normalise32AVX512(x, xhat *float32, n int, eps float64) float32
+
+//go:noescape
+func normGradSums32AVX512(dy, gain, xhat *float32, n int) (sum, dot float32)
+
+//go:noescape
+func normGradApply32AVX512(dx, dy, gain, xhat, addend *float32, sumGain, sumBias *float64, n int, a, b, c float32)

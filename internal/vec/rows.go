@@ -219,3 +219,55 @@ func Normalise[T float32 | float64](x, xhat []T, eps float64) T {
 	Lin(xhat, xhat, xhat, rstd, 0, 0)
 	return rstd
 }
+
+// NormGrad is LayerNorm's backward pass over a row, from xhat and rstd
+// (Normalise's) and the row's output gradient dy: with g = dy·gain,
+//
+//	dx = rstd g - rstd mean(g xhat) xhat - rstd mean(g)
+//
+// then dx += addend where addend is not nil (a residual branch's gradient,
+// as an addition after it would add it), and where sumGain is not nil the
+// gain's and bias's gradients of the row, dy·xhat and dy, widened and
+// added into sumGain and, if not nil, sumBias. g is scratch of the row's
+// length. The AVX-512 kernels make it two calls with the composed calls'
+// bits (MulAdd, Sum, Dot, Lin, Lin, MulAdd, AddWiden), which the other
+// paths make: a LayerNorm's gradient was nine calls a row, and their
+// set-ups most of its time at the nanoGPT preset's 128 values.
+func NormGrad[T float32 | float64](dx, xhat, dy, gain, g []T, rstd T, addend []T, sumGain, sumBias []float64) {
+	d := len(xhat)
+	dx, dy, gain, g = dx[:d], dy[:d], gain[:d], g[:d]
+	if d > 0 && active != nil && active.normGradSums32 != nil {
+		if x32, ok := any(xhat).([]float32); ok {
+			dy32, gain32 := any(dy).([]float32), any(gain).([]float32)
+			sum, dot := active.normGradSums32(&dy32[0], &gain32[0], &x32[0], d)
+			gMean, gxMean := sum/float32(d), dot/float32(d)
+			r := float32(rstd)
+			var add *float32
+			if addend != nil {
+				add = &any(addend).([]float32)[:d][0]
+			}
+			var sg, sb *float64
+			if sumGain != nil {
+				sg = &sumGain[:d][0]
+				if sumBias != nil {
+					sb = &sumBias[:d][0]
+				}
+			}
+			active.normGradApply32(&any(dx).([]float32)[0], &dy32[0], &gain32[0], &x32[0], add, sg, sb, d, r, -r*gxMean, -r*gMean)
+			return
+		}
+	}
+	MulAdd(g, dy, gain, nil)
+	gMean, gxMean := Sum(g)/T(d), Dot(g, xhat)/T(d)
+	Lin(dx, g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
+	if addend != nil {
+		Lin(dx, dx, addend, 1, 1, 0)
+	}
+	if sumGain != nil {
+		MulAdd(g, dy, xhat, nil)
+		AddWiden(sumGain, g)
+		if sumBias != nil {
+			AddWiden(sumBias, dy)
+		}
+	}
+}

@@ -505,3 +505,151 @@ norm_scale_block:
 	JHI norm_scale_loop
 	VZEROUPPER
 	RET
+
+// func normGradSums32AVX512(dy, gain, xhat *float32, n int) (sum, dot float32)
+// NormGrad's first pass: g = dy·gain (mulAdd32AVX512's product), its sum as
+// sum32AVX512 adds it (Z0 even blocks of pairs, Z2 odd ones, the rest into
+// Z0) and its dot product with xhat as dot32AVX512 adds it (Z4, Z6), so
+// both are the composed calls' bits without g stored and read back.
+TEXT ·normGradSums32AVX512(SB), NOSPLIT, $0-40
+	MOVQ dy+0(FP), SI
+	MOVQ gain+8(FP), DX
+	MOVQ xhat+16(FP), DI
+	MOVQ n+24(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+	VPXORD Z4, Z4, Z4
+	VPXORD Z6, Z6, Z6
+	ALL_LANES
+	CMPQ BX, $32
+	JB ngs_loop
+
+ngs_pairs:
+	VMOVUPS (SI), Z1
+	VMULPS (DX), Z1, Z1         // g = dy gain
+	VADDPS Z1, Z0, Z0
+	VFMADD231PS (DI), Z1, Z4    // + g xhat
+	VMOVUPS 64(SI), Z3
+	VMULPS 64(DX), Z3, Z3
+	VADDPS Z3, Z2, Z2
+	VFMADD231PS 64(DI), Z3, Z6
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	SUBQ $32, BX
+	CMPQ BX, $32
+	JAE ngs_pairs
+	TESTQ BX, BX
+	JZ ngs_done
+
+ngs_loop:
+	CMPQ BX, $16
+	JAE ngs_block
+	LAST_BLOCK
+
+ngs_block:
+	VMOVUPS.Z (SI), K1, Z1
+	VMOVUPS.Z (DX), K1, Z3
+	VMULPS Z3, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	VMOVUPS.Z (DI), K1, Z3
+	VFMADD231PS Z3, Z1, Z4
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI ngs_loop
+
+ngs_done:
+	VADDPS Z6, Z4, Z4
+	VADDPS Z2, Z0, Z0
+	HSUM512
+	MOVSS X0, sum+32(FP)
+	VMOVAPS Z4, Z0
+	HSUM512
+	VZEROUPPER
+	MOVSS X0, dot+36(FP)
+	RET
+
+// func normGradApply32AVX512(dx, dy, gain, xhat, addend *float32, sumGain, sumBias *float64, n int, a, b, c float32)
+// NormGrad's second pass, a block of sixteen at a time: g = dy·gain again;
+// dx = a·g + (b·xhat + c) as lin32AVX512 computes it; with addend, dx =
+// 1·dx + (1·addend + 0), lin32AVX512's sum of the two; with sumGain, it
+// gets dy·xhat widened added, and sumBias dy, as addWiden32AVX512 adds
+// them, eight lanes (K1's low and K2's high half of the block) at a time.
+TEXT ·normGradApply32AVX512(SB), NOSPLIT, $0-76
+	MOVQ dx+0(FP), DI
+	MOVQ dy+8(FP), SI
+	MOVQ gain+16(FP), DX
+	MOVQ xhat+24(FP), R8
+	MOVQ addend+32(FP), R9
+	MOVQ sumGain+40(FP), R10
+	MOVQ sumBias+48(FP), R11
+	MOVQ n+56(FP), BX
+	VBROADCASTSS a+64(FP), Z5
+	VBROADCASTSS b+68(FP), Z6
+	VBROADCASTSS c+72(FP), Z7
+	MOVL $0x3f800000, AX
+	VPBROADCASTD AX, Z8         // 1
+	VPXORD Z9, Z9, Z9           // 0
+	ALL_LANES
+
+nga_loop:
+	CMPQ BX, $16
+	JAE nga_block
+	LAST_BLOCK
+
+nga_block:
+	VMOVUPS.Z (SI), K1, Z1      // dy
+	VMOVUPS.Z (DX), K1, Z2
+	VMULPS Z2, Z1, Z2           // g = dy gain
+	VMOVUPS.Z (R8), K1, Z3      // xhat
+	VMOVAPS Z3, Z0
+	VFMADD213PS Z7, Z6, Z0      // b xhat + c
+	VFMADD231PS Z2, Z5, Z0      // + a g
+	TESTQ R9, R9
+	JZ nga_store
+	VMOVUPS.Z (R9), K1, Z4
+	VFMADD213PS Z9, Z8, Z4      // 1 addend + 0
+	VFMADD231PS Z0, Z8, Z4      // + 1 dx
+	VMOVAPS Z4, Z0
+	ADDQ $64, R9
+
+nga_store:
+	VMOVUPS Z0, K1, (DI)
+	TESTQ R10, R10
+	JZ nga_next
+	KSHIFTRW $8, K1, K2
+	VMULPS Z3, Z1, Z3           // dy xhat
+	VCVTPS2PD Y3, Z10
+	VMOVUPD.Z (R10), K1, Z11
+	VADDPD Z11, Z10, Z10
+	VMOVUPD Z10, K1, (R10)
+	VEXTRACTF64X4 $1, Z3, Y3
+	VCVTPS2PD Y3, Z10
+	VMOVUPD.Z 64(R10), K2, Z11
+	VADDPD Z11, Z10, Z10
+	VMOVUPD Z10, K2, 64(R10)
+	ADDQ $128, R10
+	TESTQ R11, R11
+	JZ nga_next
+	VCVTPS2PD Y1, Z10
+	VMOVUPD.Z (R11), K1, Z11
+	VADDPD Z11, Z10, Z10
+	VMOVUPD Z10, K1, (R11)
+	VEXTRACTF64X4 $1, Z1, Y1
+	VCVTPS2PD Y1, Z10
+	VMOVUPD.Z 64(R11), K2, Z11
+	VADDPD Z11, Z10, Z10
+	VMOVUPD Z10, K2, 64(R11)
+	ADDQ $128, R11
+
+nga_next:
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, R8
+	ADDQ $64, DI
+	SUBQ $16, BX
+	JHI nga_loop
+	VZEROUPPER
+	RET

@@ -318,13 +318,97 @@ func TestNormalise(t *testing.T) {
 	})
 }
 
+// normGradComposed is NormGrad as the calls it stands for.
+func normGradComposed(dx, xhat, dy, gain, g []float32, rstd float32, addend []float32, sumGain, sumBias []float64) {
+	d := float32(len(xhat))
+	MulAdd(g, dy, gain, nil)
+	gMean, gxMean := Sum(g)/d, Dot(g, xhat)/d
+	Lin(dx, g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
+	if addend != nil {
+		Lin(dx, dx, addend, 1, 1, 0)
+	}
+	if sumGain != nil {
+		MulAdd(g, dy, xhat, nil)
+		AddWiden(sumGain, g)
+		if sumBias != nil {
+			AddWiden(sumBias, dy)
+		}
+	}
+}
+
+// TestNormGrad: NormGrad gives the composed calls' dx and parameter sums
+// bit for bit on every path, length and offset, with and without an
+// addend, sums and a bias's sums, and writes nothing outside its outputs.
+// A fused pass that added a sum in another order, skipped the addend or
+// widened the wrong half of a block fails it.
+func TestNormGrad(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(13, 14))
+		rand32 := func(n int) []float32 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			return x
+		}
+		for _, n := range lengths[1:] {
+			for _, off := range offsets {
+				for _, c := range []struct{ addend, sums, bias bool }{{false, false, false}, {true, false, false}, {false, true, false}, {true, true, true}, {false, true, true}} {
+					x, dy, gain, g := rand32(n), rand32(n), rand32(n), make([]float32, n)
+					xhat := make([]float32, n)
+					rstd := Normalise(x, xhat, 1e-5)
+					var addend []float32
+					if c.addend {
+						addend = rand32(n)
+					}
+					sums := func() (gain, bias []float64, check func(*testing.T)) {
+						if !c.sums {
+							return nil, nil, func(*testing.T) {}
+						}
+						gain, checkGain := guarded[float64](n, off)
+						for i := range gain {
+							gain[i] = float64(i) * 0.25
+						}
+						if !c.bias {
+							return gain, nil, checkGain
+						}
+						bias, checkBias := guarded[float64](n, (off+2)%4)
+						for i := range bias {
+							bias[i] = -float64(i) * 0.5
+						}
+						return gain, bias, func(t *testing.T) { checkGain(t); checkBias(t) }
+					}
+					wantGain, wantBias, _ := sums()
+					want := make([]float32, n)
+					normGradComposed(want, xhat, dy, gain, make([]float32, n), rstd, addend, wantGain, wantBias)
+					gotGain, gotBias, checkSums := sums()
+					dx, checkDX := guarded[float32](n, off)
+					NormGrad(dx, xhat, dy, gain, g, rstd, addend, gotGain, gotBias)
+					checkDX(t)
+					checkSums(t)
+					for i := range dx {
+						if math.Float32bits(dx[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%+v n=%d offset %d: dx[%d] = %v, want %v", c, n, off, i, dx[i], want[i])
+						}
+					}
+					for i := range gotGain {
+						if gotGain[i] != wantGain[i] || gotBias != nil && gotBias[i] != wantBias[i] {
+							t.Fatalf("%+v n=%d offset %d: sums[%d] = %v, %v, want %v, %v", c, n, off, i, gotGain[i], gotBias, wantGain[i], wantBias)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
 // TestRowsAllocateNothing: the row kernels allocate nothing on any path (a
 // scratch array passed to a kernel through the kernel set's function
 // values would escape, and be allocated at every call: SumSquares' lanes
 // once were, 22 times a step of R).
 func TestRowsAllocateNothing(t *testing.T) {
 	x32, y32 := make([]float32, 100), make([]float32, 100)
-	x64 := make([]float64, 100)
+	x64, sums, sums2, g32 := make([]float64, 100), make([]float64, 100), make([]float64, 100), make([]float32, 100)
 	for i := range x32 {
 		x32[i], x64[i] = float32(i), float64(i)
 	}
@@ -335,6 +419,7 @@ func TestRowsAllocateNothing(t *testing.T) {
 			"Max":                func() { Max(x32) },
 			"MulDiff":            func() { MulDiff(y32, x32, x32, 1, 2) },
 			"Normalise":          func() { Normalise(x32, y32, 1e-5) },
+			"NormGrad":           func() { NormGrad(y32, x32, x32, x32, g32, 0.5, x32, sums, sums2) },
 		} {
 			if a := testing.AllocsPerRun(20, f); a != 0 {
 				t.Errorf("%s allocates %v times a call", name, a)
