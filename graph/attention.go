@@ -276,10 +276,20 @@ func (op attentionOp) Do(vals ...G.Value) (G.Value, error) {
 	var buf [4]int
 	op.lengths = maskLengths(op.mask, op.roles(), vals)
 	v, err := runKernel(op, vals, op.Arity(), op.shape(&buf), op.buf, op.out == attnGradBias)
-	if err == nil && op.mod != nil && op.mod.fail.pending() {
-		err = op.mod.fail.take(op)
+	if err == nil {
+		err = modErr(op, op)
 	}
 	return v, err
+}
+
+// modErr returns, as an error naming by, the failure of op's score
+// modifier kept since the last run, or nil. Generic, so that passing by
+// allocates nothing: only a failure turns it into an interface.
+func modErr[O fmt.Stringer](op attentionOp, by O) error {
+	if op.mod != nil && op.mod.fail.pending() {
+		return op.mod.fail.take(by)
+	}
+	return nil
 }
 
 func (op attentionOp) run64(in [][]float64, out []float64) { runAttention(op, in, out) }
@@ -321,7 +331,18 @@ type attentionJob[T float32 | float64] struct {
 	out     []T
 	withK   *gradK[T]         // for q's gradient, k's too (gradQKOp): &k; else nil
 	k       gradK[T]          // withK's, kept here so that a run allocates none
+	then    *headsAfter[T]    // for dP, q's and k's gradients after each head's (gradPQKOp); else nil
+	after   headsAfter[T]     // then's, kept here likewise
 	scratch []*headScratch[T] // one per worker
+}
+
+// headsAfter is a second attention op run on each head after the job's
+// own: its op, inputs and output, with k's gradient when op is q's.
+type headsAfter[T float32 | float64] struct {
+	op  attentionOp
+	in  [][]T
+	out []T
+	k   gradK[T]
 }
 
 // gradK is what q's gradient needs to form k's from the same dS: q, and
@@ -352,6 +373,9 @@ func (j *attentionJob[T]) Item(w, item int) {
 		}
 	default: // one item per (sequence, head)
 		attendHead(j.op, j.in, j.out, sc, item/d.H, item%d.H, j.withK)
+		if a := j.then; a != nil {
+			attendHead(a.op, a.in, a.out, sc, item/d.H, item%d.H, &a.k)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
@@ -34,8 +35,8 @@ func (op gradQKOp) Do(vals ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if op.mod != nil && op.mod.fail.pending() {
-		return nil, op.mod.fail.take(op)
+	if err := modErr(op.attentionOp, op); err != nil {
+		return nil, err
 	}
 	if op.returnsK {
 		return op.k.buf.get(dq.Dtype(), op.k.shape(&buf), false), nil
@@ -65,6 +66,62 @@ func dtypeOf[T float32 | float64]() tensor.Dtype {
 	return tensor.Float64
 }
 
+// gradPQKOp is the Machine's form of a fused attention's dP = dO V^T
+// followed by gradQKOp's work, head by head (fuseAttentionGrads): each
+// head's dS is formed from its dP while that is still in cache, not after
+// the dP of every head has been written and evicted. dP is still this op's
+// output, the weights' gradient that a caller may read; the gradients of q
+// and k go into their ops' buffers, whose steps then return them
+// (filledAttentionOp). Each value is the unfused ops' (the same products
+// of the same operands), so the bits are the same. Its inputs are dP's
+// (dO, V, [keep]), then gradQKOp's but dP (P, K, [deriv], Q).
+type gradPQKOp struct {
+	attentionOp // dP's
+	qk          gradQKOp
+}
+
+func (op gradPQKOp) Arity() int { return op.attentionOp.Arity() + op.qk.Arity() - 1 }
+
+func (op gradPQKOp) String() string { return "qkv.AttentionGradP+Q+K" }
+
+func (op gradPQKOp) Do(vals ...G.Value) (G.Value, error) {
+	if len(vals) != op.Arity() {
+		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, op.Arity(), len(vals))
+	}
+	var buf [4]int
+	own := op.attentionOp.Arity()
+	op.lengths = maskLengths(op.mask, op.roles(), vals[:own])
+	dp, err := runKernel(op, vals, op.Arity(), op.shape(&buf), op.buf, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := cmp.Or(modErr(op.attentionOp, op), modErr(op.qk.attentionOp, op)); err != nil {
+		return nil, err
+	}
+	return dp, nil
+}
+
+func (op gradPQKOp) run64(in [][]float64, out []float64) { runGradPQK(op, in, out) }
+func (op gradPQKOp) run32(in [][]float32, out []float32) { runGradPQK(op, in, out) }
+
+func runGradPQK[T float32 | float64](op gradPQKOp, in [][]T, out []T) {
+	var buf [4]int
+	own := op.attentionOp.Arity()
+	rest := in[own:] // P, K, [deriv], Q
+	j := jobOf[attentionJob[T]](op.buf)
+	a := &j.after
+	// q's gradient reads P, dP, K, [deriv]: dP is this op's output.
+	a.in = append(append(a.in[:0], rest[0], out), rest[1:len(rest)-1]...)
+	a.op = op.qk.attentionOp
+	a.out = elements[T](a.op.buf.get(dtypeOf[T](), a.op.shape(&buf), false))
+	a.k = gradK[T]{rest[len(rest)-1], elements[T](op.qk.k.buf.get(dtypeOf[T](), op.qk.k.shape(&buf), false))}
+	j.op, j.in, j.out, j.withK, j.then = op.attentionOp, in[:own], out, nil, a
+	j.run()
+	j.then = nil
+	clear(a.in)
+	*a = headsAfter[T]{in: a.in[:0]}
+}
+
 // filledAttentionOp is the gradient of k whose output gradQKOp computes, at
 // q's gradient's step: its Do returns that output. Its last input is that
 // step's node, read only to run after it.
@@ -92,7 +149,9 @@ func (op filledAttentionOp) Do(vals ...G.Value) (G.Value, error) {
 func (m *Machine) fuseAttentionGrads() {
 	type key struct{ p, dp *G.Node }
 	grads := map[key][2]int{} // the steps of q's and k's gradients, +1
+	index := make(map[*G.Node]int, len(m.steps))
 	for i, s := range m.steps {
+		index[s.node] = i
 		op, ok := s.op.(attentionOp)
 		if !ok || (op.out != attnGradQ && op.out != attnGradK) || op.dims.KV != op.dims.H {
 			continue
@@ -125,5 +184,38 @@ func (m *Machine) fuseAttentionGrads() {
 		later.op, later.into = filled, nil
 		later.in = append(append([]*G.Node(nil), later.in...), first.node)
 		later.args = make([]G.Value, len(later.in))
+		m.fuseGradP(first, index)
+	}
+}
+
+// fuseGradP moves the gradQKOp of step s into the step of its dP, as a
+// gradPQKOp, where that step is the dP op of the same attention (its dims)
+// and every other input of s runs before it (a score modifier's
+// derivative may not), and leaves s a filledAttentionOp returning what it
+// computed (s still reads dP, so it runs after). index is each step's
+// position by its node.
+func (m *Machine) fuseGradP(s *step, index map[*G.Node]int) {
+	qk := s.op.(gradQKOp)
+	at, ok := index[s.in[1]]
+	if !ok {
+		return
+	}
+	dp := &m.steps[at]
+	op, ok := dp.op.(attentionOp)
+	if !ok || op.out != attnGradP || op.dims != qk.dims {
+		return
+	}
+	in := append(append([]*G.Node(nil), dp.in...), s.in[0]) // dO, V, [keep], P
+	in = append(in, s.in[2:]...)                            // K, [deriv], Q
+	for _, n := range in {
+		if i, ok := index[n]; ok && i > at {
+			return
+		}
+	}
+	dp.op, dp.in, dp.into = gradPQKOp{op, qk}, in, nil
+	dp.args = make([]G.Value, len(dp.in))
+	s.op = filledAttentionOp{qk.attentionOp}
+	if qk.returnsK {
+		s.op = filledAttentionOp{qk.k}
 	}
 }

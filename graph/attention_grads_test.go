@@ -10,10 +10,12 @@ import (
 )
 
 // TestAttentionGradsOfQAndK: the Machine forms the fused attention's
-// gradients of q and k in one op (gradQKOp) where every query head has its
-// own KV head, and the gradients of q, k and v equal gorgonia's tape
-// machine's exactly: causal, with a score modifier (whose derivative both
-// read), and grouped-query attention (not fused), in float32 and float64.
+// gradients of q and k in one op where every query head has its own KV
+// head, with dP before them where their other inputs come before it
+// (gradPQKOp), else after it (gradQKOp), and the gradients of q, k, v and
+// the weights (dP) equal gorgonia's tape machine's exactly: causal, with a
+// score modifier (whose derivative is computed after dP), and
+// grouped-query attention (not fused), in float32 and float64.
 func TestAttentionGradsOfQAndK(t *testing.T) {
 	softcap, err := Softcap(2)
 	if err != nil {
@@ -24,18 +26,19 @@ func TestAttentionGradsOfQAndK(t *testing.T) {
 			name     string
 			spec     Spec
 			kvHeads  int
+			wantPQK  bool // gradPQKOp, else gradQKOp
 			wantFuse int
 		}{
-			{"causal", Spec{Heads: 2, MaskMod: Causal()}, 2, 1},
-			{"softcap", Spec{Heads: 2, MaskMod: Causal(), ScoreMod: softcap}, 2, 1},
-			{"gqa", Spec{Heads: 2, KVHeads: 1, MaskMod: Causal()}, 1, 0},
+			{"causal", Spec{Heads: 2, MaskMod: Causal()}, 2, true, 1},
+			{"softcap", Spec{Heads: 2, MaskMod: Causal(), ScoreMod: softcap}, 2, false, 1},
+			{"gqa", Spec{Heads: 2, KVHeads: 1, MaskMod: Causal()}, 1, false, 0},
 		} {
 			t.Run(fmt.Sprintf("%v/%s", dt, c.name), func(t *testing.T) {
 				graph := func(t *testing.T, g *G.ExprGraph, rng *rand.Rand, valued func(tensor.Shape, string) *G.Node) []*G.Node {
 					const b, s, dk = 2, 7, 3
 					q := valued(tensor.Shape{b, s, 2 * dk}, "q")
 					k, v := valued(tensor.Shape{b, s, c.kvHeads * dk}, "k"), valued(tensor.Shape{b, s, c.kvHeads * dk}, "v")
-					o, _, err := Attend(q, k, v, c.spec)
+					o, w, err := Attend(q, k, v, c.spec)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -43,9 +46,13 @@ func TestAttentionGradsOfQAndK(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					return grads
+					return append(grads, w.Deriv())
 				}
-				isFused := func(op G.Op) bool { _, ok := op.(gradQKOp); return ok }
+				isFused := func(op G.Op) bool {
+					_, qk := op.(gradQKOp)
+					_, pqk := op.(gradPQKOp)
+					return qk && !c.wantPQK || pqk && c.wantPQK
+				}
 				checkFusedAgainstTape(t, dt, graph, isFused, c.wantFuse)
 			})
 		}

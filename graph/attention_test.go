@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -180,11 +181,19 @@ func TestAttentionErrors(t *testing.T) {
 
 // TestWeightsGradIsDP: the gradient a caller reads from the fused
 // attention's weights node (its Deriv, or Grad) is dP = (dO V^T) * keep,
-// with grouped-query heads, dropout and the causal mask, checked against
-// a plain loop. (A backward that handed the weights node dS instead, to
-// form dS once for dQ and dK, made this value silently wrong.)
+// with dropout and the causal mask, with grouped-query heads and with a KV
+// head per query head (where the Machine computes dP with the gradients of
+// q and k, gradPQKOp), checked against a plain loop. (A backward that
+// handed the weights node dS instead, to form dS once for dQ and dK, made
+// this value silently wrong.)
 func TestWeightsGradIsDP(t *testing.T) {
-	const b, s, d, heads, kv = 2, 5, 8, 4, 2
+	for _, kv := range []int{2, 4} {
+		t.Run(fmt.Sprintf("kv=%d", kv), func(t *testing.T) { testWeightsGradIsDP(t, kv) })
+	}
+}
+
+func testWeightsGradIsDP(t *testing.T, kv int) {
+	const b, s, d, heads = 2, 5, 8, 4
 	dk := d / heads
 	rng := newRand(9)
 	g := G.NewGraph()
