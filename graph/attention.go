@@ -612,50 +612,101 @@ func softmaxHead[T float32 | float64](s, mask, bias []T, sink float64, n int) {
 			vec.Lin(s, s, add, 1, 1, 0) // s + add, the bits of s[i] += add[i]
 		}
 	}
+	var group rowGroup[T]
 	for i := 0; i*n < len(s); i++ {
-		softmaxRow(s[i*n:(i+1)*n], sink)
+		group.add(s[i*n:(i+1)*n], sink)
+	}
+	group.flush(sink)
+}
+
+// rowGroup gathers rows for softmaxRows, rowGroupSize at a time.
+type rowGroup[T float32 | float64] struct {
+	rows [rowGroupSize][]T
+	n    int
+}
+
+// rowGroupSize is how many rows softmaxRows takes a phase at a time.
+const rowGroupSize = 8
+
+// add adds a row, and runs the group once it is full.
+func (g *rowGroup[T]) add(row []T, sink float64) {
+	g.rows[g.n] = row
+	if g.n++; g.n == rowGroupSize {
+		g.flush(sink)
 	}
 }
 
-// softmaxRow turns one row of scores into its softmax in place, subtracting
-// the row's max first. Entries at -Inf (hidden by a mask) get exactly
-// exp(-Inf) = 0. A row whose every entry is -Inf, a query that may see
-// nothing, is all 0 rather than 0/0 = NaN: such a row then contributes
+// flush runs the rows gathered so far.
+func (g *rowGroup[T]) flush(sink float64) {
+	softmaxRows(g.rows[:g.n], sink)
+	g.n = 0
+}
+
+// softmaxRows turns each row of scores into its softmax in place,
+// subtracting the row's max first. Entries at -Inf (hidden by a mask) get
+// exactly exp(-Inf) = 0. A row whose every entry is -Inf, a query that may
+// see nothing, is all 0 rather than 0/0 = NaN: such a row then contributes
 // nothing downstream, and its gradient P * (dP - rowsum(P * dP)) is 0 too.
 // A finite sink joins the max and the denominator, exp(sink - max), and is
 // then dropped: the row sums to 1 - p_sink, and a row that sees nothing is
 // all sink, 0 again. float32 rows take internal/vec's eight-lane
 // exponential; float64 rows math.Exp, summed in float64.
-func softmaxRow[T float32 | float64](s []T, sink float64) {
+//
+// It goes a phase over every row before the next: the maxes, then the
+// exponentials and their sums, then the scaling. Each row alone is a chain
+// of waits (a reduction, exponentials of its result, a reduction, a
+// division) over a few vectors, which the core does not overlap with the
+// next row's; the rows of one phase do not wait on each other. Each row
+// gets the same calls on the same values as alone: the same bits.
+func softmaxRows[T float32 | float64](rows [][]T, sink float64) {
+	var m, inv [rowGroupSize]T
+	for r, s := range rows {
+		m[r] = rowShift(s, sink)
+	}
+	for r, s := range rows {
+		if math.IsInf(float64(m[r]), -1) {
+			clear(s)
+			continue
+		}
+		inv[r] = expShiftRow(s, m[r], sink)
+	}
+	for r, s := range rows {
+		if !math.IsInf(float64(m[r]), -1) {
+			vec.Lin(s, s, s, inv[r], 0, 0) // inv s[j] + 0 s[j] + 0: inv s[j], the exponentials being finite
+		}
+	}
+}
+
+// rowShift is what softmaxRows subtracts from a row before exponentiating:
+// its max, or a larger sink; -Inf for a row that sees nothing.
+func rowShift[T float32 | float64](s []T, sink float64) T {
 	m := vec.Max(s)
-	hasSink := !math.IsInf(sink, -1)
-	if hasSink && float64(m) < sink {
+	if !math.IsInf(sink, -1) && float64(m) < sink {
 		m = T(sink)
 	}
-	if math.IsInf(float64(m), -1) {
-		clear(s)
-		return
-	}
-	var inv T
+	return m
+}
+
+// expShiftRow sets s to exp(s - m) and returns 1 / (its sum + exp(sink - m)).
+func expShiftRow[T float32 | float64](s []T, m T, sink float64) T {
+	hasSink := !math.IsInf(sink, -1)
 	if s32, ok := any(s).([]float32); ok {
 		sum := vec.ExpShiftSum(s32, s32, float32(m))
 		if hasSink {
 			sum += float32(math.Exp(sink - float64(m)))
 		}
-		inv = T(1 / sum)
-	} else {
-		var sum float64
-		for j, v := range s {
-			e := math.Exp(float64(v - m))
-			s[j] = T(e)
-			sum += e
-		}
-		if hasSink {
-			sum += math.Exp(sink - float64(m))
-		}
-		inv = T(1 / sum)
+		return T(1 / sum)
 	}
-	vec.Lin(s, s, s, inv, 0, 0) // inv s[j] + 0 s[j] + 0: inv s[j], the exponentials being finite
+	var sum float64
+	for j, v := range s {
+		e := math.Exp(float64(v - m))
+		s[j] = T(e)
+		sum += e
+	}
+	if hasSink {
+		sum += math.Exp(sink - float64(m))
+	}
+	return T(1 / sum)
 }
 
 // softmaxCausal is modRows with the Causal modifier alone followed by
@@ -666,6 +717,7 @@ func softmaxRow[T float32 | float64](s []T, sink float64) {
 // between i and it, so that every vec kernel reads the same keys in the
 // same lanes as over the whole row: the weights are the same bits.
 func softmaxCausal[T float32 | float64](s, mask, bias []T, sink float64, n int) {
+	var group rowGroup[T]
 	for i := 0; i*n < len(s); i++ {
 		row := s[i*n : (i+1)*n]
 		v := causalSpan(i, n)
@@ -677,9 +729,10 @@ func softmaxCausal[T float32 | float64](s, mask, bias []T, sink float64, n int) 
 		for j := i + 1; j < v; j++ {
 			row[j] = T(math.Inf(-1))
 		}
-		softmaxRow(row[:v], sink)
 		clear(row[v:])
+		group.add(row[:v], sink)
 	}
+	group.flush(sink)
 }
 
 // rowBlock is one block of attendHead's products: query rows [i0, i1) and

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -71,6 +72,60 @@ func TestGradPZeroPastKeys(t *testing.T) {
 		for i := range dp {
 			if dp[i] != first[i] {
 				t.Fatalf("dP[%d] = %v at the second run, %v at the first", i, dp[i], first[i])
+			}
+		}
+	}
+}
+
+// TestSoftmaxRowsInGroups: softmaxHead and softmaxCausal, which hand their
+// rows to softmaxRows rowGroupSize at a time, give each row the bits that
+// softmaxRows gives it alone, for row counts around the group's size, with
+// rows that see nothing (all -Inf) among others and with and without a
+// sink, in float32 and float64. A group that dropped its last rows, or
+// used another row's max or sum, fails it.
+func TestSoftmaxRowsInGroups(t *testing.T) {
+	t.Run("float32", func(t *testing.T) { testSoftmaxRowsInGroups[float32](t) })
+	t.Run("float64", func(t *testing.T) { testSoftmaxRowsInGroups[float64](t) })
+}
+
+func testSoftmaxRowsInGroups[T float32 | float64](t *testing.T) {
+	rng := newRand(5)
+	const n = 19
+	for _, rows := range []int{1, rowGroupSize - 1, rowGroupSize, rowGroupSize + 1, 3*rowGroupSize + 5} {
+		for _, sink := range []float64{math.Inf(-1), 0.5} {
+			for _, causal := range []bool{false, true} {
+				s := make([]T, rows*n)
+				for i, v := range uniform(rng, rows*n, -4, 4) {
+					s[i] = T(v)
+				}
+				for j := range n { // row 2 sees nothing
+					if 2*n+j < len(s) {
+						s[2*n+j] = T(math.Inf(-1))
+					}
+				}
+				want := append([]T(nil), s...)
+				for i := range rows {
+					row := want[i*n : (i+1)*n]
+					if causal {
+						v := causalSpan(i, n)
+						for j := i + 1; j < v; j++ {
+							row[j] = T(math.Inf(-1))
+						}
+						clear(row[v:])
+						row = row[:v]
+					}
+					softmaxRows([][]T{row}, sink)
+				}
+				if causal {
+					softmaxCausal(s, nil, nil, sink, n)
+				} else {
+					softmaxHead(s, nil, nil, sink, n)
+				}
+				for i := range s {
+					if s[i] != want[i] {
+						t.Fatalf("%d rows, sink %v, causal %t: [%d][%d] = %v, want %v", rows, sink, causal, i/n, i%n, s[i], want[i])
+					}
+				}
 			}
 		}
 	}
