@@ -329,14 +329,15 @@ type attentionJob[T float32 | float64] struct {
 	op      attentionOp
 	in      [][]T
 	out     []T
-	withK   *gradK[T]         // for q's gradient, k's too (gradQKOp): &k; else nil
-	k       gradK[T]          // withK's, kept here so that a run allocates none
-	then    *headsAfter[T]    // for dP, q's and k's gradients after each head's (gradPQKOp); else nil
-	after   headsAfter[T]     // then's, kept here likewise
+	withK   *gradK[T]        // for q's gradient, k's too (gradQKOp): &k; else nil
+	k       gradK[T]         // withK's, kept here so that a run allocates none
+	then    []*headsAfter[T] // for dP, the ops after each head's (gradPQKOp); else none
+	after   [2]headsAfter[T] // then's, kept here likewise
+	thenBuf [2]*headsAfter[T]
 	scratch []*headScratch[T] // one per worker
 }
 
-// headsAfter is a second attention op run on each head after the job's
+// headsAfter is another attention op run on each head after the job's
 // own: its op, inputs and output, with k's gradient when op is q's.
 type headsAfter[T float32 | float64] struct {
 	op  attentionOp
@@ -373,8 +374,12 @@ func (j *attentionJob[T]) Item(w, item int) {
 		}
 	default: // one item per (sequence, head)
 		attendHead(j.op, j.in, j.out, sc, item/d.H, item%d.H, j.withK)
-		if a := j.then; a != nil {
-			attendHead(a.op, a.in, a.out, sc, item/d.H, item%d.H, &a.k)
+		for _, a := range j.then {
+			withK := &a.k
+			if a.op.out != attnGradQ {
+				withK = nil
+			}
+			attendHead(a.op, a.in, a.out, sc, item/d.H, item%d.H, withK)
 		}
 	}
 }

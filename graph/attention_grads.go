@@ -72,17 +72,25 @@ func dtypeOf[T float32 | float64]() tensor.Dtype {
 // the dP of every head has been written and evicted. dP is still this op's
 // output, the weights' gradient that a caller may read; the gradients of q
 // and k go into their ops' buffers, whose steps then return them
-// (filledAttentionOp). Each value is the unfused ops' (the same products
-// of the same operands), so the bits are the same. Its inputs are dP's
-// (dO, V, [keep]), then gradQKOp's but dP (P, K, [deriv], Q).
+// (filledAttentionOp). Where v's gradient comes after dP, it is computed
+// in the same pass too, from the head's P and dO (v). Each value is the
+// unfused ops' (the same products of the same operands), so the bits are
+// the same. Its inputs are dP's (dO, V, [keep]), then gradQKOp's but dP
+// (P, K, [deriv], Q).
 type gradPQKOp struct {
 	attentionOp // dP's
 	qk          gradQKOp
+	v           *attentionOp // v's gradient, also run after each head's dP where not nil
 }
 
 func (op gradPQKOp) Arity() int { return op.attentionOp.Arity() + op.qk.Arity() - 1 }
 
-func (op gradPQKOp) String() string { return "qkv.AttentionGradP+Q+K" }
+func (op gradPQKOp) String() string {
+	if op.v != nil {
+		return "qkv.AttentionGradP+Q+K+V"
+	}
+	return "qkv.AttentionGradP+Q+K"
+}
 
 func (op gradPQKOp) Do(vals ...G.Value) (G.Value, error) {
 	if len(vals) != op.Arity() {
@@ -95,7 +103,7 @@ func (op gradPQKOp) Do(vals ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmp.Or(modErr(op.attentionOp, op), modErr(op.qk.attentionOp, op)); err != nil {
+	if err := cmp.Or(modErr(op.attentionOp, op), modErr(op.qk.attentionOp, op)); err != nil { // (v's reads no modifier)
 		return nil, err
 	}
 	return dp, nil
@@ -109,17 +117,32 @@ func runGradPQK[T float32 | float64](op gradPQKOp, in [][]T, out []T) {
 	own := op.attentionOp.Arity()
 	rest := in[own:] // P, K, [deriv], Q
 	j := jobOf[attentionJob[T]](op.buf)
-	a := &j.after
+	j.then = j.thenBuf[:0]
+	a := &j.after[0]
 	// q's gradient reads P, dP, K, [deriv]: dP is this op's output.
 	a.in = append(append(a.in[:0], rest[0], out), rest[1:len(rest)-1]...)
 	a.op = op.qk.attentionOp
 	a.out = elements[T](a.op.buf.get(dtypeOf[T](), a.op.shape(&buf), false))
 	a.k = gradK[T]{rest[len(rest)-1], elements[T](op.qk.k.buf.get(dtypeOf[T](), op.qk.k.shape(&buf), false))}
-	j.op, j.in, j.out, j.withK, j.then = op.attentionOp, in[:own], out, nil, a
+	j.then = append(j.then, a)
+	if op.v != nil {
+		// v's gradient reads P, dO, [keep], dO and keep dP's inputs.
+		v := &j.after[1]
+		v.in = append(append(v.in[:0], rest[0]), in[0])
+		if op.dims.Dropped {
+			v.in = append(v.in, in[2])
+		}
+		v.op = *op.v
+		v.out = elements[T](v.op.buf.get(dtypeOf[T](), v.op.shape(&buf), false))
+		j.then = append(j.then, v)
+	}
+	j.op, j.in, j.out, j.withK = op.attentionOp, in[:own], out, nil
 	j.run()
+	for i := range j.after {
+		clear(j.after[i].in)
+		j.after[i] = headsAfter[T]{in: j.after[i].in[:0]}
+	}
 	j.then = nil
-	clear(a.in)
-	*a = headsAfter[T]{in: a.in[:0]}
 }
 
 // filledAttentionOp is the gradient of k whose output gradQKOp computes, at
@@ -212,7 +235,20 @@ func (m *Machine) fuseGradP(s *step, index map[*G.Node]int) {
 			return
 		}
 	}
-	dp.op, dp.in, dp.into = gradPQKOp{op, qk}, in, nil
+	fused := gradPQKOp{attentionOp: op, qk: qk}
+	// v's gradient (P, dO, [keep]) too, where its step comes after dP's.
+	for i := at + 1; i < len(m.steps); i++ {
+		sv := &m.steps[i]
+		v, ok := sv.op.(attentionOp)
+		if ok && v.out == attnGradV && v.dims == op.dims && sv.in[0] == s.in[0] && sv.in[1] == dp.in[0] {
+			fused.v = &v
+			sv.op, sv.into = filledAttentionOp{v}, nil
+			sv.in = append(append([]*G.Node(nil), sv.in...), dp.node)
+			sv.args = make([]G.Value, len(sv.in))
+			break
+		}
+	}
+	dp.op, dp.in, dp.into = fused, in, nil
 	dp.args = make([]G.Value, len(dp.in))
 	s.op = filledAttentionOp{qk.attentionOp}
 	if qk.returnsK {
