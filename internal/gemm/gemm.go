@@ -306,10 +306,13 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					packed = mb / mr
 				}
 				// tail: the last panel's kernel where it is read in
-				// place too (directTRows), else nil.
+				// place too (directTRows, directRows), else nil.
 				var tail func(int, []T, int, []T, []T, int, T, bool, ahead)
-				if inPlace && p.transA {
+				switch {
+				case inPlace && p.transA:
 					tail = ks.directTRows[mb%mr]
+				case inPlace:
+					tail = ks.directRows[mb%mr]
 				}
 				if packed < mPanels && tail == nil {
 					buf.a = grow(buf.a, (mPanels-packed)*mr*kb)
@@ -368,7 +371,11 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					tile := func(c []T, ldc int, store bool) {
 						h, w := rows <= mr/2 && ks.h != nil, cols <= nr/2 && ks.w != nil
 						if ip == packed && tail != nil {
-							tail(kb, p.a[pc*p.lda+ic+ip*mr:], p.lda, bp, c, ldc, kAlpha, store, next)
+							at := (ic+ip*mr)*p.lda + pc
+							if p.transA {
+								at = pc*p.lda + ic + ip*mr
+							}
+							tail(kb, p.a[at:], p.lda, bp, c, ldc, kAlpha, store, next)
 							return
 						}
 						if ip < packed && p.transA {

@@ -185,6 +185,11 @@ func testKernels[T Float](t *testing.T, ks *kernels[T], tol float64) {
 			variants = append(variants, variant{fmt.Sprintf("directTRows[%d]", rows), rows, nr, nil, f, true})
 		}
 	}
+	for rows, f := range ks.directRows {
+		if f != nil {
+			variants = append(variants, variant{fmt.Sprintf("directRows[%d]", rows), rows, nr, nil, f, false})
+		}
+	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{1, 2, 7, 256, 301} {
 		ldc, lda := nr+3, k+5

@@ -84,6 +84,13 @@ func main() {
 		{"kernel4x32T", true, true, true, true, 4, 2, 12, 32}, {"kernel4x16T", false, true, true, true, 4, 2, 12, 16},
 		{"kernel5x32T", true, true, true, true, 5, 2, 12, 32}, {"kernel5x16T", false, true, true, true, 5, 2, 12, 16},
 		{"kernel8x32T", true, true, true, true, 8, 2, 12, 32}, {"kernel8x16T", false, true, true, true, 8, 2, 12, 16},
+		// The same for A in place: a last panel of 5 rows (attention's
+		// per-head products at 65 positions) or 4 or 8, read where it
+		// lies instead of packed and computed as 6 or 12 rows into a
+		// scratch tile.
+		{"kernel4x32Direct", true, true, true, false, 4, 2, 12, 32}, {"kernel4x16Direct", false, true, true, false, 4, 2, 12, 16},
+		{"kernel5x32Direct", true, true, true, false, 5, 2, 12, 32}, {"kernel5x16Direct", false, true, true, false, 5, 2, 12, 16},
+		{"kernel8x32Direct", true, true, true, false, 8, 2, 12, 32}, {"kernel8x16Direct", false, true, true, false, 8, 2, 12, 16},
 	} {
 		write(&b, k)
 	}
@@ -322,9 +329,13 @@ func write(b *bytes.Buffer, k kernel) {
 		bases = bases[:1]
 	}
 	p("")
-	// ahead: the AVX-512 direct kernels prefetch the next tile's A and C
-	// (arguments nextA and nextC) a few lines an iteration; see prefetch.
-	ahead := k.direct && k.avx512
+	// unrolled: the AVX-512 direct kernels take unroll steps an iteration;
+	// ahead: they prefetch the next tile's A and C (arguments nextA and
+	// nextC) a few lines an iteration (see prefetch), but for those of a
+	// last panel of fewer rows of A in place, after which no tile of the
+	// block comes.
+	unrolled := k.direct && k.avx512
+	ahead := unrolled && (k.trans || k.mr == 3*pfCycle)
 	nextAt := (48 + size + 1 + 7) &^ 7 // nextA's offset, after store
 	if k.direct {
 		if k.avx512 {
@@ -426,7 +437,7 @@ func write(b *bytes.Buffer, k kernel) {
 		}
 		p("\tADDQ $%d, DI", steps*panelNR*size)
 	}
-	if ahead {
+	if unrolled {
 		// Four steps an iteration, then what remains one at a time: the
 		// loop's pointer arithmetic and prefetches, a quarter as often,
 		// take fewer of the issue slots the FMAs share (the kernel in L1:
@@ -438,7 +449,9 @@ func write(b *bytes.Buffer, k kernel) {
 		for u := range unroll {
 			step(u)
 		}
-		prefetch(p, k, size, nextAt)
+		if ahead {
+			prefetch(p, k, size, nextAt)
+		}
 		advance(unroll)
 		p("\tDECQ CX")
 		p("\tJNZ %s_loop4", k.name)
@@ -456,7 +469,7 @@ func write(b *bytes.Buffer, k kernel) {
 	advance(1)
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", k.name)
-	if ahead {
+	if unrolled {
 		p("%s_done:", k.name)
 	}
 	if k.avx512 {

@@ -37,6 +37,9 @@ type kernels[T Float] struct {
 	// (4, 5 and 8 have kernels) then is read in place, not packed from
 	// columns of a one value at a time and computed as 6 or 12 rows.
 	directTRows [12]func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
+	// directRows[r] is the same for A in place (direct's first r rows),
+	// fetching nothing ahead: no tile of its block comes after it.
+	directRows [12]func(k int, a []T, lda int, b, c []T, ldc int, alpha T, store bool, next ahead)
 }
 
 // ahead is where the tile after a direct kernel's lies: the address of its

@@ -64,6 +64,9 @@ var avx512 = &kernelSet{
 		directTRows: [12]func(int, []float32, int, []float32, []float32, int, float32, bool, ahead){
 			4: inPlace(kernel4x32T), 5: inPlace(kernel5x32T), 8: inPlace(kernel8x32T),
 		},
+		directRows: [12]func(int, []float32, int, []float32, []float32, int, float32, bool, ahead){
+			4: inPlace(kernel4x32Direct), 5: inPlace(kernel5x32Direct), 8: inPlace(kernel8x32Direct),
+		},
 	},
 	f64: kernels[float64]{
 		mr: 12, nr: 16, scales: true,
@@ -79,6 +82,9 @@ var avx512 = &kernelSet{
 		directTW: inPlace(kernel12x16WT),
 		directTRows: [12]func(int, []float64, int, []float64, []float64, int, float64, bool, ahead){
 			4: inPlace(kernel4x16T), 5: inPlace(kernel5x16T), 8: inPlace(kernel8x16T),
+		},
+		directRows: [12]func(int, []float64, int, []float64, []float64, int, float64, bool, ahead){
+			4: inPlace(kernel4x16Direct), 5: inPlace(kernel5x16Direct), 8: inPlace(kernel8x16Direct),
 		},
 	},
 }
@@ -268,3 +274,26 @@ func kernel5x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float
 
 //go:noescape
 func kernel8x16T(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+
+// kernel4x32Direct, kernel5x32Direct and kernel8x32Direct are
+// kernel12x32Direct for the tile's first 4, 5 or 8 rows of A in place;
+// they fetch nothing ahead (nextA and nextC are not read). The x16 ones
+// are the same for float64.
+//
+//go:noescape
+func kernel4x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel5x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel8x32Direct(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel4x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel5x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
+
+//go:noescape
+func kernel8x16Direct(k int, a *float64, lda int, b, c *float64, ldc int, alpha float64, store bool, nextA, nextC uintptr)
