@@ -84,6 +84,13 @@
 	VPORD ZONE, Z3, Z3 \
 	VMOVAPS Z3, K2, Z4
 
+// The GELU kernels fetch their inputs 1 KiB (16 blocks) ahead: in a
+// training step x comes from L3 (the forward pass wrote it long before the
+// backward reads it), and the hardware's prefetchers left the loads
+// waiting: the nanoGPT preset's GELU and its gradient took 1.83 ms a step
+// at one core without, 1.64 with (per-op timing, medians of 3; 512 bytes
+// ahead 1.75, 2 KiB 1.68).
+
 // func geluAVX512(y, x *float32, n int, k *[21][8]float32)
 TEXT ·geluAVX512(SB), NOSPLIT, $0-32
 	MOVQ y+0(FP), DI
@@ -99,6 +106,7 @@ gelu_loop:
 	LAST_BLOCK
 
 gelu_block:
+	PREFETCHT0 1024(SI)
 	VMOVUPS.Z (SI), K1, Z0
 	VMULPS Z0, Z0, Z1
 	TANH512
@@ -128,6 +136,8 @@ grad_loop:
 	LAST_BLOCK
 
 grad_block:
+	PREFETCHT0 1024(SI)
+	PREFETCHT0 1024(DX)
 	VMOVUPS.Z (SI), K1, Z0
 	VMULPS Z0, Z0, Z1
 	TANH512
