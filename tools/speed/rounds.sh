@@ -94,17 +94,23 @@ for round in $(seq "$rounds"); do
     ratio[$i]+="$r "; qkv[$i]+="$q "; torch[$i]+="$t "; allocs[$i]+="$a "; gc[$i]+="$g "; peak[$i]+="$pk "; rate[$i]+="$gf "
   done
 done
-declare -A procs
+# 60 steps a run (20 until 2026-12-06): at two cores 20 steps were 0.4 s,
+# and one run's step moved by a tenth from the next's.
+declare -A procs onepeak
 for round in $(seq "$rounds"); do
   for p in 1 2; do
-    timed env GOMAXPROCS=$p "$bin" bench --preset nanogpt-cpu -n 20
+    timed env GOMAXPROCS=$p "$bin" bench --preset nanogpt-cpu -n 60
     ms=$(sed -n 's/^qkv (gorgonia): *\([0-9.]*\) ms\/step.*/\1/p' <<<"$out")
+    pk=$(sed -n "s/^matrix products:.* \([0-9.]*\)% of one core's float32 FMA peak (\([0-9.]*\) GFLOP\/s).*/\1% of \2/p" <<<"$out")
     if [[ -n $busy ]]; then
       echo "round $round, nanogpt-cpu, GOMAXPROCS=$p: not counted: the machine was busy ($busy; $note): $ms ms/step"
       continue
     fi
-    echo "round $round, nanogpt-cpu, GOMAXPROCS=$p: $ms ms/step ($note)"
+    echo "round $round, nanogpt-cpu, GOMAXPROCS=$p: $ms ms/step, $pk GFLOP/s of one core's FMA peak ($note)"
     procs[$p]+="$ms "
+    if [[ $p == 1 ]]; then
+      onepeak[1]+="${pk%%\%*} "
+    fi
   done
 done
 echo
@@ -126,5 +132,6 @@ else
   one=$(tr ' ' '\n' <<<"${procs[1]}" | median)
   two=$(tr ' ' '\n' <<<"${procs[2]}" | median)
   echo "nanogpt-cpu   GOMAXPROCS=1 $one ms, GOMAXPROCS=2 $two ms: two cores $(awk -v a="$one" -v b="$two" 'BEGIN {printf "%.2f", a/b}')x faster"
+  echo "nanogpt-cpu   GOMAXPROCS=1: $(tr ' ' '\n' <<<"${onepeak[1]}" | median)% of one core's float32 FMA peak (median; per round: ${onepeak[1]% })"
 fi
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
