@@ -257,6 +257,12 @@ func NormGrad[T float32 | float64](dx, xhat, dy, gain, g []T, rstd T, addend []T
 			return
 		}
 	}
+	normGradCalls(dx, xhat, dy, gain, g, rstd, addend, sumGain, sumBias)
+}
+
+// normGradCalls is NormGrad as the calls the AVX-512 kernels stand for.
+func normGradCalls[T float32 | float64](dx, xhat, dy, gain, g []T, rstd T, addend []T, sumGain, sumBias []float64) {
+	d := len(xhat)
 	MulAdd(g, dy, gain, nil)
 	gMean, gxMean := Sum(g)/T(d), Dot(g, xhat)/T(d)
 	Lin(dx, g, xhat, rstd, -rstd*gxMean, -rstd*gMean)

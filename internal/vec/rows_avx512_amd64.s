@@ -581,6 +581,21 @@ ngs_done:
 	MOVSS X0, dot+36(FP)
 	RET
 
+// ADD_WIDENED adds the sixteen float32 of z (y its low half), widened, to
+// the float64 at sums as addWiden32AVX512 adds them, the low eight under
+// K1 and the high eight under K2, and moves sums on; it overwrites y.
+#define ADD_WIDENED(z, y, sums) \
+	VCVTPS2PD y, Z10 \
+	VMOVUPD.Z (sums), K1, Z11 \
+	VADDPD Z11, Z10, Z10 \
+	VMOVUPD Z10, K1, (sums) \
+	VEXTRACTF64X4 $1, z, y \
+	VCVTPS2PD y, Z10 \
+	VMOVUPD.Z 64(sums), K2, Z11 \
+	VADDPD Z11, Z10, Z10 \
+	VMOVUPD Z10, K2, 64(sums) \
+	ADDQ $128, sums
+
 // func normGradApply32AVX512(dx, dy, gain, xhat, addend *float32, sumGain, sumBias *float64, n int, a, b, c float32)
 // NormGrad's second pass, a block of sixteen at a time: g = dy·gain again;
 // dx = a·g + (b·xhat + c) as lin32AVX512 computes it; with addend, dx =
@@ -631,28 +646,10 @@ nga_store:
 	JZ nga_next
 	KSHIFTRW $8, K1, K2
 	VMULPS Z3, Z1, Z3           // dy xhat
-	VCVTPS2PD Y3, Z10
-	VMOVUPD.Z (R10), K1, Z11
-	VADDPD Z11, Z10, Z10
-	VMOVUPD Z10, K1, (R10)
-	VEXTRACTF64X4 $1, Z3, Y3
-	VCVTPS2PD Y3, Z10
-	VMOVUPD.Z 64(R10), K2, Z11
-	VADDPD Z11, Z10, Z10
-	VMOVUPD Z10, K2, 64(R10)
-	ADDQ $128, R10
+	ADD_WIDENED(Z3, Y3, R10)
 	TESTQ R11, R11
 	JZ nga_next
-	VCVTPS2PD Y1, Z10
-	VMOVUPD.Z (R11), K1, Z11
-	VADDPD Z11, Z10, Z10
-	VMOVUPD Z10, K1, (R11)
-	VEXTRACTF64X4 $1, Z1, Y1
-	VCVTPS2PD Y1, Z10
-	VMOVUPD.Z 64(R11), K2, Z11
-	VADDPD Z11, Z10, Z10
-	VMOVUPD Z10, K2, 64(R11)
-	ADDQ $128, R11
+	ADD_WIDENED(Z1, Y1, R11)
 
 nga_next:
 	ADDQ $64, SI

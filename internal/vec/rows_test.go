@@ -318,24 +318,6 @@ func TestNormalise(t *testing.T) {
 	})
 }
 
-// normGradComposed is NormGrad as the calls it stands for.
-func normGradComposed(dx, xhat, dy, gain, g []float32, rstd float32, addend []float32, sumGain, sumBias []float64) {
-	d := float32(len(xhat))
-	MulAdd(g, dy, gain, nil)
-	gMean, gxMean := Sum(g)/d, Dot(g, xhat)/d
-	Lin(dx, g, xhat, rstd, -rstd*gxMean, -rstd*gMean)
-	if addend != nil {
-		Lin(dx, dx, addend, 1, 1, 0)
-	}
-	if sumGain != nil {
-		MulAdd(g, dy, xhat, nil)
-		AddWiden(sumGain, g)
-		if sumBias != nil {
-			AddWiden(sumBias, dy)
-		}
-	}
-}
-
 // TestNormGrad: NormGrad gives the composed calls' dx and parameter sums
 // bit for bit on every path, length and offset, with and without an
 // addend, sums and a bias's sums, and writes nothing outside its outputs.
@@ -380,7 +362,7 @@ func TestNormGrad(t *testing.T) {
 					}
 					wantGain, wantBias, _ := sums()
 					want := make([]float32, n)
-					normGradComposed(want, xhat, dy, gain, make([]float32, n), rstd, addend, wantGain, wantBias)
+					normGradCalls(want, xhat, dy, gain, make([]float32, n), rstd, addend, wantGain, wantBias)
 					gotGain, gotBias, checkSums := sums()
 					dx, checkDX := guarded[float32](n, off)
 					NormGrad(dx, xhat, dy, gain, g, rstd, addend, gotGain, gotBias)
