@@ -126,7 +126,7 @@ func runGradPQK[T float32 | float64](op gradPQKOp, in [][]T, out []T) {
 	a.k = gradK[T]{rest[len(rest)-1], elements[T](op.qk.k.buf.get(dtypeOf[T](), op.qk.k.shape(&buf), false))}
 	j.then = append(j.then, a)
 	if op.v != nil {
-		// v's gradient reads P, dO, [keep], dO and keep dP's inputs.
+		// v's gradient reads P, dO and [keep]: dP's inputs 0 and 2.
 		v := &j.after[1]
 		v.in = append(append(v.in[:0], rest[0]), in[0])
 		if op.dims.Dropped {
@@ -145,13 +145,13 @@ func runGradPQK[T float32 | float64](op gradPQKOp, in [][]T, out []T) {
 	j.then = nil
 }
 
-// filledAttentionOp is the gradient of k whose output gradQKOp computes, at
-// q's gradient's step: its Do returns that output. Its last input is that
-// step's node, read only to run after it.
+// filledAttentionOp is an attention gradient whose output a fused op
+// (gradQKOp, gradPQKOp) computes at an earlier step: its Do returns that
+// output. Its last input is that step's node, read only to run after it.
 type filledAttentionOp struct{ attentionOp }
 
 func (op filledAttentionOp) String() string {
-	return op.attentionOp.String() + " (with the gradient of q)"
+	return op.attentionOp.String() + " (computed by a fused op)"
 }
 
 func (op filledAttentionOp) Arity() int { return op.attentionOp.Arity() + 1 }
@@ -240,7 +240,8 @@ func (m *Machine) fuseGradP(s *step, index map[*G.Node]int) {
 	for i := at + 1; i < len(m.steps); i++ {
 		sv := &m.steps[i]
 		v, ok := sv.op.(attentionOp)
-		if ok && v.out == attnGradV && v.dims == op.dims && sv.in[0] == s.in[0] && sv.in[1] == dp.in[0] {
+		if ok && v.out == attnGradV && v.dims == op.dims && sv.in[0] == s.in[0] && sv.in[1] == dp.in[0] &&
+			(!op.dims.Dropped || sv.in[2] == dp.in[2]) {
 			fused.v = &v
 			sv.op, sv.into = filledAttentionOp{v}, nil
 			sv.in = append(append([]*G.Node(nil), sv.in...), dp.node)
