@@ -29,8 +29,10 @@ type kernelSet struct {
 	dot32    func(x, y *float32, n int) float32
 	lin32    func(y, x1, x2 *float32, n int, a, b, c float32)
 	mulAdd32 func(y, p, q, r *float32, n int)
-	// addWiden32 is AddWiden for float32 x.
-	addWiden32 func(y *float64, x *float32, n int)
+	// addWiden32 is AddWiden for float32 x; scaleWiden32, where not nil,
+	// is ScaleWiden.
+	addWiden32   func(y *float64, x *float32, n int)
+	scaleWiden32 func(x *float32, n int, scale float64)
 	// sumSquares32 and sumSquares64 return lanes[l], the sum of
 	// (x[i]·scale)² over i = l mod 8 by fused multiply-adds in element
 	// order, and the largest |x[i]| (NaN not counted); SumSquares adds up

@@ -47,6 +47,7 @@ var avx512 = &kernelSet{
 	lin32:           lin32AVX512,
 	mulAdd32:        mulAdd32AVX512,
 	addWiden32:      addWiden32AVX512,
+	scaleWiden32:    scaleWiden32AVX512,
 	sumSquares32:    sumSquares32AVX512,
 	sumSquares64:    sumSquares64AVX512,
 	max32:           max32AVX512,
@@ -174,6 +175,9 @@ func mulDiff32AVX512(y, p, q *float32, n int, c, scale float32)
 
 //go:noescape
 func normalise32AVX512(x, xhat *float32, n int, eps float64) float32
+
+//go:noescape
+func scaleWiden32AVX512(x *float32, n int, scale float64)
 
 //go:noescape
 func normGradSums32AVX512(dy, gain, xhat *float32, n int) (sum, dot float32)

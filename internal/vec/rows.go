@@ -130,6 +130,22 @@ func AddWiden[T float32 | float64](y []float64, x []T) {
 	}
 }
 
+// ScaleWiden sets x[i] = float32(float64(x[i]) * scale): a float32 gradient
+// scaled by a float64 factor (clipping's) with one rounding, to float32.
+// Element by element in Go each widening waits for the one before it
+// (CVTSS2SD keeps its destination's upper bits); the AVX-512 kernel widens
+// eight at once, with the same bits.
+func ScaleWiden(x []float32, scale float64) {
+	n := 0
+	if len(x) > 0 && active != nil && active.scaleWiden32 != nil {
+		n = len(x)
+		active.scaleWiden32(&x[0], n, scale)
+	}
+	for i := n; i < len(x); i++ {
+		x[i] = float32(float64(x[i]) * scale)
+	}
+}
+
 // SumSquares returns the sum of (x[i]·scale)² in float64 and the largest
 // |x[i]| (a NaN element makes the sum NaN and does not count in the
 // largest): a gradient's squared norm, scale rescaling elements whose

@@ -211,6 +211,34 @@ widen_block:
 	VZEROUPPER
 	RET
 
+// func scaleWiden32AVX512(x *float32, n int, scale float64)
+// x = float32(float64(x) scale), eight lanes a block widened, multiplied
+// and narrowed (round to nearest even, as Go converts), the last block
+// masked; stored from a ymm register under K1 (AVX512VL), so that no store
+// spans the next block.
+TEXT ·scaleWiden32AVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), BX
+	VBROADCASTSD scale+16(FP), Z5
+	ALL_LANES
+
+scalew_loop:
+	CMPQ BX, $8
+	JAE scalew_block
+	LAST_BLOCK
+
+scalew_block:
+	VMOVUPS.Z (SI), K1, Y0
+	VCVTPS2PD Y0, Z0
+	VMULPD Z5, Z0, Z0
+	VCVTPD2PS Z0, Y0
+	VMOVUPS Y0, K1, (SI)
+	ADDQ $32, SI
+	SUBQ $8, BX
+	JHI scalew_loop
+	VZEROUPPER
+	RET
+
 // SUMSQ_ABS_MASK sets Z6 to the mask that clears a float64's sign.
 #define SUMSQ_ABS_MASK \
 	MOVQ $0x7fffffffffffffff, AX \

@@ -384,6 +384,41 @@ func TestNormGrad(t *testing.T) {
 	})
 }
 
+// TestScaleWiden: ScaleWiden gives the Go loop's float32(float64(x) *
+// scale) bit for bit on every path, length and offset, for ordinary
+// values, zeros of both signs, subnormals, infinities, NaN and products
+// that overflow float32, and writes nothing outside x.
+func TestScaleWiden(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(15, 16))
+		special := []float32{0, float32(math.Copysign(0, -1)), 1e-45, -3e-39, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 3e38}
+		for _, n := range lengths[1:] {
+			for _, off := range offsets {
+				for _, scale := range []float64{0.3183098861837907, 1, 7.5, -2e-40} {
+					x, check := guarded[float32](n, off)
+					for i := range x {
+						x[i] = float32(r.NormFloat64() * 100)
+						if i%5 == 1 {
+							x[i] = special[i%len(special)]
+						}
+					}
+					want := make([]float32, n)
+					for i, v := range x {
+						want[i] = float32(float64(v) * scale)
+					}
+					ScaleWiden(x, scale)
+					check(t)
+					for i := range x {
+						if math.Float32bits(x[i]) != math.Float32bits(want[i]) && !(x[i] != x[i] && want[i] != want[i]) {
+							t.Fatalf("n=%d offset %d scale %v: x[%d] = %v, want %v", n, off, scale, i, x[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
 // TestRowsAllocateNothing: the row kernels allocate nothing on any path (a
 // scratch array passed to a kernel through the kernel set's function
 // values would escape, and be allocated at every call: SumSquares' lanes
@@ -402,6 +437,7 @@ func TestRowsAllocateNothing(t *testing.T) {
 			"MulDiff":            func() { MulDiff(y32, x32, x32, 1, 2) },
 			"Normalise":          func() { Normalise(x32, y32, 1e-5) },
 			"NormGrad":           func() { NormGrad(y32, x32, x32, x32, g32, 0.5, x32, sums, sums2) },
+			"ScaleWiden":         func() { ScaleWiden(y32, 0.5) },
 		} {
 			if a := testing.AllocsPerRun(20, f); a != 0 {
 				t.Errorf("%s allocates %v times a call", name, a)

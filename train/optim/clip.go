@@ -125,10 +125,7 @@ func (j *scaleJob) Item(_, i int) {
 	c := j.chunks[i]
 	g := j.grads[c.param]
 	if g.f32 != nil {
-		f32 := g.f32[c.lo:c.hi]
-		for k, x := range f32 {
-			f32[k] = float32(float64(x) * j.scale)
-		}
+		vec.ScaleWiden(g.f32[c.lo:c.hi], j.scale) // float32(float64(x) * scale)
 		return
 	}
 	f64 := g.f64[c.lo:c.hi]
