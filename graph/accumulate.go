@@ -37,23 +37,18 @@ func (op accumulateOp) Do(vals ...G.Value) (G.Value, error) {
 	if len(vals) != 3 {
 		return nil, fmt.Errorf("graph: %v: want 3 inputs, got %d", op, len(vals))
 	}
-	dt := vals[0].Dtype()
-	for _, v := range vals {
-		if _, ok := v.(*tensor.Dense); !ok || v.Dtype() != dt {
-			return nil, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
-		}
+	dt, err := denseInputs(op, vals)
+	if err != nil {
+		return nil, err
 	}
 	sum := vals[2].(*tensor.Dense)
 	if !sum.Shape().Eq(op.x) {
 		return nil, shapeErrorf("graph: %v: the sum is %v, want %v", op, sum.Shape(), op.x)
 	}
-	switch dt {
-	case tensor.Float64:
+	if dt == tensor.Float64 {
 		linearGradX(op.linearOp, typed(vals[:2], op.buf.inputs64()), 1, sum.Float64s())
-	case tensor.Float32:
+	} else {
 		linearGradX(op.linearOp, typed(vals[:2], op.buf.inputs32()), 1, sum.Float32s())
-	default:
-		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
 	}
 	return sum, nil
 }

@@ -82,14 +82,9 @@ func runKernel[K kernel](op K, vals []G.Value, arity int, shape tensor.Shape, bu
 	if len(vals) != arity {
 		return nil, fmt.Errorf("graph: %v: want %d inputs, got %d", op, arity, len(vals))
 	}
-	dt := vals[0].Dtype()
-	for _, v := range vals {
-		if _, ok := v.(*tensor.Dense); !ok || v.Dtype() != dt {
-			return nil, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
-		}
-	}
-	if dt != tensor.Float64 && dt != tensor.Float32 {
-		return nil, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
+	dt, err := denseInputs(op, vals)
+	if err != nil {
+		return nil, err
 	}
 	out := buf.get(dt, shape, zero)
 	switch dt {
@@ -99,6 +94,22 @@ func runKernel[K kernel](op K, vals []G.Value, arity int, shape tensor.Shape, bu
 		op.run32(typed(vals, buf.inputs32()), out.Float32s())
 	}
 	return out, nil
+}
+
+// denseInputs checks that vals, op's inputs (at least one), are dense
+// tensors of one float dtype, and returns it. Generic in op, so that
+// passing it allocates nothing.
+func denseInputs[K fmt.Stringer](op K, vals []G.Value) (tensor.Dtype, error) {
+	dt := vals[0].Dtype()
+	for _, v := range vals {
+		if _, ok := v.(*tensor.Dense); !ok || v.Dtype() != dt {
+			return dt, fmt.Errorf("graph: %v: inputs must be dense %v tensors, got %T %v", op, dt, v, v.Dtype())
+		}
+	}
+	if dt != tensor.Float64 && dt != tensor.Float32 {
+		return dt, fmt.Errorf("graph: %v: dtype %v is not supported", op, dt)
+	}
+	return dt, nil
 }
 
 // typed returns the element slices of vals, dense tensors of T's dtype, in

@@ -32,7 +32,9 @@ import (
 // Some patterns run fused. A Linear's dx read only by a sum is added into
 // that sum in place, and a LayerNorm's dx read only by a sum is summed in
 // its own pass (accumulate.go): their nodes then hold no value. A fused
-// attention's gradients of q and k run as one op (attention_grads.go).
+// attention's backward runs as one pass per head where it can, dP then
+// the gradients of q, k and v, or the gradients of q and k as one op
+// (attention_grads.go).
 // Every node a caller can name (an input's or a node's gradient, a
 // G.Read) keeps its value.
 //

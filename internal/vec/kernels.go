@@ -7,9 +7,8 @@ type kernelSet struct {
 	name string // as Kernels reports it
 	// step32 and step64: the kernels take a multiple of step32 float32 or
 	// step64 float64 elements: a register's lanes on AVX2, 1 on AVX-512,
-	// whose kernels mask their last block. adamStep is adam32's and
-	// adam64's, in parameters (their moments are float64).
-	step32, step64, adamStep int
+	// whose kernels mask their last block.
+	step32, step64 int
 
 	// gelu is GELU and geluGrad GELUGrad, reading consts.
 	gelu     func(y, x *float32, n int, k *[21][8]float32)
@@ -87,12 +86,17 @@ func span64(n int) int {
 	return n - n%active.step64
 }
 
-// adamSpan is span32 for Adam's kernels.
+// adamStep is the multiple of parameters adam32 and adam64 take: the
+// AVX2 kernels' four float64 lanes (their moments are float64), which the
+// AVX-512 set runs too.
+const adamStep = 4
+
+// adamSpan returns how many of n parameters Adam's kernels take.
 func adamSpan(n int) int {
 	if active == nil {
 		return 0
 	}
-	return n - n%active.adamStep
+	return n - n%adamStep
 }
 
 // Kernels names the kernels this machine runs: "AVX-512 assembly",

@@ -9,7 +9,7 @@ import "golang.org/x/sys/cpu"
 // elements.
 var avx2 = &kernelSet{
 	name:   "AVX2+FMA assembly",
-	step32: 8, step64: 4, adamStep: 4,
+	step32: 8, step64: 4,
 	gelu:         geluAVX2,
 	gelu64:       gelu64AVX2,
 	geluGrad:     geluGradAVX2,
@@ -35,7 +35,7 @@ var avx2 = &kernelSet{
 // eight float32). Adam's are the AVX2 set's (see below).
 var avx512 = &kernelSet{
 	name:   "AVX-512 assembly",
-	step32: 1, step64: 1, adamStep: 4,
+	step32: 1, step64: 1,
 	gelu:            geluAVX512,
 	gelu64:          gelu64AVX512,
 	geluGrad:        geluGradAVX512,
