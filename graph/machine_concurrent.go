@@ -53,7 +53,8 @@ func (m *Machine) RunConcurrently(workers int) {
 }
 
 // runConcurrently is one run of RunConcurrently's kind: workers take ready
-// steps from a queue and queue each step whose last input they completed.
+// steps from a queue; a worker that completes a step's last input runs
+// that step next itself, and queues any other step it made ready.
 //
 // Its error is the one the same run in order returns: that of the first
 // failing step in topological order (the order of m.steps), whichever
@@ -77,11 +78,8 @@ func (m *Machine) runConcurrently() error {
 	}
 	var done atomic.Int64
 	work := func() {
-		for {
-			i := m.take()
-			if i < 0 {
-				return // the run is over
-			}
+		i := m.take()
+		for i >= 0 {
 			if int64(i) < m.failed.Load() {
 				if err := m.steps[i].runRecovering(); err != nil {
 					m.errs[i] = err
@@ -89,9 +87,21 @@ func (m *Machine) runConcurrently() error {
 					}
 				}
 			}
+			// The worker runs the first step it readies itself: a chain of
+			// ops stays on one core, with its data in that core's caches,
+			// and an idle worker gets only the steps that can run beside
+			// it. Queued, a chain's step was often taken by the polling
+			// worker, and the next one handed to this worker, which had
+			// blocked on the queue meanwhile and took 0.1-0.2 ms to wake
+			// (the preset's two-core step: 19.0 -> 18.0 ms, medians of 4).
+			next := -1
 			for _, u := range m.users[i] {
 				if m.pending[u].Add(-1) == 0 {
-					m.ready <- u
+					if next < 0 {
+						next = u
+					} else {
+						m.ready <- u
+					}
 				}
 			}
 			if done.Add(1) == int64(n) {
@@ -99,6 +109,11 @@ func (m *Machine) runConcurrently() error {
 					m.ready <- -1
 				}
 			}
+			if next < 0 {
+				working.Add(-1)
+				next = m.take()
+			}
+			i = next
 		}
 	}
 	var wg sync.WaitGroup
@@ -122,8 +137,9 @@ func (m *Machine) runConcurrently() error {
 // core halts) and takes 0.1 ms or more to wake.
 const spinFor = 200 * time.Microsecond
 
-// polling counts the workers, of every Machine, polling in take.
-var polling atomic.Int32
+// polling counts the workers, of every Machine, polling in take, and
+// working those running a step.
+var polling, working atomic.Int32
 
 // take returns the next ready step of the run, or -1 at its end. A worker
 // with none ready polls the queue for spinFor, helping meanwhile with the
@@ -134,16 +150,17 @@ var polling atomic.Int32
 func (m *Machine) take() int {
 	select {
 	case i := <-m.ready:
-		return i
+		return m.started(i)
 	default:
 	}
-	// Polling takes a core: no more pollers than the cores left beside
-	// one that works, so that with GOMAXPROCS above the machine's cores
-	// (or on one core) the pollers do not take the working steps' time.
-	for limit := int32(runtime.NumCPU() - 1); ; {
+	// Polling takes a core: no more pollers than the cores no worker's
+	// step is running on, so that with GOMAXPROCS above the machine's
+	// cores (or on one core) the pollers do not take the working steps'
+	// time.
+	for {
 		p := polling.Load()
-		if p >= limit {
-			return <-m.ready
+		if p >= int32(runtime.NumCPU())-working.Load() {
+			return m.started(<-m.ready)
 		}
 		if polling.CompareAndSwap(p, p+1) {
 			break
@@ -154,7 +171,7 @@ func (m *Machine) take() int {
 		select {
 		case i := <-m.ready:
 			polling.Add(-1)
-			return i
+			return m.started(i)
 		default:
 		}
 		if par.Help() {
@@ -169,9 +186,18 @@ func (m *Machine) take() int {
 			since = time.Now()
 		} else if time.Since(since) > spinFor {
 			polling.Add(-1) // a blocked worker leaves its core to another poller
-			return <-m.ready
+			return m.started(<-m.ready)
 		}
 	}
+}
+
+// started counts a worker that took step i (not the run's end, -1) among
+// the working ones until it has no step left to run.
+func (m *Machine) started(i int) int {
+	if i >= 0 {
+		working.Add(1)
+	}
+	return i
 }
 
 // runRecovering runs the step, returning a panic inside its op as an error,
