@@ -198,16 +198,30 @@ func TestMachineRunsConcurrentlyNoSteps(t *testing.T) {
 	}
 }
 
+// vectorOp is the part of a test op of one input shared by the ops below:
+// a vector of two float64 in, one out, written anew; kind and id name it.
+type vectorOp struct {
+	kind string
+	id   int
+}
+
+func (vectorOp) Arity() int                                        { return 1 }
+func (vectorOp) Type() hm.Type                                     { return opType([]int{1}, 1) }
+func (vectorOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) { return tensor.Shape{2}, nil }
+func (vectorOp) ReturnsPtr() bool                                  { return false }
+func (vectorOp) CallsExtern() bool                                 { return false }
+func (vectorOp) OverwritesInput() int                              { return -1 }
+func (op vectorOp) WriteHash(h hash.Hash)                          { fmt.Fprintf(h, "test.%s %d", op.kind, op.id) }
+func (op vectorOp) Hashcode() uint32                               { return hashOf(op) }
+func (op vectorOp) String() string                                 { return fmt.Sprintf("test.%s%d", op.kind, op.id) }
+
 // failOp copies its input, and fails (or panics) where the input's first
 // element is negative: a stand-in for an op that meets bad data.
 type failOp struct {
-	id    int
+	vectorOp
 	panic bool
 }
 
-func (op failOp) Arity() int                                        { return 1 }
-func (op failOp) Type() hm.Type                                     { return opType([]int{1}, 1) }
-func (op failOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) { return tensor.Shape{2}, nil }
 func (op failOp) Do(in ...G.Value) (G.Value, error) {
 	x := in[0].(*tensor.Dense).Float64s()
 	if x[0] >= 0 {
@@ -218,12 +232,6 @@ func (op failOp) Do(in ...G.Value) (G.Value, error) {
 	}
 	return nil, fmt.Errorf("fail %d fails", op.id)
 }
-func (op failOp) ReturnsPtr() bool      { return false }
-func (op failOp) CallsExtern() bool     { return false }
-func (op failOp) OverwritesInput() int  { return -1 }
-func (op failOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "test.fail %d", op.id) }
-func (op failOp) Hashcode() uint32      { return hashOf(op) }
-func (op failOp) String() string        { return fmt.Sprintf("test.fail%d", op.id) }
 
 // When several independent ops fail in one concurrent run, the error is
 // the one the run in order returns, naming the first failing op in
@@ -240,9 +248,9 @@ func TestMachineConcurrentErrorIsFirstInOrder(t *testing.T) {
 	for range 20 {
 		h = G.Must(Add(h, x))
 	}
-	first := G.Must(G.ApplyOp(failOp{id: 0}, h))
+	first := G.Must(G.ApplyOp(failOp{vectorOp: vectorOp{"fail", 0}}, h))
 	for k := 1; k < 8; k++ {
-		G.Must(G.ApplyOp(failOp{id: k, panic: k%2 == 1}, x))
+		G.Must(G.ApplyOp(failOp{vectorOp{"fail", k}, k%2 == 1}, x))
 	}
 	let := func(x0 float64) {
 		if err := G.Let(x, NewDense(tensor.Float64, tensor.Shape{2}, []float64{x0, 2})); err != nil {
@@ -397,25 +405,16 @@ func TestMachinePollersBounded(t *testing.T) {
 // whereOp copies its input and records, at runs[id], the goroutine that
 // ran it: a stand-in for a step of a chain.
 type whereOp struct {
-	id   int
+	vectorOp
 	runs []string
 }
 
-func (op whereOp) Arity() int                                        { return 1 }
-func (op whereOp) Type() hm.Type                                     { return opType([]int{1}, 1) }
-func (op whereOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) { return tensor.Shape{2}, nil }
 func (op whereOp) Do(in ...G.Value) (G.Value, error) {
 	buf := make([]byte, 64)
 	buf = buf[:runtime.Stack(buf, false)]
 	op.runs[op.id], _, _ = strings.Cut(string(buf), " [") // "goroutine N"
 	return NewDense(tensor.Float64, tensor.Shape{2}, in[0].(*tensor.Dense).Float64s()), nil
 }
-func (op whereOp) ReturnsPtr() bool      { return false }
-func (op whereOp) CallsExtern() bool     { return false }
-func (op whereOp) OverwritesInput() int  { return -1 }
-func (op whereOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "test.where %d", op.id) }
-func (op whereOp) Hashcode() uint32      { return hashOf(op) }
-func (op whereOp) String() string        { return fmt.Sprintf("test.where%d", op.id) }
 
 // A chain of ops run concurrently stays on the worker that took its first
 // step: each step is run by the worker that completed its input, not
@@ -432,7 +431,7 @@ func TestMachineChainStaysOnOneWorker(t *testing.T) {
 	runs := make([]string, 30)
 	h := x
 	for i := range runs {
-		h = G.Must(G.ApplyOp(whereOp{id: i, runs: runs}, h))
+		h = G.Must(G.ApplyOp(whereOp{vectorOp{"where", i}, runs}, h))
 	}
 	vm, err := NewMachine(g)
 	if err != nil {
