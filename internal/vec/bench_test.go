@@ -39,7 +39,7 @@ func BenchmarkKernels(b *testing.B) {
 		}
 		ks = append(ks, kernel{"ExpShiftSum", keys, func() { sink += ExpShiftSum(y, s, 0.5) }})
 	}
-	g, sums := make([]float32, 192), make([]float64, 2*192)
+	scratch, sums := make([]float32, 192), make([]float64, 2*192)
 	for _, row := range []int{48, 192} {
 		r1, r2, r3, ro := inputs(r, row), inputs(r, row), inputs(r, row), make([]float32, row)
 		ks = append(ks,
@@ -47,7 +47,7 @@ func BenchmarkKernels(b *testing.B) {
 			kernel{"Dot", row, func() { sink += Dot(r1, r2) }},
 			kernel{"Lin", row, func() { Lin(ro, r1, r2, 0.5, -2, 0.25) }},
 			kernel{"MulAdd", row, func() { MulAdd(ro, r1, r2, r3) }},
-			kernel{"NormGrad", row, func() { NormGrad(ro, r1, r2, r3, g, 0.5, r1, sums[:row], sums[row:]) }})
+			kernel{"NormGrad", row, func() { NormGrad(ro, r1, r2, r3, scratch, 0.5, r1, sums[:row], sums[row:]) }})
 	}
 	ks = append(ks, kernel{"Adam", params, func() { Adam(p, g, m, v, adam) }})
 	for _, k := range ks {
