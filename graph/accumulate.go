@@ -159,10 +159,7 @@ func (m *Machine) fuseAccumulations() {
 		for _, pair := range [2][2]*G.Node{{s.in[0], s.in[1]}, {s.in[1], s.in[0]}} {
 			sum, prod := pair[0], pair[1]
 			if j, ln, ok := norm(prod, i); ok {
-				s.op = normAddOp{ln}
-				s.in = append(append([]*G.Node(nil), m.steps[j].in...), sum)
-				s.args = make([]G.Value, len(s.in))
-				s.into = nil
+				s.rewrite(normAddOp{ln}, append(append([]*G.Node(nil), m.steps[j].in...), sum))
 				for _, k := range after[prod] {
 					m.steps[k].in[3] = s.node
 					if k < i {
@@ -181,10 +178,7 @@ func (m *Machine) fuseAccumulations() {
 			if _, ok := alone(sum); !ok {
 				continue
 			}
-			s.op = accumulateOp{lin}
-			s.in = append(append([]*G.Node(nil), m.steps[j].in...), sum)
-			s.args = make([]G.Value, len(s.in))
-			s.into = nil
+			s.rewrite(accumulateOp{lin}, append(append([]*G.Node(nil), m.steps[j].in...), sum))
 			dropped[j] = true
 			break
 		}

@@ -331,9 +331,8 @@ type attentionJob[T float32 | float64] struct {
 	out     []T
 	withK   *gradK[T]        // for q's gradient, k's too (gradQKOp): &k; else nil
 	k       gradK[T]         // withK's, kept here so that a run allocates none
-	then    []*headsAfter[T] // for dP, the ops after each head's (gradPQKOp); else none
-	after   [2]headsAfter[T] // then's, kept here likewise
-	thenBuf [2]*headsAfter[T]
+	after   [2]headsAfter[T] // for dP, the ops run after each head's (gradPQKOp): the first nAfter
+	nAfter  int
 	scratch []*headScratch[T] // one per worker
 }
 
@@ -374,7 +373,8 @@ func (j *attentionJob[T]) Item(w, item int) {
 		}
 	default: // one item per (sequence, head)
 		attendHead(j.op, j.in, j.out, sc, item/d.H, item%d.H, j.withK)
-		for _, a := range j.then {
+		for i := range j.nAfter {
+			a := &j.after[i]
 			withK := &a.k
 			if a.op.out != attnGradQ {
 				withK = nil

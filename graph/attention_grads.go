@@ -117,14 +117,13 @@ func runGradPQK[T float32 | float64](op gradPQKOp, in [][]T, out []T) {
 	own := op.attentionOp.Arity()
 	rest := in[own:] // P, K, [deriv], Q
 	j := jobOf[attentionJob[T]](op.buf)
-	j.then = j.thenBuf[:0]
 	a := &j.after[0]
 	// q's gradient reads P, dP, K, [deriv]: dP is this op's output.
 	a.in = append(append(a.in[:0], rest[0], out), rest[1:len(rest)-1]...)
 	a.op = op.qk.attentionOp
 	a.out = elements[T](a.op.buf.get(dtypeOf[T](), a.op.shape(&buf), false))
 	a.k = gradK[T]{rest[len(rest)-1], elements[T](op.qk.k.buf.get(dtypeOf[T](), op.qk.k.shape(&buf), false))}
-	j.then = append(j.then, a)
+	j.nAfter = 1
 	if op.v != nil {
 		// v's gradient reads P, dO and [keep]: dP's inputs 0 and 2.
 		v := &j.after[1]
@@ -134,7 +133,7 @@ func runGradPQK[T float32 | float64](op gradPQKOp, in [][]T, out []T) {
 		}
 		v.op = *op.v
 		v.out = elements[T](v.op.buf.get(dtypeOf[T](), v.op.shape(&buf), false))
-		j.then = append(j.then, v)
+		j.nAfter = 2
 	}
 	j.op, j.in, j.out, j.withK = op.attentionOp, in[:own], out, nil
 	j.run()
@@ -142,7 +141,7 @@ func runGradPQK[T float32 | float64](op gradPQKOp, in [][]T, out []T) {
 		clear(j.after[i].in)
 		j.after[i] = headsAfter[T]{in: j.after[i].in[:0]}
 	}
-	j.then = nil
+	j.nAfter = 0
 }
 
 // filledAttentionOp is an attention gradient whose output a fused op
@@ -155,6 +154,13 @@ func (op filledAttentionOp) String() string {
 }
 
 func (op filledAttentionOp) Arity() int { return op.attentionOp.Arity() + 1 }
+
+// fillFrom makes s, an attention gradient's step, a filledAttentionOp
+// returning what the fused op at step by computes: s reads by's node too,
+// to run after it.
+func (s *step) fillFrom(by *step) {
+	s.rewrite(filledAttentionOp{s.op.(attentionOp)}, append(append([]*G.Node(nil), s.in...), by.node))
+}
 
 func (op filledAttentionOp) Do(vals ...G.Value) (G.Value, error) {
 	if len(vals) != op.Arity() || vals[0] == nil {
@@ -198,15 +204,8 @@ func (m *Machine) fuseAttentionGrads() {
 		if g[1] < g[0] {
 			first, later = sk, sq
 		}
-		fused, filled := gradQKOp{opQ, opK, first == sk}, filledAttentionOp{opK}
-		if first == sk {
-			filled = filledAttentionOp{opQ}
-		}
-		first.op, first.in, first.into = fused, in, nil
-		first.args = make([]G.Value, len(first.in))
-		later.op, later.into = filled, nil
-		later.in = append(append([]*G.Node(nil), later.in...), first.node)
-		later.args = make([]G.Value, len(later.in))
+		first.rewrite(gradQKOp{opQ, opK, first == sk}, in)
+		later.fillFrom(first)
 		m.fuseGradP(first, index)
 	}
 }
@@ -243,14 +242,11 @@ func (m *Machine) fuseGradP(s *step, index map[*G.Node]int) {
 		if ok && v.out == attnGradV && v.dims == op.dims && sv.in[0] == s.in[0] && sv.in[1] == dp.in[0] &&
 			(!op.dims.Dropped || sv.in[2] == dp.in[2]) {
 			fused.v = &v
-			sv.op, sv.into = filledAttentionOp{v}, nil
-			sv.in = append(append([]*G.Node(nil), sv.in...), dp.node)
-			sv.args = make([]G.Value, len(sv.in))
+			sv.fillFrom(dp)
 			break
 		}
 	}
-	dp.op, dp.in, dp.into = fused, in, nil
-	dp.args = make([]G.Value, len(dp.in))
+	dp.rewrite(fused, in)
 	s.op = filledAttentionOp{qk.attentionOp}
 	if qk.returnsK {
 		s.op = filledAttentionOp{qk.k}

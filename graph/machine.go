@@ -82,6 +82,13 @@ type step struct {
 	read *G.Value
 }
 
+// rewrite makes s run op on in, a fused op's inputs: op has no form
+// writing into a given output, and the arguments are sized anew.
+func (s *step) rewrite(op G.Op, in []*G.Node) {
+	s.op, s.in, s.into = op, in, nil
+	s.args = make([]G.Value, len(in))
+}
+
 // NewMachine returns a Machine for g, with its nodes in topological order.
 // It returns an error for a nil graph or one with a cycle, and one matching
 // ErrEngineChanged if the gorgonia the program is built with no longer
