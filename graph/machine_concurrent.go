@@ -110,7 +110,6 @@ func (m *Machine) runConcurrently() error {
 				}
 			}
 			if next < 0 {
-				working.Add(-1)
 				next = m.take()
 			}
 			i = next
@@ -137,9 +136,8 @@ func (m *Machine) runConcurrently() error {
 // core halts) and takes 0.1 ms or more to wake.
 const spinFor = 200 * time.Microsecond
 
-// polling counts the workers, of every Machine, polling in take, and
-// working those running a step.
-var polling, working atomic.Int32
+// polling counts the workers, of every Machine, polling in take.
+var polling atomic.Int32
 
 // take returns the next ready step of the run, or -1 at its end. A worker
 // with none ready polls the queue for spinFor, helping meanwhile with the
@@ -150,17 +148,16 @@ var polling, working atomic.Int32
 func (m *Machine) take() int {
 	select {
 	case i := <-m.ready:
-		return m.started(i)
+		return i
 	default:
 	}
-	// Polling takes a core: no more pollers than the cores no worker's
-	// step is running on, so that with GOMAXPROCS above the machine's
-	// cores (or on one core) the pollers do not take the working steps'
-	// time.
-	for {
+	// Polling takes a core: no more pollers than the cores left beside
+	// one that works, so that with GOMAXPROCS above the machine's cores
+	// (or on one core) the pollers do not take the working steps' time.
+	for limit := int32(runtime.NumCPU() - 1); ; {
 		p := polling.Load()
-		if p >= int32(runtime.NumCPU())-working.Load() {
-			return m.started(<-m.ready)
+		if p >= limit {
+			return <-m.ready
 		}
 		if polling.CompareAndSwap(p, p+1) {
 			break
@@ -171,7 +168,7 @@ func (m *Machine) take() int {
 		select {
 		case i := <-m.ready:
 			polling.Add(-1)
-			return m.started(i)
+			return i
 		default:
 		}
 		if par.Help() {
@@ -186,18 +183,9 @@ func (m *Machine) take() int {
 			since = time.Now()
 		} else if time.Since(since) > spinFor {
 			polling.Add(-1) // a blocked worker leaves its core to another poller
-			return m.started(<-m.ready)
+			return <-m.ready
 		}
 	}
-}
-
-// started counts a worker that took step i (not the run's end, -1) among
-// the working ones until it has no step left to run.
-func (m *Machine) started(i int) int {
-	if i >= 0 {
-		working.Add(1)
-	}
-	return i
 }
 
 // runRecovering runs the step, returning a panic inside its op as an error,
