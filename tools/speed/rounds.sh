@@ -96,7 +96,8 @@ for round in $(seq "$rounds"); do
 done
 # 60 steps a run (20 until 2026-12-06): at two cores 20 steps were 0.4 s,
 # and one run's step moved by a tenth from the next's.
-declare -A procs onepeak
+declare -A procs
+onepeak="" # the one-core runs' % of the peak
 for round in $(seq "$rounds"); do
   for p in 1 2; do
     timed env GOMAXPROCS=$p "$bin" bench --preset nanogpt-cpu -n 60
@@ -109,7 +110,7 @@ for round in $(seq "$rounds"); do
     echo "round $round, nanogpt-cpu, GOMAXPROCS=$p: $ms ms/step, $pk GFLOP/s of one core's FMA peak ($note)"
     procs[$p]+="$ms "
     if [[ $p == 1 ]]; then
-      onepeak[1]+="${pk%%\%*} "
+      onepeak+="${pk%%\%*} "
     fi
   done
 done
@@ -132,6 +133,6 @@ else
   one=$(tr ' ' '\n' <<<"${procs[1]}" | median)
   two=$(tr ' ' '\n' <<<"${procs[2]}" | median)
   echo "nanogpt-cpu   GOMAXPROCS=1 $one ms, GOMAXPROCS=2 $two ms: two cores $(awk -v a="$one" -v b="$two" 'BEGIN {printf "%.2f", a/b}')x faster"
-  echo "nanogpt-cpu   GOMAXPROCS=1: $(tr ' ' '\n' <<<"${onepeak[1]}" | median)% of one core's float32 FMA peak (median; per round: ${onepeak[1]% })"
+  echo "nanogpt-cpu   GOMAXPROCS=1: $(tr ' ' '\n' <<<"$onepeak" | median)% of one core's float32 FMA peak (median; per round: ${onepeak% })"
 fi
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
