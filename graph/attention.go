@@ -438,6 +438,19 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	// mask is sequence b's (Sq, Sk) block, nil when there is none to add.
 	mask := seqMask(x(roleMask), op.lengths, b, d.Sq, d.Sk)
 	gemm := sc.ws.Gemm // the heads are already spread over the cores
+	// triangle is what a product may skip under a causal mask alone: the
+	// weights of query i are 0 past key i, so of S and dP only the tiles
+	// that reach key i are wanted, and the sums of O, dQ (P and dS
+	// rows, A[i][q] = 0 for q > i) and dV, dK (their transposes) skip
+	// the zeros (fastgemm.GemmTriangle: the same bits). Off places a
+	// block's diagonal.
+	triangle := func(shape fastgemm.TriangleShape, off int) fastgemm.Triangle {
+		if !d.Causal {
+			return fastgemm.Triangle{}
+		}
+		return fastgemm.Triangle{Shape: shape, Off: off}
+	}
+	triGemm := sc.ws.GemmTriangle
 	// blocks are the query rows [i0, i1) each product is cut into: under
 	// a causal mask alone on long rows, row i0..i1's keys end at i1, so
 	// each block multiplies only those (about half of the n x n products);
@@ -446,7 +459,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	// gradKFrom adds dS^T Q into dK (the KV head's rows of k's gradient).
 	gradKFrom := func(ds, q, dkv []T) {
 		for r := range blocks { // dK[j0:j1] += dS[first:, j0:j1]^T Q[first:]
-			gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
+			triGemm(triangle(fastgemm.UpperA, r.j0-r.first), true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
 		}
 	}
 	switch op.out {
@@ -454,7 +467,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		p := weights(out)
 		q, k := head(x(roleQ), d.Sq), kvHead(x(roleK), d.Sk)
 		for r := range blocks { // S[i0:i1, :keys] = Q[i0:i1] K[:keys]^T
-			gemm(false, true, r.i1-r.i0, r.keys, dk, scale, q[r.i0*d.D:], d.D, k, kd, 0, p[r.i0*d.Sk:], d.Sk)
+			triGemm(triangle(fastgemm.LowerC, r.i0), false, true, r.i1-r.i0, r.keys, dk, scale, q[r.i0*d.D:], d.D, k, kd, 0, p[r.i0*d.Sk:], d.Sk)
 		}
 		var bias []T
 		if bs := x(roleBias); bs != nil {
@@ -480,7 +493,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	case attnOutput: // out = (P * keep) V                                (Sq, dk)
 		p, v, o := dropped(weights(x(roleP))), kvHead(x(roleV), d.Sk), head(out, d.Sq)
 		for r := range blocks { // O[i0:i1] = P[i0:i1, :keys] V[:keys]
-			gemm(false, false, r.i1-r.i0, dk, r.keys, 1, p[r.i0*d.Sk:], d.Sk, v, kd, 0, o[r.i0*d.D:], d.D)
+			triGemm(triangle(fastgemm.LowerA, r.i0), false, false, r.i1-r.i0, dk, r.keys, 1, p[r.i0*d.Sk:], d.Sk, v, kd, 0, o[r.i0*d.D:], d.D)
 		}
 	case attnGradP: // dP = (dout V^T) * keep                              (Sq, Sk)
 		dp, do, v := weights(out), head(x(roleDOut), d.Sq), kvHead(x(roleV), d.Sk)
@@ -489,7 +502,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		// (output.get), so it stays 0 from run to run without being
 		// cleared at each (that was 2% of a step at 1024 positions).
 		for r := range blocks {
-			gemm(false, true, r.i1-r.i0, r.keys, dk, 1, do[r.i0*d.D:], d.D, v, kd, 0, dp[r.i0*d.Sk:], d.Sk)
+			triGemm(triangle(fastgemm.LowerC, r.i0), false, true, r.i1-r.i0, r.keys, dk, 1, do[r.i0*d.D:], d.D, v, kd, 0, dp[r.i0*d.Sk:], d.Sk)
 		}
 		if d.Dropped {
 			for i, k := range weights(x(roleKeep)) {
@@ -499,13 +512,13 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	case attnGradV: // dV += (P * keep)^T dout                              (Sk, dk)
 		p, do, dv := dropped(weights(x(roleP))), head(x(roleDOut), d.Sq), kvHead(out, d.Sk)
 		for r := range blocks { // dV[j0:j1] += P[first:, j0:j1]^T dO[first:]
-			gemm(true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, p[r.first*d.Sk+r.j0:], d.Sk, do[r.first*d.D:], d.D, first, dv[r.j0*kd:], kd)
+			triGemm(triangle(fastgemm.UpperA, r.j0-r.first), true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, p[r.first*d.Sk+r.j0:], d.Sk, do[r.first*d.D:], d.D, first, dv[r.j0*kd:], kd)
 		}
 	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * mods' * scale   (Sq, dk)
 		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))
 		k, dq := kvHead(x(roleK), d.Sk), head(out, d.Sq)
 		for r := range blocks { // dQ[i0:i1] = dS[i0:i1, :keys] K[:keys]
-			gemm(false, false, r.i1-r.i0, dk, r.keys, 1, ds[r.i0*d.Sk:], d.Sk, k, kd, 0, dq[r.i0*d.D:], d.D)
+			triGemm(triangle(fastgemm.LowerA, r.i0), false, false, r.i1-r.i0, dk, r.keys, 1, ds[r.i0*d.Sk:], d.Sk, k, kd, 0, dq[r.i0*d.D:], d.D)
 		}
 		if withK != nil { // and dK from the same dS (gradQKOp)
 			gradKFrom(ds, head(withK.q, d.Sq), kvHead(withK.dk, d.Sk))
@@ -794,15 +807,25 @@ func blockKeys(i, sq, sk int) int {
 	return min(sk, (i/causalRows+1)*causalRows)
 }
 
-// FusedCausalPairs is the number of (query, key) pairs whose products the
-// fused attention computes over n positions under the Causal modifier
-// alone: every pair of each block of causalRows queries with the keys up to
-// the block's last (causalBlocks), n² below causalMinRows. A FLOP count for
-// the fused op's rate (qkv bench) counts these, not n².
-func FusedCausalPairs(n int) float64 {
+// FusedCausalPairs is the number of (query, key) pairs whose dk
+// multiply-adds the fused attention computes over n positions under the
+// Causal modifier alone, in dtype dt, summed over a head's six products
+// (S = Q Kᵀ and O = P V forward, dP, dV, dQ and dK backward): each block
+// of causalBlocks, of it the kernels' tiles GemmTriangle computes
+// (fastgemm.TriangleWork): of S and dP the tiles that reach the diagonal,
+// of the others each tile's sum up to (or from) it. A FLOP count for the
+// fused op's rate (qkv bench) counts these: 6 n² with no kernels.
+func FusedCausalPairs(n int, dt tensor.Dtype) float64 {
+	work := fastgemm.TriangleWork[float32]
+	if dt == tensor.Float64 {
+		work = fastgemm.TriangleWork[float64]
+	}
 	var pairs float64
 	for r := range causalBlocks(n, n, true) {
-		pairs += float64((r.i1 - r.i0) * r.keys)
+		rows, keys := r.i1-r.i0, r.j1-r.j0
+		pairs += 2 * work(fastgemm.Triangle{Shape: fastgemm.LowerC, Off: r.i0}, rows, r.keys, 1)              // S, dP
+		pairs += 2 * work(fastgemm.Triangle{Shape: fastgemm.LowerA, Off: r.i0}, rows, 1, r.keys)              // O, dQ
+		pairs += 2 * work(fastgemm.Triangle{Shape: fastgemm.UpperA, Off: r.j0 - r.first}, keys, 1, n-r.first) // dV, dK
 	}
 	return pairs
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"gorgonia.org/tensor"
+
+	fastgemm "github.com/qkv-dev/qkv/internal/gemm"
 )
 
 // TestFusedCausalBlocks: the fused op under the Causal modifier, which cuts
@@ -33,6 +35,38 @@ func TestFusedCausalBlocks(t *testing.T) {
 					checkClose(t, name+": d"+wrt, grads[i], wantGrads[i], tol)
 				}
 			}
+		}
+	}
+}
+
+// TestFusedCausalPairs: on any kernels the six products compute at least
+// the visible pairs, n(n+1)/2 each, and at most those of causalBlocks'
+// blocks; with no kernels all of them. On AVX-512's 12x32 float32 tiles at
+// n = 65 (one block, row panels of 12 rows, the last of 5): S and dP
+// compute the column panels of 32 that reach each panel's last row,
+// 12·32·2 + 12·64·3 + 5·65 = 3397 pairs; O and dQ each row panel's keys up
+// to its last row, 12·(12+24+36+48+60) + 5·65 = 2485; dV and dK, by panels
+// of 12 keys, the queries from the panel's first key, 12·(65+53+41+29+17)
+// + 5·5 = 2485. So 2·3397 + 4·2485 = 16734, against 6·65² = 25350.
+func TestFusedCausalPairs(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		for _, n := range []int{1, 13, 65, causalMinRows, causalMinRows + 1, 300} {
+			got := FusedCausalPairs(n, dt)
+			var blocks float64
+			for r := range causalBlocks(n, n, true) {
+				blocks += float64((r.i1 - r.i0) * r.keys)
+			}
+			if visible := float64(n * (n + 1) / 2); got < 6*visible || got > 6*blocks {
+				t.Errorf("%v, n %d: %v pairs, want between 6 x %v visible and 6 x %v in the blocks", dt, n, got, visible, blocks)
+			}
+			if fastgemm.Kernels() == "gonum" && got != 6*blocks {
+				t.Errorf("%v, n %d, no kernels: %v pairs, want all 6 x %v of the blocks", dt, n, got, blocks)
+			}
+		}
+	}
+	if fastgemm.Kernels() == "AVX-512 assembly (12x32)" {
+		if got := FusedCausalPairs(65, tensor.Float32); got != 16734 {
+			t.Errorf("AVX-512, float32, n 65: %v pairs, want 16734", got)
 		}
 	}
 }

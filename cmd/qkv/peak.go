@@ -36,8 +36,10 @@ import (
 // Fused does too, but under a causal mask alone (a decoder without a
 // window, sparse pattern, ALiBi or softcap: the Causal modifier with
 // nothing else, as layers builds it), where from 128 positions on it
-// multiplies each block of 64 queries by the keys up to its last only
-// (graph.FusedCausalPairs). Flash
+// multiplies each block of 64 queries by the keys up to its last only,
+// and within a block skips the kernels' tiles wholly past the diagonal
+// and each tile's sums past (or before) it: graph.FusedCausalPairs
+// counts what each of the six products computes. Flash
 // visits only the tiles (64 x 64, graph.DefaultFlashTile) with a visible
 // pair, causal and window ones, but computes the whole of each, and its
 // backward recomputes S first: 5 products, 7/2 times the forward in all.
@@ -70,7 +72,8 @@ func stepFLOPs(params []graph.Param, cfg config.Config, s int) float64 {
 		case cfg.Model.Attention == layers.AttentionFlash:
 			flops += 3.5 * forward * flashPairs(s, graph.DefaultFlashTile, window)
 		case cfg.Model.Attention != layers.AttentionComposed && causalOnly(cfg, window):
-			flops += 3 * forward * graph.FusedCausalPairs(s)
+			dt, _ := cfg.DType.Tensor() // the model was built: its dtype is valid
+			flops += forward / 2 * graph.FusedCausalPairs(s, dt)
 		default:
 			flops += 3 * forward * float64(s) * float64(s)
 		}

@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"testing"
 
+	"gorgonia.org/tensor"
+
+	"github.com/qkv-dev/qkv/graph"
 	"github.com/qkv-dev/qkv/layers"
 	"github.com/qkv-dev/qkv/train/config"
 	"github.com/qkv-dev/qkv/train/model"
@@ -56,24 +59,29 @@ func TestStepFLOPs(t *testing.T) {
 	}
 	d, ff, v, l, b = 128, 512, 106, 4, 12
 	proj := 6 * b * 65 * (l*(4*d*d+2*d*ff) + v*d)
-	if got, want := stepFLOPs(m.Params, cfg, s), proj+l*3*4*b*65*65*d; got != want {
+	if got, want := stepFLOPs(m.Params, cfg, s), proj+l*2*b*graph.FusedCausalPairs(65, tensor.Float32)*d; got != want {
 		t.Errorf("nanogpt-cpu: stepFLOPs = %v, want %v", got, want)
+	}
+	cfg.Model.Attention = layers.AttentionComposed
+	if got, want := stepFLOPs(m.Params, cfg, s), proj+l*3*4*b*65*65*d; got != want {
+		t.Errorf("nanogpt-cpu, composed: stepFLOPs = %v, want %v", got, want)
 	}
 	cfg.Model.Attention = layers.AttentionFlash
 	if got, want := stepFLOPs(m.Params, cfg, s), proj+l*3.5*4*b*(64*64+65)*d; got != want {
 		t.Errorf("nanogpt-cpu, flash: stepFLOPs = %v, want %v", got, want)
 	}
 
-	// At S = 257 the fused op multiplies blocks of 64 queries by the keys
-	// up to their last: 64·(64+128+192+256) + 1·257 pairs; composed, and
-	// fused with a window (a modifier besides Causal), all 257².
+	// At S = 257 the fused op under the causal mask alone computes what
+	// graph.FusedCausalPairs counts (TestFusedCausalPairs); composed, and
+	// fused with a window (a modifier besides Causal), all 257² pairs in
+	// each of the six products.
 	proj257 := proj / 65 * 257
 	for _, c := range []struct {
 		impl   layers.AttentionImpl
 		window int
 		pairs  float64
 	}{
-		{layers.AttentionFused, 0, 64*(64+128+192+256) + 257},
+		{layers.AttentionFused, 0, graph.FusedCausalPairs(257, tensor.Float32) / 6},
 		{layers.AttentionComposed, 0, 257 * 257},
 		{layers.AttentionFused, 32, 257 * 257},
 	} {

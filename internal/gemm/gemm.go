@@ -72,6 +72,83 @@ func (w *Workspace[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, ld
 	w.gemm(&problem[T]{transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}, m, n)
 }
 
+// Triangle tells Workspace.GemmTriangle which work a triangle of zeros, or
+// of values nobody reads, lets it skip: causal attention's products, whose
+// weights are 0 above the diagonal.
+type Triangle struct {
+	Shape TriangleShape
+	// Off moves the diagonal: row i's bound is column i + Off.
+	Off int
+}
+
+// TriangleShape is the kind of triangle (Triangle).
+type TriangleShape uint8
+
+const (
+	// Full: nothing is skipped.
+	Full TriangleShape = iota
+	// LowerC: only C[i][j] with j <= i + Off is wanted. The tiles of C
+	// wholly above that diagonal are not computed and keep what they held;
+	// the tiles it crosses are computed whole.
+	LowerC
+	// LowerA: op(A)[i][q] = 0 for q > i + Off, so each tile of C sums
+	// only up to its last row's bound.
+	LowerA
+	// UpperA: op(A)[i][q] = 0 for q < i + Off, so each tile of C sums
+	// only from its first row's bound.
+	UpperA
+)
+
+// GemmTriangle is Workspace.Gemm skipping the work tri allows. A sum that
+// skips terms of A's triangle skips only products of a 0 with a finite B:
+// it starts from +0 and adding them would not have changed it, so C is
+// Gemm's bit for bit (TestGemmTriangle) where tri does not leave it
+// unwritten. Where there are no assembly kernels it is Gemm.
+func (w *Workspace[T]) GemmTriangle(tri Triangle, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	w.gemm(&problem[T]{transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc, tri: tri}, m, n)
+}
+
+// TriangleWork is the multiply-adds GemmTriangle runs for C (m, n) over k
+// with tri on this machine's kernels, counted as Gemm's m n k are: each
+// tile it computes, of C's rows and columns, times the part of the shared
+// dimension it sums. A FLOP count (qkv bench) counts these, not m n k.
+func TriangleWork[T Float](tri Triangle, m, n, k int) float64 {
+	if kernelsOf[T]() == nil || tri.Shape == Full {
+		return float64(m) * float64(n) * float64(k)
+	}
+	mr, nr := tile[T]()
+	p := problem[T]{k: k}
+	var work float64
+	for pc := 0; pc < k; pc += p.kStep() {
+		kb := min(p.kStep(), k-pc)
+		for i0 := 0; i0 < m; i0 += mr {
+			i1 := min(i0+mr, m)
+			for j0 := 0; j0 < n; j0 += nr {
+				if k0, k1, compute := tri.span(i0, i1, j0, pc, kb); compute {
+					work += float64((i1 - i0) * (min(j0+nr, n) - j0) * (k1 - k0))
+				}
+			}
+		}
+	}
+	return work
+}
+
+// span returns the part [k0, k1) of the shared dimension's block [pc,
+// pc+kb) that the tile of rows [i0, i1) of C, from column j0, sums over,
+// and whether the tile is computed at all.
+func (t Triangle) span(i0, i1, j0, pc, kb int) (k0, k1 int, compute bool) {
+	k0, k1 = pc, pc+kb
+	switch t.Shape {
+	case LowerC:
+		return k0, k1, j0 <= i1-1+t.Off
+	case LowerA:
+		k1 = min(k1, i1+t.Off)
+	case UpperA:
+		k0 = max(k0, i0+t.Off)
+	}
+	return k0, max(k0, k1), true
+}
+
 // gemm computes p, of C (m, n), on the calling goroutine.
 func (w *Workspace[T]) gemm(p *problem[T], m, n int) {
 	if m == 0 || n == 0 {
@@ -178,6 +255,7 @@ type problem[T Float] struct {
 	// after another from pc*sharedPanels*nr.
 	sharedB      []T
 	sharedPanels int
+	tri          Triangle // what may be skipped (GemmTriangle)
 }
 
 // OneBlock reports whether a product of depth k (the shared dimension) is
@@ -341,10 +419,23 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 				}
 				for t := range tiles {
 					jp, ip := at(t)
-					bp := packedB[jp*nr*kb : (jp+1)*nr*kb]
 					cols := min(nr, nb-jp*nr)
 					rows := min(mr, mb-ip*mr)
 					ci := (ic+ip*mr)*p.ldc + jc + jp*nr
+					// The tile sums over [k0, k1) of this block: all of
+					// it but where a triangle (GemmTriangle) skips some.
+					k0, k1, compute := p.tri.span(ic+ip*mr, ic+ip*mr+rows, jc+jp*nr, pc, kb)
+					if !compute {
+						continue
+					}
+					if k0 == k1 { // nothing to add; a stored tile is 0
+						for r := 0; store && r < rows; r++ {
+							clear(p.c[ci+r*p.ldc:][:cols])
+						}
+						continue
+					}
+					kt := k1 - k0
+					bp := packedB[jp*nr*kb+(k0-pc)*nr:][:nr*kt]
 					// next is the tile after this one (the next
 					// block's first, or this tile again after the
 					// last), whose C, and A where it is read in
@@ -371,41 +462,41 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					tile := func(c []T, ldc int, store bool) {
 						h, w := rows <= mr/2 && ks.h != nil, cols <= nr/2 && ks.w != nil
 						if ip == packed && tail != nil {
-							at := (ic+ip*mr)*p.lda + pc
+							at := (ic+ip*mr)*p.lda + k0
 							if p.transA {
-								at = pc*p.lda + ic + ip*mr
+								at = k0*p.lda + ic + ip*mr
 							}
-							tail(kb, p.a[at:], p.lda, bp, c, ldc, kAlpha, store, next)
+							tail(kt, p.a[at:], p.lda, bp, c, ldc, kAlpha, store, next)
 							return
 						}
 						if ip < packed && p.transA {
-							a := p.a[pc*p.lda+ic+ip*mr:]
+							a := p.a[k0*p.lda+ic+ip*mr:]
 							if w {
-								ks.directTW(kb, a, p.lda, bp, c, ldc, kAlpha, store, next)
+								ks.directTW(kt, a, p.lda, bp, c, ldc, kAlpha, store, next)
 							} else {
-								ks.directT(kb, a, p.lda, bp, c, ldc, kAlpha, store, next)
+								ks.directT(kt, a, p.lda, bp, c, ldc, kAlpha, store, next)
 							}
 							return
 						}
 						if ip < packed {
-							a := p.a[(ic+ip*mr)*p.lda+pc:]
+							a := p.a[(ic+ip*mr)*p.lda+k0:]
 							if w {
-								ks.directW(kb, a, p.lda, bp, c, ldc, kAlpha, store, next)
+								ks.directW(kt, a, p.lda, bp, c, ldc, kAlpha, store, next)
 							} else {
-								ks.direct(kb, a, p.lda, bp, c, ldc, kAlpha, store, next)
+								ks.direct(kt, a, p.lda, bp, c, ldc, kAlpha, store, next)
 							}
 							return
 						}
-						a := buf.a[(ip-packed)*mr*kb:][:mr*kb]
+						a := buf.a[(ip-packed)*mr*kb+(k0-pc)*mr:][:mr*kt]
 						switch {
 						case h && w:
-							ks.hw(kb, a, bp, c, ldc, kAlpha, store)
+							ks.hw(kt, a, bp, c, ldc, kAlpha, store)
 						case h:
-							ks.h(kb, a, bp, c, ldc, kAlpha, store)
+							ks.h(kt, a, bp, c, ldc, kAlpha, store)
 						case w:
-							ks.w(kb, a, bp, c, ldc, kAlpha, store)
+							ks.w(kt, a, bp, c, ldc, kAlpha, store)
 						default:
-							ks.kernel(kb, a, bp, c, ldc, kAlpha, store)
+							ks.kernel(kt, a, bp, c, ldc, kAlpha, store)
 						}
 					}
 					if (rows == mr || ip == packed && tail != nil) && cols == nr {
