@@ -78,7 +78,7 @@ func (m *Model) Step(batch Batch, opt *optim.Optimizer, o StepOptions) (StepResu
 		if !isFinite(res.GradNorm) {
 			return fmt.Errorf("%w gradient norm %v (loss %v)", ErrNonFinite, res.GradNorm, res.Loss)
 		}
-		return opt.Step(o.LR)
+		return opt.StepAfterNorm(o.LR, m.Params, res.GradNorm)
 	})
 	return res, err
 }

@@ -320,7 +320,34 @@ func (o *Optimizer) StepCount() int {
 // All gradients are checked first: a missing or non-finite gradient returns
 // an error naming the parameter and changes nothing (parameters, gradients,
 // moments, step count). To skip such a batch and go on, call ZeroGrads.
-func (o *Optimizer) Step(lr float64) error {
+func (o *Optimizer) Step(lr float64) error { return o.update(lr, true) }
+
+// StepAfterNorm is Step for a loop that has just taken the gradients'
+// norm: norm is what GradNorm or ClipGradNorm returned for params. When
+// params are the optimizer's own, the same nodes in the same order, and
+// norm is finite, every gradient is finite (GradNorm: a NaN or an infinity
+// makes the norm NaN or +Inf; clipping scales by a finite factor at most
+// 1), so Step's check, a pass over every gradient, is skipped; otherwise it
+// is Step. The update is Step's, bit for bit.
+func (o *Optimizer) StepAfterNorm(lr float64, params []graph.Param, norm float64) error {
+	return o.update(lr, !(o != nil && math.Abs(norm) <= math.MaxFloat64 && sameParams(o.params, params)))
+}
+
+// sameParams reports whether a and b are the same nodes in the same order.
+func sameParams(a, b []graph.Param) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Node != b[i].Node {
+			return false
+		}
+	}
+	return true
+}
+
+// update is Step, checking the gradients first only with check.
+func (o *Optimizer) update(lr float64, check bool) error {
 	if o == nil {
 		return errNilOptimizer
 	}
@@ -335,8 +362,10 @@ func (o *Optimizer) Step(lr float64) error {
 		o.bufs[i] = b
 	}
 	defer clear(o.bufs) // drop references to the graph's buffers
-	if err := o.job.run(false); err != nil {
-		return err
+	if check {
+		if err := o.job.run(false); err != nil {
+			return err
+		}
 	}
 	o.step++
 	t := float64(o.step)

@@ -509,6 +509,77 @@ func TestStepRejectsNonFiniteGradient(t *testing.T) {
 	}
 }
 
+// TestStepAfterNorm: after the norm of its own parameters, finite, the
+// update is Step's bit for bit and the gradients are not checked (a NaN
+// planted after the norm was taken goes through, which is why the norm
+// must be of the gradients as they are); a non-finite norm, or the norm of
+// other parameters, and the check runs and refuses a NaN as Step does.
+func TestStepAfterNorm(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		specs := []optSpec{{"a.w", []int{2, 2}, []float64{1, 2, 3, 4}}, {"b.w", []int{2, 2}, []float64{5, 6, 7, 8}}}
+		grads := [][]float64{{1, -1, 2, -2}, {0.5, 0.5, -0.5, 3}}
+		var runs [2][][]float64
+		for i := range runs { // Step, then StepAfterNorm
+			params := optParams(t, dt, specs...)
+			opt, err := New(optDefaultAdamW, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				for j, p := range params {
+					optSetGrad(t, p, grads[j])
+				}
+				norm, err := ClipGradNorm(params, 2)
+				if err == nil && i == 0 {
+					err = opt.Step(0.01)
+				} else if err == nil {
+					err = opt.StepAfterNorm(0.01, params, norm)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			runs[i] = optSnapshot(t, params)
+			for _, m := range opt.State() {
+				runs[i] = append(runs[i], m.Data)
+			}
+		}
+		for k := range runs[0] {
+			for j := range runs[0][k] {
+				if math.Float64bits(runs[0][k][j]) != math.Float64bits(runs[1][k][j]) {
+					t.Fatalf("%v: snapshot %d element %d: %v after Step, %v after StepAfterNorm", dt, k, j, runs[0][k][j], runs[1][k][j])
+				}
+			}
+		}
+
+		params := optParams(t, dt, specs...)
+		other := optParams(t, dt, specs...)
+		opt, err := New(optDefaultAdamW, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name  string
+			of    []graph.Param
+			norm  float64
+			check bool
+		}{
+			{"a NaN norm", params, math.NaN(), true},
+			{"an infinite norm", params, math.Inf(1), true},
+			{"another model's norm", other, 1, true},
+			{"fewer parameters' norm", params[:1], 1, true},
+			{"its own finite norm", params, 1, false},
+		} {
+			optSetGrad(t, params[0], grads[0])
+			optSetGrad(t, params[1], []float64{0.5, math.NaN(), -0.5, 3})
+			err := opt.StepAfterNorm(0.01, c.of, c.norm)
+			if checked := err != nil; checked != c.check {
+				t.Errorf("%v, %s: error %v, want the gradients checked: %v", dt, c.name, err, c.check)
+			}
+		}
+	}
+}
+
 // Stopping after k steps, saving State, StepCount and the parameters, and
 // restoring them into a new graph and optimizer continues bit for bit.
 func TestRestoreContinuesBitForBit(t *testing.T) {
