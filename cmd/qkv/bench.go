@@ -357,9 +357,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 
 // torchBench is what tools/torchref/torchref.py bench prints.
 type torchBench struct {
-	Torch   string `json:"torch"`
-	BLAS    string `json:"blas"`
-	Results []struct {
+	Torch string `json:"torch"`
+	BLAS  string `json:"blas"`
+	// BLASCore is the OpenBLAS core the step ran on, and whether
+	// torchref.py chose it because OpenBLAS would have taken a core
+	// without AVX2 on this CPU; "" when it is not OpenBLAS.
+	BLASCore string `json:"blas_core"`
+	Results  []struct {
 		Threads   int     `json:"threads"`
 		MsPerStep float64 `json:"ms_per_step"`
 		// Skipped says why a thread count was not timed: the machine
@@ -426,7 +430,11 @@ func benchTorch(stdout io.Writer, python string, cfg config.Config, steps int, q
 		if r.Attention != "" {
 			how = ", " + r.Attention
 		}
-		fmt.Fprintf(stdout, "PyTorch %s %d thread(s)%s: %7.1f ms/step (BLAS %s)\n", res.Torch, r.Threads, how, r.MsPerStep, res.BLAS)
+		blas := res.BLAS
+		if res.BLASCore != "" {
+			blas += ", core " + res.BLASCore
+		}
+		fmt.Fprintf(stdout, "PyTorch %s %d thread(s)%s: %7.1f ms/step (BLAS %s)\n", res.Torch, r.Threads, how, r.MsPerStep, blas)
 		best = min(best, r.MsPerStep)
 	}
 	if best > 0 && !math.IsInf(best, 1) {

@@ -23,11 +23,13 @@ import os
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-
+# torchref first: it chooses OpenBLAS's kernels for this CPU before torch
+# loads OpenBLAS (torchref.openblas_core_for_this_cpu).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torchref"))
 import torchref  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 @torch.no_grad()
