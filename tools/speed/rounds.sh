@@ -86,6 +86,9 @@ for round in $(seq "$rounds"); do
     g=$(sed -n 's/.*GC \([0-9.]*\)% of the time.*/\1/p' <<<"$out")
     pk=$(sed -n "s/^matrix products:.* \([0-9.]*\)% of one core's.*/\1/p" <<<"$out")
     gf=$(sed -n 's/^matrix products:.*, \([0-9.]*\) GFLOP\/s:.*/\1/p' <<<"$out")
+    if [[ $round == 1 && $i == 0 ]]; then # PyTorch's BLAS and its kernels (torchref.py chooses them)
+      echo "PyTorch's BLAS: $(sed -n 's/^PyTorch.* thread(s)[^(]*(BLAS \(.*\))$/\1/p' <<<"$out" | head -1)"
+    fi
     if [[ -n $busy ]]; then
       echo "round $round, ${names[$i]}: no ratio: the machine was busy ($busy; $note): qkv $q ms, PyTorch's best $t ms"
       continue
