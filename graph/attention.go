@@ -437,7 +437,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	}
 	// mask is sequence b's (Sq, Sk) block, nil when there is none to add.
 	mask := seqMask(x(roleMask), op.lengths, b, d.Sq, d.Sk)
-	gemm := sc.ws.Gemm // the heads are already spread over the cores
+	gemm := sc.ws.GemmTriangle // the heads are already spread over the cores
 	// triangle is what a product may skip under a causal mask alone: the
 	// weights of query i are 0 past key i, so of S and dP only the tiles
 	// that reach key i are wanted, and the sums of O, dQ (P and dS
@@ -450,7 +450,6 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		}
 		return fastgemm.Triangle{Shape: shape, Off: off}
 	}
-	triGemm := sc.ws.GemmTriangle
 	// blocks are the query rows [i0, i1) each product is cut into: under
 	// a causal mask alone on long rows, row i0..i1's keys end at i1, so
 	// each block multiplies only those (about half of the n x n products);
@@ -459,7 +458,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	// gradKFrom adds dS^T Q into dK (the KV head's rows of k's gradient).
 	gradKFrom := func(ds, q, dkv []T) {
 		for r := range blocks { // dK[j0:j1] += dS[first:, j0:j1]^T Q[first:]
-			triGemm(triangle(fastgemm.UpperA, r.j0-r.first), true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
+			gemm(triangle(fastgemm.UpperA, r.j0-r.first), true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, ds[r.first*d.Sk+r.j0:], d.Sk, q[r.first*d.D:], d.D, first, dkv[r.j0*kd:], kd)
 		}
 	}
 	switch op.out {
@@ -467,7 +466,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		p := weights(out)
 		q, k := head(x(roleQ), d.Sq), kvHead(x(roleK), d.Sk)
 		for r := range blocks { // S[i0:i1, :keys] = Q[i0:i1] K[:keys]^T
-			triGemm(triangle(fastgemm.LowerC, r.i0), false, true, r.i1-r.i0, r.keys, dk, scale, q[r.i0*d.D:], d.D, k, kd, 0, p[r.i0*d.Sk:], d.Sk)
+			gemm(triangle(fastgemm.LowerC, r.i0), false, true, r.i1-r.i0, r.keys, dk, scale, q[r.i0*d.D:], d.D, k, kd, 0, p[r.i0*d.Sk:], d.Sk)
 		}
 		var bias []T
 		if bs := x(roleBias); bs != nil {
@@ -488,12 +487,12 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		softmaxHead(p, mask, bias, sink, d.Sk)
 	case attnModDeriv: // deriv = mods'(Q K^T * scale + mask), 0 where hidden  (Sq, Sk)
 		s := scratch[:block]
-		gemm(false, true, d.Sq, d.Sk, dk, scale, head(x(roleQ), d.Sq), d.D, kvHead(x(roleK), d.Sk), kd, 0, s, d.Sk)
+		gemm(fastgemm.Triangle{}, false, true, d.Sq, d.Sk, dk, scale, head(x(roleQ), d.Sq), d.D, kvHead(x(roleK), d.Sk), kd, 0, s, d.Sk)
 		modRows(op.mod, s, weights(out), mask, b, h, d.Sk)
 	case attnOutput: // out = (P * keep) V                                (Sq, dk)
 		p, v, o := dropped(weights(x(roleP))), kvHead(x(roleV), d.Sk), head(out, d.Sq)
 		for r := range blocks { // O[i0:i1] = P[i0:i1, :keys] V[:keys]
-			triGemm(triangle(fastgemm.LowerA, r.i0), false, false, r.i1-r.i0, dk, r.keys, 1, p[r.i0*d.Sk:], d.Sk, v, kd, 0, o[r.i0*d.D:], d.D)
+			gemm(triangle(fastgemm.LowerA, r.i0), false, false, r.i1-r.i0, dk, r.keys, 1, p[r.i0*d.Sk:], d.Sk, v, kd, 0, o[r.i0*d.D:], d.D)
 		}
 	case attnGradP: // dP = (dout V^T) * keep                              (Sq, Sk)
 		dp, do, v := weights(out), head(x(roleDOut), d.Sq), kvHead(x(roleV), d.Sk)
@@ -502,7 +501,7 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 		// (output.get), so it stays 0 from run to run without being
 		// cleared at each (that was 2% of a step at 1024 positions).
 		for r := range blocks {
-			triGemm(triangle(fastgemm.LowerC, r.i0), false, true, r.i1-r.i0, r.keys, dk, 1, do[r.i0*d.D:], d.D, v, kd, 0, dp[r.i0*d.Sk:], d.Sk)
+			gemm(triangle(fastgemm.LowerC, r.i0), false, true, r.i1-r.i0, r.keys, dk, 1, do[r.i0*d.D:], d.D, v, kd, 0, dp[r.i0*d.Sk:], d.Sk)
 		}
 		if d.Dropped {
 			for i, k := range weights(x(roleKeep)) {
@@ -512,13 +511,13 @@ func attendHead[T float32 | float64](op attentionOp, in [][]T, out []T, sc *head
 	case attnGradV: // dV += (P * keep)^T dout                              (Sk, dk)
 		p, do, dv := dropped(weights(x(roleP))), head(x(roleDOut), d.Sq), kvHead(out, d.Sk)
 		for r := range blocks { // dV[j0:j1] += P[first:, j0:j1]^T dO[first:]
-			triGemm(triangle(fastgemm.UpperA, r.j0-r.first), true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, p[r.first*d.Sk+r.j0:], d.Sk, do[r.first*d.D:], d.D, first, dv[r.j0*kd:], kd)
+			gemm(triangle(fastgemm.UpperA, r.j0-r.first), true, false, r.j1-r.j0, dk, d.Sq-r.first, 1, p[r.first*d.Sk+r.j0:], d.Sk, do[r.first*d.D:], d.D, first, dv[r.j0*kd:], kd)
 		}
 	case attnGradQ: // dQ = dS K, dS = P * (dP - rowsum(P * dP)) * mods' * scale   (Sq, dk)
 		ds := modded(scoresGrad(weights(x(roleP)), weights(x(roleDP)), scratch[block:], scale, d.Sk, d.Causal))
 		k, dq := kvHead(x(roleK), d.Sk), head(out, d.Sq)
 		for r := range blocks { // dQ[i0:i1] = dS[i0:i1, :keys] K[:keys]
-			triGemm(triangle(fastgemm.LowerA, r.i0), false, false, r.i1-r.i0, dk, r.keys, 1, ds[r.i0*d.Sk:], d.Sk, k, kd, 0, dq[r.i0*d.D:], d.D)
+			gemm(triangle(fastgemm.LowerA, r.i0), false, false, r.i1-r.i0, dk, r.keys, 1, ds[r.i0*d.Sk:], d.Sk, k, kd, 0, dq[r.i0*d.D:], d.D)
 		}
 		if withK != nil { // and dK from the same dS (gradQKOp)
 			gradKFrom(ds, head(withK.q, d.Sq), kvHead(withK.dk, d.Sk))
@@ -814,7 +813,8 @@ func blockKeys(i, sq, sk int) int {
 // of causalBlocks, of it the kernels' tiles GemmTriangle computes
 // (fastgemm.TriangleWork): of S and dP the tiles that reach the diagonal,
 // of the others each tile's sum up to (or from) it. A FLOP count for the
-// fused op's rate (qkv bench) counts these: 6 n² with no kernels.
+// fused op's rate (qkv bench) counts these; with no kernels, every pair of
+// the blocks in each product (6 n² below causalMinRows).
 func FusedCausalPairs(n int, dt tensor.Dtype) float64 {
 	work := fastgemm.TriangleWork[float32]
 	if dt == tensor.Float64 {

@@ -2,7 +2,9 @@ package gemm
 
 import (
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 )
 
 // TestPeak: every kernel set's peak is positive and plausible (below 32
@@ -44,5 +46,33 @@ func TestPeak(t *testing.T) {
 	}
 	if CPUModel() == "" {
 		t.Error("CPUModel() is empty")
+	}
+}
+
+// BenchmarkPeakSpread runs the active kernels' float32 FMA loop 60 times,
+// about 2 ms each, 20 ms apart, each timed by its thread's CPU time as
+// measurePeak times it, and reports the best (what Peaks takes), the
+// median and the tenth percentile: on a shared machine the loop's rate
+// moves from run to run, and a step timed over all its runs meets the
+// median, not the best (go test ./internal/gemm -run X -bench PeakSpread
+// -cpu 1 -count 3).
+func BenchmarkPeakSpread(b *testing.B) {
+	l := measured()[0].loop
+	const n = 1 << 20
+	for b.Loop() {
+		runtime.LockOSThread()
+		var rates []float64
+		for range 60 {
+			c0, _ := threadCPUTime()
+			l.f32(n)
+			c1, _ := threadCPUTime()
+			rates = append(rates, n*l.ops32/max(c1-c0, 1).Seconds()/1e9)
+			time.Sleep(20 * time.Millisecond)
+		}
+		runtime.UnlockOSThread()
+		slices.Sort(rates)
+		b.ReportMetric(rates[59], "best-GFLOP/s")
+		b.ReportMetric(rates[30], "median-GFLOP/s")
+		b.ReportMetric(rates[6], "p10-GFLOP/s")
 	}
 }
