@@ -411,14 +411,18 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 				// no faster either way.
 				aOuter := p.transA
 				tiles := nPanels * mPanels
-				at := func(t int) (jp, ip int) {
-					if aOuter {
-						return t % nPanels, t / nPanels
+				// The tile after (jp, ip) in the walk, (jn, in),
+				// found without dividing t.
+				var jn, in int
+				for t, jp, ip := 0, 0, 0; t < tiles; t, jp, ip = t+1, jn, in {
+					if jn, in = jp, ip+1; aOuter {
+						jn, in = jp+1, ip
 					}
-					return t / mPanels, t % mPanels
-				}
-				for t := range tiles {
-					jp, ip := at(t)
+					if jn == nPanels {
+						jn, in = 0, ip+1
+					} else if in == mPanels && !aOuter {
+						jn, in = jp+1, 0
+					}
 					cols := min(nr, nb-jp*nr)
 					rows := min(mr, mb-ip*mr)
 					ci := (ic+ip*mr)*p.ldc + jc + jp*nr
@@ -445,7 +449,6 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					var next ahead
 					switch {
 					case t+1 < tiles:
-						jn, in := at(t + 1)
 						next = p.aheadAt((ic+in*mr)*p.ldc+jc+jn*nr, ic+in*mr, pc)
 						if ip >= packed && tail == nil {
 							p.prefetchC((ic+in*mr)*p.ldc+jc+jn*nr, min(mr, mb-in*mr), min(nr, nb-jn*nr))
@@ -455,10 +458,22 @@ func (p *problem[T]) run(buf *buffers[T], i0, i1, j0, j1 int) {
 					default:
 						next = p.aheadAt(ci, ic+ip*mr, pc)
 					}
+					// Most tiles are whole, with A in place: their
+					// kernel is called here, without the closure and
+					// the edge tests the rest go through (tile below).
+					if ip < packed && cols == nr {
+						if p.transA {
+							ks.directT(kt, p.a[k0*p.lda+ic+ip*mr:], p.lda, bp, p.c[ci:], p.ldc, kAlpha, store, next)
+						} else {
+							ks.direct(kt, p.a[(ic+ip*mr)*p.lda+k0:], p.lda, bp, p.c[ci:], p.ldc, kAlpha, store, next)
+						}
+						continue
+					}
 					// tile adds this tile's product into c, ldc
 					// apart, or with store sets c to it; of a last
 					// tile of at most half the rows or columns, only
-					// that half is computed.
+					// that half is computed. A tile in place here is
+					// one of fewer than nr columns.
 					tile := func(c []T, ldc int, store bool) {
 						h, w := rows <= mr/2 && ks.h != nil, cols <= nr/2 && ks.w != nil
 						if ip == packed && tail != nil {
