@@ -74,7 +74,7 @@ timed() {
 }
 
 median() { grep . | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
-declare -A ratio qkv torch allocs gc peak rate
+declare -A ratio qkv torch allocs gc peak peakOf rate
 for round in $(seq "$rounds"); do
   for i in "${!names[@]}"; do
     # shellcheck disable=SC2086 # the flags are words
@@ -84,7 +84,16 @@ for round in $(seq "$rounds"); do
     t=$(sed -n 's/^PyTorch.* thread(s)[^:]*: *\([0-9.]*\) ms\/step.*/\1/p' <<<"$out" | sort -g | head -1)
     a=$(sed -n 's/.* \([0-9]*\) allocations\/step.*/\1/p' <<<"$out")
     g=$(sed -n 's/.*GC \([0-9.]*\)% of the time.*/\1/p' <<<"$out")
-    pk=$(sed -n "s/^matrix products:.* \([0-9.]*\)% of one core's.*/\1/p" <<<"$out")
+    # These runs have every core (GOMAXPROCS unset): their share of all
+    # the cores' peak, which bench prints beside one core's (only one
+    # core's on a machine of one).
+    pk=$(sed -n "s/^matrix products:.* \([0-9.]*\)% of [0-9]* cores' .*/\1/p" <<<"$out")
+    of="the $cores cores'"
+    if [[ -z $pk ]]; then
+      pk=$(sed -n "s/^matrix products:.* \([0-9.]*\)% of one core's.*/\1/p" <<<"$out")
+      of="one core's"
+    fi
+    peakOf[$i]=$of
     gf=$(sed -n 's/^matrix products:.*, \([0-9.]*\) GFLOP\/s:.*/\1/p' <<<"$out")
     if [[ $round == 1 && $i == 0 ]]; then # PyTorch's BLAS and its kernels (torchref.py chooses them)
       echo "PyTorch's BLAS: $(sed -n 's/^PyTorch.* thread(s)[^(]*(BLAS \(.*\))$/\1/p' <<<"$out" | head -1)"
@@ -93,7 +102,7 @@ for round in $(seq "$rounds"); do
       echo "round $round, ${names[$i]}: no ratio: the machine was busy ($busy; $note): qkv $q ms, PyTorch's best $t ms"
       continue
     fi
-    echo "round $round, ${names[$i]}: qkv $q ms, PyTorch's best $t ms, ratio $r, $a allocations/step, GC $g%, $gf GFLOP/s, $pk% of one core's peak ($note)"
+    echo "round $round, ${names[$i]}: qkv $q ms, PyTorch's best $t ms, ratio $r, $a allocations/step, GC $g%, $gf GFLOP/s, $pk% of $of peak ($note)"
     ratio[$i]+="$r "; qkv[$i]+="$q "; torch[$i]+="$t "; allocs[$i]+="$a "; gc[$i]+="$g "; peak[$i]+="$pk "; rate[$i]+="$gf "
   done
 done
@@ -124,11 +133,11 @@ for i in "${!names[@]}"; do
     printf '%-13s no ratio: the machine was busy in every round (see above)\n' "${names[$i]}"
     continue
   fi
-  printf '%-14s qkv %s ms, PyTorch %s ms, qkv/PyTorch %s (quiet rounds: %s), %s allocations/step, GC %s%%, %s GFLOP/s, %s%% of one core'"'"'s peak\n' "${names[$i]}" \
+  printf '%-14s qkv %s ms, PyTorch %s ms, qkv/PyTorch %s (quiet rounds: %s), %s allocations/step, GC %s%%, %s GFLOP/s, %s%% of %s peak\n' "${names[$i]}" \
     "$(tr ' ' '\n' <<<"${qkv[$i]}" | median)" "$(tr ' ' '\n' <<<"${torch[$i]}" | median)" \
     "$(tr ' ' '\n' <<<"${ratio[$i]}" | median)" "${ratio[$i]% }" \
     "$(tr ' ' '\n' <<<"${allocs[$i]}" | median)" "$(tr ' ' '\n' <<<"${gc[$i]}" | median)" \
-    "$(tr ' ' '\n' <<<"${rate[$i]}" | median)" "$(tr ' ' '\n' <<<"${peak[$i]}" | median)"
+    "$(tr ' ' '\n' <<<"${rate[$i]}" | median)" "$(tr ' ' '\n' <<<"${peak[$i]}" | median)" "${peakOf[$i]}"
 done
 if [[ -z ${procs[1]:-} || -z ${procs[2]:-} ]]; then
   echo "nanogpt-cpu   no GOMAXPROCS ratio: the machine was busy in every round of GOMAXPROCS=1 or 2 (see above)"
