@@ -228,7 +228,7 @@ func (j *splitJob[T]) split(m, n, workers int) {
 		panels := (n + nr - 1) / nr
 		j.b = grow(j.b, panels*nr*j.p.k)
 		packers := min(workers, par.WorkersFor(2*n*j.p.k))
-		j.p.sharedB, j.p.sharedPanels = nil, panels
+		j.p.sharedPanels = panels
 		j.packing, j.packPer = true, (panels+packers-1)/packers
 		par.Run((panels+j.packPer-1)/j.packPer, packers, j)
 		j.packing = false
