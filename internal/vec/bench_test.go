@@ -86,3 +86,27 @@ func BenchmarkLinWorkingSet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSumWorkingSet reads one array again and again (Sum) at sizes
+// around a core's second-level cache: where the read rate falls is how
+// much the cache holds, which decides whether the decoder's split step
+// (each core's half of the nanoGPT preset's weights, 1.57 MB) reads its
+// weights from L2 or L3 (docs/speed.md, Generation).
+func BenchmarkSumWorkingSet(b *testing.B) {
+	for _, kib := range []int{1024, 1400, 1600, 1800, 3200} {
+		x := make([]float32, kib<<10/4)
+		for i := range x {
+			x[i] = 1
+		}
+		b.Run(fmt.Sprintf("array=%dKiB", kib), func(b *testing.B) {
+			var s float32
+			for b.Loop() {
+				s += Sum(x)
+			}
+			if s == 0 {
+				b.Fatal("Sum of ones is 0")
+			}
+			b.ReportMetric(float64(len(x)*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
