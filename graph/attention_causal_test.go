@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	fastgemm "github.com/qkv-dev/qkv/internal/gemm"
@@ -171,33 +170,5 @@ func testSoftmaxRowsInGroups[T float32 | float64](t *testing.T) {
 // (B 12, 65 positions, H 4, dk 32, float32): the attention of one of its
 // layers (go test ./graph -run X -bench FusedCausalPreset -cpu 1).
 func BenchmarkFusedCausalPreset(b *testing.B) {
-	const heads, dk, n, batch = 4, 32, 65, 12
-	in := newFlashInputs(flashCase{b: batch, sq: n, sk: n, heads: heads, dk: dk}, 1, 1)
-	g := G.NewGraph()
-	shape := tensor.Shape{batch, n, heads * dk}
-	q := valued(g, tensor.Float32, shape, in.q, "q")
-	k := valued(g, tensor.Float32, shape, in.k, "k")
-	v := valued(g, tensor.Float32, shape, in.v, "v")
-	out, _, err := Attend(q, k, v, Spec{Impl: Fused, MaskMod: Causal(), Heads: heads})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cost, err := G.Sum(out)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := G.Grad(cost, q, k, v); err != nil {
-		b.Fatal(err)
-	}
-	vm, err := NewMachine(g)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer vm.Close()
-	for b.Loop() {
-		if err := vm.RunAll(); err != nil {
-			b.Fatal(err)
-		}
-		vm.Reset()
-	}
+	benchAttentionBatch(b, 12, 65, Spec{Impl: Fused, MaskMod: Causal()})
 }

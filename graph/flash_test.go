@@ -511,12 +511,15 @@ func ExampleAttend_flash() {
 // benchAttention times one forward and backward pass of attention over one
 // sequence of n positions, 4 heads of 32, with spec's implementation and
 // modifiers. It reports the tiles flash computes per pass.
-func benchAttention(b *testing.B, n int, spec Spec) {
+func benchAttention(b *testing.B, n int, spec Spec) { benchAttentionBatch(b, 1, n, spec) }
+
+// benchAttentionBatch is benchAttention over a batch of sequences.
+func benchAttentionBatch(b *testing.B, batch, n int, spec Spec) {
 	const heads, dk = 4, 32
-	c := flashCase{b: 1, sq: n, sk: n, heads: heads, dk: dk}
+	c := flashCase{b: batch, sq: n, sk: n, heads: heads, dk: dk}
 	in := newFlashInputs(c, 1, 1)
 	g := G.NewGraph()
-	shape := tensor.Shape{1, n, heads * dk}
+	shape := tensor.Shape{batch, n, heads * dk}
 	q := valued(g, tensor.Float32, shape, in.q, "q")
 	k := valued(g, tensor.Float32, shape, in.k, "k")
 	v := valued(g, tensor.Float32, shape, in.v, "v")

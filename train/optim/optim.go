@@ -331,7 +331,7 @@ func (o *Optimizer) Step(lr float64) error { return o.update(lr, true) }
 // is Step. The update is Step's, bit for bit.
 func (o *Optimizer) StepAfterNorm(lr float64, params []graph.Param, norm float64) error {
 	finite := !math.IsNaN(norm) && !math.IsInf(norm, 0)
-	return o.update(lr, !(o != nil && finite && sameParams(o.params, params)))
+	return o.update(lr, o == nil || !finite || !sameParams(o.params, params))
 }
 
 // sameParams reports whether a and b are the same nodes in the same order.
